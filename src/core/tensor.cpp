@@ -171,6 +171,33 @@ Tensor Tensor::select(int dim, int64_t i) const {
   return t;
 }
 
+Tensor Tensor::unsqueeze(int dim) const {
+  if (dim < 0) dim += ndim() + 1;
+  TD_CHECK(dim >= 0 && dim <= ndim() && ndim() < Shape::kMaxDims, "unsqueeze({}) of {}", dim, str());
+  std::vector<int64_t> dims = shape_.vec();
+  dims.insert(dims.begin() + dim, 1);
+  Tensor t = *this;
+  t.shape_ = Shape(dims);
+  for (int d = ndim(); d > dim; --d) t.strides_[d] = strides_[d - 1];
+  t.strides_[dim] = dim < ndim() ? strides_[dim] * shape_[dim] : 1;
+  return t;
+}
+
+Tensor Tensor::merge_dims(int d) const {
+  if (d < 0) d += ndim();
+  TD_CHECK(d >= 0 && d + 1 < ndim(), "merge_dims({}) of {}", d, str());
+  TD_CHECK(strides_[d] == strides_[d + 1] * shape_[d + 1] || shape_[d] == 1,
+           "merge_dims({}): dims are not adjacent in memory in {}", d, str());
+  std::vector<int64_t> dims = shape_.vec();
+  dims[d] *= dims[d + 1];
+  dims.erase(dims.begin() + d + 1);
+  Tensor t = *this;
+  t.shape_ = Shape(dims);
+  t.strides_[d] = strides_[d + 1];
+  for (int i = d + 1; i < ndim() - 1; ++i) t.strides_[i] = strides_[i + 1];
+  return t;
+}
+
 Tensor Tensor::to(Device dev) const {
   TD_CHECK(is_contiguous(), "to({}): tensor must be contiguous: {}", dev.str(), str());
   Tensor t = empty(shape_, dtype_, dev);

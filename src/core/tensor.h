@@ -93,6 +93,10 @@ class Tensor {
   Tensor narrow(int dim, int64_t start, int64_t len) const;
   // Removes dim by taking index i along it.
   Tensor select(int dim, int64_t i) const;
+  // Inserts a size-1 dim at position dim (strided views allowed).
+  Tensor unsqueeze(int dim) const;
+  // Merges dims d and d+1 into one; needs stride[d] == stride[d+1] * size[d+1] (any view).
+  Tensor merge_dims(int d) const;
 
   Tensor to(Device dev) const;  // copy (contiguous) to another device
   Tensor clone() const;         // contiguous copy on the same device

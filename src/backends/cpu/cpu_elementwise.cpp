@@ -1,0 +1,77 @@
+// Embedding, SiLU-and-mul, add, column concat, row gather, argmax.
+#include <cstring>
+#include <limits>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_math.h"
+#include "core/thread_pool.h"
+
+namespace tandem::cpu {
+
+void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+  const int64_t T = ids.size(0), V = table.size(0), D = table.size(1);
+  const int32_t* id = ids.data<int32_t>();
+  const float* tab = f32_ptr(table, "embedding");
+  float* o = f32_mut(out, "embedding");
+  for (int64_t t = 0; t < T; ++t) {
+    if (id[t] < 0 || id[t] >= V) fail("embedding: token id {} outside the vocabulary [0, {})", id[t], V);
+    std::memcpy(o + t * D, tab + static_cast<int64_t>(id[t]) * D, D * sizeof(float));
+  }
+}
+
+void CpuBackend::silu_mul(const Tensor& x, Tensor& out) {
+  const int64_t T = x.size(0), I = out.size(1), xs = x.stride(0);
+  const float* xp = f32_ptr(x, "silu_mul");
+  float* o = f32_mut(out, "silu_mul");
+  parallel_for(T, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t)
+      for (int64_t i = 0; i < I; ++i) o[t * I + i] = silu(xp[t * xs + i]) * xp[t * xs + I + i];
+  });
+}
+
+void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
+  TD_CHECK(a.is_contiguous() && b.is_contiguous() && out.is_contiguous(), "cpu add needs contiguous tensors");
+  const int64_t n = a.numel();
+  const float* ap = f32_ptr(a, "add");
+  const float* bp = f32_ptr(b, "add");
+  float* o = f32_mut(out, "add");
+  for (int64_t i = 0; i < n; ++i) o[i] = ap[i] + bp[i];
+}
+
+void CpuBackend::concat_cols(const Tensor& a, const Tensor& b, Tensor& out) {
+  const int64_t T = a.size(0), D1 = a.size(1), D2 = b.size(1);
+  const float* ap = f32_ptr(a, "concat_cols");
+  const float* bp = f32_ptr(b, "concat_cols");
+  float* o = f32_mut(out, "concat_cols");
+  for (int64_t t = 0; t < T; ++t) {
+    std::memcpy(o + t * (D1 + D2), ap + t * a.stride(0), D1 * sizeof(float));
+    std::memcpy(o + t * (D1 + D2) + D1, bp + t * b.stride(0), D2 * sizeof(float));
+  }
+}
+
+void CpuBackend::gather_rows(const Tensor& src, const Tensor& rows, Tensor& out) {
+  const int64_t M = rows.size(0), N = src.size(0), D = src.size(1);
+  const int32_t* r = rows.data<int32_t>();
+  const float* s = f32_ptr(src, "gather_rows");
+  float* o = f32_mut(out, "gather_rows");
+  for (int64_t i = 0; i < M; ++i) {
+    TD_CHECK(r[i] >= 0 && r[i] < N, "gather_rows: row {} outside [0, {})", r[i], N);
+    std::memcpy(o + i * D, s + r[i] * src.stride(0), D * sizeof(float));
+  }
+}
+
+void CpuBackend::argmax(const Tensor& logits, Tensor& out) {
+  const int64_t T = logits.size(0), V = logits.size(1);
+  const float* l = f32_ptr(logits, "argmax");
+  int32_t* o = out.data<int32_t>();
+  for (int64_t t = 0; t < T; ++t) {
+    const float* row = l + t * logits.stride(0);
+    int64_t best = 0;
+    float bv = -std::numeric_limits<float>::infinity();
+    for (int64_t v = 0; v < V; ++v)
+      if (row[v] > bv) bv = row[v], best = v;  // strict: the lowest index wins ties; NaN never wins
+    o[t] = static_cast<int32_t>(best);
+  }
+}
+
+}  // namespace tandem::cpu

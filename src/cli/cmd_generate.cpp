@@ -1,0 +1,93 @@
+// tandem generate: one completion, printed as it is produced.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/default_model.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "runtime/generator.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tandem::cli {
+
+Runner add_generate(CLI::App& app) {
+  struct Args {
+    std::string model_path, prompt, prompt_ids;
+    int64_t max_new_tokens = 64, chunk = 0;
+    float temperature = 0, top_p = 1;
+    int32_t top_k = -1;
+    uint64_t seed = 0;
+    bool ignore_eos = false;
+  };
+  auto a = std::make_shared<Args>();
+  app.add_option("--model-path", a->model_path, "Checkpoint folder (default: the built-in model)");
+  app.add_option("--prompt", a->prompt, "Prompt text");
+  app.add_option("--prompt-ids", a->prompt_ids, "Prompt as comma-separated token ids");
+  app.add_option("--max-new-tokens", a->max_new_tokens, "Tokens to generate");
+  app.add_option("--temperature", a->temperature, "0 = greedy");
+  app.add_option("--top-k", a->top_k, "Keep the k most likely tokens (-1 = off)");
+  app.add_option("--top-p", a->top_p, "Nucleus sampling mass");
+  app.add_option("--seed", a->seed, "Sampling seed");
+  app.add_option("--prefill-chunk", a->chunk, "Prefill in chunks of this many tokens (0 = whole)");
+  app.add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-sequence tokens");
+  return [a]() {
+    const std::string dir = a->model_path.empty() ? default_model_path() : a->model_path;
+    LoadOptions lo;
+    lo.load_mtp = false;
+    auto model = Model::load(dir, lo);
+    std::optional<Tokenizer> tok;
+    const auto tok_path = std::filesystem::path(dir) / "tokenizer.json";
+    if (std::filesystem::exists(tok_path)) tok = Tokenizer::from_file(tok_path.string());
+    GenerateRequest req;
+    if (!a->prompt_ids.empty()) {
+      std::stringstream ss(a->prompt_ids);
+      std::string item;
+      while (std::getline(ss, item, ',')) req.prompt.push_back(std::stoi(item));
+    } else {
+      if (!tok) fail("{} has no tokenizer.json; pass --prompt-ids", dir);
+      req.prompt = tok->encode(a->prompt.empty() ? "It is a truth universally acknowledged" : a->prompt);
+    }
+    req.max_new_tokens = a->max_new_tokens;
+    req.prefill_chunk = a->chunk;
+    req.sampling = {a->temperature, a->top_k, a->top_p, a->seed};
+    if (!a->ignore_eos)
+      for (int64_t e : model->config().eos_token_ids) req.stop_ids.push_back(static_cast<int32_t>(e));
+    Generator gen(*model, static_cast<int64_t>(req.prompt.size()) + req.max_new_tokens);
+    if (tok) std::printf("%s", a->prompt.c_str());
+    std::fflush(stdout);
+    std::string pending;  // bytes of an incomplete UTF-8 character
+    const auto t0 = std::chrono::steady_clock::now();
+    GenerateResult r = gen.generate(req, [&](int32_t id) {
+      if (tok) {
+        if (tok->is_special(id)) return true;
+        pending += tok->token_bytes(id);
+        // Print only complete UTF-8 characters.
+        size_t cut = pending.size();
+        for (size_t back = 1; back <= 4 && back <= pending.size(); ++back) {
+          const unsigned char ch = static_cast<unsigned char>(pending[pending.size() - back]);
+          if ((ch & 0xc0) == 0x80) continue;
+          const size_t need = ch >= 0xf0 ? 4 : ch >= 0xe0 ? 3 : ch >= 0xc0 ? 2 : 1;
+          if (need > back) cut = pending.size() - back;
+          break;
+        }
+        std::fwrite(pending.data(), 1, cut, stdout);
+        pending.erase(0, cut);
+      } else {
+        std::printf(" %d", id);
+      }
+      std::fflush(stdout);
+      return true;
+    });
+    std::fwrite(pending.data(), 1, pending.size(), stdout);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("\n");
+    log_info("{} prompt tokens, {} generated in {:.2f} s ({:.1f} tokens/s){}", req.prompt.size(),
+             r.tokens.size(), s, r.tokens.size() / s, r.stopped ? ", stopped at EOS" : "");
+    return 0;
+  };
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,12 @@
+// Where the built-in default model lives.
+#pragma once
+
+#include <string>
+
+namespace tandem::cli {
+
+// TANDEM_DEFAULT_MODEL if set; else the trained model shipped under models/ when present;
+// else the tiny random checkpoint the build writes.
+std::string default_model_path();
+
+}  // namespace tandem::cli

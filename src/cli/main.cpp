@@ -1,0 +1,31 @@
+// tandem: the command-line entry point.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <map>
+
+#include "backends/init.h"
+#include "cli/commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Tandem: a serving engine for GLM-5-class models with MTP speculative decoding"};
+  app.require_subcommand(1);
+  std::map<CLI::App*, tandem::cli::Runner> runners;
+  auto add = [&](const char* name, const char* help, auto adder) {
+    CLI::App* sub = app.add_subcommand(name, help);
+    runners[sub] = adder(*sub);
+  };
+  add("make-checkpoint", "Write a random-weight checkpoint (Hub layout) from a preset or a config",
+      tandem::cli::add_make_checkpoint);
+  add("generate", "Generate a completion for a prompt", tandem::cli::add_generate);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    tandem::init_backends();
+    for (auto& [sub, run] : runners)
+      if (sub->parsed()) return run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,58 @@
+#include "model/model.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "model/checkpoint.h"
+#include "model/decoder_layer.h"
+#include "ops/ops.h"
+
+namespace tandem {
+
+std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& o) {
+  ModelConfig c = ModelConfig::from_file((std::filesystem::path(dir) / "config.json").string());
+  Checkpoint ck = Checkpoint::open(dir);
+  ModelWeights w = load_weights(ck, c, o);
+  return std::make_unique<Model>(std::move(c), std::move(w), o.device);
+}
+
+Tensor Model::logits_for(Workspace& ws, const ForwardBatch& batch, const Tensor& normed) const {
+  const Tensor rows = batch.logit_rows.defined() ? ops::gather_rows(ws, normed, batch.logit_rows) : normed;
+  return ops::linear(ws, rows, weights_.lm_head);  // [R, V]
+}
+
+ForwardResult Model::forward(Workspace& ws, const ForwardBatch& batch, KvCache& cache) const {
+  const LayerContext ctx{config_, weights_, batch, cache, ws};
+  Tensor h = ops::embedding(ws, batch.input_ids, weights_.embed);  // [T, D]
+  Tensor topk;  // [T, K]: the last full indexer's selection, reused by shared layers
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    const bool full = !config_.has_indexer || config_.indexer_full[static_cast<size_t>(l)];
+    decoder_layer(ctx, weights_.layers[static_cast<size_t>(l)], l, full, h, topk);
+  }
+  ForwardResult r;
+  r.hidden = ops::rms_norm(ws, h, weights_.final_norm, static_cast<float>(config_.rms_norm_eps));  // [T, D]
+  r.logits = logits_for(ws, batch, r.hidden);
+  r.topk = topk;
+  return r;
+}
+
+ForwardResult Model::forward_mtp(Workspace& ws, const ForwardBatch& batch, const Tensor& hidden,
+                                 KvCache& cache, const Tensor& reuse_topk) const {
+  TD_CHECK(weights_.mtp.has_value(), "this model has no MTP layer loaded");
+  const MtpWeights& m = *weights_.mtp;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  const LayerContext ctx{config_, weights_, batch, cache, ws};
+  // u = eh_proj([enorm(embed(x_{i+1})) ; hnorm(h_i)]): embedding first, hidden second.
+  Tensor e = ops::rms_norm(ws, ops::embedding(ws, batch.input_ids, weights_.embed), m.enorm, eps);  // [T, D]
+  Tensor g = ops::rms_norm(ws, hidden, m.hnorm, eps);                                              // [T, D]
+  Tensor h = ops::linear(ws, ops::concat_cols(ws, e, g), m.eh_proj);                               // [T, D]
+  Tensor topk = reuse_topk;
+  decoder_layer(ctx, m.layer, config_.mtp_layer_index(), /*run_indexer=*/!reuse_topk.defined(), h, topk);
+  ForwardResult r;
+  r.hidden = ops::rms_norm(ws, h, m.shared_head_norm, eps);  // [T, D]
+  r.logits = logits_for(ws, batch, r.hidden);
+  r.topk = topk;
+  return r;
+}
+
+}  // namespace tandem

@@ -1,0 +1,49 @@
+// A loaded GLM-5 / DeepSeek-V3(.2) model: the main decoder stack and its MTP (NextN) layer,
+// written once against the ops interface so it runs on any backend.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "model/config.h"
+#include "model/forward_batch.h"
+#include "model/kv_cache.h"
+#include "model/loader.h"
+#include "model/weights.h"
+#include "ops/workspace.h"
+
+namespace tandem {
+
+class Model {
+ public:
+  Model(ModelConfig config, ModelWeights weights, Device device)
+      : config_(std::move(config)), weights_(std::move(weights)), device_(device) {}
+
+  // Reads config.json and the checkpoint in dir.
+  static std::unique_ptr<Model> load(const std::string& dir, const LoadOptions& o);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  Device device() const { return device_; }
+  bool has_mtp() const { return weights_.mtp.has_value(); }
+
+  // Main model over the batch; writes cache layers [0, L). Returns logits for batch.logit_rows
+  // and the final-normed hidden states of every token.
+  ForwardResult forward(Workspace& ws, const ForwardBatch& batch, KvCache& cache) const;
+
+  // The MTP layer as a draft model. batch.input_ids hold x_{i+1}; hidden: [T, D] the LM-head
+  // input at position i (the target's, or the draft's own on later draft steps). Writes cache
+  // layer L. reuse_topk (may be undefined) replaces the MTP indexer's selection, for
+  // index_share_for_mtp_iteration. The returned hidden is the draft's LM-head input.
+  ForwardResult forward_mtp(Workspace& ws, const ForwardBatch& batch, const Tensor& hidden,
+                            KvCache& cache, const Tensor& reuse_topk = Tensor()) const;
+
+ private:
+  Tensor logits_for(Workspace& ws, const ForwardBatch& batch, const Tensor& normed) const;
+
+  ModelConfig config_;
+  ModelWeights weights_;
+  Device device_;
+};
+
+}  // namespace tandem

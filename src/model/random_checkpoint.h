@@ -1,0 +1,30 @@
+// Writes a random-weight checkpoint of any supported configuration in the Hugging Face Hub
+// layout (config.json, safetensors shards, index). Seeded and reproducible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <utility>
+
+#include "core/tensor.h"
+#include "model/config.h"
+
+namespace tandem {
+
+struct RandomCheckpointOptions {
+  uint64_t seed = 0;
+  std::string dtype = "bf16";  // storage of high-precision tensors: bf16 | f32
+  std::string quant;           // "" | "fp8" (128x128 blocks) | "mxfp4" (groups of 32)
+  uint64_t max_shard_bytes = 2ull << 30;
+};
+
+void write_random_checkpoint(const ModelConfig& c, const std::string& dir,
+                             const RandomCheckpointOptions& o);
+
+// Block-quantizes a dense f32 [N, K] matrix: FP8 e4m3 with fp32 weight_scale_inv per
+// (block_n x block_k) tile, or MXFP4 with an e8m0 scale per 32 values. Returns {weight, scale}.
+std::pair<Tensor, Tensor> quantize_fp8_block(const Tensor& w, int64_t block_n, int64_t block_k);
+std::pair<Tensor, Tensor> quantize_mxfp4(const Tensor& w, int64_t group);
+
+}  // namespace tandem

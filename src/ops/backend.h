@@ -1,0 +1,93 @@
+// The op interface every backend implements. Inputs are validated once in ops.cpp (shapes with
+// named dimensions, dtypes, devices) before a backend sees them, so backends only compute.
+// Shapes use T = tokens, D = hidden, H = heads, V = vocab, E = experts, S = slots.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "ops/attention_meta.h"
+#include "ops/weight.h"
+
+namespace tandem {
+
+struct RouteParams {
+  int64_t top_k = 0;
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  bool normalize = true;
+  float scaling = 1.0f;
+};
+
+struct RopeParams {
+  bool interleaved = true;       // pairs (2j, 2j+1); false: pairs (j, j + d/2) (NeoX)
+  float attention_factor = 1.0f;  // scales cos and sin (YaRN)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // out[t] = table[ids[t]]. ids: [T] i32, table: [V, D], out: [T, D]
+  virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
+  // out = w * x / sqrt(mean(x^2) + eps), rows of x may be strided. x, out: [T, D], w: [D]
+  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;
+  // LayerNorm with bias. x, out: [T, D]; w, b: [D]
+  virtual void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps,
+                          Tensor& out) = 0;
+  // In place on x: [T, H, d] (strided views allowed, last stride 1). positions: [T] i32,
+  // inv_freq: [d/2] f32.
+  virtual void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq,
+                    const RopeParams& p) = 0;
+  // out = x . W^T. x: [T, K], out: [T, N]
+  virtual void linear(const Tensor& x, const Weight& w, Tensor& out) = 0;
+  // Per-head matmul: out[t, h, :] = W[h] . x[t, h, :]. x: [T, H, K], w: [H, N, K], out: [T, H, N]
+  virtual void head_matmul(const Tensor& x, const Tensor& w, Tensor& out) = 0;
+  // out = silu(x[:, :I]) * x[:, I:]. x: [T, 2I], out: [T, I]
+  virtual void silu_mul(const Tensor& x, Tensor& out) = 0;
+  // out = a + b (same shape; out may alias a).
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  // out[:, :D1] = a, out[:, D1:] = b. a: [T, D1], b: [T, D2], out: [T, D1 + D2]
+  virtual void concat_cols(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  // out[i] = src[rows[i]]. src: [N, D], rows: [M] i32, out: [M, D]
+  virtual void gather_rows(const Tensor& src, const Tensor& rows, Tensor& out) = 0;
+
+  // pool[slot_mapping[t]] = rows[t]. rows: [T, R] (strided ok), pool: [S, R]
+  virtual void kv_store(const Tensor& rows, const Tensor& slot_mapping, Tensor& pool) = 0;
+  // Gathers each sequence's cached rows [0, seq_len) in order: out: [sum(seq_lens), R]
+  virtual void kv_gather(const Tensor& pool, const AttentionMeta& meta, Tensor& out) = 0;
+
+  // Absorbed (MQA) MLA over the paged latent cache. q: [T, H, L] with L = kv_lora_rank + rope
+  // dim; pool: [S, L]; topk: [T, K] i32 positions (-1 = empty) or undefined for dense causal.
+  // out: [T, H, kv_lora_rank] = softmax(q . K^T * scale) . K[:, :kv_lora_rank]
+  virtual void mla_decode(const Tensor& q, const Tensor& pool, const AttentionMeta& meta,
+                          const Tensor& topk, float scale, Tensor& out) = 0;
+  // Naive (MHA) MLA for prefill. q: [T, H, dn + dr]; kv: [sumL, H, dn + dv] (expanded from the
+  // gathered latents, in kv_gather order); k_pe: [sumL, dr]; out: [T, H, dv]
+  virtual void mla_prefill(const Tensor& q, const Tensor& kv, const Tensor& k_pe,
+                           const AttentionMeta& meta, const Tensor& topk, float scale,
+                           Tensor& out) = 0;
+  // DSA lightning indexer: score(t, j) = sum_h w[t, h] * relu(q[t, h] . k[j]) over the cached
+  // positions j <= pos(t); out: [T, K] i32 the top-K positions ascending, -1 padded.
+  // q: [T, Hi, Di]; w: [T, Hi] f32 (scales folded in); pool: [S, Di]
+  virtual void indexer_topk(const Tensor& q, const Tensor& w, const Tensor& pool,
+                            const AttentionMeta& meta, Tensor& out) = 0;
+
+  // Sigmoid routing with correction bias (selection only) and group-limited top-k.
+  // logits: [T, E] f32; bias: [E] f32 or undefined; idx: [T, k] i32; weights: [T, k] f32
+  virtual void moe_route(const Tensor& logits, const Tensor& bias, const RouteParams& p,
+                         Tensor& idx, Tensor& weights) = 0;
+  // out[t] = sum_k weights[t, k] * down_e(silu(gate_e x) * up_e x), e = idx[t, k].
+  // x: [T, D]; gate_up: [E, 2I, D]; down: [E, D, I]; out: [T, D]
+  virtual void moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down,
+                           const Tensor& idx, const Tensor& weights, Tensor& out) = 0;
+
+  // out[t] = argmax_v logits[t, v] (lowest index on ties). logits: [T, V] f32; out: [T] i32
+  virtual void argmax(const Tensor& logits, Tensor& out) = 0;
+};
+
+// The backend for a device (CPU always; CUDA when built and initialised).
+Backend& backend_for(Device d);
+void register_backend(DeviceType t, Backend* b);
+
+}  // namespace tandem

@@ -1,0 +1,229 @@
+#include "ops/ops.h"
+
+#include <string>
+
+#include "core/error.h"
+
+namespace tandem::ops {
+
+namespace {
+
+// Checks t against expected dims (-1 = any) and names the dims in the message,
+// e.g. "rms_norm: x must be [T, D] = [?, 64], got f32[3, 32] cpu".
+void expect(const char* op, const char* what, const Tensor& t, const char* names,
+            std::initializer_list<int64_t> dims) {
+  TD_CHECK(t.defined(), "{}: {} is missing", op, what);
+  bool ok = t.ndim() == static_cast<int>(dims.size());
+  int i = 0;
+  for (int64_t d : dims) {
+    if (ok && d >= 0 && t.size(i) != d) ok = false;
+    ++i;
+  }
+  if (!ok) {
+    std::string want = "[";
+    i = 0;
+    for (int64_t d : dims) want += (i++ ? ", " : "") + (d < 0 ? std::string("?") : std::to_string(d));
+    fail("{}: {} must be {} = {}], got {}", op, what, names, want, t.str());
+  }
+}
+
+void expect_dtype(const char* op, const char* what, const Tensor& t, DType dt) {
+  if (t.dtype() != dt) fail("{}: {} must be {}, got {}", op, what, dtype_name(dt), t.str());
+}
+
+void expect_same_device(const char* op, const Tensor& a, const Tensor& b) {
+  if (!(a.device() == b.device()))
+    fail("{}: inputs on different devices ({} and {})", op, a.device().str(), b.device().str());
+}
+
+void expect_rows_unit_stride(const char* op, const char* what, const Tensor& t) {
+  if (t.stride(-1) != 1) fail("{}: {} must have unit stride in its last dim, got {}", op, what, t.str());
+}
+
+void check_meta(const char* op, const AttentionMeta& m, int64_t T) {
+  expect(op, "meta.token_seq", m.token_seq, "[T]", {T});
+  expect(op, "meta.token_pos", m.token_pos, "[T]", {T});
+  expect(op, "meta.page_table", m.page_table, "[B, max_pages]", {m.num_seqs(), -1});
+  expect_dtype(op, "meta.token_pos", m.token_pos, DType::I32);
+  expect_dtype(op, "meta.page_table", m.page_table, DType::I32);
+  TD_CHECK(m.page_size > 0, "{}: meta.page_size must be positive", op);
+}
+
+}  // namespace
+
+Tensor embedding(Workspace& ws, const Tensor& ids, const Tensor& table) {
+  expect("embedding", "ids", ids, "[T]", {-1});
+  expect_dtype("embedding", "ids", ids, DType::I32);
+  expect("embedding", "table", table, "[V, D]", {-1, -1});
+  expect_same_device("embedding", ids, table);
+  Tensor out = ws.alloc({ids.size(0), table.size(1)}, table.dtype());
+  backend_for(table.device()).embedding(ids, table, out);
+  return out;
+}
+
+Tensor rms_norm(Workspace& ws, const Tensor& x, const Tensor& w, float eps) {
+  expect("rms_norm", "x", x, "[T, D]", {-1, -1});
+  expect("rms_norm", "w", w, "[D]", {x.size(1)});
+  expect_rows_unit_stride("rms_norm", "x", x);
+  Tensor out = ws.alloc(x.shape(), x.dtype());
+  backend_for(x.device()).rms_norm(x, w, eps, out);
+  return out;
+}
+
+Tensor layer_norm(Workspace& ws, const Tensor& x, const Tensor& w, const Tensor& b, float eps) {
+  expect("layer_norm", "x", x, "[T, D]", {-1, -1});
+  expect("layer_norm", "w", w, "[D]", {x.size(1)});
+  expect("layer_norm", "b", b, "[D]", {x.size(1)});
+  expect_rows_unit_stride("layer_norm", "x", x);
+  Tensor out = ws.alloc(x.shape(), x.dtype());
+  backend_for(x.device()).layer_norm(x, w, b, eps, out);
+  return out;
+}
+
+void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq, const RopeParams& p) {
+  expect("rope", "x", x, "[T, H, d]", {-1, -1, -1});
+  expect("rope", "positions", positions, "[T]", {x.size(0)});
+  expect("rope", "inv_freq", inv_freq, "[d/2]", {x.size(2) / 2});
+  expect_dtype("rope", "positions", positions, DType::I32);
+  expect_dtype("rope", "inv_freq", inv_freq, DType::F32);
+  expect_rows_unit_stride("rope", "x", x);
+  TD_CHECK(x.size(2) % 2 == 0, "rope: rotary dim must be even, got {}", x.size(2));
+  backend_for(x.device()).rope(x, positions, inv_freq, p);
+}
+
+Tensor linear(Workspace& ws, const Tensor& x, const Weight& w) {
+  expect("linear", "x", x, "[T, K]", {-1, w.in_features()});
+  expect_rows_unit_stride("linear", "x", x);
+  expect_same_device("linear", x, w.w);
+  Tensor out = ws.alloc({x.size(0), w.out_features()}, x.dtype());
+  backend_for(x.device()).linear(x, w, out);
+  return out;
+}
+
+Tensor head_matmul(Workspace& ws, const Tensor& x, const Tensor& w) {
+  expect("head_matmul", "x", x, "[T, H, K]", {-1, -1, -1});
+  expect("head_matmul", "w", w, "[H, N, K]", {x.size(1), -1, x.size(2)});
+  expect_rows_unit_stride("head_matmul", "x", x);
+  Tensor out = ws.alloc({x.size(0), x.size(1), w.size(1)}, x.dtype());
+  backend_for(x.device()).head_matmul(x, w, out);
+  return out;
+}
+
+Tensor silu_mul(Workspace& ws, const Tensor& x) {
+  expect("silu_mul", "x", x, "[T, 2I]", {-1, -1});
+  TD_CHECK(x.size(1) % 2 == 0, "silu_mul: x width {} is odd", x.size(1));
+  Tensor out = ws.alloc({x.size(0), x.size(1) / 2}, x.dtype());
+  backend_for(x.device()).silu_mul(x, out);
+  return out;
+}
+
+void add_inplace(Tensor& a, const Tensor& b) {
+  TD_CHECK(a.shape() == b.shape(), "add: shapes differ: {} and {}", a.str(), b.str());
+  expect_same_device("add", a, b);
+  backend_for(a.device()).add(a, b, a);
+}
+
+Tensor concat_cols(Workspace& ws, const Tensor& a, const Tensor& b) {
+  expect("concat_cols", "a", a, "[T, D1]", {-1, -1});
+  expect("concat_cols", "b", b, "[T, D2]", {a.size(0), -1});
+  Tensor out = ws.alloc({a.size(0), a.size(1) + b.size(1)}, a.dtype());
+  backend_for(a.device()).concat_cols(a, b, out);
+  return out;
+}
+
+Tensor gather_rows(Workspace& ws, const Tensor& src, const Tensor& rows) {
+  expect("gather_rows", "src", src, "[N, D]", {-1, -1});
+  expect("gather_rows", "rows", rows, "[M]", {-1});
+  expect_dtype("gather_rows", "rows", rows, DType::I32);
+  Tensor out = ws.alloc({rows.size(0), src.size(1)}, src.dtype());
+  backend_for(src.device()).gather_rows(src, rows, out);
+  return out;
+}
+
+void kv_store(const Tensor& rows, const AttentionMeta& meta, Tensor& pool) {
+  expect("kv_store", "pool", pool, "[S, R]", {-1, -1});
+  expect("kv_store", "rows", rows, "[T, R]", {meta.num_tokens(), pool.size(1)});
+  expect("kv_store", "slot_mapping", meta.slot_mapping, "[T]", {meta.num_tokens()});
+  expect_rows_unit_stride("kv_store", "rows", rows);
+  backend_for(pool.device()).kv_store(rows, meta.slot_mapping, pool);
+}
+
+Tensor kv_gather(Workspace& ws, const Tensor& pool, const AttentionMeta& meta, int64_t total) {
+  expect("kv_gather", "pool", pool, "[S, R]", {-1, -1});
+  Tensor out = ws.alloc({total, pool.size(1)}, pool.dtype());
+  backend_for(pool.device()).kv_gather(pool, meta, out);
+  return out;
+}
+
+Tensor mla_decode(Workspace& ws, const Tensor& q, const Tensor& pool, const AttentionMeta& meta,
+                  const Tensor& topk, float scale, int64_t kv_lora_rank) {
+  expect("mla_decode", "q", q, "[T, H, L]", {-1, -1, -1});
+  expect("mla_decode", "pool", pool, "[S, L]", {-1, q.size(2)});
+  check_meta("mla_decode", meta, q.size(0));
+  if (topk.defined()) expect("mla_decode", "topk", topk, "[T, K]", {q.size(0), -1});
+  TD_CHECK(kv_lora_rank > 0 && kv_lora_rank < q.size(2), "mla_decode: kv_lora_rank {} vs L {}",
+           kv_lora_rank, q.size(2));
+  Tensor out = ws.alloc({q.size(0), q.size(1), kv_lora_rank}, q.dtype());
+  backend_for(q.device()).mla_decode(q, pool, meta, topk, scale, out);
+  return out;
+}
+
+Tensor mla_prefill(Workspace& ws, const Tensor& q, const Tensor& kv, const Tensor& k_pe,
+                   const AttentionMeta& meta, const Tensor& topk, float scale, int64_t v_head_dim) {
+  expect("mla_prefill", "q", q, "[T, H, dn+dr]", {-1, -1, -1});
+  expect("mla_prefill", "kv", kv, "[sumL, H, dn+dv]", {-1, q.size(1), -1});
+  const int64_t dn = kv.size(2) - v_head_dim;
+  expect("mla_prefill", "k_pe", k_pe, "[sumL, dr]", {kv.size(0), q.size(2) - dn});
+  check_meta("mla_prefill", meta, q.size(0));
+  if (topk.defined()) expect("mla_prefill", "topk", topk, "[T, K]", {q.size(0), -1});
+  Tensor out = ws.alloc({q.size(0), q.size(1), v_head_dim}, q.dtype());
+  backend_for(q.device()).mla_prefill(q, kv, k_pe, meta, topk, scale, out);
+  return out;
+}
+
+Tensor indexer_topk(Workspace& ws, const Tensor& q, const Tensor& w, const Tensor& pool,
+                    const AttentionMeta& meta, int64_t topk) {
+  expect("indexer_topk", "q", q, "[T, Hi, Di]", {-1, -1, -1});
+  expect("indexer_topk", "w", w, "[T, Hi]", {q.size(0), q.size(1)});
+  expect("indexer_topk", "pool", pool, "[S, Di]", {-1, q.size(2)});
+  expect_dtype("indexer_topk", "w", w, DType::F32);
+  check_meta("indexer_topk", meta, q.size(0));
+  TD_CHECK(topk > 0, "indexer_topk: topk must be positive");
+  Tensor out = ws.alloc({q.size(0), topk}, DType::I32);
+  backend_for(q.device()).indexer_topk(q, w, pool, meta, out);
+  return out;
+}
+
+Routing moe_route(Workspace& ws, const Tensor& logits, const Tensor& bias, const RouteParams& p) {
+  expect("moe_route", "logits", logits, "[T, E]", {-1, -1});
+  expect_dtype("moe_route", "logits", logits, DType::F32);
+  const int64_t E = logits.size(1);
+  if (bias.defined()) expect("moe_route", "bias", bias, "[E]", {E});
+  TD_CHECK(p.top_k > 0 && p.top_k <= E, "moe_route: top_k {} for {} experts", p.top_k, E);
+  TD_CHECK(p.n_group > 0 && E % p.n_group == 0, "moe_route: n_group {} must divide E {}", p.n_group, E);
+  Routing r{ws.alloc({logits.size(0), p.top_k}, DType::I32),
+            ws.alloc({logits.size(0), p.top_k}, DType::F32)};
+  backend_for(logits.device()).moe_route(logits, bias, p, r.idx, r.weights);
+  return r;
+}
+
+Tensor moe_experts(Workspace& ws, const Tensor& x, const Tensor& gate_up, const Tensor& down,
+                   const Routing& r) {
+  expect("moe_experts", "x", x, "[T, D]", {-1, -1});
+  expect("moe_experts", "gate_up", gate_up, "[E, 2I, D]", {-1, -1, x.size(1)});
+  expect("moe_experts", "down", down, "[E, D, I]", {gate_up.size(0), x.size(1), gate_up.size(1) / 2});
+  expect("moe_experts", "idx", r.idx, "[T, k]", {x.size(0), -1});
+  expect("moe_experts", "weights", r.weights, "[T, k]", {x.size(0), r.idx.size(1)});
+  Tensor out = ws.alloc(x.shape(), x.dtype());
+  backend_for(x.device()).moe_experts(x, gate_up, down, r.idx, r.weights, out);
+  return out;
+}
+
+Tensor argmax(Workspace& ws, const Tensor& logits) {
+  expect("argmax", "logits", logits, "[T, V]", {-1, -1});
+  Tensor out = ws.alloc({logits.size(0)}, DType::I32);
+  backend_for(logits.device()).argmax(logits, out);
+  return out;
+}
+
+}  // namespace tandem::ops

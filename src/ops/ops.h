@@ -1,0 +1,61 @@
+// The ops the model is written against. Each op checks its inputs with named dimensions, then
+// dispatches to the backend of the inputs' device. Ops that return a tensor allocate it from
+// the workspace. Shapes: T tokens, D hidden, H heads, V vocab, E experts, S cache slots.
+#pragma once
+
+#include "ops/attention_meta.h"
+#include "ops/backend.h"
+#include "ops/weight.h"
+#include "ops/workspace.h"
+
+namespace tandem::ops {
+
+// [T] ids, [V, D] table -> [T, D]
+Tensor embedding(Workspace& ws, const Tensor& ids, const Tensor& table);
+// [T, D] -> [T, D]
+Tensor rms_norm(Workspace& ws, const Tensor& x, const Tensor& w, float eps);
+// [T, D] -> [T, D], LayerNorm with bias
+Tensor layer_norm(Workspace& ws, const Tensor& x, const Tensor& w, const Tensor& b, float eps);
+// In place on x: [T, H, d]; positions: [T]; inv_freq: [d/2]
+void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq, const RopeParams& p);
+// [T, K] . [N, K]^T -> [T, N]
+Tensor linear(Workspace& ws, const Tensor& x, const Weight& w);
+// [T, H, K] with per-head [H, N, K] -> [T, H, N]
+Tensor head_matmul(Workspace& ws, const Tensor& x, const Tensor& w);
+// [T, 2I] -> [T, I]
+Tensor silu_mul(Workspace& ws, const Tensor& x);
+// a += b
+void add_inplace(Tensor& a, const Tensor& b);
+// [T, D1], [T, D2] -> [T, D1 + D2]
+Tensor concat_cols(Workspace& ws, const Tensor& a, const Tensor& b);
+// [N, D], rows [M] -> [M, D]
+Tensor gather_rows(Workspace& ws, const Tensor& src, const Tensor& rows);
+
+// rows: [T, R] written to pool: [S, R] at meta.slot_mapping
+void kv_store(const Tensor& rows, const AttentionMeta& meta, Tensor& pool);
+// pool: [S, R] -> [sum(seq_lens), R]; total = sum of seq_lens (host value)
+Tensor kv_gather(Workspace& ws, const Tensor& pool, const AttentionMeta& meta, int64_t total);
+
+// q: [T, H, L], pool: [S, L], topk: [T, K] or undefined -> [T, H, Lc]
+Tensor mla_decode(Workspace& ws, const Tensor& q, const Tensor& pool, const AttentionMeta& meta,
+                  const Tensor& topk, float scale, int64_t kv_lora_rank);
+// q: [T, H, dn + dr], kv: [sumL, H, dn + dv], k_pe: [sumL, dr] -> [T, H, dv]
+Tensor mla_prefill(Workspace& ws, const Tensor& q, const Tensor& kv, const Tensor& k_pe,
+                   const AttentionMeta& meta, const Tensor& topk, float scale, int64_t v_head_dim);
+// q: [T, Hi, Di], w: [T, Hi], pool: [S, Di] -> [T, topk] i32
+Tensor indexer_topk(Workspace& ws, const Tensor& q, const Tensor& w, const Tensor& pool,
+                    const AttentionMeta& meta, int64_t topk);
+
+struct Routing {
+  Tensor idx;      // [T, k] i32
+  Tensor weights;  // [T, k] f32
+};
+// logits: [T, E] f32, bias: [E] f32 (may be undefined)
+Routing moe_route(Workspace& ws, const Tensor& logits, const Tensor& bias, const RouteParams& p);
+// x: [T, D], gate_up: [E, 2I, D], down: [E, D, I] -> [T, D]
+Tensor moe_experts(Workspace& ws, const Tensor& x, const Tensor& gate_up, const Tensor& down,
+                   const Routing& r);
+// [T, V] -> [T] i32
+Tensor argmax(Workspace& ws, const Tensor& logits);
+
+}  // namespace tandem::ops
