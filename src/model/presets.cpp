@@ -80,7 +80,7 @@ json tiny(json j, int64_t vocab) {
   j["first_k_dense_replace"] = 1;
   j["max_position_embeddings"] = 4096;
   if (j.contains("index_topk")) {
-    j["index_n_heads"] = 4;
+    j["index_n_heads"] = 16;  // few heads make exact top-k ties at score 0 common
     j["index_head_dim"] = 16;
     j["index_topk"] = 8;
   }

@@ -1,0 +1,69 @@
+// Helpers shared by the model tests: running a whole prompt through the model on the CPU with
+// a private paged cache, and comparing logits.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "backends/init.h"
+#include "model/model.h"
+#include "runtime/batch_builder.h"
+
+namespace tandem::test {
+
+inline std::string source_path(const std::string& rel) { return std::string(TANDEM_SOURCE_DIR) + "/" + rel; }
+
+// ||a - b|| / ||b|| over all elements.
+inline double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// A model plus a cache big enough for a few sequences of `max_len` tokens.
+struct Harness {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<KvCache> cache;
+  int64_t page_size;
+  int64_t next_page = 0;
+
+  Harness(const std::string& dir, int64_t max_tokens, int64_t page_size_ = 16, bool mtp = true)
+      : page_size(page_size_) {
+    init_backends();
+    LoadOptions lo;
+    lo.load_mtp = mtp;
+    lo.show_progress = false;
+    model = Model::load(dir, lo);
+    KvCacheOptions ko;
+    ko.page_size = page_size;
+    ko.num_pages = (max_tokens + page_size - 1) / page_size;
+    ko.with_mtp = mtp;
+    cache = std::make_unique<KvCache>(model->config(), ko);
+  }
+
+  // Fresh pages for a sequence of up to len tokens (pages are never reused within a test).
+  std::vector<int32_t> pages_for(int64_t len) {
+    std::vector<int32_t> p;
+    for (int64_t i = 0; i < (len + page_size - 1) / page_size; ++i) p.push_back(static_cast<int32_t>(next_page++));
+    EXPECT_LE(next_page, cache->num_pages()) << "test cache too small";
+    return p;
+  }
+
+  ForwardResult run(ForwardMode mode, const std::vector<int32_t>& pages, int64_t start,
+                    const std::vector<int32_t>& tokens, bool all_logits) {
+    SequenceChunk ch{&pages, start, tokens, all_logits};
+    ForwardBatch fb = build_forward_batch(mode, {ch}, page_size, Device::cpu());
+    Workspace ws(Device::cpu());
+    return model->forward(ws, fb, *cache);
+  }
+};
+
+}  // namespace tandem::test
