@@ -87,6 +87,7 @@ uint8_t f32_to_fp8_e4m3(float f) {
   if (std::isnan(f)) return 0x7f;
   const uint8_t sign = std::signbit(f) ? 0x80 : 0;
   float a = std::fabs(f);
+  if (a == 0.0f) return sign;
   if (a >= 448.0f) return sign | 0x7e;  // saturate to max finite
   // Smallest normal is 2^-6; subnormals step by 2^-9.
   int e;

@@ -1,0 +1,155 @@
+// The paged cache path against full recomputes, chunked prefill, batch invariance (a token's
+// logits do not depend on what else is in the batch or how many query tokens a step carries),
+// and random checkpoints in every storage format.
+#include <filesystem>
+
+#include "core/rng.h"
+#include "model/random_checkpoint.h"
+#include "model/presets.h"
+#include "model_test_util.h"
+#include "runtime/generator.h"
+
+namespace tandem::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string tiny_checkpoint(const std::string& preset, const std::string& quant = "", const std::string& dtype = "f32") {
+  const std::string dir = (fs::temp_directory_path() / ("tandem_" + preset + "_" + quant + dtype + "_" + std::to_string(::getpid()))).string();
+  if (!fs::exists(dir + "/config.json")) {
+    RandomCheckpointOptions o;
+    o.seed = 3;
+    o.dtype = dtype;
+    o.quant = quant;
+    write_random_checkpoint(preset_config(preset), dir, o);
+  }
+  return dir;
+}
+
+std::vector<float> row(const std::vector<float>& v, int64_t r, int64_t V) {
+  return {v.begin() + r * V, v.begin() + (r + 1) * V};
+}
+
+class PagedDecode : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PagedDecode, FewHundredTokensMatchAFullRecompute) {
+  const std::string dir = tiny_checkpoint(GetParam());
+  Harness h(dir, 2048, 16, false);
+  const int64_t V = h.model->config().vocab_size;
+  Rng rng(11);
+  std::vector<int32_t> seq;
+  for (int i = 0; i < 20; ++i) seq.push_back(static_cast<int32_t>(rng.next_u64() % 256));
+  const int64_t total = 300;
+  auto pages = h.pages_for(total);
+  ForwardResult r = h.run(ForwardMode::kExtend, pages, 0, seq, false);
+  std::vector<std::vector<float>> step_logits = {to_float_vector(r.logits)};
+  while (static_cast<int64_t>(seq.size()) < total) {
+    // Greedy on the model's own logits keeps the text in-distribution for the model.
+    const auto& l = step_logits.back();
+    const int32_t next = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+    seq.push_back(next);
+    if (static_cast<int64_t>(seq.size()) == total) break;
+    r = h.run(ForwardMode::kDecode, pages, static_cast<int64_t>(seq.size()) - 1, {next}, false);
+    step_logits.push_back(to_float_vector(r.logits));
+  }
+  auto pages2 = h.pages_for(total);
+  ForwardResult full = h.run(ForwardMode::kExtend, pages2, 0, seq, true);
+  const auto all = to_float_vector(full.logits);
+  double worst = 0;
+  for (size_t s = 0; s < step_logits.size(); ++s) {
+    const int64_t pos = 19 + static_cast<int64_t>(s);
+    const double e = rel_err(step_logits[s], row(all, pos, V));
+    worst = std::max(worst, e);
+    EXPECT_LT(e, 1e-4) << GetParam() << ": decode step at position " << pos;
+  }
+  std::printf("  %s: %zu decode steps vs full recompute, worst rel err %.2e\n", GetParam().c_str(),
+              step_logits.size(), worst);
+}
+
+TEST_P(PagedDecode, ChunkedPrefillMatchesOneShot) {
+  const std::string dir = tiny_checkpoint(GetParam());
+  LoadOptions lo;
+  lo.load_mtp = false;
+  lo.show_progress = false;
+  init_backends();
+  auto model = Model::load(dir, lo);
+  GenerateRequest req;
+  Rng rng(5);
+  for (int i = 0; i < 45; ++i) req.prompt.push_back(static_cast<int32_t>(rng.next_u64() % 256));
+  req.max_new_tokens = 12;
+  Generator g(*model, 128, 8);
+  const GenerateResult whole = g.generate(req);
+  req.prefill_chunk = 7;
+  const GenerateResult chunked = g.generate(req);
+  EXPECT_EQ(whole.tokens, chunked.tokens);
+  for (size_t i = 0; i < whole.logits.size(); ++i) EXPECT_LT(rel_err(chunked.logits[i], whole.logits[i]), 1e-5) << i;
+}
+
+// Decode and multi-token decode (the speculative verify shape) must give bitwise the logits a
+// token gets alone, whatever shares its batch: the CPU backend reduces in a fixed order.
+TEST_P(PagedDecode, BatchAndQueryCountInvariance) {
+  const std::string dir = tiny_checkpoint(GetParam());
+  Harness h(dir, 4096, 16, false);
+  Rng rng(9);
+  auto prompt = [&](int n) {
+    std::vector<int32_t> p;
+    for (int i = 0; i < n; ++i) p.push_back(static_cast<int32_t>(rng.next_u64() % 256));
+    return p;
+  };
+  const std::vector<int32_t> a = prompt(30), b = prompt(13), c = prompt(41), extra = prompt(4);
+  auto pa = h.pages_for(64), pb = h.pages_for(64), pc = h.pages_for(64);
+  h.run(ForwardMode::kExtend, pa, 0, a, false);
+  h.run(ForwardMode::kExtend, pb, 0, b, false);
+  h.run(ForwardMode::kExtend, pc, 0, c, false);
+  // A alone: four single-token decode steps.
+  std::vector<std::vector<float>> alone;
+  for (int i = 0; i < 4; ++i) alone.push_back(to_float_vector(h.run(ForwardMode::kDecode, pa, 30 + i, {extra[i]}, false).logits));
+  // A again on a copy of its prefix, as one 4-token step batched with B (1 token) and C (3).
+  auto pa2 = h.pages_for(64);
+  h.run(ForwardMode::kExtend, pa2, 0, a, false);
+  std::vector<SequenceChunk> chunks = {{&pb, 13, {extra[0]}, true},
+                                       {&pa2, 30, extra, true},
+                                       {&pc, 41, {extra[1], extra[2], extra[3]}, true}};
+  ForwardBatch fb = build_forward_batch(ForwardMode::kDecode, chunks, h.page_size, Device::cpu());
+  Workspace ws(Device::cpu());
+  const auto batched = to_float_vector(h.model->forward(ws, fb, *h.cache).logits);
+  const int64_t V = h.model->config().vocab_size;
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(row(batched, 1 + i, V), alone[i]) << "token " << i << " of A differs";
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, PagedDecode, ::testing::Values("tiny-glm5.2", "tiny-deepseek-v3.2", "tiny-deepseek-v3"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& ch : s)
+                             if (ch == '.' || ch == '-') ch = '_';
+                           return s;
+                         });
+
+// Every storage format loads and runs; quantized formats stay close to their bf16 source.
+TEST(RandomCheckpoint, AllFormatsLoadAndAgree) {
+  init_backends();
+  LoadOptions lo;
+  lo.show_progress = false;
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 6; ++i) prompt.push_back(i * 17 % 256);
+  std::map<std::string, std::vector<float>> out;
+  for (const std::string& fmt : {"bf16", "fp8", "mxfp4"}) {
+    const std::string dir = tiny_checkpoint("tiny-glm5.2", fmt == "bf16" ? "" : fmt, "bf16");
+    auto model = Model::load(dir, lo);
+    EXPECT_TRUE(model->has_mtp());
+    Generator g(*model, 64, 16);
+    GenerateRequest req;
+    req.prompt = prompt;
+    req.max_new_tokens = 1;
+    out[fmt] = g.generate(req).logits[0];
+  }
+  // Same seed, so the quantized checkpoints hold the same underlying weights. The prompt stays
+  // within index_topk: past it, small weight differences can flip top-k selections.
+  std::printf("fp8 %g mxfp4 %g\n", rel_err(out["fp8"], out["bf16"]), rel_err(out["mxfp4"], out["bf16"]));
+  EXPECT_LT(rel_err(out["fp8"], out["bf16"]), 0.1);
+  EXPECT_LT(rel_err(out["mxfp4"], out["bf16"]), 0.5);
+  EXPECT_GT(rel_err(out["mxfp4"], out["bf16"]), 0.0);  // it really used the fp4 weights
+}
+
+}  // namespace
+}  // namespace tandem::test

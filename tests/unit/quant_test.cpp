@@ -1,0 +1,55 @@
+// FP8 (128x128 block) and MXFP4 (e8m0 per 32) quantization round trips, and the element codecs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/rng.h"
+#include "model/random_checkpoint.h"
+#include "ops/weight.h"
+
+namespace tandem {
+namespace {
+
+double rel(const Tensor& a, const Tensor& b) {
+  double n = 0, d = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    n += std::pow(a.data<float>()[i] - b.data<float>()[i], 2);
+    d += std::pow(b.data<float>()[i], 2);
+  }
+  return std::sqrt(n / d);
+}
+
+TEST(Quant, Fp8CodecIsExactOnItsGrid) {
+  for (int c = 0; c < 256; ++c) {
+    const float v = fp8_e4m3_to_f32(static_cast<uint8_t>(c));
+    if (std::isnan(v)) continue;
+    const uint8_t back = f32_to_fp8_e4m3(v);
+    EXPECT_EQ(fp8_e4m3_to_f32(back), v) << c;
+  }
+  EXPECT_EQ(fp8_e4m3_to_f32(f32_to_fp8_e4m3(1000.0f)), 448.0f);  // saturates
+  EXPECT_EQ(fp8_e4m3_to_f32(f32_to_fp8_e4m3(1.0625f)), 1.0f);    // ties to even
+  EXPECT_EQ(fp8_e4m3_to_f32(f32_to_fp8_e4m3(1.1875f)), 1.25f);
+  EXPECT_EQ(f16_to_f32(f32_to_f16(0.1f)), 0.0999755859375f);
+  EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.00390625f)), 1.0f);  // ties to even
+}
+
+TEST(Quant, BlockRoundTrips) {
+  Rng rng(3);
+  for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{64, 64}, {200, 300}, {128, 256}}) {
+    Tensor w = Tensor::empty({n, k}, DType::F32);
+    for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = static_cast<float>(rng.normal() * (1 + i % 7));
+    auto [q, s] = quantize_fp8_block(w, 128, 128);
+    const Tensor d = dequantize_to_f32(Weight{q, s, WeightFormat::kFp8Block, 128, 128});
+    EXPECT_LT(rel(d, w), 0.04) << n << "x" << k;  // e4m3: 3 mantissa bits
+    if (k % 32 == 0) {
+      auto [q4, s4] = quantize_mxfp4(w, 32);
+      const Tensor d4 = dequantize_to_f32(Weight{Tensor::wrap(q4.raw(), q4.shape(), DType::FP4X2, Device::cpu()), s4,
+                                                 WeightFormat::kMxfp4, 128, 32});
+      EXPECT_LT(rel(d4, w), 0.25) << n << "x" << k;
+      EXPECT_GT(rel(d4, w), 0.01);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem
