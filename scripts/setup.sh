@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs Tandem's build and test dependencies (Debian 12 packages) and builds it into build/.
+# Usage: scripts/setup.sh [--no-install]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ "${1:-}" != "--no-install" ]]; then
+  pkgs=(build-essential cmake ninja-build pkg-config git curl ca-certificates
+        libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+        libpcre2-dev libutf8proc-dev libcpp-httplib-dev libxxhash-dev
+        nodejs npm python3 python3-jinja2)
+  missing=()
+  for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  if ((${#missing[@]})); then
+    sudo=""
+    [[ $(id -u) -ne 0 ]] && sudo="sudo"
+    echo "installing: ${missing[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+  fi
+fi
+
+# CUDA is optional: the CUDA backend is compiled whenever nvcc is found.
+[[ -x /usr/local/cuda/bin/nvcc ]] && export PATH=/usr/local/cuda/bin:$PATH
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs, builds and runs Tandem's whole CPU test suite: unit, model (golden outputs from
+# transformers), tokenizer and chat-template oracles (Hugging Face tokenizers via npm, Python
+# Jinja2), and end-to-end tests against the real server. GPU tests live in scripts/gpu_suite.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh "$@"
+
+fixtures=build/fixtures
+mkdir -p "$fixtures"
+scripts/fetch_tokenizer_fixtures.sh "$fixtures/tokenizer"
+scripts/fetch_template_fixtures.sh "$fixtures/templates"
+
+export TANDEM_TOKENIZER_FIXTURES=$PWD/$fixtures/tokenizer
+export TANDEM_TEMPLATE_FIXTURES=$PWD/$fixtures/templates
+ctest --test-dir build --output-on-failure -j "$(nproc)"
