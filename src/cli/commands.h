@@ -11,5 +11,7 @@ using Runner = std::function<int()>;
 
 Runner add_make_checkpoint(CLI::App& app);
 Runner add_generate(CLI::App& app);
+Runner add_serve(CLI::App& app);
+Runner add_bench(CLI::App& app);
 
 }  // namespace tandem::cli

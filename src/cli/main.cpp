@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   add("make-checkpoint", "Write a random-weight checkpoint (Hub layout) from a preset or a config",
       tandem::cli::add_make_checkpoint);
   add("generate", "Generate a completion for a prompt", tandem::cli::add_generate);
+  add("serve", "Serve the OpenAI-compatible and SGLang-native HTTP API", tandem::cli::add_serve);
+  add("bench", "Benchmark a running server (compatible with sglang.bench_serving)", tandem::cli::add_bench);
   CLI11_PARSE(app, argc, argv);
   try {
     tandem::init_backends();

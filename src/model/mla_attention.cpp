@@ -24,7 +24,7 @@ Tensor run_indexer(const LayerContext& ctx, const IndexerWeights& w, const Tenso
   Tensor k_pe = k.narrow(1, 0, dr).unsqueeze(1);                                             // [T, 1, dr]
   ops::rope(k_pe, pos, ctx.weights.rope_inv_freq, rope);
   ops::kv_store(k, ctx.batch.attn, ctx.cache.index_keys(cache_layer));
-  Tensor head_w = ops::linear(ws, a, w.weights_proj);  // [T, Hi] f32, scales folded in at load
+  Tensor head_w = ops::linear(ws, a, w.weights_proj, DType::F32);  // [T, Hi], scales folded in at load
   return ops::indexer_topk(ws, q, head_w, ctx.cache.index_keys(cache_layer), ctx.batch.attn,
                            c.index_topk);  // [T, K]
 }

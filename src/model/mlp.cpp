@@ -14,7 +14,7 @@ Tensor moe_block(const LayerContext& ctx, const MoeWeights& w, const Tensor& f) 
   const ModelConfig& c = ctx.config;
   Workspace& ws = ctx.ws;
   // The router runs in fp32 (GLM-5.2's moe_router_dtype; the reference upcasts too).
-  Tensor logits = ops::linear(ws, f, w.router);  // [T, E]
+  Tensor logits = ops::linear(ws, f, w.router, DType::F32);  // [T, E]
   const RouteParams rp{c.num_experts_per_tok, c.n_group, c.topk_group, c.norm_topk_prob,
                        static_cast<float>(c.routed_scaling_factor)};
   const ops::Routing r = ops::moe_route(ws, logits, w.score_bias, rp);  // [T, k] ids, weights

@@ -18,7 +18,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& o)
 
 Tensor Model::logits_for(Workspace& ws, const ForwardBatch& batch, const Tensor& normed) const {
   const Tensor rows = batch.logit_rows.defined() ? ops::gather_rows(ws, normed, batch.logit_rows) : normed;
-  return ops::linear(ws, rows, weights_.lm_head);  // [R, V]
+  return ops::linear(ws, rows, weights_.lm_head, DType::F32);  // [R, V], fp32 for sampling
 }
 
 ForwardResult Model::forward(Workspace& ws, const ForwardBatch& batch, KvCache& cache) const {

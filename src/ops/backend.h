@@ -39,7 +39,7 @@ class Backend {
   // inv_freq: [d/2] f32.
   virtual void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq,
                     const RopeParams& p) = 0;
-  // out = x . W^T. x: [T, K], out: [T, N]
+  // out = x . W^T. x: [T, K], out: [T, N]; out may be f32 while x is bf16 (router, logits)
   virtual void linear(const Tensor& x, const Weight& w, Tensor& out) = 0;
   // Per-head matmul: out[t, h, :] = W[h] . x[t, h, :]. x: [T, H, K], w: [H, N, K], out: [T, H, N]
   virtual void head_matmul(const Tensor& x, const Tensor& w, Tensor& out) = 0;

@@ -91,11 +91,11 @@ void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq, const Rope
   backend_for(x.device()).rope(x, positions, inv_freq, p);
 }
 
-Tensor linear(Workspace& ws, const Tensor& x, const Weight& w) {
+Tensor linear(Workspace& ws, const Tensor& x, const Weight& w, std::optional<DType> out_dtype) {
   expect("linear", "x", x, "[T, K]", {-1, w.in_features()});
   expect_rows_unit_stride("linear", "x", x);
   expect_same_device("linear", x, w.w);
-  Tensor out = ws.alloc({x.size(0), w.out_features()}, x.dtype());
+  Tensor out = ws.alloc({x.size(0), w.out_features()}, out_dtype.value_or(x.dtype()));
   backend_for(x.device()).linear(x, w, out);
   return out;
 }

@@ -3,6 +3,8 @@
 // the workspace. Shapes: T tokens, D hidden, H heads, V vocab, E experts, S cache slots.
 #pragma once
 
+#include <optional>
+
 #include "ops/attention_meta.h"
 #include "ops/backend.h"
 #include "ops/weight.h"
@@ -18,8 +20,8 @@ Tensor rms_norm(Workspace& ws, const Tensor& x, const Tensor& w, float eps);
 Tensor layer_norm(Workspace& ws, const Tensor& x, const Tensor& w, const Tensor& b, float eps);
 // In place on x: [T, H, d]; positions: [T]; inv_freq: [d/2]
 void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq, const RopeParams& p);
-// [T, K] . [N, K]^T -> [T, N]
-Tensor linear(Workspace& ws, const Tensor& x, const Weight& w);
+// [T, K] . [N, K]^T -> [T, N], in x's dtype unless out_dtype is given (fp32 router and logits)
+Tensor linear(Workspace& ws, const Tensor& x, const Weight& w, std::optional<DType> out_dtype = {});
 // [T, H, K] with per-head [H, N, K] -> [T, H, N]
 Tensor head_matmul(Workspace& ws, const Tensor& x, const Tensor& w);
 // [T, 2I] -> [T, I]

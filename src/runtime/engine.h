@@ -1,0 +1,127 @@
+// The serving engine: a loop on its own thread that runs continuous batching (chunked prefill,
+// decode, optional MTP speculative decoding) over a paged KV cache with a prefix cache. The
+// server talks to it only through typed messages: submit a Request, read RequestOutputs from its
+// stream, abort. Everything here is host bookkeeping plus calls into the model.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "runtime/sampler.h"
+
+namespace tandem {
+
+struct SpeculativeOptions {
+  std::string algorithm;         // "" (off) | "EAGLE" | "NEXTN" (an alias): the MTP layer drafts
+  int64_t num_steps = 3;         // S: draft tokens per round
+  int64_t eagle_topk = 1;        // only 1 (chain drafts) is supported
+  int64_t num_draft_tokens = 4;  // S + 1 tokens verified per round
+  // Benchmarking aid: force a mean accept length (tokens per round, bonus included) instead of
+  // comparing drafts with the target; 0 = off. Output text is then not the model's.
+  double simulate_accept_length = 0.0;
+  bool enabled() const { return !algorithm.empty(); }
+};
+
+struct EngineOptions {
+  int64_t max_running_requests = 64;
+  int64_t page_size = 16;
+  int64_t num_pages = 0;              // 0: derived from max_total_tokens
+  int64_t max_total_tokens = 1 << 16;  // KV capacity in tokens when num_pages is 0
+  int64_t chunked_prefill_size = 512;  // largest prefill chunk of one request per step
+  int64_t max_prefill_tokens = 2048;   // prefill token budget of one step
+  bool enable_prefix_cache = true;
+  int64_t context_length = 0;  // longest prompt + output; 0: the model's max_position_embeddings
+  SpeculativeOptions spec;
+};
+
+struct Request {
+  std::vector<int32_t> prompt;
+  int64_t max_new_tokens = 16;
+  SamplingParams sampling;
+  std::vector<int32_t> stop_token_ids;  // generation ends after emitting one of these
+  bool return_hidden_states = false;   // the LM-head input of every generated token
+};
+
+enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort", "error"
+
+// One message on a request's stream. With speculative decoding a message can carry several
+// tokens. The last message has finished = true.
+struct RequestOutput {
+  std::vector<int32_t> new_tokens;
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  int32_t matched_stop_token = -1;
+  std::string error;
+  // Running totals for the request.
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;        // prompt tokens served from the prefix cache
+  int64_t spec_verify_steps = 0;    // verify rounds this request took part in
+  int64_t spec_accepted_drafts = 0;  // drafts accepted (bonus tokens excluded)
+  std::vector<std::vector<float>> hidden_states;  // [new_tokens][hidden] when requested
+};
+
+class RequestStream {
+ public:
+  virtual ~RequestStream() = default;
+  virtual uint64_t id() const = 0;
+  // Waits up to timeout for the next message; false if none arrived.
+  virtual bool next(RequestOutput& out, std::chrono::milliseconds timeout) = 0;
+};
+
+struct EngineMetrics {
+  int64_t num_running = 0;
+  int64_t num_waiting = 0;
+  int64_t kv_pages_total = 0;
+  int64_t kv_pages_used = 0;    // held by requests or the prefix cache
+  int64_t kv_pages_cached = 0;  // held only by the prefix cache (evictable)
+  uint64_t requests_total = 0;
+  uint64_t requests_finished = 0;
+  uint64_t prompt_tokens_total = 0;
+  uint64_t generation_tokens_total = 0;
+  uint64_t cached_tokens_total = 0;
+  uint64_t preemptions_total = 0;
+  uint64_t forward_steps_total = 0;
+  // Speculative decoding (cumulative since start).
+  uint64_t spec_verify_steps = 0;     // per request per round
+  uint64_t spec_draft_tokens = 0;
+  uint64_t spec_accepted_tokens = 0;  // accepted drafts, bonus excluded
+  std::vector<uint64_t> spec_accepted_per_position;
+  double last_gen_throughput = 0.0;  // generated tokens/s over the last few seconds
+  // Tokens committed per verify round, bonus included (0 if none yet).
+  double avg_spec_accept_length() const {
+    return spec_verify_steps ? static_cast<double>(spec_accepted_tokens + spec_verify_steps) / spec_verify_steps : 0.0;
+  }
+};
+
+class Engine {
+ public:
+  Engine(std::shared_ptr<const Model> model, EngineOptions opts);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request. Throws InvalidArgument (nothing queued) for an empty prompt, token ids
+  // outside the vocabulary, max_new_tokens < 1, or prompt + max_new_tokens beyond the context.
+  std::shared_ptr<RequestStream> submit(Request r);
+  // Finishes a request with FinishReason::kAbort and returns its pages; unknown ids are ignored.
+  void abort(uint64_t id);
+  // Drops every prefix-cache entry not in use; false if requests are running.
+  bool flush_cache();
+
+  EngineMetrics metrics() const;
+  const EngineOptions& options() const;
+  const ModelConfig& model_config() const;
+  int64_t context_length() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem
