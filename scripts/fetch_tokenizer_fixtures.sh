@@ -58,7 +58,16 @@ node "$ORACLE_SRC/gpt2_to_tokenizer_json.js" "$DEST/pkg/gpt2/package/encoder.jso
   "$DEST/pkg/gpt2/package/vocab.bpe" "$DEST/gpt2/tokenizer.json"
 node "$ORACLE_SRC/make_variants.js" "$DEST"
 
+# The tokenizer Tandem's own default model ships with (trained with HF tokenizers; in the repo).
+names=(gpt2 qwen3 llama3 deepseek_v3 llama3_bos qwen3_glm_template gpt2_splits gpt2_contiguous
+  gpt2_added byte_level)
+REPO=$(cd "$ORACLE_SRC/../.." && pwd)
+if [[ -f "$REPO/models/tandem-austen/tokenizer.json" ]]; then
+  mkdir -p "$DEST/tandem_austen"
+  cp "$REPO/models/tandem-austen/tokenizer.json" "$DEST/tandem_austen/tokenizer.json"
+  names+=(tandem_austen)
+fi
+
 echo "== running the oracle"
-node "$ORACLE_SRC/oracle.js" "$DEST" gpt2 qwen3 llama3 deepseek_v3 \
-  llama3_bos qwen3_glm_template gpt2_splits gpt2_contiguous gpt2_added
+node "$ORACLE_SRC/oracle.js" "$DEST" "${names[@]}"
 echo "fixtures ready: TANDEM_TOKENIZER_FIXTURES=$DEST"

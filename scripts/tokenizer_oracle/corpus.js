@@ -25,6 +25,36 @@ function longLine(length, seed) {
   return out.join('');
 }
 
+// Deterministic random strings over many Unicode blocks, including characters assigned in
+// Unicode 10-17 (where the system libraries' Unicode versions differ from HF's).
+function randomUnicode(count, seed) {
+  const ranges = [
+    [0x09, 0x0d], [0x20, 0x7e], [0x80, 0x24f], [0x300, 0x36f], [0x370, 0x4ff], [0x560, 0x560],
+    [0x590, 0x6ff], [0x7fd, 0x8ff], [0x900, 0x97f], [0xcf3, 0xcf3], [0xe00, 0xe7f],
+    [0x1100, 0x11ff], [0x1680, 0x1680], [0x180e, 0x180e], [0x1c89, 0x1c8a], [0x1df6, 0x1dff],
+    [0x2000, 0x206f], [0x20a0, 0x20cf], [0x2100, 0x214f], [0x2460, 0x24ff], [0x3000, 0x30ff],
+    [0x32ff, 0x32ff], [0x4e00, 0x9fff], [0xa7c0, 0xa7dc], [0xac00, 0xd7a3], [0xfe00, 0xfe0f],
+    [0xff00, 0xffef], [0x10570, 0x105bc], [0x10781, 0x107ba], [0x10d40, 0x10d8f],
+    [0x11f00, 0x11f5a], [0x16d40, 0x16d79], [0x1d400, 0x1d7ff], [0x1e030, 0x1e08f],
+    [0x1f300, 0x1faff], [0x1fbf0, 0x1fbf9], [0x1cc00, 0x1ccf9], [0x20000, 0x2000f],
+    [0x2ebf0, 0x2ebff], [0x31350, 0x3135f], [0xe0000, 0xe007f],
+  ];
+  let state = seed >>> 0;
+  const next = () => (state = (Math.imul(state, 1103515245) + 12345) >>> 0);
+  const out = [];
+  for (let i = 0; i < count; i++) {
+    let text = '';
+    for (let n = next() % 50; n > 0; n--) {
+      const [lo, hi] = ranges[next() % ranges.length];
+      text += String.fromCodePoint(lo + (next() % (hi - lo + 1)));
+      if (next() % 4 === 0) text += ' ';
+      if (next() % 9 === 0) text += "'S";
+    }
+    out.push([`random_${String(i).padStart(3, '0')}`, text]);
+  }
+  return out;
+}
+
 const cases = [
   ['empty', ''],
   ['english', 'The quick brown fox jumps over the lazy dog. It\'s 5 o\'clock; isn\'t it? Yes!'],
@@ -79,6 +109,14 @@ const cases = [
   ['long_whitespace', ' '.repeat(5000) + 'x' + '\n'.repeat(2000) + 'y' + '\t '.repeat(1000)],
   ['long_digits', '9'.repeat(4000)],
   ['line_20k', longLine(20000, 42)],
+  // Characters newer than some of the Unicode tables involved: emoji 15-16 (pink heart, shaking
+  // face, phoenix), CJK Extension H and I, Kawi, Garay, segmented digits, modifier letters.
+  [
+    'unicode_new',
+    'I \u{1FA77} you \u{1FAE8}\u{1F426}\u200D\u{1F525} \u{31350}\u{31351} \u{2EBF0} ' +
+      '\u{11F04}\u{11F51} \u{10D50}\u{10D70} \u{1FBF1}\u{1FBF2} \u32FF \u{1E030} \u1C89',
+  ],
+  ...randomUnicode(100, 2024),
 ];
 
 module.exports = cases.map(([name, text]) => ({ name, text }));

@@ -46,7 +46,53 @@ function templateProcessor(prefix) {
   };
 }
 
+// GPT-2's byte-to-unicode table: printable Latin-1 bytes stand for themselves, the others take
+// U+0100 onwards in byte order.
+function byteToUnicode() {
+  const table = [];
+  let next = 256;
+  for (let b = 0; b < 256; b++) {
+    const printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
+    table.push(String.fromCodePoint(printable ? b : next++));
+  }
+  return table;
+}
+
+// The byte-level tokenizer that Tandem's make_byte_level_tokenizer_json() describes, written
+// independently from that description; tests/tokenizer checks the C++ output equals this file.
+const BYTE_LEVEL_SPECIALS = ['<|endoftext|>', '[gMASK]', '<sop>', '<|user|>', '<|assistant|>'];
+function byteLevelTokenizer() {
+  const vocab = {};
+  byteToUnicode().forEach((ch, b) => (vocab[ch] = b));
+  const level = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true };
+  return {
+    version: '1.0',
+    truncation: null,
+    padding: null,
+    added_tokens: BYTE_LEVEL_SPECIALS.map((content, i) =>
+      addedToken(content, 256 + i, { special: true }),
+    ),
+    normalizer: null,
+    pre_tokenizer: level,
+    post_processor: level,
+    decoder: level,
+    model: {
+      type: 'BPE',
+      dropout: null,
+      unk_token: null,
+      continuing_subword_prefix: null,
+      end_of_word_suffix: null,
+      fuse_unk: false,
+      byte_fallback: false,
+      ignore_merges: false,
+      vocab,
+      merges: [],
+    },
+  };
+}
+
 const variants = {
+  byte_level: byteLevelTokenizer,
   // Meta's Llama-3 tokenizer.json adds <|begin_of_text|> this way (the npm copy has only ByteLevel).
   llama3_bos(base) {
     const t = base('llama3');

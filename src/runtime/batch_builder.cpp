@@ -10,22 +10,27 @@ ForwardBatch build_forward_batch(ForwardMode mode, const std::vector<SequenceChu
                                  int64_t page_size, Device device) {
   std::vector<int32_t> ids, seq, pos, slots, seq_lens, rows;
   int64_t max_pages = 1, total_kv = 0, max_len = 0;
-  for (const auto& ch : chunks) max_pages = std::max<int64_t>(max_pages, static_cast<int64_t>(ch.pages->size()));
+  for (const auto& ch : chunks)
+    max_pages = std::max<int64_t>(max_pages, static_cast<int64_t>(ch.pages->size()));
   std::vector<int32_t> table(chunks.size() * static_cast<size_t>(max_pages), 0);
   for (size_t b = 0; b < chunks.size(); ++b) {
     const SequenceChunk& ch = chunks[b];
     const int64_t len = ch.start_pos + static_cast<int64_t>(ch.tokens.size());
     TD_CHECK(static_cast<int64_t>(ch.pages->size()) * page_size >= len,
-             "sequence {} needs {} slots but holds {} pages of {}", b, len, ch.pages->size(), page_size);
+             "sequence {} needs {} slots but holds {} pages of {}", b, len, ch.pages->size(),
+             page_size);
     TD_CHECK(!ch.tokens.empty(), "sequence {} has no tokens to run", b);
-    std::copy(ch.pages->begin(), ch.pages->end(), table.begin() + static_cast<int64_t>(b) * max_pages);
+    std::copy(ch.pages->begin(), ch.pages->end(),
+              table.begin() + static_cast<int64_t>(b) * max_pages);
     for (size_t i = 0; i < ch.tokens.size(); ++i) {
       const int64_t p = ch.start_pos + static_cast<int64_t>(i);
-      if (ch.all_logits || i + 1 == ch.tokens.size()) rows.push_back(static_cast<int32_t>(ids.size()));
+      if (ch.all_logits || i + 1 == ch.tokens.size())
+        rows.push_back(static_cast<int32_t>(ids.size()));
       ids.push_back(ch.tokens[i]);
       seq.push_back(static_cast<int32_t>(b));
       pos.push_back(static_cast<int32_t>(p));
-      slots.push_back((*ch.pages)[static_cast<size_t>(p / page_size)] * static_cast<int32_t>(page_size) +
+      slots.push_back((*ch.pages)[static_cast<size_t>(p / page_size)] *
+                          static_cast<int32_t>(page_size) +
                       static_cast<int32_t>(p % page_size));
     }
     seq_lens.push_back(static_cast<int32_t>(len));

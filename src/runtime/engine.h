@@ -29,7 +29,7 @@ struct SpeculativeOptions {
 struct EngineOptions {
   int64_t max_running_requests = 64;
   int64_t page_size = 16;
-  int64_t num_pages = 0;              // 0: derived from max_total_tokens
+  int64_t num_pages = 0;               // 0: derived from max_total_tokens
   int64_t max_total_tokens = 1 << 16;  // KV capacity in tokens when num_pages is 0
   int64_t chunked_prefill_size = 512;  // largest prefill chunk of one request per step
   int64_t max_prefill_tokens = 2048;   // prefill token budget of one step
@@ -43,7 +43,7 @@ struct Request {
   int64_t max_new_tokens = 16;
   SamplingParams sampling;
   std::vector<int32_t> stop_token_ids;  // generation ends after emitting one of these
-  bool return_hidden_states = false;   // the LM-head input of every generated token
+  bool return_hidden_states = false;    // the LM-head input of every generated token
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
@@ -60,9 +60,9 @@ struct RequestOutput {
   // Running totals for the request.
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
-  int64_t cached_tokens = 0;        // prompt tokens served from the prefix cache
-  int64_t spec_verify_steps = 0;    // verify rounds this request took part in
-  int64_t spec_accepted_drafts = 0;  // drafts accepted (bonus tokens excluded)
+  int64_t cached_tokens = 0;                      // prompt tokens served from the prefix cache
+  int64_t spec_verify_steps = 0;                  // verify rounds this request took part in
+  int64_t spec_accepted_drafts = 0;               // drafts accepted (bonus tokens excluded)
   std::vector<std::vector<float>> hidden_states;  // [new_tokens][hidden] when requested
 };
 
@@ -88,14 +88,16 @@ struct EngineMetrics {
   uint64_t preemptions_total = 0;
   uint64_t forward_steps_total = 0;
   // Speculative decoding (cumulative since start).
-  uint64_t spec_verify_steps = 0;     // per request per round
+  uint64_t spec_verify_steps = 0;  // per request per round
   uint64_t spec_draft_tokens = 0;
   uint64_t spec_accepted_tokens = 0;  // accepted drafts, bonus excluded
   std::vector<uint64_t> spec_accepted_per_position;
   double last_gen_throughput = 0.0;  // generated tokens/s over the last few seconds
   // Tokens committed per verify round, bonus included (0 if none yet).
   double avg_spec_accept_length() const {
-    return spec_verify_steps ? static_cast<double>(spec_accepted_tokens + spec_verify_steps) / spec_verify_steps : 0.0;
+    return spec_verify_steps
+               ? static_cast<double>(spec_accepted_tokens + spec_verify_steps) / spec_verify_steps
+               : 0.0;
   }
 };
 

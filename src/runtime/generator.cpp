@@ -8,7 +8,9 @@
 namespace tandem {
 
 namespace {
-int64_t pages_for(int64_t len, int64_t page_size) { return (len + page_size - 1) / page_size; }
+int64_t pages_for(int64_t len, int64_t page_size) {
+  return (len + page_size - 1) / page_size;
+}
 }  // namespace
 
 Generator::Generator(const Model& model, int64_t max_len, int64_t page_size)
@@ -27,12 +29,14 @@ GenerateResult Generator::generate(const GenerateRequest& req,
   TD_CHECK(!req.prompt.empty(), "generate: empty prompt");
   const int64_t V = model_.config().vocab_size;
   for (int32_t id : req.prompt)
-    if (id < 0 || id >= V) throw InvalidArgument(fmt::format("token id {} outside the vocabulary [0, {})", id, V));
+    if (id < 0 || id >= V)
+      throw InvalidArgument(fmt::format("token id {} outside the vocabulary [0, {})", id, V));
   const int64_t total = static_cast<int64_t>(req.prompt.size()) + req.max_new_tokens;
   std::vector<int32_t> pages;
   if (!pages_.allocate(pages_for(total, page_size_), pages))
-    throw InvalidArgument(fmt::format("prompt plus max_new_tokens ({}) exceeds this generator's {} tokens",
-                                      total, pages_.num_pages() * page_size_));
+    throw InvalidArgument(
+        fmt::format("prompt plus max_new_tokens ({}) exceeds this generator's {} tokens", total,
+                    pages_.num_pages() * page_size_));
   struct Release {
     PageAllocator& a;
     std::vector<int32_t>& p;

@@ -24,9 +24,9 @@ struct GenerateRequest {
 };
 
 struct GenerateResult {
-  std::vector<int32_t> tokens;              // generated tokens (stop token included)
-  std::vector<std::vector<float>> logits;   // [step][V]: the distribution each token came from
-  bool stopped = false;                     // ended on a stop token
+  std::vector<int32_t> tokens;             // generated tokens (stop token included)
+  std::vector<std::vector<float>> logits;  // [step][V]: the distribution each token came from
+  bool stopped = false;                    // ended on a stop token
 };
 
 class Generator {

@@ -21,7 +21,8 @@ void sampling_distribution(const float* logits, int64_t V, const SamplingParams&
   for (int64_t v = 0; v < V; ++v) mx = std::max(mx, static_cast<double>(logits[v]) * inv_t);
   std::vector<double> e(static_cast<size_t>(V));
   double sum = 0;
-  for (int64_t v = 0; v < V; ++v) sum += e[v] = std::exp(static_cast<double>(logits[v]) * inv_t - mx);
+  for (int64_t v = 0; v < V; ++v)
+    sum += e[v] = std::exp(static_cast<double>(logits[v]) * inv_t - mx);
   // Candidates by probability, descending (index ascending on ties, so results are stable).
   std::vector<int32_t> order(static_cast<size_t>(V));
   std::iota(order.begin(), order.end(), 0);
@@ -63,7 +64,8 @@ int32_t sample_from(const std::vector<float>& probs, Rng& rng) {
 int32_t sample_token(const float* logits, int64_t V, const SamplingParams& p, Rng& rng) {
   std::vector<float> probs;
   sampling_distribution(logits, V, p, probs);
-  if (p.greedy()) return static_cast<int32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin());
+  if (p.greedy())
+    return static_cast<int32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin());
   return sample_from(probs, rng);
 }
 

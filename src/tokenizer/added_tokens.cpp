@@ -83,8 +83,8 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<Piece>& out) co
   size_t pos = 0;
   while (pos < text.size()) {
     size_t end = 0;
-    const int32_t t = first_byte_[static_cast<unsigned char>(text[pos])] ? longest_at(text, pos, end)
-                                                                          : -1;
+    const int32_t t =
+        first_byte_[static_cast<unsigned char>(text[pos])] ? longest_at(text, pos, end) : -1;
     if (t < 0) {
       ++pos;
       continue;

@@ -30,6 +30,8 @@ class BpeModel {
   const std::string* id_to_token(int32_t id) const;
   // One past the largest id in the vocab.
   int32_t id_limit() const { return static_cast<int32_t>(vocab_r_.size()); }
+  // The number of vocab entries (what HF calls the model's vocab size).
+  int64_t vocab_count() const { return static_cast<int64_t>(vocab_.size()); }
 
  private:
   struct Merge {

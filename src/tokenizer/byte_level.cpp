@@ -29,9 +29,13 @@ const Tables& tables() {
 
 }  // namespace
 
-char32_t byte_to_char(unsigned char b) { return tables().to_char[b]; }
+char32_t byte_to_char(unsigned char b) {
+  return tables().to_char[b];
+}
 
-const std::array<std::string, 256>& byte_to_utf8() { return tables().to_utf8; }
+const std::array<std::string, 256>& byte_to_utf8() {
+  return tables().to_utf8;
+}
 
 std::optional<unsigned char> char_to_byte(char32_t c) {
   const auto& m = tables().to_byte;

@@ -29,28 +29,29 @@ std::string make_byte_level_tokenizer_json(const std::vector<std::string>& speci
   }
   ordered_json vocab = ordered_json::object();
   for (int b = 0; b < 256; ++b) vocab[tok::byte_to_utf8()[b]] = b;
-  const ordered_json byte_level = {
-      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
-  const ordered_json root = {
-      {"version", "1.0"},
-      {"truncation", nullptr},
-      {"padding", nullptr},
-      {"added_tokens", added},
-      {"normalizer", nullptr},
-      {"pre_tokenizer", byte_level},
-      {"post_processor", byte_level},
-      {"decoder", byte_level},
-      {"model",
-       {{"type", "BPE"},
-        {"dropout", nullptr},
-        {"unk_token", nullptr},
-        {"continuing_subword_prefix", nullptr},
-        {"end_of_word_suffix", nullptr},
-        {"fuse_unk", false},
-        {"byte_fallback", false},
-        {"ignore_merges", false},
-        {"vocab", vocab},
-        {"merges", ordered_json::array()}}}};
+  const ordered_json byte_level = {{"type", "ByteLevel"},
+                                   {"add_prefix_space", false},
+                                   {"trim_offsets", true},
+                                   {"use_regex", true}};
+  const ordered_json root = {{"version", "1.0"},
+                             {"truncation", nullptr},
+                             {"padding", nullptr},
+                             {"added_tokens", added},
+                             {"normalizer", nullptr},
+                             {"pre_tokenizer", byte_level},
+                             {"post_processor", byte_level},
+                             {"decoder", byte_level},
+                             {"model",
+                              {{"type", "BPE"},
+                               {"dropout", nullptr},
+                               {"unk_token", nullptr},
+                               {"continuing_subword_prefix", nullptr},
+                               {"end_of_word_suffix", nullptr},
+                               {"fuse_unk", false},
+                               {"byte_fallback", false},
+                               {"ignore_merges", false},
+                               {"vocab", vocab},
+                               {"merges", ordered_json::array()}}}};
   return root.dump(2);
 }
 

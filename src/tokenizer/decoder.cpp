@@ -65,7 +65,9 @@ class Sequence : public Decoder {
 
 }  // namespace
 
-std::unique_ptr<Decoder> make_byte_level_decoder() { return std::make_unique<ByteLevel>(); }
+std::unique_ptr<Decoder> make_byte_level_decoder() {
+  return std::make_unique<ByteLevel>();
+}
 
 std::unique_ptr<Decoder> parse_decoder(const Json& j, const std::string& path) {
   if (j.is_null()) return nullptr;

@@ -7,21 +7,22 @@
 
 #include "core/error.h"
 #include "tokenizer/pattern.h"
+#include "tokenizer/unicode_catchup.h"
 #include "tokenizer/utf8.h"
 
 namespace tandem::tok {
 namespace {
 
-// Applies `fn` to each maximal run of valid UTF-8 and keeps invalid bytes as they are, so
-// normalizing arbitrary bytes never fails.
-template <typename Fn>
-std::string map_valid_runs(const std::string& text, Fn fn) {
-  if (is_valid_utf8(text)) return fn(std::string_view(text));
+// Applies `fn` to each maximal run of characters that `keep` does not single out, and copies
+// the singled-out characters as they are: invalid bytes (so that normalizing arbitrary bytes
+// never fails) and characters the reference normalizer does not know.
+template <typename Keep, typename Fn>
+std::string map_runs(const std::string& text, Keep keep, Fn fn) {
   std::string out;
   size_t run = 0;
   for (size_t i = 0; i < text.size();) {
     const Utf8Char c = decode_utf8(text, i);
-    if (c.cp == kInvalidChar) {
+    if (keep(c.cp)) {
       out += fn(std::string_view(text).substr(run, i - run));
       out.append(text, i, c.len);
       run = i + c.len;
@@ -35,14 +36,18 @@ std::string map_valid_runs(const std::string& text, Fn fn) {
 class UnicodeForm : public Normalizer {
  public:
   explicit UnicodeForm(int options) : options_(options) {}
+  // HF's normalizer tables are Unicode 9.0: characters assigned later have no decomposition
+  // and combining class 0 there, so they are kept as they are and nothing composes across them.
   std::string normalize(std::string text) const override {
-    return map_valid_runs(text, [this](std::string_view run) {
+    auto keep = [](char32_t cp) {
+      return cp == kInvalidChar || (cp >= 0x80 && is_normalization_opaque(cp));
+    };
+    return map_runs(text, keep, [this](std::string_view run) {
       if (run.empty()) return std::string();
       utf8proc_uint8_t* dst = nullptr;
-      const utf8proc_ssize_t n =
-          utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(run.data()),
-                       static_cast<utf8proc_ssize_t>(run.size()), &dst,
-                       static_cast<utf8proc_option_t>(options_));
+      const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(run.data()),
+                                              static_cast<utf8proc_ssize_t>(run.size()), &dst,
+                                              static_cast<utf8proc_option_t>(options_));
       if (n < 0) fail("Unicode normalization failed: {}", utf8proc_errmsg(n));
       std::string out(reinterpret_cast<const char*>(dst), static_cast<size_t>(n));
       std::free(dst);
@@ -68,7 +73,10 @@ class Lowercase : public Normalizer {
       } else if (c.cp == 0x130) {
         out += "i\xCC\x87";
       } else {
-        append_utf8(out, static_cast<char32_t>(utf8proc_tolower(static_cast<int32_t>(c.cp))));
+        const char32_t newer = catchup_lowercase(c.cp);  // mappings utf8proc does not have yet
+        append_utf8(out, newer != c.cp
+                             ? newer
+                             : static_cast<char32_t>(utf8proc_tolower(static_cast<int32_t>(c.cp))));
       }
       i += c.len;
     }

@@ -54,7 +54,8 @@ std::unique_ptr<PostProcessor> parse_template(const Json& j, const std::string& 
       const Json& ids = json_array(it.value(), p, "ids");
       std::vector<int32_t> v;
       for (size_t i = 0; i < ids.size(); ++i) {
-        if (!ids[i].is_number_integer()) json_fail(json_path(json_path(p, "ids"), i), "expected an id");
+        if (!ids[i].is_number_integer())
+          json_fail(json_path(json_path(p, "ids"), i), "expected an id");
         v.push_back(ids[i].get<int32_t>());
       }
       specials[it.key()] = std::move(v);

@@ -1,5 +1,7 @@
 #include "tokenizer/pre_tokenizer.h"
 
+#include <optional>
+
 #include "tokenizer/byte_level.h"
 #include "tokenizer/pattern.h"
 #include "tokenizer/utf8.h"
@@ -28,26 +30,26 @@ class Split : public PreTokenizer {
 
 class ByteLevel : public PreTokenizer {
  public:
-  ByteLevel(bool add_prefix_space, bool use_regex)
-      : add_prefix_space_(add_prefix_space),
-        regex_(use_regex ? std::make_shared<const Regex>(kGpt2SplitPattern, false) : nullptr) {}
+  ByteLevel(bool add_prefix_space, bool use_regex) : add_prefix_space_(add_prefix_space) {
+    if (use_regex) split_pattern_.emplace(std::make_shared<const Regex>(kGpt2SplitPattern, false));
+  }
   void split(std::string_view piece, std::vector<std::string>& out) const override {
     std::string text;
     // HF adds the space to every piece it is given, not only to the start of the input.
     if (add_prefix_space_ && !piece.empty() && piece.front() != ' ') text = " ";
     text.append(piece);
-    if (!regex_) {
+    if (!split_pattern_) {
       if (!text.empty()) out.push_back(bytes_to_chars(text));
       return;
     }
-    for (const Span& s : split_by(Pattern(regex_), text, SplitBehavior::kIsolated, false)) {
+    for (const Span& s : split_by(*split_pattern_, text, SplitBehavior::kIsolated, false)) {
       out.push_back(bytes_to_chars(std::string_view(text).substr(s.start, s.end - s.start)));
     }
   }
 
  private:
   bool add_prefix_space_;
-  std::shared_ptr<const Regex> regex_;
+  std::optional<Pattern> split_pattern_;  // GPT-2's regex when use_regex is set
 };
 
 class CharSplit : public PreTokenizer {

@@ -4,6 +4,7 @@
 #include <pcre2.h>
 
 #include "core/error.h"
+#include "tokenizer/unicode_catchup.h"
 #include "tokenizer/utf8.h"
 
 namespace tandem::tok {
@@ -46,6 +47,49 @@ std::string pcre2_message(int code) {
   return reinterpret_cast<const char*>(buf);
 }
 
+// Rewrites the property escape at p[i] (\pL, \p{Name}, \p{^Name}, \P{Name}, \d or \D) so
+// that it also covers the characters assigned after PCRE2's Unicode version; returns the index
+// of the escape's last character.
+size_t widen_property(std::string_view p, size_t i, bool in_class, std::string& out) {
+  const char e = p[i + 1];
+  bool negated = e == 'P' || e == 'D';
+  std::string name = "Nd";  // \d is \p{Nd} in both engines (Unicode mode)
+  size_t end = i + 2;       // one past the escape
+  if (e == 'p' || e == 'P') {
+    if (i + 2 < p.size() && p[i + 2] == '{') {
+      const size_t close = p.find('}', i + 3);
+      if (close == std::string_view::npos) {  // malformed: let PCRE2 report it
+        out.append(p.substr(i, 2));
+        return i + 1;
+      }
+      name = std::string(p.substr(i + 3, close - i - 3));
+      end = close + 1;
+    } else {
+      name = std::string(p.substr(i + 2, 1));
+      end = i + 3;
+    }
+    if (!name.empty() && name[0] == '^') {
+      negated = !negated;
+      name.erase(0, 1);
+    }
+  }
+  const std::string_view original = p.substr(i, end - i);
+  const std::string items = catchup_class_items(name);
+  if (items.empty() || (negated && in_class)) {
+    // Nothing to add, or a negation inside a class, which items cannot express.
+    out.append(original);
+  } else if (in_class) {
+    out.append(original);
+    out += items;
+  } else {
+    out += negated ? "[^" : "[";
+    out += e == 'd' || e == 'D' ? "\\d" : "\\p{" + name + "}";
+    out += items;
+    out += "]";
+  }
+  return end - 1;
+}
+
 }  // namespace
 
 std::string onig_to_pcre2(std::string_view p) {
@@ -56,6 +100,10 @@ std::string onig_to_pcre2(std::string_view p) {
     const char c = p[i];
     if (c == '\\' && i + 1 < p.size()) {
       const char e = p[i + 1];
+      if (e == 'p' || e == 'P' || e == 'd' || e == 'D') {
+        i = widen_property(p, i, in_class, out);
+        continue;
+      }
       ++i;
       const bool space = e == 's' || e == 'S';
       const bool hex = e == 'h' || e == 'H';
@@ -134,7 +182,7 @@ void Regex::find_all(std::string_view text, std::vector<Span>& out) const {
     if (rc < 0) fail("regex '{}' failed on a {}-byte input: {}", pattern_, n, pcre2_message(rc));
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(st.data);
     const size_t s = ov[0], e = ov[1];
-    if (false) {
+    if (s == e && have_last && last_end == e) {
       // An empty match right where the previous match ended is skipped by stepping one character.
       from += from < n ? decode_utf8(text, from).len : 1;
       continue;

@@ -36,7 +36,9 @@ class Regex {
 };
 
 // Rewrites the escapes whose meaning differs between Oniguruma and PCRE2: \s/\S (PCRE2 also
-// counts U+180E as space) and \h/\H (hex digits in Oniguruma, horizontal space in PCRE2).
+// counts U+180E as space), \h/\H (hex digits in Oniguruma, horizontal space in PCRE2), and
+// general-category properties (\p{L}, \p{N}, \d, ...), widened to Unicode 16.0 with the
+// characters PCRE2's older tables lack (see unicode_catchup.h).
 std::string onig_to_pcre2(std::string_view pattern);
 
 }  // namespace tandem::tok

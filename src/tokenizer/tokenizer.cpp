@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe_model.h"
 #include "tokenizer/decoder.h"
@@ -30,13 +31,54 @@ struct Tokenizer::Impl {
   tok::AddedTokenMatcher raw_matcher;
   tok::AddedTokenMatcher normalized_matcher;
   int32_t vocab_size = 0;
-  std::vector<std::string> bytes;         // token_bytes() of every id, computed once
+  std::vector<std::string> bytes;        // token_bytes() of every id, computed once
   std::vector<bool> skipped_as_special;  // what decode(skip_special_tokens) drops
 
   explicit Impl(const tok::Json& root);
   const std::string* token_string(int32_t id) const;
   void encode_piece(std::string text, std::vector<int32_t>& ids) const;
 };
+
+namespace {
+
+// The ids HF gives added tokens when it loads a file: a content already added keeps its id, a
+// content in the model vocab takes that id, anything else gets the next free id (the vocab's
+// entry count, or one past the largest added id). The "id" fields are only checked against
+// this, as HF does; they differ only in hand-edited files, where HF's ids are what a model
+// trained with HF saw. Returns one token per content, the last definition winning.
+std::vector<tok::AddedToken> assign_added_token_ids(std::vector<tok::AddedToken> tokens,
+                                                    const tok::BpeModel& model) {
+  std::vector<tok::AddedToken> out;
+  tok::StringMap<size_t> index;  // content -> position in `out`
+  const int64_t vocab_count = model.vocab_count();
+  int64_t max_added = -1;
+  for (tok::AddedToken& t : tokens) {
+    if (t.content.empty()) continue;
+    const int32_t file_id = t.id;
+    if (auto it = index.find(t.content); it != index.end()) {
+      t.id = out[it->second].id;
+      out[it->second] = t;
+    } else {
+      if (auto id = model.token_to_id(t.content)) {
+        t.id = *id;
+      } else {
+        t.id = static_cast<int32_t>(max_added < 0                                  ? vocab_count
+                                    : max_added >= vocab_count || vocab_count == 0 ? max_added + 1
+                                                                                   : vocab_count);
+      }
+      index[t.content] = out.size();
+      out.push_back(t);
+    }
+    max_added = std::max<int64_t>(max_added, t.id);
+    if (t.id != file_id) {
+      log_warn("tokenizer.json: added token '{}' has id {} but gets id {}, as in HF tokenizers",
+               t.content, file_id, t.id);
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 Tokenizer::Impl::Impl(const tok::Json& root) {
   using namespace tok;
@@ -48,7 +90,7 @@ Tokenizer::Impl::Impl(const tok::Json& root) {
   decoder = parse_decoder(root.value("decoder", Json()), "decoder");
   // "truncation" and "padding" are ignored: a server decides lengths itself.
 
-  const std::vector<AddedToken> added = parse_added_tokens(root);
+  const std::vector<AddedToken> added = assign_added_token_ids(parse_added_tokens(root), *model);
   vocab_size = model->id_limit();
   for (const AddedToken& t : added) {
     added_by_id[t.id] = t;
@@ -178,7 +220,9 @@ std::string Tokenizer::id_to_token(int32_t id) const {
   return s ? *s : std::string();
 }
 
-int32_t Tokenizer::vocab_size() const { return impl_->vocab_size; }
+int32_t Tokenizer::vocab_size() const {
+  return impl_->vocab_size;
+}
 
 bool Tokenizer::is_special(int32_t id) const {
   auto it = impl_->added_by_id.find(id);

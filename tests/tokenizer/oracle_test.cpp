@@ -67,7 +67,8 @@ void check_against_oracle(const std::string& name) {
     FAIL() << msg;
   }
   const json expected = read_json(expected_path);
-  const std::string tokenizer_file = (dir / expected.at("tokenizer_file").get<std::string>()).string();
+  const std::string tokenizer_file =
+      (dir / expected.at("tokenizer_file").get<std::string>()).string();
   std::optional<tandem::Tokenizer> loaded;
   try {
     loaded = tandem::Tokenizer::from_file(tokenizer_file);
@@ -83,8 +84,8 @@ void check_against_oracle(const std::string& name) {
     const std::string text = c.at("text").get<std::string>();
     const bool add_special = c.at("add_special_tokens").get<bool>();
     const auto want = c.at("ids").get<std::vector<int32_t>>();
-    const std::string label = name + "/" + c.at("name").get<std::string>() +
-                              (add_special ? " (add_special_tokens)" : "");
+    const std::string label =
+        name + "/" + c.at("name").get<std::string>() + (add_special ? " (add_special_tokens)" : "");
     bool ok = true;
 
     std::vector<int32_t> got;
@@ -116,8 +117,8 @@ void check_against_oracle(const std::string& name) {
     }
     passed += ok;
   }
-  std::cout << "[ oracle   ] " << name << ": " << passed << "/" << cases.size()
-            << " cases match " << expected.at("oracle").get<std::string>() << "\n";
+  std::cout << "[ oracle   ] " << name << ": " << passed << "/" << cases.size() << " cases match "
+            << expected.at("oracle").get<std::string>() << "\n";
   EXPECT_EQ(passed, cases.size());
 }
 
@@ -128,23 +129,65 @@ TEST(TokenizerOracle, Manifest) {
     FAIL() << "no " << manifest << "; run scripts/fetch_tokenizer_fixtures.sh " << fixtures_dir();
   }
   const auto names = read_json(manifest).at("tokenizers").get<std::vector<std::string>>();
-  for (const char* required : {"gpt2", "qwen3", "llama3", "deepseek_v3", "llama3_bos",
-                               "qwen3_glm_template", "gpt2_splits", "gpt2_contiguous",
-                               "gpt2_added"}) {
+  for (const char* required :
+       {"gpt2", "qwen3", "llama3", "deepseek_v3", "llama3_bos", "qwen3_glm_template", "gpt2_splits",
+        "gpt2_contiguous", "gpt2_added", "byte_level"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), required), names.end())
         << "manifest lacks " << required;
   }
 }
 
-TEST(TokenizerOracle, Gpt2) { check_against_oracle("gpt2"); }
-TEST(TokenizerOracle, Qwen3) { check_against_oracle("qwen3"); }
-TEST(TokenizerOracle, Llama3) { check_against_oracle("llama3"); }
-TEST(TokenizerOracle, DeepSeekV3) { check_against_oracle("deepseek_v3"); }
+TEST(TokenizerOracle, Gpt2) {
+  check_against_oracle("gpt2");
+}
+TEST(TokenizerOracle, Qwen3) {
+  check_against_oracle("qwen3");
+}
+TEST(TokenizerOracle, Llama3) {
+  check_against_oracle("llama3");
+}
+TEST(TokenizerOracle, DeepSeekV3) {
+  check_against_oracle("deepseek_v3");
+}
 // Derived files (scripts/tokenizer_oracle/make_variants.js) for what the real ones do not use.
-TEST(TokenizerOracle, Llama3WithBosTemplate) { check_against_oracle("llama3_bos"); }
-TEST(TokenizerOracle, Qwen3WithGlmTemplate) { check_against_oracle("qwen3_glm_template"); }
-TEST(TokenizerOracle, Gpt2SplitBehaviors) { check_against_oracle("gpt2_splits"); }
-TEST(TokenizerOracle, Gpt2ContiguousAndNormalizers) { check_against_oracle("gpt2_contiguous"); }
-TEST(TokenizerOracle, Gpt2AddedTokenOptions) { check_against_oracle("gpt2_added"); }
+TEST(TokenizerOracle, Llama3WithBosTemplate) {
+  check_against_oracle("llama3_bos");
+}
+TEST(TokenizerOracle, Qwen3WithGlmTemplate) {
+  check_against_oracle("qwen3_glm_template");
+}
+TEST(TokenizerOracle, Gpt2SplitBehaviors) {
+  check_against_oracle("gpt2_splits");
+}
+TEST(TokenizerOracle, Gpt2ContiguousAndNormalizers) {
+  check_against_oracle("gpt2_contiguous");
+}
+TEST(TokenizerOracle, Gpt2AddedTokenOptions) {
+  check_against_oracle("gpt2_added");
+}
+// The tokenizer of Tandem's own default model (trained with HF tokenizers, GLM-style specials).
+TEST(TokenizerOracle, TandemAustenDefaultModel) {
+  if (!fs::exists(fs::path(TANDEM_SOURCE_DIR) / "models/tandem-austen/tokenizer.json")) {
+    GTEST_SKIP() << "this checkout has no models/tandem-austen";
+  }
+  check_against_oracle("tandem_austen");
+}
+// A byte-level tokenizer written in node from make_byte_level_tokenizer_json's description.
+TEST(TokenizerOracle, ByteLevel) {
+  check_against_oracle("byte_level");
+}
+
+// make_byte_level_tokenizer_json writes exactly that file, so HF reads it as checked above.
+TEST(TokenizerOracle, ByteLevelJsonEqualsTheFixture) {
+  const fs::path file = fixtures_dir() / "byte_level" / "tokenizer.json";
+  if (!fs::exists(file)) {
+    if (allow_missing()) GTEST_SKIP() << "no " << file;
+    FAIL() << "no " << file << "; run scripts/fetch_tokenizer_fixtures.sh " << fixtures_dir();
+  }
+  const json fixture = read_json(file);
+  std::vector<std::string> specials;
+  for (const json& t : fixture.at("added_tokens")) specials.push_back(t.at("content"));
+  EXPECT_EQ(json::parse(tandem::make_byte_level_tokenizer_json(specials)), fixture);
+}
 
 }  // namespace

@@ -1,0 +1,780 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "ops/ops.h"
+#include "runtime/batch_builder.h"
+#include "runtime/page_allocator.h"
+#include "runtime/prefix_cache.h"
+#include "runtime/sequence.h"
+#include "runtime/spec_accept.h"
+
+namespace tandem {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAbort:
+      return "abort";
+    case FinishReason::kError:
+      return "error";
+    default:
+      return "";
+  }
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t pages_for(int64_t tokens, int64_t page_size) {
+  return (tokens + page_size - 1) / page_size;
+}
+
+Tensor to_device(const std::vector<int32_t>& v, Device d) {
+  Tensor t = Tensor::from_vector(v, {static_cast<int64_t>(v.size())});
+  return d.is_cpu() ? t : t.to(d);
+}
+
+}  // namespace
+
+struct Engine::Impl {
+  std::shared_ptr<const Model> model;
+  EngineOptions opt;
+  int64_t ctx_len = 0;
+  bool spec = false;
+  int64_t S = 0;  // draft tokens per round
+  PageAllocator pages;
+  PrefixCache prefix;
+  std::unique_ptr<KvCache> cache;
+
+  // Messages from other threads.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::unique_ptr<Sequence>> inbox;
+  std::vector<uint64_t> aborts;
+  std::vector<std::promise<bool>> flushes;
+  bool stopping = false;
+
+  // Engine-thread state.
+  std::deque<std::unique_ptr<Sequence>> waiting;
+  std::vector<std::unique_ptr<Sequence>> running;
+  std::atomic<uint64_t> next_id{1};
+
+  mutable std::mutex metrics_mu;
+  EngineMetrics m;
+  std::deque<std::pair<Clock::time_point, int64_t>> recent_tokens;  // for last_gen_throughput
+
+  std::thread thread;
+
+  Impl(std::shared_ptr<const Model> mdl, EngineOptions o)
+      : model(std::move(mdl)),
+        opt(std::move(o)),
+        pages(opt.num_pages > 0 ? opt.num_pages : pages_for(opt.max_total_tokens, opt.page_size)),
+        prefix(pages, opt.page_size) {
+    const ModelConfig& c = model->config();
+    if (opt.spec.enabled()) {
+      if (opt.spec.algorithm != "EAGLE" && opt.spec.algorithm != "NEXTN")
+        throw InvalidArgument(fmt::format(
+            "--speculative-algorithm {} is not supported (EAGLE or NEXTN)", opt.spec.algorithm));
+      if (opt.spec.eagle_topk != 1)
+        throw InvalidArgument(
+            fmt::format("--speculative-eagle-topk {}: only chain drafts (topk 1) are supported",
+                        opt.spec.eagle_topk));
+      if (opt.spec.num_steps < 1 || opt.spec.num_steps > 8)
+        throw InvalidArgument(
+            fmt::format("--speculative-num-steps must be in [1, 8], got {}", opt.spec.num_steps));
+      if (opt.spec.num_draft_tokens != opt.spec.num_steps + 1)
+        throw InvalidArgument(fmt::format(
+            "--speculative-num-draft-tokens must be num_steps + 1 = {} with topk 1, got {}",
+            opt.spec.num_steps + 1, opt.spec.num_draft_tokens));
+      if (!model->has_mtp())
+        throw InvalidArgument(
+            "speculative decoding needs the checkpoint's MTP layer, which is not loaded");
+      spec = true;
+      S = opt.spec.num_steps;
+    }
+    KvCacheOptions ko;
+    ko.num_pages = pages.num_pages();
+    ko.page_size = opt.page_size;
+    ko.device = model->device();
+    ko.dtype = model->device().is_cpu() ? DType::F32 : DType::BF16;
+    ko.with_mtp = spec;
+    cache = std::make_unique<KvCache>(c, ko);
+    const int64_t capacity = pages.num_pages() * opt.page_size;
+    ctx_len = opt.context_length > 0 ? opt.context_length : c.max_position_embeddings;
+    ctx_len = std::min(ctx_len, capacity - (spec ? S + 1 : 1));
+    m.kv_pages_total = pages.num_pages();
+    m.spec_accepted_per_position.assign(static_cast<size_t>(S), 0);
+    thread = std::thread([this] { loop(); });
+  }
+
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> g(mu);
+      stopping = true;
+    }
+    cv.notify_all();
+    thread.join();
+  }
+
+  // ---------------------------------------------------------------- messages
+
+  std::shared_ptr<RequestStream> submit(Request r) {
+    const int64_t V = model->config().vocab_size;
+    if (r.prompt.empty()) throw InvalidArgument("the prompt is empty");
+    for (int32_t t : r.prompt)
+      if (t < 0 || t >= V)
+        throw InvalidArgument(fmt::format("token id {} is outside the vocabulary [0, {})", t, V));
+    if (r.max_new_tokens < 1)
+      throw InvalidArgument(
+          fmt::format("max_new_tokens must be at least 1, got {}", r.max_new_tokens));
+    const int64_t P = static_cast<int64_t>(r.prompt.size());
+    if (P + r.max_new_tokens > ctx_len)
+      throw InvalidArgument(fmt::format(
+          "the prompt ({} tokens) plus max_new_tokens ({}) exceeds the context length ({})", P,
+          r.max_new_tokens, ctx_len));
+    if (r.sampling.temperature < 0) throw InvalidArgument("temperature must not be negative");
+    if (!(r.sampling.top_p > 0 && r.sampling.top_p <= 1))
+      throw InvalidArgument("top_p must be in (0, 1]");
+    auto s = std::make_unique<Sequence>();
+    s->id = next_id++;
+    s->tokens = r.prompt;
+    s->prompt_len = P;
+    s->rng = Rng(r.sampling.seed ^ (0x5851f42d4c957f2dull * s->id * (r.sampling.seed == 0)));
+    s->req = std::move(r);
+    s->stream = std::make_shared<StreamImpl>(s->id);
+    s->arrival = Clock::now();
+    auto stream = s->stream;
+    {
+      std::lock_guard<std::mutex> g(mu);
+      inbox.push_back(std::move(s));
+    }
+    {
+      std::lock_guard<std::mutex> g(metrics_mu);
+      ++m.requests_total;
+    }
+    cv.notify_all();
+    return stream;
+  }
+
+  void abort(uint64_t id) {
+    {
+      std::lock_guard<std::mutex> g(mu);
+      aborts.push_back(id);
+    }
+    cv.notify_all();
+  }
+
+  bool flush() {
+    std::future<bool> f;
+    {
+      std::lock_guard<std::mutex> g(mu);
+      flushes.emplace_back();
+      f = flushes.back().get_future();
+    }
+    cv.notify_all();
+    return f.get();
+  }
+
+  // ---------------------------------------------------------------- the loop
+
+  void loop() {
+    for (;;) {
+      std::vector<uint64_t> to_abort;
+      std::vector<std::promise<bool>> to_flush;
+      {
+        std::unique_lock<std::mutex> lk(mu);
+        cv.wait_for(lk, std::chrono::milliseconds(20), [&] {
+          return stopping || !inbox.empty() || !aborts.empty() || !flushes.empty() ||
+                 !waiting.empty() || !running.empty();
+        });
+        if (stopping) break;
+        while (!inbox.empty()) {
+          waiting.push_back(std::move(inbox.front()));
+          inbox.pop_front();
+        }
+        to_abort.swap(aborts);
+        to_flush.swap(flushes);
+      }
+      for (uint64_t id : to_abort) abort_now(id);
+      for (auto& p : to_flush) {
+        const bool idle = running.empty() && waiting.empty();
+        if (idle) prefix.clear();
+        p.set_value(idle);
+      }
+      try {
+        step();
+      } catch (const std::exception& e) {
+        // A failed forward must not take the server down: fail the requests it carried.
+        log_error("engine step failed: {}", e.what());
+        for (auto& s : running) finish(*s, FinishReason::kError, e.what());
+        running.clear();
+      }
+      publish_metrics();
+    }
+    for (auto& s : running) finish(*s, FinishReason::kAbort, "server shutting down");
+    for (auto& s : waiting) finish(*s, FinishReason::kAbort, "server shutting down");
+  }
+
+  void step() {
+    bool prefill_pending = !waiting.empty();
+    for (auto& s : running) prefill_pending |= !s->prefilled;
+    if (prefill_pending && prefill_step()) return;
+    bool decoding = false;
+    for (auto& s : running) decoding |= s->prefilled;
+    if (!decoding) return;
+    if (spec)
+      spec_round();
+    else
+      decode_step();
+  }
+
+  // ---------------------------------------------------------------- pages
+
+  bool allocate(Sequence& s, int64_t tokens) {
+    const int64_t need = pages_for(tokens, opt.page_size) - static_cast<int64_t>(s.pages.size());
+    if (need <= 0) return true;
+    if (pages.num_free() < need) prefix.evict(need);
+    return pages.allocate(need, s.pages);
+  }
+
+  void release_pages(Sequence& s) {
+    if (opt.enable_prefix_cache) prefix.insert(s.tokens, s.kv_len, s.pages);
+    pages.release(s.pages);
+    s.pages.clear();
+  }
+
+  // Makes every decoding sequence hold pages for kv_len + extra tokens, preempting the most
+  // recently admitted sequences when the cache is full.
+  void ensure_decode_pages(int64_t extra) {
+    for (;;) {
+      int64_t need = 0;
+      for (auto& s : running)
+        if (s->prefilled)
+          need += std::max<int64_t>(0, pages_for(s->kv_len + extra, opt.page_size) -
+                                           static_cast<int64_t>(s->pages.size()));
+      if (pages.num_free() < need) prefix.evict(need);
+      if (pages.num_free() >= need || running.size() <= 1) break;
+      preempt_last();
+    }
+    for (auto& s : running)
+      if (s->prefilled && !allocate(*s, s->kv_len + extra))
+        fail("KV cache exhausted: {} tokens do not fit in {} pages of {}", s->kv_len + extra,
+             pages.num_pages(), opt.page_size);
+  }
+
+  void preempt_last() {
+    std::unique_ptr<Sequence> s = std::move(running.back());
+    running.pop_back();
+    release_pages(*s);
+    // It restarts from its committed tokens; the prefix cache usually still holds them.
+    s->kv_len = 0;
+    s->prefilled = false;
+    s->next_draft = -1;
+    waiting.push_front(std::move(s));
+    std::lock_guard<std::mutex> g(metrics_mu);
+    ++m.preemptions_total;
+  }
+
+  bool admit(Sequence& s) {
+    const int64_t n = static_cast<int64_t>(s.tokens.size());
+    if (s.pages.empty() && opt.enable_prefix_cache) {
+      s.pages = prefix.match(s.tokens, n - 1);  // at least one token is always computed
+      s.kv_len = static_cast<int64_t>(s.pages.size()) * opt.page_size;
+      // The draft's pair (h_i, x_{i+1}) at the last cached position needs h_i: recompute it.
+      if (spec && s.kv_len > 0) --s.kv_len;
+      if (s.generated == 0) s.cached_tokens = s.kv_len;
+    }
+    if (!allocate(s, n + 1 + (spec ? S : 0))) {
+      pages.release(s.pages);
+      s.pages.clear();
+      s.kv_len = 0;
+      s.cached_tokens = 0;
+      return false;
+    }
+    return true;
+  }
+
+  // ---------------------------------------------------------------- prefill
+
+  struct Scheduled {
+    Sequence* s;
+    int64_t start, end;
+  };
+
+  bool prefill_step() {
+    std::vector<Scheduled> batch;
+    int64_t budget = opt.max_prefill_tokens;
+    auto schedule = [&](Sequence& s) {
+      const int64_t n = static_cast<int64_t>(s.tokens.size());
+      const int64_t len = std::min({n - s.kv_len, opt.chunked_prefill_size, budget});
+      if (len <= 0) return;
+      batch.push_back({&s, s.kv_len, s.kv_len + len});
+      budget -= len;
+    };
+    for (auto& s : running)
+      if (!s->prefilled && budget > 0) schedule(*s);
+    while (!waiting.empty() && budget > 0 &&
+           static_cast<int64_t>(running.size()) < opt.max_running_requests) {
+      Sequence& s = *waiting.front();
+      if (!admit(s)) {
+        if (running.empty())
+          fail("KV cache too small for a {}-token request ({} pages of {})", s.tokens.size(),
+               pages.num_pages(), opt.page_size);
+        break;
+      }
+      running.push_back(std::move(waiting.front()));
+      waiting.pop_front();
+      schedule(*running.back());
+    }
+    if (batch.empty()) return false;
+
+    std::vector<SequenceChunk> chunks;
+    for (auto& b : batch)
+      chunks.push_back({&b.s->pages,
+                        b.start,
+                        {b.s->tokens.begin() + b.start, b.s->tokens.begin() + b.end},
+                        false});
+    ForwardBatch fb =
+        build_forward_batch(ForwardMode::kExtend, chunks, opt.page_size, model->device());
+    Workspace ws(model->device());
+    ForwardResult r = model->forward(ws, fb, *cache);
+    count_step();
+
+    // Chunks that reached the end of their sequence sample its next token from their logit row.
+    std::vector<Sequence*> done;
+    std::vector<int64_t> done_rows;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Sequence& s = *batch[i].s;
+      s.kv_len = batch[i].end;
+      if (batch[i].end == static_cast<int64_t>(s.tokens.size())) {
+        done.push_back(&s);
+        done_rows.push_back(
+            static_cast<int64_t>(i));  // logit row i: each chunk contributes its last token
+      }
+    }
+    if (!done.empty()) {
+      const std::vector<int32_t> next = sample_rows(ws, r.logits, done, done_rows);
+      for (size_t i = 0; i < done.size(); ++i) {
+        Sequence& s = *done[i];
+        s.prefilled = true;
+        if (s.req.return_hidden_states)
+          s.pending_hidden.push_back(hidden_row(r.hidden, last_token_row(fb, batch, s)));
+        commit(s, {next[i]});
+      }
+    }
+    if (spec) draft_extend_after_prefill(ws, batch, r);
+    flush_outputs();
+    return true;
+  }
+
+  static int64_t last_token_row(const ForwardBatch&, const std::vector<Scheduled>& batch,
+                                const Sequence& s) {
+    int64_t row = 0;
+    for (auto& b : batch) {
+      row += b.end - b.start;
+      if (b.s == &s) return row - 1;
+    }
+    return row - 1;
+  }
+
+  // Draft KV for the prompt: pairs (h_i, x_{i+1}) over each prefilled chunk; the last pair of a
+  // finished prompt pairs the final prompt position with the token just sampled.
+  void draft_extend_after_prefill(Workspace& ws, const std::vector<Scheduled>& batch,
+                                  const ForwardResult& target) {
+    std::vector<SequenceChunk> chunks;
+    std::vector<int32_t> hidden_rows;
+    std::vector<Sequence*> seqs;
+    int64_t row = 0;
+    for (auto& b : batch) {
+      Sequence& s = *b.s;
+      const int64_t len = b.end - b.start;
+      if (!s.finished && static_cast<int64_t>(s.tokens.size()) > b.end - 1 + 1) {
+        chunks.push_back({&s.pages,
+                          b.start,
+                          {s.tokens.begin() + b.start + 1, s.tokens.begin() + b.end + 1},
+                          false});
+        for (int64_t i = 0; i < len; ++i) hidden_rows.push_back(static_cast<int32_t>(row + i));
+        seqs.push_back(&s);
+      }
+      row += len;
+    }
+    if (chunks.empty()) return;
+    ForwardBatch fb =
+        build_forward_batch(ForwardMode::kExtend, chunks, opt.page_size, model->device());
+    Tensor h = ops::gather_rows(ws, target.hidden, to_device(hidden_rows, model->device()));
+    ForwardResult d = model->forward_mtp(ws, fb, h, *cache);
+    std::vector<int64_t> ends;
+    int64_t off = 0;
+    for (auto& ch : chunks) ends.push_back(off += static_cast<int64_t>(ch.tokens.size()));
+    set_next_drafts(ws, seqs, d, /*logit rows are the chunks' last tokens*/ nullptr, ends);
+  }
+
+  // From a draft forward: d1 = argmax of each sequence's logit row, and the draft hidden state
+  // and indexer top-k of the token that produced it.
+  void set_next_drafts(Workspace& ws, const std::vector<Sequence*>& seqs, const ForwardResult& d,
+                       const std::vector<int64_t>* logit_index,
+                       const std::vector<int64_t>& token_end) {
+    const std::vector<int32_t> am = to_int_vector(ops::argmax(ws, d.logits));
+    std::vector<int32_t> rows;
+    for (size_t i = 0; i < seqs.size(); ++i) rows.push_back(static_cast<int32_t>(token_end[i] - 1));
+    const Tensor rows_t = to_device(rows, model->device());
+    const std::vector<float> hid = to_float_vector(ops::gather_rows(ws, d.hidden, rows_t));
+    const int64_t D = model->config().hidden_size;
+    std::vector<int32_t> topk;
+    int64_t K = 0;
+    if (d.topk.defined() && model->config().index_share_for_mtp_iteration) {
+      topk = to_int_vector(ops::gather_rows(ws, d.topk, rows_t).contiguous());
+      K = d.topk.size(1);
+    }
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      Sequence& s = *seqs[i];
+      s.next_draft = am[logit_index ? static_cast<size_t>((*logit_index)[i]) : i];
+      s.draft_hidden.assign(hid.begin() + static_cast<int64_t>(i) * D,
+                            hid.begin() + static_cast<int64_t>(i + 1) * D);
+      if (K)
+        s.draft_topk.assign(topk.begin() + static_cast<int64_t>(i) * K,
+                            topk.begin() + static_cast<int64_t>(i + 1) * K);
+    }
+  }
+
+  // ---------------------------------------------------------------- decode
+
+  void decode_step() {
+    ensure_decode_pages(1);
+    std::vector<Sequence*> seqs;
+    std::vector<SequenceChunk> chunks;
+    for (auto& s : running) {
+      if (!s->prefilled) continue;
+      seqs.push_back(s.get());
+      chunks.push_back({&s->pages, s->kv_len, {s->tokens.back()}, false});
+    }
+    ForwardBatch fb =
+        build_forward_batch(ForwardMode::kDecode, chunks, opt.page_size, model->device());
+    Workspace ws(model->device());
+    ForwardResult r = model->forward(ws, fb, *cache);
+    count_step();
+    std::vector<int64_t> rows(seqs.size());
+    for (size_t i = 0; i < seqs.size(); ++i) rows[i] = static_cast<int64_t>(i);
+    const std::vector<int32_t> next = sample_rows(ws, r.logits, seqs, rows);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      Sequence& s = *seqs[i];
+      s.kv_len += 1;
+      if (s.req.return_hidden_states)
+        s.pending_hidden.push_back(hidden_row(r.hidden, static_cast<int64_t>(i)));
+      commit(s, {next[i]});
+    }
+    flush_outputs();
+  }
+
+  // ---------------------------------------------------------------- speculative round
+
+  void spec_round() {
+    ensure_decode_pages(S + 1);
+    std::vector<Sequence*> seqs;
+    for (auto& s : running)
+      if (s->prefilled) seqs.push_back(s.get());
+    const int64_t B = static_cast<int64_t>(seqs.size());
+    const int64_t D = model->config().hidden_size;
+    const Device dev = model->device();
+    Workspace ws(dev);
+
+    // 1. Draft decode: S - 1 more draft tokens, each step feeding the draft's own hidden state.
+    std::vector<std::vector<int32_t>> drafts(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) drafts[b].push_back(seqs[b]->next_draft);
+    std::vector<float> hid_host(static_cast<size_t>(B * D));
+    for (int64_t b = 0; b < B; ++b)
+      std::copy(seqs[b]->draft_hidden.begin(), seqs[b]->draft_hidden.end(),
+                hid_host.begin() + b * D);
+    Tensor hid = Tensor::from_vector(hid_host, {B, D});
+    hid = dev.is_cpu() ? hid : hid.to(dev);
+    if (model->weights().embed.dtype() != DType::F32)
+      hid = dev.is_cpu() ? hid : hid;  // activations follow the backend
+    Tensor reuse;
+    if (model->config().index_share_for_mtp_iteration && !seqs.empty() &&
+        !seqs[0]->draft_topk.empty()) {
+      const int64_t K = static_cast<int64_t>(seqs[0]->draft_topk.size());
+      std::vector<int32_t> all;
+      for (auto* s : seqs) all.insert(all.end(), s->draft_topk.begin(), s->draft_topk.end());
+      reuse = Tensor::from_vector(all, {B, K});
+      if (!dev.is_cpu()) reuse = reuse.to(dev);
+    }
+    for (int64_t j = 1; j < S; ++j) {
+      std::vector<SequenceChunk> chunks;
+      for (int64_t b = 0; b < B; ++b)
+        chunks.push_back({&seqs[b]->pages, seqs[b]->kv_len - 1 + j, {drafts[b].back()}, false});
+      ForwardBatch fb = build_forward_batch(ForwardMode::kDecode, chunks, opt.page_size, dev);
+      ForwardResult d = model->forward_mtp(ws, fb, hid, *cache, reuse);
+      const std::vector<int32_t> am = to_int_vector(ops::argmax(ws, d.logits));
+      for (int64_t b = 0; b < B; ++b) drafts[b].push_back(am[b]);
+      hid = d.hidden;
+    }
+
+    // 2. Verify: the target runs [x_L, d_1 .. d_S] at positions L .. L + S.
+    std::vector<SequenceChunk> chunks;
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<int32_t> toks = {seqs[b]->tokens.back()};
+      toks.insert(toks.end(), drafts[b].begin(), drafts[b].end());
+      chunks.push_back({&seqs[b]->pages, seqs[b]->kv_len, toks, true});
+    }
+    ForwardBatch fb = build_forward_batch(ForwardMode::kDecode, chunks, opt.page_size, dev);
+    ForwardResult v = model->forward(ws, fb, *cache);
+    count_step();
+    const std::vector<int32_t> target_am =
+        to_int_vector(ops::argmax(ws, v.logits));  // [B * (S + 1)]
+
+    // 3. Accept, commit, and count.
+    std::vector<int64_t> accepted(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) {
+      Sequence& s = *seqs[b];
+      const int64_t base = b * (S + 1);
+      std::vector<int32_t> t_next(target_am.begin() + base, target_am.begin() + base + S + 1);
+      Acceptance a;
+      if (opt.spec.simulate_accept_length > 0) {
+        a = accept_simulated(drafts[b], t_next, opt.spec.simulate_accept_length, s.rng);
+      } else if (s.req.sampling.greedy()) {
+        a = accept_greedy(drafts[b], t_next);
+      } else {
+        std::vector<int32_t> rows;
+        for (int64_t i = 0; i <= S; ++i) rows.push_back(static_cast<int32_t>(base + i));
+        const std::vector<float> lg =
+            to_float_vector(ops::gather_rows(ws, v.logits, to_device(rows, dev)));
+        const int64_t V = v.logits.size(1);
+        std::vector<std::vector<float>> probs(static_cast<size_t>(S + 1));
+        for (int64_t i = 0; i <= S; ++i)
+          sampling_distribution(lg.data() + i * V, V, s.req.sampling, probs[i]);
+        a = accept_sampled(drafts[b], probs, s.rng);
+      }
+      accepted[b] = a.accepted;
+      s.spec_verify_steps += 1;
+      s.spec_accepted += a.accepted;
+      {
+        std::lock_guard<std::mutex> g(metrics_mu);
+        m.spec_verify_steps += 1;
+        m.spec_draft_tokens += static_cast<uint64_t>(S);
+        m.spec_accepted_tokens += static_cast<uint64_t>(a.accepted);
+        for (int64_t i = 0; i < a.accepted; ++i) m.spec_accepted_per_position[i] += 1;
+      }
+      if (s.req.return_hidden_states)
+        for (int64_t i = 0; i <= a.accepted; ++i)
+          s.pending_hidden.push_back(hidden_row(v.hidden, base + i));
+      // Verified positions L .. L + k hold KV of committed tokens; the rest is overwritten later.
+      s.kv_len += 1 + a.accepted;
+      commit(s, a.tokens);
+    }
+
+    // 4. Draft extend, fixed width S + 1: the draft re-reads every verified position with the
+    // target's hidden states, so its KV for committed positions comes from target states.
+    std::vector<SequenceChunk> ext;
+    std::vector<int32_t> hidden_rows, logit_rows;
+    std::vector<Sequence*> live;
+    std::vector<int64_t> ends;
+    int64_t off = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      Sequence& s = *seqs[b];
+      if (s.finished) continue;
+      const int64_t k = accepted[b], L = s.kv_len - 1 - k;
+      std::vector<int32_t> toks(s.tokens.end() - (k + 1), s.tokens.end());  // d_1 .. d_k, bonus
+      for (int64_t i = k + 1; i <= S; ++i) toks.push_back(target_am[b * (S + 1) + i]);  // filler
+      ext.push_back({&s.pages, L, toks, false});
+      for (int64_t i = 0; i <= S; ++i) hidden_rows.push_back(static_cast<int32_t>(b * (S + 1) + i));
+      logit_rows.push_back(static_cast<int32_t>(off + k));
+      ends.push_back(off + k + 1);
+      off += S + 1;
+      live.push_back(&s);
+    }
+    if (!ext.empty()) {
+      ForwardBatch efb = build_forward_batch(ForwardMode::kDecode, ext, opt.page_size, dev);
+      efb.logit_rows = to_device(logit_rows, dev);
+      Tensor h = ops::gather_rows(ws, v.hidden, to_device(hidden_rows, dev));
+      ForwardResult d = model->forward_mtp(ws, efb, h, *cache);
+      set_next_drafts(ws, live, d, nullptr, ends);
+    }
+    flush_outputs();
+  }
+
+  // ---------------------------------------------------------------- sampling and outputs
+
+  // Next token for each sequence from logit row rows[i]. Greedy rows use the device argmax;
+  // sampled rows bring their logits to the host.
+  std::vector<int32_t> sample_rows(Workspace& ws, const Tensor& logits,
+                                   const std::vector<Sequence*>& seqs,
+                                   const std::vector<int64_t>& rows) {
+    const std::vector<int32_t> am = to_int_vector(ops::argmax(ws, logits));
+    std::vector<int32_t> out(seqs.size());
+    const int64_t V = logits.size(1);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      Sequence& s = *seqs[i];
+      if (s.req.sampling.greedy()) {
+        out[i] = am[static_cast<size_t>(rows[i])];
+        continue;
+      }
+      const std::vector<float> row = to_float_vector(logits.narrow(0, rows[i], 1).contiguous());
+      out[i] = sample_token(row.data(), V, s.req.sampling, s.rng);
+    }
+    return out;
+  }
+
+  std::vector<float> hidden_row(const Tensor& hidden, int64_t row) {
+    return to_float_vector(hidden.narrow(0, row, 1).contiguous());
+  }
+
+  // Appends tokens, stopping at a stop token or at max_new_tokens.
+  void commit(Sequence& s, const std::vector<int32_t>& toks) {
+    for (int32_t t : toks) {
+      s.tokens.push_back(t);
+      s.generated += 1;
+      s.pending.new_tokens.push_back(t);
+      const auto& stops = s.req.stop_token_ids;
+      if (std::find(stops.begin(), stops.end(), t) != stops.end()) {
+        s.pending.matched_stop_token = t;
+        s.pending.finish_reason = FinishReason::kStop;
+        s.finished = true;
+        break;
+      }
+      if (s.generated >= s.req.max_new_tokens) {
+        s.pending.finish_reason = FinishReason::kLength;
+        s.finished = true;
+        break;
+      }
+    }
+    // KV never covers more than the committed tokens minus the newest one.
+    s.kv_len = std::min<int64_t>(s.kv_len, static_cast<int64_t>(s.tokens.size()) - 1);
+  }
+
+  void fill_totals(Sequence& s, RequestOutput& o) {
+    o.prompt_tokens = s.prompt_len;
+    o.completion_tokens = s.generated;
+    o.cached_tokens = s.cached_tokens;
+    o.spec_verify_steps = s.spec_verify_steps;
+    o.spec_accepted_drafts = s.spec_accepted;
+  }
+
+  // Sends each sequence's pending tokens and retires finished sequences.
+  void flush_outputs() {
+    int64_t produced = 0;
+    for (auto& sp : running) {
+      Sequence& s = *sp;
+      if (s.pending.new_tokens.empty() && !s.finished) continue;
+      produced += static_cast<int64_t>(s.pending.new_tokens.size());
+      RequestOutput o = std::move(s.pending);
+      s.pending = RequestOutput{};
+      o.hidden_states = std::move(s.pending_hidden);
+      s.pending_hidden.clear();
+      fill_totals(s, o);
+      o.finished = s.finished;
+      if (s.finished) {
+        release_pages(s);
+        std::lock_guard<std::mutex> g(metrics_mu);
+        ++m.requests_finished;
+        m.prompt_tokens_total += static_cast<uint64_t>(s.prompt_len);
+        m.cached_tokens_total += static_cast<uint64_t>(s.cached_tokens);
+      }
+      s.stream->push(std::move(o));
+    }
+    running.erase(
+        std::remove_if(running.begin(), running.end(), [](const auto& s) { return s->finished; }),
+        running.end());
+    std::lock_guard<std::mutex> g(metrics_mu);
+    m.generation_tokens_total += static_cast<uint64_t>(produced);
+    recent_tokens.emplace_back(Clock::now(), produced);
+  }
+
+  void finish(Sequence& s, FinishReason why, const std::string& error) {
+    RequestOutput o = std::move(s.pending);
+    fill_totals(s, o);
+    o.finished = true;
+    o.finish_reason = why;
+    o.error = error;
+    s.finished = true;
+    if (!s.pages.empty()) {
+      pages.release(s.pages);  // never cache pages of an aborted or failed step
+      s.pages.clear();
+    }
+    s.stream->push(std::move(o));
+    std::lock_guard<std::mutex> g(metrics_mu);
+    ++m.requests_finished;
+  }
+
+  void abort_now(uint64_t id) {
+    for (auto it = waiting.begin(); it != waiting.end(); ++it)
+      if ((*it)->id == id) {
+        finish(**it, FinishReason::kAbort, "");
+        waiting.erase(it);
+        return;
+      }
+    for (auto it = running.begin(); it != running.end(); ++it)
+      if ((*it)->id == id) {
+        finish(**it, FinishReason::kAbort, "");
+        running.erase(it);
+        return;
+      }
+    std::lock_guard<std::mutex> g(mu);
+    for (auto it = inbox.begin(); it != inbox.end(); ++it)
+      if ((*it)->id == id) {
+        finish(**it, FinishReason::kAbort, "");
+        inbox.erase(it);
+        return;
+      }
+  }
+
+  void count_step() {
+    std::lock_guard<std::mutex> g(metrics_mu);
+    ++m.forward_steps_total;
+  }
+
+  void publish_metrics() {
+    std::lock_guard<std::mutex> g(metrics_mu);
+    m.num_running = static_cast<int64_t>(running.size());
+    m.num_waiting = static_cast<int64_t>(waiting.size());
+    m.kv_pages_used = pages.num_pages() - pages.num_free();
+    m.kv_pages_cached = prefix.evictable();
+    const auto now = Clock::now();
+    while (!recent_tokens.empty() && now - recent_tokens.front().first > std::chrono::seconds(5))
+      recent_tokens.pop_front();
+    int64_t n = 0;
+    for (auto& [t, c] : recent_tokens) n += c;
+    m.last_gen_throughput = recent_tokens.empty() ? 0.0 : n / 5.0;
+  }
+};
+
+Engine::Engine(std::shared_ptr<const Model> model, EngineOptions opts)
+    : impl_(std::make_unique<Impl>(std::move(model), std::move(opts))) {}
+Engine::~Engine() = default;
+std::shared_ptr<RequestStream> Engine::submit(Request r) {
+  return impl_->submit(std::move(r));
+}
+void Engine::abort(uint64_t id) {
+  impl_->abort(id);
+}
+bool Engine::flush_cache() {
+  return impl_->flush();
+}
+EngineMetrics Engine::metrics() const {
+  std::lock_guard<std::mutex> g(impl_->metrics_mu);
+  return impl_->m;
+}
+const EngineOptions& Engine::options() const {
+  return impl_->opt;
+}
+const ModelConfig& Engine::model_config() const {
+  return impl_->model->config();
+}
+int64_t Engine::context_length() const {
+  return impl_->ctx_len;
+}
+
+}  // namespace tandem
