@@ -497,12 +497,8 @@ struct Engine::Impl {
     for (int64_t b = 0; b < B; ++b) drafts[b].push_back(seqs[b]->next_draft);
     std::vector<float> hid_host(static_cast<size_t>(B * D));
     for (int64_t b = 0; b < B; ++b)
-      std::copy(seqs[b]->draft_hidden.begin(), seqs[b]->draft_hidden.end(),
-                hid_host.begin() + b * D);
-    Tensor hid = Tensor::from_vector(hid_host, {B, D});
-    hid = dev.is_cpu() ? hid : hid.to(dev);
-    if (model->weights().embed.dtype() != DType::F32)
-      hid = dev.is_cpu() ? hid : hid;  // activations follow the backend
+      std::copy(seqs[b]->draft_hidden.begin(), seqs[b]->draft_hidden.end(), hid_host.begin() + b * D);
+    Tensor hid = activations(hid_host, {B, D});
     Tensor reuse;
     if (model->config().index_share_for_mtp_iteration && !seqs.empty() &&
         !seqs[0]->draft_topk.empty()) {
@@ -522,6 +518,11 @@ struct Engine::Impl {
       for (int64_t b = 0; b < B; ++b) drafts[b].push_back(am[b]);
       hid = d.hidden;
     }
+
+    if (opt.spec.draft_override)
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t j = 0; j < S; ++j)
+          drafts[b][j] = opt.spec.draft_override(seqs[b]->id, seqs[b]->kv_len + 1 + j, drafts[b][j]);
 
     // 2. Verify: the target runs [x_L, d_1 .. d_S] at positions L .. L + S.
     std::vector<SequenceChunk> chunks;
@@ -626,6 +627,14 @@ struct Engine::Impl {
       out[i] = sample_token(row.data(), V, s.req.sampling, s.rng);
     }
     return out;
+  }
+
+  // Host fp32 values as activations of the model's backend (its embedding dtype, on its device).
+  Tensor activations(const std::vector<float>& v, const Shape& shape) const {
+    Tensor t = Tensor::from_vector(v, shape);
+    const DType dt = model->weights().embed.dtype();
+    if (dt != DType::F32) t = t.to_dtype(dt);
+    return model->device().is_cpu() ? t : t.to(model->device());
   }
 
   std::vector<float> hidden_row(const Tensor& hidden, int64_t row) {

