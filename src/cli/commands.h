@@ -13,5 +13,6 @@ Runner add_make_checkpoint(CLI::App& app);
 Runner add_generate(CLI::App& app);
 Runner add_serve(CLI::App& app);
 Runner add_bench(CLI::App& app);
+Runner add_bench_offline(CLI::App& app);
 
 }  // namespace tandem::cli

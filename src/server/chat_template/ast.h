@@ -99,7 +99,7 @@ struct CallExpr : Expr {
 // One filter application: name(args), applied to a value.
 struct FilterCall {
   std::string name;
-  FilterFn fn = nullptr;
+  FilterFn fn = nullptr;  // null: unknown (allowed inside if blocks) or not supported here
   ArgList args;
   int line = 0;
 };

@@ -8,9 +8,11 @@
 
 namespace tandem::jinja {
 
-// nullptr when Jinja has no filter of that name (a parse error, as in Jinja). Jinja filters this
-// engine does not implement resolve to a function that fails when it runs.
+// nullptr when there is no such filter here.
 FilterFn find_filter(std::string_view name);
+// Jinja filters this engine leaves out (wordwrap, urlize, ...): a template naming one still
+// parses, and fails only if the filter is actually applied.
+bool is_unsupported_jinja_filter(std::string_view name);
 
 // Jinja's make_attrgetter: "a.b.0" looks up items a, b, then index 0.
 Value attribute_path(const Value& item, const Value& attribute);

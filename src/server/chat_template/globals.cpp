@@ -11,8 +11,8 @@ namespace tandem::jinja {
 
 Value NamespaceObject::attr(std::string_view name) const {
   if (const Value* v = attrs_.find(name)) return *v;
-  return Value::undefined("'jinja2.utils.Namespace object' has no attribute '" +
-                          std::string(name) + "'");
+  return Value::undefined("'jinja2.utils.Namespace object' has no attribute '" + std::string(name) +
+                          "'");
 }
 
 std::string NamespaceObject::repr() const {

@@ -12,7 +12,9 @@ class NamespaceObject : public Object {
   std::string type_name() const override { return "Namespace"; }
   Value attr(std::string_view name) const override;
   std::string repr() const override;
-  void set(std::string_view name, Value v) { attrs_.set(Value::string(std::string(name)), std::move(v)); }
+  void set(std::string_view name, Value v) {
+    attrs_.set(Value::string(std::string(name)), std::move(v));
+  }
 
  private:
   DictData attrs_;

@@ -60,14 +60,29 @@ class Dumper {
     out_ += '"';
     for (char32_t c : unicode::decode(s)) {
       switch (c) {
-        case '"': out_ += "\\\""; continue;
-        case '\\': out_ += "\\\\"; continue;
-        case '\n': out_ += "\\n"; continue;
-        case '\r': out_ += "\\r"; continue;
-        case '\t': out_ += "\\t"; continue;
-        case '\b': out_ += "\\b"; continue;
-        case '\f': out_ += "\\f"; continue;
-        default: break;
+        case '"':
+          out_ += "\\\"";
+          continue;
+        case '\\':
+          out_ += "\\\\";
+          continue;
+        case '\n':
+          out_ += "\\n";
+          continue;
+        case '\r':
+          out_ += "\\r";
+          continue;
+        case '\t':
+          out_ += "\\t";
+          continue;
+        case '\b':
+          out_ += "\\b";
+          continue;
+        case '\f':
+          out_ += "\\f";
+          continue;
+        default:
+          break;
       }
       if (c < 0x20 || (o_.ensure_ascii && c > 0x7E)) {
         if (c > 0xFFFF) {  // a surrogate pair, as Python writes it
@@ -133,8 +148,9 @@ class Dumper {
       for (const auto* e : entries) {
         if (!e->first.is_string()) render_fail("sort_keys needs str keys in this engine");
       }
-      std::stable_sort(entries.begin(), entries.end(),
-                       [](const auto* a, const auto* b) { return a->first.str() < b->first.str(); });
+      std::stable_sort(entries.begin(), entries.end(), [](const auto* a, const auto* b) {
+        return a->first.str() < b->first.str();
+      });
     }
     out_ += '{';
     bool first = true;

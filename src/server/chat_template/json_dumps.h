@@ -12,7 +12,7 @@ namespace tandem::jinja {
 
 struct JsonDumpsOptions {
   bool ensure_ascii = false;
-  std::optional<std::string> indent;  // None: one line; otherwise the per-level indent text
+  std::optional<std::string> indent;          // None: one line; otherwise the per-level indent text
   std::optional<std::string> item_separator;  // default ", " (or "," when indenting)
   std::optional<std::string> key_separator;   // default ": "
   bool sort_keys = false;

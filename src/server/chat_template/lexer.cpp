@@ -49,8 +49,12 @@ bool all_space(std::string_view s) {
   return true;
 }
 
-bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
-bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_name_start(char c) {
+  return std::isalpha(static_cast<unsigned char>(c)) || c == '_';
+}
+bool is_name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+}
 
 class Lexer {
  public:
@@ -128,6 +132,8 @@ class Lexer {
   }
 
   size_t lex_raw(size_t body_start) {
+    // Jinja's lexer stops quietly when a raw block or comment opens at the very end.
+    if (body_start >= src_.size()) return src_.size();
     for (size_t i = src_.find("{%", body_start); i != std::string::npos;
          i = src_.find("{%", i + 1)) {
       size_t j = i + 2;
@@ -157,6 +163,7 @@ class Lexer {
   }
 
   size_t lex_comment(size_t start, size_t inner) {
+    if (inner >= src_.size()) return src_.size();
     size_t end = src_.find("#}", inner);
     if (end == std::string::npos) fail_at(start, "missing end of comment tag '#}}'");
     size_t after = end + 2;
@@ -223,8 +230,8 @@ class Lexer {
     auto digits = [&](size_t j, auto accept) {
       // A digit run with single underscores between digits, as Python allows.
       size_t k = j;
-      while (k < src_.size() && (accept(src_[k]) || (src_[k] == '_' && k > j && k + 1 < src_.size() &&
-                                                     accept(src_[k + 1]))))
+      while (k < src_.size() && (accept(src_[k]) || (src_[k] == '_' && k > j &&
+                                                     k + 1 < src_.size() && accept(src_[k + 1]))))
         ++k;
       return k;
     };
@@ -291,8 +298,11 @@ class Lexer {
       char32_t v = 0;
       for (int k = 0; k < count; ++k) {
         char ch = src_[at + k];
-        if (!std::isxdigit(static_cast<unsigned char>(ch))) fail_at(at, "truncated \\x, \\u or \\U escape");
-        v = v * 16 + static_cast<char32_t>(std::isdigit(static_cast<unsigned char>(ch)) ? ch - '0' : std::tolower(ch) - 'a' + 10);
+        if (!std::isxdigit(static_cast<unsigned char>(ch)))
+          fail_at(at, "truncated \\x, \\u or \\U escape");
+        v = v * 16 + static_cast<char32_t>(std::isdigit(static_cast<unsigned char>(ch))
+                                               ? ch - '0'
+                                               : std::tolower(ch) - 'a' + 10);
       }
       return v;
     };
@@ -309,20 +319,50 @@ class Lexer {
       char e = src_[j + 1];
       j += 2;
       switch (e) {
-        case '\n': break;
-        case '\\': out += '\\'; break;
-        case '\'': out += '\''; break;
-        case '"': out += '"'; break;
-        case 'a': out += '\a'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'v': out += '\v'; break;
-        case 'x': unicode::append_utf8(out, hex(j, 2)); j += 2; break;
-        case 'u': unicode::append_utf8(out, hex(j, 4)); j += 4; break;
-        case 'U': unicode::append_utf8(out, hex(j, 8)); j += 8; break;
+        case '\n':
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '\'':
+          out += '\'';
+          break;
+        case '"':
+          out += '"';
+          break;
+        case 'a':
+          out += '\a';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'v':
+          out += '\v';
+          break;
+        case 'x':
+          unicode::append_utf8(out, hex(j, 2));
+          j += 2;
+          break;
+        case 'u':
+          unicode::append_utf8(out, hex(j, 4));
+          j += 4;
+          break;
+        case 'U':
+          unicode::append_utf8(out, hex(j, 8));
+          j += 8;
+          break;
         default:
           if (e >= '0' && e <= '7') {
             char32_t v = static_cast<char32_t>(e - '0');
@@ -336,8 +376,7 @@ class Lexer {
           }
       }
     }
-    Token& t = push(Tok::kString, std::move(out), i);
-    (void)t;
+    push(Tok::kString, std::move(out), i);
     return j + 1;
   }
 
@@ -380,7 +419,9 @@ class Lexer {
   std::pair<int, int> position(size_t at) const {
     auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), at);
     size_t line_start = *(it - 1);
-    int col = static_cast<int>(unicode::length(std::string_view(src_).substr(line_start, at - line_start))) + 1;
+    int col = static_cast<int>(
+                  unicode::length(std::string_view(src_).substr(line_start, at - line_start))) +
+              1;
     return {static_cast<int>(it - line_starts_.begin()), col};
   }
 
@@ -414,21 +455,34 @@ std::string normalize(const std::string& source) {
 
 }  // namespace
 
-std::vector<Token> tokenize(const std::string& source) { return Lexer(normalize(source)).run(); }
+std::vector<Token> tokenize(const std::string& source) {
+  return Lexer(normalize(source)).run();
+}
 
 std::string describe(const Token& t) {
   switch (t.type) {
-    case Tok::kText: return "template text";
-    case Tok::kVarBegin: return "'{{'";
-    case Tok::kVarEnd: return "end of print statement '}}'";
-    case Tok::kBlockBegin: return "'{%'";
-    case Tok::kBlockEnd: return "end of statement block '%}'";
-    case Tok::kName: return "'" + t.text + "'";
-    case Tok::kString: return "string literal";
-    case Tok::kInt: return "integer " + t.text;
-    case Tok::kFloat: return "float " + t.text;
-    case Tok::kOp: return "'" + t.text + "'";
-    case Tok::kEnd: return "end of template";
+    case Tok::kText:
+      return "template text";
+    case Tok::kVarBegin:
+      return "'{{'";
+    case Tok::kVarEnd:
+      return "end of print statement '}}'";
+    case Tok::kBlockBegin:
+      return "'{%'";
+    case Tok::kBlockEnd:
+      return "end of statement block '%}'";
+    case Tok::kName:
+      return "'" + t.text + "'";
+    case Tok::kString:
+      return "string literal";
+    case Tok::kInt:
+      return "integer " + t.text;
+    case Tok::kFloat:
+      return "float " + t.text;
+    case Tok::kOp:
+      return "'" + t.text + "'";
+    case Tok::kEnd:
+      return "end of template";
   }
   return "token";
 }

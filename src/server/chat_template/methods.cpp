@@ -85,8 +85,7 @@ Value partition_method(const Value& self, const CallArgs& args, const char* fn, 
   std::vector<Value> parts;
   if (hit == std::string::npos) {
     Value empty = Value::string("");
-    parts = right ? std::vector<Value>{empty, empty, self}
-                  : std::vector<Value>{self, empty, empty};
+    parts = right ? std::vector<Value>{empty, empty, self} : std::vector<Value>{self, empty, empty};
   } else {
     parts = {Value::string(s.substr(0, hit)), Value::string(sep),
              Value::string(s.substr(hit + sep.size()))};
@@ -111,22 +110,37 @@ std::optional<Value> str_method(const Value& self, std::string_view name) {
     Fn fn;
   };
   static const Entry kMethods[] = {
-      {"strip", [](const Value& s, const CallArgs& a) { return strip_method(s, a, "strip", py::Side::kBoth); }},
-      {"lstrip", [](const Value& s, const CallArgs& a) { return strip_method(s, a, "lstrip", py::Side::kLeft); }},
-      {"rstrip", [](const Value& s, const CallArgs& a) { return strip_method(s, a, "rstrip", py::Side::kRight); }},
-      {"split", [](const Value& s, const CallArgs& a) { return split_method(s, a, "split", false); }},
-      {"rsplit", [](const Value& s, const CallArgs& a) { return split_method(s, a, "rsplit", true); }},
+      {"strip", [](const Value& s,
+                   const CallArgs& a) { return strip_method(s, a, "strip", py::Side::kBoth); }},
+      {"lstrip", [](const Value& s,
+                    const CallArgs& a) { return strip_method(s, a, "lstrip", py::Side::kLeft); }},
+      {"rstrip", [](const Value& s,
+                    const CallArgs& a) { return strip_method(s, a, "rstrip", py::Side::kRight); }},
+      {"split",
+       [](const Value& s, const CallArgs& a) { return split_method(s, a, "split", false); }},
+      {"rsplit",
+       [](const Value& s, const CallArgs& a) { return split_method(s, a, "rsplit", true); }},
       {"splitlines",
        [](const Value& s, const CallArgs& a) {
          Params p("splitlines", a, {"keepends"});
          return str_list(py::splitlines(s.str(), p.get_bool(0, false)));
        }},
-      {"startswith", [](const Value& s, const CallArgs& a) { return Value::boolean(affix_match(s, a, "startswith", true)); }},
-      {"endswith", [](const Value& s, const CallArgs& a) { return Value::boolean(affix_match(s, a, "endswith", false)); }},
-      {"find", [](const Value& s, const CallArgs& a) { return find_method(s, a, "find", false, false); }},
-      {"rfind", [](const Value& s, const CallArgs& a) { return find_method(s, a, "rfind", true, false); }},
-      {"index", [](const Value& s, const CallArgs& a) { return find_method(s, a, "index", false, true); }},
-      {"rindex", [](const Value& s, const CallArgs& a) { return find_method(s, a, "rindex", true, true); }},
+      {"startswith",
+       [](const Value& s, const CallArgs& a) {
+         return Value::boolean(affix_match(s, a, "startswith", true));
+       }},
+      {"endswith",
+       [](const Value& s, const CallArgs& a) {
+         return Value::boolean(affix_match(s, a, "endswith", false));
+       }},
+      {"find",
+       [](const Value& s, const CallArgs& a) { return find_method(s, a, "find", false, false); }},
+      {"rfind",
+       [](const Value& s, const CallArgs& a) { return find_method(s, a, "rfind", true, false); }},
+      {"index",
+       [](const Value& s, const CallArgs& a) { return find_method(s, a, "index", false, true); }},
+      {"rindex",
+       [](const Value& s, const CallArgs& a) { return find_method(s, a, "rindex", true, true); }},
       {"count",
        [](const Value& s, const CallArgs& a) {
          Params p("count", a, {"sub", "start", "end"}, 1);
@@ -136,20 +150,47 @@ std::optional<Value> str_method(const Value& self, std::string_view name) {
        [](const Value& s, const CallArgs& a) {
          Params p("replace", a, {"old", "new", "count"}, 2);
          return Value::string(py::replace(s.str(), expect_str("replace", p[0]),
-                                          expect_str("replace", p[1]), static_cast<long>(p.get_int(2, -1))));
+                                          expect_str("replace", p[1]),
+                                          static_cast<long>(p.get_int(2, -1))));
        }},
-      {"upper", [](const Value& s, const CallArgs& a) { return no_args_str(s, a, "upper", py::upper); }},
-      {"lower", [](const Value& s, const CallArgs& a) { return no_args_str(s, a, "lower", py::lower); }},
-      {"title", [](const Value& s, const CallArgs& a) { return no_args_str(s, a, "title", py::title); }},
-      {"capitalize", [](const Value& s, const CallArgs& a) { return no_args_str(s, a, "capitalize", py::capitalize); }},
-      {"swapcase", [](const Value& s, const CallArgs& a) { return no_args_str(s, a, "swapcase", py::swapcase); }},
-      {"casefold", [](const Value& s, const CallArgs& a) { return no_args_str(s, a, "casefold", py::lower); }},
-      {"isspace", [](const Value& s, const CallArgs& a) { return char_class(s, a, "isspace", py::CharClass::kSpace); }},
-      {"isdigit", [](const Value& s, const CallArgs& a) { return char_class(s, a, "isdigit", py::CharClass::kDigit); }},
-      {"isdecimal", [](const Value& s, const CallArgs& a) { return char_class(s, a, "isdecimal", py::CharClass::kDecimal); }},
-      {"isnumeric", [](const Value& s, const CallArgs& a) { return char_class(s, a, "isnumeric", py::CharClass::kNumeric); }},
-      {"isalpha", [](const Value& s, const CallArgs& a) { return char_class(s, a, "isalpha", py::CharClass::kAlpha); }},
-      {"isalnum", [](const Value& s, const CallArgs& a) { return char_class(s, a, "isalnum", py::CharClass::kAlnum); }},
+      {"upper",
+       [](const Value& s, const CallArgs& a) { return no_args_str(s, a, "upper", py::upper); }},
+      {"lower",
+       [](const Value& s, const CallArgs& a) { return no_args_str(s, a, "lower", py::lower); }},
+      {"title",
+       [](const Value& s, const CallArgs& a) { return no_args_str(s, a, "title", py::title); }},
+      {"capitalize",
+       [](const Value& s, const CallArgs& a) {
+         return no_args_str(s, a, "capitalize", py::capitalize);
+       }},
+      {"swapcase", [](const Value& s,
+                      const CallArgs& a) { return no_args_str(s, a, "swapcase", py::swapcase); }},
+      {"casefold",
+       [](const Value& s, const CallArgs& a) { return no_args_str(s, a, "casefold", py::lower); }},
+      {"isspace",
+       [](const Value& s, const CallArgs& a) {
+         return char_class(s, a, "isspace", py::CharClass::kSpace);
+       }},
+      {"isdigit",
+       [](const Value& s, const CallArgs& a) {
+         return char_class(s, a, "isdigit", py::CharClass::kDigit);
+       }},
+      {"isdecimal",
+       [](const Value& s, const CallArgs& a) {
+         return char_class(s, a, "isdecimal", py::CharClass::kDecimal);
+       }},
+      {"isnumeric",
+       [](const Value& s, const CallArgs& a) {
+         return char_class(s, a, "isnumeric", py::CharClass::kNumeric);
+       }},
+      {"isalpha",
+       [](const Value& s, const CallArgs& a) {
+         return char_class(s, a, "isalpha", py::CharClass::kAlpha);
+       }},
+      {"isalnum",
+       [](const Value& s, const CallArgs& a) {
+         return char_class(s, a, "isalnum", py::CharClass::kAlnum);
+       }},
       {"islower",
        [](const Value& s, const CallArgs& a) {
          Params p("islower", a, {});
@@ -163,17 +204,20 @@ std::optional<Value> str_method(const Value& self, std::string_view name) {
       {"center",
        [](const Value& s, const CallArgs& a) {
          Params p("center", a, {"width", "fillchar"}, 1);
-         return Value::string(py::center(s.str(), static_cast<long>(p.get_int(0, 0)), fill_char(p, 1)));
+         return Value::string(
+             py::center(s.str(), static_cast<long>(p.get_int(0, 0)), fill_char(p, 1)));
        }},
       {"ljust",
        [](const Value& s, const CallArgs& a) {
          Params p("ljust", a, {"width", "fillchar"}, 1);
-         return Value::string(py::ljust(s.str(), static_cast<long>(p.get_int(0, 0)), fill_char(p, 1)));
+         return Value::string(
+             py::ljust(s.str(), static_cast<long>(p.get_int(0, 0)), fill_char(p, 1)));
        }},
       {"rjust",
        [](const Value& s, const CallArgs& a) {
          Params p("rjust", a, {"width", "fillchar"}, 1);
-         return Value::string(py::rjust(s.str(), static_cast<long>(p.get_int(0, 0)), fill_char(p, 1)));
+         return Value::string(
+             py::rjust(s.str(), static_cast<long>(p.get_int(0, 0)), fill_char(p, 1)));
        }},
       {"removeprefix",
        [](const Value& s, const CallArgs& a) {
@@ -188,8 +232,10 @@ std::optional<Value> str_method(const Value& self, std::string_view name) {
          if (x.empty() || !py::ends_with(s.str(), x)) return s;
          return Value::string(s.str().substr(0, s.str().size() - x.size()));
        }},
-      {"partition", [](const Value& s, const CallArgs& a) { return partition_method(s, a, "partition", false); }},
-      {"rpartition", [](const Value& s, const CallArgs& a) { return partition_method(s, a, "rpartition", true); }},
+      {"partition", [](const Value& s,
+                       const CallArgs& a) { return partition_method(s, a, "partition", false); }},
+      {"rpartition", [](const Value& s,
+                        const CallArgs& a) { return partition_method(s, a, "rpartition", true); }},
       {"join",
        [](const Value& s, const CallArgs& a) {
          Params p("join", a, {"iterable"}, 1);
@@ -229,8 +275,8 @@ std::optional<Value> str_method(const Value& self, std::string_view name) {
   // Python str attributes this engine does not implement: present (so `is defined` holds) but
   // calling them is an error rather than a silent empty result.
   static constexpr std::array<std::string_view, 8> kUnsupported = {
-      "encode", "expandtabs", "format_map", "isascii", "isidentifier", "isprintable",
-      "istitle", "translate"};
+      "encode",       "expandtabs",  "format_map", "isascii",
+      "isidentifier", "isprintable", "istitle",    "translate"};
   if (std::find(kUnsupported.begin(), kUnsupported.end(), name) != kUnsupported.end()) {
     std::string n(name);
     return Value::callable("str." + n, [n](Interp&, CallArgs&) -> Value {
@@ -251,13 +297,13 @@ std::optional<Value> dict_method(const Value& self, std::string_view name) {
   if (name == "items") {
     return Value::callable("dict.items", [self](Interp&, CallArgs& a) {
       Params p("items", a, {});
-      return dict_items(self);
+      return Value::view(dict_items(self).items(), "dict_items");
     });
   }
   if (name == "keys") {
     return Value::callable("dict.keys", [self](Interp&, CallArgs& a) {
       Params p("keys", a, {});
-      return Value::list(iterate(self));
+      return Value::view(iterate(self), "dict_keys");
     });
   }
   if (name == "values") {
@@ -265,7 +311,7 @@ std::optional<Value> dict_method(const Value& self, std::string_view name) {
       Params p("values", a, {});
       std::vector<Value> out;
       for (const auto& [k, v] : self.dict().entries) out.push_back(v);
-      return Value::list(std::move(out));
+      return Value::view(std::move(out), "dict_values");
     });
   }
   if (name == "get") {

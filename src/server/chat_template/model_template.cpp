@@ -40,7 +40,8 @@ std::string token_text(const nlohmann::ordered_json& config, const char* key) {
 }
 
 // "chat_template" is a string or a list of {"name", "template"}; transformers uses "default".
-std::optional<std::string> template_field(const nlohmann::ordered_json& j, const std::string& file) {
+std::optional<std::string> template_field(const nlohmann::ordered_json& j,
+                                          const std::string& file) {
   auto it = j.find("chat_template");
   if (it == j.end() || it->is_null()) return std::nullopt;
   if (it->is_string()) return it->get<std::string>();

@@ -1,5 +1,7 @@
 #include "server/chat_template/operators.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
 
@@ -12,17 +14,26 @@
 
 namespace tandem::jinja {
 
-void fail_undefined(const Value& v) { render_fail("{}", v.undefined_hint()); }
+void fail_undefined(const Value& v) {
+  render_fail("{}", v.undefined_hint());
+}
 
 static const char* op_symbol(BinOp op) {
   switch (op) {
-    case BinOp::kAdd: return "+";
-    case BinOp::kSub: return "-";
-    case BinOp::kMul: return "*";
-    case BinOp::kDiv: return "/";
-    case BinOp::kFloorDiv: return "//";
-    case BinOp::kMod: return "%";
-    case BinOp::kPow: return "**";
+    case BinOp::kAdd:
+      return "+";
+    case BinOp::kSub:
+      return "-";
+    case BinOp::kMul:
+      return "*";
+    case BinOp::kDiv:
+      return "/";
+    case BinOp::kFloorDiv:
+      return "//";
+    case BinOp::kMod:
+      return "%";
+    case BinOp::kPow:
+      return "**";
   }
   return "?";
 }
@@ -32,8 +43,15 @@ static const char* op_symbol(BinOp op) {
               type_name(b));
 }
 
-static Value checked_int(bool overflow, int64_t r) {
-  if (overflow) render_fail("integer overflow (Python integers are unbounded; this engine's are 64-bit)");
+[[noreturn]] static void overflow() {
+  render_fail("integer overflow (Python integers are unbounded; this engine's are 64-bit)");
+}
+
+// Integer + - * with the overflow check (the result is computed before it is used).
+template <typename Op>
+static Value checked(Op op, int64_t x, int64_t y) {
+  int64_t r = 0;
+  if (op(x, y, &r)) overflow();
   return Value::integer(r);
 }
 
@@ -68,11 +86,17 @@ static Value repeat(const Value& seq, int64_t n) {
 
 static Value arithmetic(BinOp op, const Value& a, const Value& b) {
   if (a.is_integral() && b.is_integral()) {
-    int64_t x = a.as_int(), y = b.as_int(), r = 0;
+    int64_t x = a.as_int(), y = b.as_int();
     switch (op) {
-      case BinOp::kAdd: return checked_int(__builtin_add_overflow(x, y, &r), r);
-      case BinOp::kSub: return checked_int(__builtin_sub_overflow(x, y, &r), r);
-      case BinOp::kMul: return checked_int(__builtin_mul_overflow(x, y, &r), r);
+      case BinOp::kAdd:
+        return checked(
+            [](int64_t p, int64_t q, int64_t* r) { return __builtin_add_overflow(p, q, r); }, x, y);
+      case BinOp::kSub:
+        return checked(
+            [](int64_t p, int64_t q, int64_t* r) { return __builtin_sub_overflow(p, q, r); }, x, y);
+      case BinOp::kMul:
+        return checked(
+            [](int64_t p, int64_t q, int64_t* r) { return __builtin_mul_overflow(p, q, r); }, x, y);
       case BinOp::kDiv:
         if (y == 0) render_fail("division by zero");
         return Value::number(static_cast<double>(x) / static_cast<double>(y));
@@ -95,7 +119,7 @@ static Value arithmetic(BinOp op, const Value& a, const Value& b) {
         }
         int64_t result = 1;
         for (int64_t i = 0; i < y; ++i) {
-          if (__builtin_mul_overflow(result, x, &result)) return checked_int(true, 0);
+          if (__builtin_mul_overflow(result, x, &result)) overflow();
           if (result == 0 || result == 1) break;
         }
         return Value::integer(result);
@@ -104,9 +128,12 @@ static Value arithmetic(BinOp op, const Value& a, const Value& b) {
   }
   double x = a.as_double(), y = b.as_double();
   switch (op) {
-    case BinOp::kAdd: return Value::number(x + y);
-    case BinOp::kSub: return Value::number(x - y);
-    case BinOp::kMul: return Value::number(x * y);
+    case BinOp::kAdd:
+      return Value::number(x + y);
+    case BinOp::kSub:
+      return Value::number(x - y);
+    case BinOp::kMul:
+      return Value::number(x * y);
     case BinOp::kDiv:
       if (y == 0.0) render_fail("float division by zero");
       return Value::number(x / y);
@@ -116,14 +143,26 @@ static Value arithmetic(BinOp op, const Value& a, const Value& b) {
     case BinOp::kMod:
       if (y == 0.0) render_fail("float modulo");
       return Value::number(py_fmod(x, y));
-    case BinOp::kPow:
+    case BinOp::kPow: {
       if (x == 0.0 && y < 0) render_fail("0.0 cannot be raised to a negative power");
-      return Value::number(std::pow(x, y));
+      double r = std::pow(x, y);
+      // Unlike * and +, Python's float ** raises on overflow instead of giving inf.
+      if (std::isinf(r) && std::isfinite(x) && std::isfinite(y)) {
+        render_fail("(34, 'Numerical result out of range')");
+      }
+      if (std::isnan(r) && x < 0 && std::isfinite(y)) {
+        // Python gives a complex number here, which this engine does not have.
+        render_fail("a negative number to a fractional power is complex; not supported");
+      }
+      return Value::number(r);
+    }
   }
   return {};
 }
 
 Value binary_op(BinOp op, const Value& a, const Value& b) {
+  // str % x formats even when x is undefined (Python takes it for a mapping).
+  if (op == BinOp::kMod && a.is_string()) return Value::string(percent_format(a.str(), b));
   if (a.is_undefined()) fail_undefined(a);
   if (b.is_undefined()) fail_undefined(b);
   if (a.is_number() && b.is_number()) return arithmetic(op, a, b);
@@ -172,7 +211,7 @@ Value negate(const Value& v) {
   if (v.is_undefined()) fail_undefined(v);
   if (v.is_float()) return Value::number(-v.as_double());
   if (v.is_integral()) {
-    if (v.as_int() == std::numeric_limits<int64_t>::min()) return checked_int(true, 0);
+    if (v.as_int() == std::numeric_limits<int64_t>::min()) overflow();
     return Value::integer(-v.as_int());
   }
   render_fail("bad operand type for unary -: '{}'", type_name(v));
@@ -215,14 +254,22 @@ static int order(const Value& a, const Value& b, const char* op) {
 
 bool compare(CmpOp op, const Value& a, const Value& b) {
   switch (op) {
-    case CmpOp::kEq: return equals(a, b);
-    case CmpOp::kNe: return !equals(a, b);
-    case CmpOp::kLt: return order(a, b, "<") < 0;
-    case CmpOp::kLe: return order(a, b, "<=") <= 0;
-    case CmpOp::kGt: return order(a, b, ">") > 0;
-    case CmpOp::kGe: return order(a, b, ">=") >= 0;
-    case CmpOp::kIn: return contains(b, a);
-    case CmpOp::kNotIn: return !contains(b, a);
+    case CmpOp::kEq:
+      return equals(a, b);
+    case CmpOp::kNe:
+      return !equals(a, b);
+    case CmpOp::kLt:
+      return order(a, b, "<") < 0;
+    case CmpOp::kLe:
+      return order(a, b, "<=") <= 0;
+    case CmpOp::kGt:
+      return order(a, b, ">") > 0;
+    case CmpOp::kGe:
+      return order(a, b, ">=") >= 0;
+    case CmpOp::kIn:
+      return contains(b, a);
+    case CmpOp::kNotIn:
+      return !contains(b, a);
   }
   return false;
 }
@@ -244,6 +291,20 @@ bool contains(const Value& container, const Value& item) {
     case Value::Kind::kDict:
       if (!hashable(item)) render_fail("unhashable type: '{}'", type_name(item));
       return container.dict().find(item) != nullptr;
+    case Value::Kind::kIter: {
+      // `x in generator` consumes it up to the match.
+      const IterData& it = container.iter();
+      size_t i = container.is_generator() ? it.consumed : 0;
+      for (; i < it.items.size(); ++i) {
+        if (equals(it.items[i], item)) {
+          if (container.is_generator()) it.consumed = i + 1;
+          return true;
+        }
+      }
+      if (container.is_generator()) it.consumed = it.items.size();
+      if (it.has_deferred_error) render_fail("{}", it.deferred_error);
+      return false;
+    }
     default:
       render_fail("argument of type '{}' is not iterable", type_name(container));
   }
@@ -256,8 +317,7 @@ static std::string object_type(const Value& obj) {
 }
 
 static Value missing_attr(const Value& obj, std::string_view name) {
-  return Value::undefined("'" + object_type(obj) + "' has no attribute '" + std::string(name) +
-                          "'");
+  return Value::undefined(fmt::format("'{}' has no attribute '{}'", object_type(obj), name));
 }
 
 Value get_attr(const Value& obj, std::string_view name) {
@@ -266,8 +326,15 @@ Value get_attr(const Value& obj, std::string_view name) {
       fail_undefined(obj);
     case Value::Kind::kObject:
       return obj.object()->attr(name);
+    case Value::Kind::kList: {
+      const auto& fields = obj.list_data().fields;
+      for (size_t i = 0; i < fields.size(); ++i) {
+        if (fields[i] == name) return obj.items()[i];
+      }
+      if (auto m = method(obj, name)) return *m;
+      return missing_attr(obj, name);
+    }
     case Value::Kind::kString:
-    case Value::Kind::kList:
       if (auto m = method(obj, name)) return *m;
       return missing_attr(obj, name);
     case Value::Kind::kDict:
@@ -367,8 +434,9 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
     slice_bounds(start, stop, step, static_cast<int64_t>(obj.items().size()), b, e, s);
     return Value::list(slice_of(obj.items(), b, e, s), obj.is_tuple());
   }
-  // Jinja turns the TypeError of slicing a non-sequence into undefined.
-  return Value::undefined(object_type(obj) + " is not subscriptable");
+  // Jinja compiles a slice to a plain Python subscript, so this is an error, not undefined.
+  if (obj.is_dict()) render_fail("unhashable type: 'slice'");
+  render_fail("'{}' object is not subscriptable", type_name(obj));
 }
 
 std::vector<Value> iterate(const Value& v) {
@@ -390,6 +458,15 @@ std::vector<Value> iterate(const Value& v) {
       }
       return chars;
     }
+    case Value::Kind::kIter: {
+      const IterData& it = v.iter();
+      if (!v.is_generator()) return it.items;
+      std::vector<Value> rest(it.items.begin() + static_cast<ptrdiff_t>(it.consumed),
+                              it.items.end());
+      it.consumed = it.items.size();
+      if (it.has_deferred_error) render_fail("{}", it.deferred_error);
+      return rest;
+    }
     default:
       render_fail("'{}' object is not iterable", type_name(v));
   }
@@ -405,6 +482,9 @@ size_t length(const Value& v) {
       return v.items().size();
     case Value::Kind::kDict:
       return v.dict().entries.size();
+    case Value::Kind::kIter:
+      if (!v.is_generator()) return v.iter().items.size();
+      render_fail("object of type '{}' has no len()", type_name(v));
     default:
       render_fail("object of type '{}' has no len()", type_name(v));
   }

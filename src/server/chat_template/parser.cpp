@@ -24,6 +24,14 @@ class Parser {
   std::unique_ptr<Template> run() {
     auto tpl = std::make_unique<Template>();
     tpl->body = subparse({}, "", 0);
+    // Like Jinja's compiler: an unknown filter or test is an error unless it sits in an if
+    // statement or inline if, where it only fails if it is reached.
+    for (const auto& u : unknown_) {
+      if (!u.soft) {
+        throw Error(fmt::format("chat template syntax error at {}:{}: no {} named '{}'", u.line,
+                                u.col, u.kind, u.name));
+      }
+    }
     return tpl;
   }
 
@@ -34,7 +42,9 @@ class Parser {
   void advance() {
     if (i_ + 1 < t_.size()) ++i_;
   }
-  bool is_op(std::string_view op, const Token& t) const { return t.type == Tok::kOp && t.text == op; }
+  bool is_op(std::string_view op, const Token& t) const {
+    return t.type == Tok::kOp && t.text == op;
+  }
   bool at_op(std::string_view op) const { return is_op(op, cur()); }
   bool at_name(std::string_view n) const { return cur().type == Tok::kName && cur().text == n; }
   bool skip_op(std::string_view op) {
@@ -103,7 +113,8 @@ class Parser {
         }
         case Tok::kEnd:
           if (end_tags.size() == 0) return body;
-          fail(t, "unexpected end of template: expected {} to close the '{}' block opened at line {}",
+          fail(t,
+               "unexpected end of template: expected {} to close the '{}' block opened at line {}",
                quoted_list(end_tags), opener, opened_at);
         default:
           fail(t, "unexpected {}", describe(t));
@@ -146,9 +157,11 @@ class Parser {
       // transformers' AssistantTracker tag; outside assistant-mask tracking it just renders.
       auto b = std::make_unique<BlockStmt>(line);
       expect_block_end();
-      b->body = subparse({"endgeneration"}, "generation", line);
-      advance();
-      s = std::move(b);
+      s = hard_frame([&] {
+        b->body = subparse({"endgeneration"}, "generation", line);
+        advance();
+        return StmtPtr(std::move(b));
+      });
     } else if (tag == "break" || tag == "continue") {
       if (loop_depth_ == 0) fail(t_[i_ - 1], "'{}' is only allowed inside a loop", tag);
       s = std::make_unique<Stmt>(tag == "break" ? Stmt::Kind::kBreak : Stmt::Kind::kContinue, line);
@@ -162,7 +175,25 @@ class Parser {
     return s;
   }
 
+  // Runs f with soft_ off: Jinja compiles these block bodies in a frame of their own.
+  template <typename F>
+  StmtPtr hard_frame(F f) {
+    bool saved = soft_;
+    soft_ = false;
+    auto r = f();
+    soft_ = saved;
+    return r;
+  }
+
   StmtPtr parse_if(int line) {
+    bool saved_soft = soft_;
+    soft_ = true;
+    auto r = parse_if_body(line);
+    soft_ = saved_soft;
+    return r;
+  }
+
+  StmtPtr parse_if_body(int line) {
     auto node = std::make_unique<IfStmt>(line);
     ExprPtr cond = parse_tuple(false, {}, false);
     while (true) {
@@ -187,18 +218,20 @@ class Parser {
     node->target = parse_target(false, {"in"});
     if (!skip_name("in")) fail_expected("'in'");
     node->iter = parse_tuple(false, {"recursive"}, false);
-    if (skip_name("if")) node->filter = parse_expression(true);
-    node->recursive = skip_name("recursive");
-    expect_block_end();
-    ++loop_depth_;
-    node->body = subparse({"endfor", "else"}, "for", line);
-    --loop_depth_;
-    if (skip_name("else")) {
+    return hard_frame([&] {
+      if (skip_name("if")) node->filter = parse_expression(true);
+      node->recursive = skip_name("recursive");
       expect_block_end();
-      node->otherwise = subparse({"endfor"}, "for", line);
-    }
-    advance();  // endfor
-    return node;
+      ++loop_depth_;
+      node->body = subparse({"endfor", "else"}, "for", line);
+      --loop_depth_;
+      if (skip_name("else")) {
+        expect_block_end();
+        node->otherwise = subparse({"endfor"}, "for", line);
+      }
+      advance();  // endfor
+      return StmtPtr(std::move(node));
+    });
   }
 
   StmtPtr parse_set(int line) {
@@ -211,14 +244,23 @@ class Parser {
     }
     auto node = std::make_unique<SetBlockStmt>(line);
     node->target = std::move(target);
-    if (at_op("|")) node->filters = parse_filter_chain();
-    expect_block_end();
-    node->body = subparse({"endset"}, "set", line);
-    advance();
-    return node;
+    return hard_frame([&] {
+      if (at_op("|")) node->filters = parse_filter_chain();
+      expect_block_end();
+      node->body = subparse({"endset"}, "set", line);
+      advance();
+      return StmtPtr(std::move(node));
+    });
   }
 
   void parse_signature(MacroDef& def) {
+    bool saved_soft = soft_;
+    soft_ = false;  // defaults are compiled in the macro's frame
+    parse_signature_items(def);
+    soft_ = saved_soft;
+  }
+
+  void parse_signature_items(MacroDef& def) {
     expect_op("(");
     while (!at_op(")")) {
       if (!def.params.empty()) expect_op(",");
@@ -232,13 +274,17 @@ class Parser {
   }
 
   // Parses a macro or caller body and records whether it uses varargs/kwargs/caller.
-  void parse_macro_body(MacroDef& def, std::string_view end_tag, std::string_view opener, int line) {
+  void parse_macro_body(MacroDef& def, std::string_view end_tag, std::string_view opener,
+                        int line) {
     expect_block_end();
     macro_names_.emplace_back();
     int saved_loop_depth = loop_depth_;
+    bool saved_soft = soft_;
     loop_depth_ = 0;
+    soft_ = false;
     def.body = subparse({end_tag}, opener, line);
     loop_depth_ = saved_loop_depth;
+    soft_ = saved_soft;
     const auto& used = macro_names_.back();
     def.uses_varargs = used.count("varargs") > 0;
     def.uses_kwargs = used.count("kwargs") > 0;
@@ -269,15 +315,17 @@ class Parser {
 
   StmtPtr parse_filter_block(int line) {
     auto node = std::make_unique<FilterBlockStmt>(line);
-    node->filters.push_back(parse_filter_call());
-    if (at_op("|")) {
-      auto more = parse_filter_chain();
-      for (auto& f : more) node->filters.push_back(std::move(f));
-    }
-    expect_block_end();
-    node->body = subparse({"endfilter"}, "filter", line);
-    advance();
-    return node;
+    return hard_frame([&] {
+      node->filters.push_back(parse_filter_call());
+      if (at_op("|")) {
+        auto more = parse_filter_chain();
+        for (auto& f : more) node->filters.push_back(std::move(f));
+      }
+      expect_block_end();
+      node->body = subparse({"endfilter"}, "filter", line);
+      advance();
+      return StmtPtr(std::move(node));
+    });
   }
 
   StmtPtr parse_with(int line) {
@@ -289,9 +337,11 @@ class Parser {
       node->assignments.emplace_back(std::move(t), parse_expression(true));
     }
     expect_block_end();
-    node->body = subparse({"endwith"}, "with", line);
-    advance();
-    return node;
+    return hard_frame([&] {
+      node->body = subparse({"endwith"}, "with", line);
+      advance();
+      return StmtPtr(std::move(node));
+    });
   }
 
   // name | ns.attr | a, b | (a, (b, c))
@@ -337,9 +387,8 @@ class Parser {
       return inner;
     }
     if (cur().type != Tok::kName) fail_expected("a variable name to assign to");
-    static const std::set<std::string_view> kReserved = {"true",  "false", "none", "True",
-                                                          "False", "None",  "in",   "not",
-                                                          "and",   "or",    "is",   "if"};
+    static const std::set<std::string_view> kReserved = {
+        "true", "false", "none", "True", "False", "None", "in", "not", "and", "or", "is", "if"};
     if (kReserved.count(cur().text)) fail(cur(), "cannot assign to '{}'", cur().text);
     Target t;
     t.kind = Target::Kind::kName;
@@ -390,13 +439,20 @@ class Parser {
 
   ExprPtr parse_condexpr() {
     int line = cur().line;
+    size_t mark = unknown_.size();
     ExprPtr expr = parse_or();
+    bool inline_if = false;
     while (skip_name("if")) {
+      inline_if = true;
       auto c = std::make_unique<CondExpr>(line);
       c->cond = parse_or();
       if (skip_name("else")) c->otherwise = parse_condexpr();
       c->then = std::move(expr);
       expr = std::move(c);
+    }
+    // Everything inside an inline if (value, condition, else) is compiled "soft".
+    if (inline_if) {
+      for (size_t i = mark; i < unknown_.size(); ++i) unknown_[i].soft = true;
     }
     return expr;
   }
@@ -406,8 +462,8 @@ class Parser {
     while (at_name("or")) {
       int line = cur().line;
       advance();
-      left = std::make_unique<BinaryExpr>(Expr::Kind::kOr, BinOp::kAdd, std::move(left), parse_and(),
-                                          line);
+      left = std::make_unique<BinaryExpr>(Expr::Kind::kOr, BinOp::kAdd, std::move(left),
+                                          parse_and(), line);
     }
     return left;
   }
@@ -417,8 +473,8 @@ class Parser {
     while (at_name("and")) {
       int line = cur().line;
       advance();
-      left = std::make_unique<BinaryExpr>(Expr::Kind::kAnd, BinOp::kAdd, std::move(left), parse_not(),
-                                          line);
+      left = std::make_unique<BinaryExpr>(Expr::Kind::kAnd, BinOp::kAdd, std::move(left),
+                                          parse_not(), line);
     }
     return left;
   }
@@ -440,12 +496,18 @@ class Parser {
       std::optional<CmpOp> op;
       if (cur().type == Tok::kOp) {
         const std::string& o = cur().text;
-        if (o == "==") op = CmpOp::kEq;
-        else if (o == "!=") op = CmpOp::kNe;
-        else if (o == "<") op = CmpOp::kLt;
-        else if (o == "<=") op = CmpOp::kLe;
-        else if (o == ">") op = CmpOp::kGt;
-        else if (o == ">=") op = CmpOp::kGe;
+        if (o == "==")
+          op = CmpOp::kEq;
+        else if (o == "!=")
+          op = CmpOp::kNe;
+        else if (o == "<")
+          op = CmpOp::kLt;
+        else if (o == "<=")
+          op = CmpOp::kLe;
+        else if (o == ">")
+          op = CmpOp::kGt;
+        else if (o == ">=")
+          op = CmpOp::kGe;
         if (op) advance();
       } else if (at_name("in")) {
         op = CmpOp::kIn;
@@ -491,14 +553,20 @@ class Parser {
     ExprPtr left = parse_pow();
     while (true) {
       BinOp op;
-      if (at_op("*")) op = BinOp::kMul;
-      else if (at_op("/")) op = BinOp::kDiv;
-      else if (at_op("//")) op = BinOp::kFloorDiv;
-      else if (at_op("%")) op = BinOp::kMod;
-      else break;
+      if (at_op("*"))
+        op = BinOp::kMul;
+      else if (at_op("/"))
+        op = BinOp::kDiv;
+      else if (at_op("//"))
+        op = BinOp::kFloorDiv;
+      else if (at_op("%"))
+        op = BinOp::kMod;
+      else
+        break;
       int line = cur().line;
       advance();
-      left = std::make_unique<BinaryExpr>(Expr::Kind::kBinary, op, std::move(left), parse_pow(), line);
+      left =
+          std::make_unique<BinaryExpr>(Expr::Kind::kBinary, op, std::move(left), parse_pow(), line);
     }
     return left;
   }
@@ -537,8 +605,10 @@ class Parser {
       case Tok::kName: {
         std::string n = t.text;
         advance();
-        if (n == "true" || n == "True") return std::make_unique<LiteralExpr>(Value::boolean(true), line);
-        if (n == "false" || n == "False") return std::make_unique<LiteralExpr>(Value::boolean(false), line);
+        if (n == "true" || n == "True")
+          return std::make_unique<LiteralExpr>(Value::boolean(true), line);
+        if (n == "false" || n == "False")
+          return std::make_unique<LiteralExpr>(Value::boolean(false), line);
         if (n == "none" || n == "None") return std::make_unique<LiteralExpr>(Value::none(), line);
         for (auto& names : macro_names_) names.insert(n);
         return std::make_unique<NameExpr>(n, line);
@@ -636,7 +706,7 @@ class Parser {
     std::vector<ExprPtr> keys;
     while (!at_op("]")) {
       if (!keys.empty()) expect_op(",");
-      keys.push_back(parse_subscribed(object, line));
+      keys.push_back(parse_subscribed(line));
     }
     expect_op("]");
     if (keys.size() == 1 && keys[0]->kind == Expr::Kind::kSlice) {
@@ -656,7 +726,7 @@ class Parser {
   }
 
   // One subscript: an expression or a start:stop:step slice.
-  ExprPtr parse_subscribed(const ExprPtr&, int line) {
+  ExprPtr parse_subscribed(int line) {
     ExprPtr start;
     if (!at_op(":")) {
       start = parse_expression(true);
@@ -719,7 +789,7 @@ class Parser {
     f.line = at.line;
     f.name = dotted_name("a filter name");
     f.fn = find_filter(f.name);
-    if (!f.fn) fail(at, "no filter named '{}'", f.name);
+    if (!f.fn && !is_unsupported_jinja_filter(f.name)) note_unknown(at, "filter", f.name);
     if (at_op("(")) f.args = parse_call_args();
     return f;
   }
@@ -759,23 +829,36 @@ class Parser {
     const Token& at = cur();
     t->name = dotted_name("a test name");
     t->fn = find_test(t->name);
-    if (!t->fn) fail(at, "no test named '{}'", t->name);
+    if (!t->fn) note_unknown(at, "test", t->name);
     // A test takes either a call's arguments or one bare argument: `is divisibleby 3`.
     const Token& n = cur();
     if (at_op("(")) {
       t->args = parse_call_args();
     } else if ((n.type == Tok::kName || n.type == Tok::kString || n.type == Tok::kInt ||
                 n.type == Tok::kFloat || at_op("[") || at_op("{")) &&
-               !(n.type == Tok::kName &&
-                 (n.text == "else" || n.text == "or" || n.text == "and"))) {
+               !(n.type == Tok::kName && (n.text == "else" || n.text == "or" || n.text == "and"))) {
       if (at_name("is")) fail(n, "you cannot chain multiple tests with 'is'");
       t->args.positional.push_back(parse_postfix(parse_primary()));
     }
     return t;
   }
 
+  void note_unknown(const Token& at, const char* kind, const std::string& name) {
+    unknown_.push_back(Unknown{at.line, at.col, kind, name, soft_});
+  }
+
+  struct Unknown {
+    int line, col;
+    const char* kind;
+    std::string name;
+    bool soft;
+  };
+
   std::vector<Token> t_;
   size_t i_ = 0;
+  // Inside an if statement: Jinja compiles such code in a "soft" frame.
+  bool soft_ = false;
+  std::vector<Unknown> unknown_;
   int loop_depth_ = 0;
   // Names referenced inside each macro body being parsed (for varargs/kwargs/caller).
   std::vector<std::set<std::string>> macro_names_;

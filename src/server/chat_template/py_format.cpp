@@ -40,7 +40,8 @@ Spec parse_spec(std::string_view s) {
     spec.align = static_cast<char>(t[0]);
     i = 1;
   }
-  if (i < t.size() && (t[i] == '+' || t[i] == '-' || t[i] == ' ')) spec.sign = static_cast<char>(t[i++]);
+  if (i < t.size() && (t[i] == '+' || t[i] == '-' || t[i] == ' '))
+    spec.sign = static_cast<char>(t[i++]);
   if (i < t.size() && t[i] == '#') {
     spec.alternate = true;
     ++i;
@@ -95,10 +96,14 @@ std::string align(const std::string& sign, const std::string& body, const Spec& 
     return out;
   };
   switch (a) {
-    case '<': return sign + body + fills(pad);
-    case '^': return fills(pad / 2) + sign + body + fills(pad - pad / 2);
-    case '=': return sign + fills(pad) + body;
-    default: return fills(pad) + sign + body;
+    case '<':
+      return sign + body + fills(pad);
+    case '^':
+      return fills(pad / 2) + sign + body + fills(pad - pad / 2);
+    case '=':
+      return sign + fills(pad) + body;
+    default:
+      return fills(pad) + sign + body;
   }
 }
 
@@ -114,16 +119,29 @@ std::string format_int(int64_t v, const Spec& spec) {
   uint64_t mag = negative ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
   std::string digits, prefix;
   switch (spec.type) {
-    case 'x': digits = fmt::format("{:x}", mag); prefix = "0x"; break;
-    case 'X': digits = fmt::format("{:X}", mag); prefix = "0X"; break;
-    case 'o': digits = fmt::format("{:o}", mag); prefix = "0o"; break;
-    case 'b': digits = fmt::format("{:b}", mag); prefix = "0b"; break;
+    case 'x':
+      digits = fmt::format("{:x}", mag);
+      prefix = "0x";
+      break;
+    case 'X':
+      digits = fmt::format("{:X}", mag);
+      prefix = "0X";
+      break;
+    case 'o':
+      digits = fmt::format("{:o}", mag);
+      prefix = "0o";
+      break;
+    case 'b':
+      digits = fmt::format("{:b}", mag);
+      prefix = "0b";
+      break;
     case 'c': {
       std::string out;
       unicode::append_utf8(out, static_cast<char32_t>(v));
       return align("", out, spec, '<');
     }
-    default: digits = fmt::format("{}", mag);
+    default:
+      digits = fmt::format("{}", mag);
   }
   if (spec.grouping) digits = group_digits(digits, spec.grouping);
   std::string sign = sign_of(negative, spec) + (spec.alternate ? prefix : "");
@@ -166,7 +184,8 @@ std::string format_float(double v, const Spec& spec) {
 
 std::string format_string(const std::string& s, const Spec& spec) {
   std::string body = s;
-  if (spec.precision >= 0) body = s.substr(0, unicode::byte_offset(s, static_cast<size_t>(spec.precision)));
+  if (spec.precision >= 0)
+    body = s.substr(0, unicode::byte_offset(s, static_cast<size_t>(spec.precision)));
   return align("", body, spec, '<');
 }
 
@@ -206,10 +225,14 @@ std::string format_value(const Value& v, std::string_view spec) {
 std::string percent_format(std::string_view fmt, const Value& args) {
   std::vector<Value> positional;
   const DictData* mapping = nullptr;
+  // Python treats any non-tuple, non-str argument with __getitem__ as a mapping, and then does
+  // not complain about arguments left unused.
+  bool mapping_like = false;
   if (args.is_tuple()) {
     positional = args.items();
   } else {
     if (args.is_dict()) mapping = &args.dict();
+    mapping_like = args.is_dict() || args.is_list() || args.is_undefined();
     positional = {args};
   }
   size_t next = 0;
@@ -240,13 +263,24 @@ std::string percent_format(std::string_view fmt, const Value& args) {
     }
     Spec spec;
     spec.align = '>';
-    for (; i < fmt.size() && std::string_view("-+ #0").find(fmt[i]) != std::string_view::npos; ++i) {
+    for (; i < fmt.size() && std::string_view("-+ #0").find(fmt[i]) != std::string_view::npos;
+         ++i) {
       switch (fmt[i]) {
-        case '-': spec.align = '<'; break;
-        case '+': spec.sign = '+'; break;
-        case ' ': if (spec.sign != '+') spec.sign = ' '; break;
-        case '#': spec.alternate = true; break;
-        case '0': spec.zero = true; break;
+        case '-':
+          spec.align = '<';
+          break;
+        case '+':
+          spec.sign = '+';
+          break;
+        case ' ':
+          if (spec.sign != '+') spec.sign = ' ';
+          break;
+        case '#':
+          spec.alternate = true;
+          break;
+        case '0':
+          spec.zero = true;
+          break;
       }
     }
     auto number = [&]() -> long {
@@ -302,7 +336,9 @@ std::string percent_format(std::string_view fmt, const Value& args) {
         if (spec.precision >= 0 && type != 'c') {
           // %.3d pads the digits with zeros.
           std::string digits = fmt::format("{}", n < 0 ? -n : n);
-          while (static_cast<long>(digits.size()) < spec.precision) digits.insert(0, "0");
+          if (static_cast<long>(digits.size()) < spec.precision) {
+            digits = std::string(static_cast<size_t>(spec.precision) - digits.size(), '0') + digits;
+          }
           out += align(sign_of(n < 0, spec), digits, spec, '>');
         } else {
           out += format_int(n, spec);
@@ -327,7 +363,7 @@ std::string percent_format(std::string_view fmt, const Value& args) {
         render_fail("unsupported format character '{}'", type);
     }
   }
-  if (!used_mapping && !mapping && next < positional.size()) {
+  if (!used_mapping && !mapping_like && next < positional.size()) {
     render_fail("not all arguments converted during string formatting");
   }
   return out;
@@ -378,12 +414,15 @@ std::string str_format(std::string_view fmt, const CallArgs& args) {
     std::string_view name = field.substr(0, name_end);
     Value v;
     if (name.empty()) {
-      if (manual) render_fail("cannot switch from manual field specification to automatic field numbering");
+      if (manual)
+        render_fail("cannot switch from manual field specification to automatic field numbering");
       automatic = true;
-      if (auto_index >= args.args.size()) render_fail("Replacement index {} out of range", auto_index);
+      if (auto_index >= args.args.size())
+        render_fail("Replacement index {} out of range", auto_index);
       v = args.args[auto_index++];
     } else if (std::isdigit(static_cast<unsigned char>(name[0]))) {
-      if (automatic) render_fail("cannot switch from automatic field numbering to manual field specification");
+      if (automatic)
+        render_fail("cannot switch from automatic field numbering to manual field specification");
       manual = true;
       size_t k = std::stoul(std::string(name));
       if (k >= args.args.size()) render_fail("Replacement index {} out of range", k);

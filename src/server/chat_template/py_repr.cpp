@@ -156,6 +156,18 @@ void append_str(std::string& out, const Value& v) {
     case Value::Kind::kObject:
       out += v.object()->repr();
       return;
+    case Value::Kind::kIter:
+      if (v.is_generator()) {
+        out += "<" + v.iter().name + " object>";  // Python adds an address here
+      } else {
+        out += v.iter().name + "([";
+        for (size_t i = 0; i < v.iter().items.size(); ++i) {
+          if (i) out += ", ";
+          append_repr(out, v.iter().items[i]);
+        }
+        out += "])";
+      }
+      return;
   }
 }
 

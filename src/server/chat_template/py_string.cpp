@@ -244,12 +244,24 @@ bool all_of(std::string_view s, CharClass k) {
   for (char32_t c : t) {
     bool ok = false;
     switch (k) {
-      case CharClass::kSpace: ok = unicode::is_space(c); break;
-      case CharClass::kDigit: ok = unicode::is_digit(c); break;
-      case CharClass::kDecimal: ok = unicode::is_decimal(c); break;
-      case CharClass::kNumeric: ok = unicode::is_numeric(c); break;
-      case CharClass::kAlpha: ok = unicode::is_alpha(c); break;
-      case CharClass::kAlnum: ok = unicode::is_alnum(c); break;
+      case CharClass::kSpace:
+        ok = unicode::is_space(c);
+        break;
+      case CharClass::kDigit:
+        ok = unicode::is_digit(c);
+        break;
+      case CharClass::kDecimal:
+        ok = unicode::is_decimal(c);
+        break;
+      case CharClass::kNumeric:
+        ok = unicode::is_numeric(c);
+        break;
+      case CharClass::kAlpha:
+        ok = unicode::is_alpha(c);
+        break;
+      case CharClass::kAlnum:
+        ok = unicode::is_alnum(c);
+        break;
     }
     if (!ok) return false;
   }
@@ -337,12 +349,23 @@ std::string html_escape(std::string_view s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;

@@ -21,7 +21,10 @@ constexpr int kMaxCallDepth = 200;
 class Interp::LoopObject : public Object {
  public:
   LoopObject(std::vector<Value> items, int depth, const ForStmt* stmt, ScopePtr scope)
-      : items_(std::move(items)), depth_(depth), stmt_(stmt), scope_(std::move(scope)),
+      : items_(std::move(items)),
+        depth_(depth),
+        stmt_(stmt),
+        scope_(std::move(scope)),
         changed_(std::make_shared<ChangedState>()) {}
 
   std::string type_name() const override { return "LoopContext"; }
@@ -80,6 +83,13 @@ class Interp::LoopObject : public Object {
   };
   std::shared_ptr<ChangedState> changed_;
 };
+
+[[noreturn]] static void fail_missing_filter(const std::string& name) {
+  if (is_unsupported_jinja_filter(name)) {
+    render_fail("the '{}' filter is not supported by this chat template engine", name);
+  }
+  render_fail("No filter named '{}' found.", name);
+}
 
 Interp::Interp(const Template& tpl, ScopePtr globals) : tpl_(tpl), globals_(std::move(globals)) {}
 
@@ -167,7 +177,8 @@ Interp::Flow Interp::exec_stmt(const Stmt& s, const ScopePtr& scope, std::string
       case Stmt::Kind::kContinue:
         return Flow::kContinue;
       case Stmt::Kind::kBlock:
-        return exec(static_cast<const BlockStmt&>(s).body, scope, out);
+        // transformers compiles {% generation %} to a call block, so its body gets a scope.
+        return exec(static_cast<const BlockStmt&>(s).body, std::make_shared<Scope>(scope), out);
     }
   } catch (RenderError& e) {
     if (e.line == 0) e.line = s.line;
@@ -230,7 +241,8 @@ void Interp::assign(const Target& t, Value v, const ScopePtr& scope) {
     }
     case Target::Kind::kNamespaceAttr: {
       const Value* ns = scope->find(t.name);
-      auto* obj = ns && ns->is_object() ? dynamic_cast<NamespaceObject*>(ns->object().get()) : nullptr;
+      auto* obj =
+          ns && ns->is_object() ? dynamic_cast<NamespaceObject*>(ns->object().get()) : nullptr;
       if (!obj) render_fail("cannot assign attribute on non-namespace object");
       obj->set(t.attr, std::move(v));
       return;
@@ -286,8 +298,8 @@ Value Interp::call_macro(const MacroDef& def, const ScopePtr& closure, CallArgs&
   for (size_t i = 0; i < np; ++i) {
     if (bound[i]) continue;
     const auto& [name, dflt] = def.params[i];
-    s->set(name, dflt ? eval(*dflt, s)
-                      : Value::undefined("parameter '" + name + "' was not provided"));
+    s->set(name,
+           dflt ? eval(*dflt, s) : Value::undefined("parameter '" + name + "' was not provided"));
   }
   if (def.uses_varargs) {
     std::vector<Value> rest;
@@ -301,9 +313,11 @@ Value Interp::call_macro(const MacroDef& def, const ScopePtr& closure, CallArgs&
   return Value::string(std::move(out));
 }
 
-Value Interp::apply_filters(const std::vector<FilterCall>& filters, Value v, const ScopePtr& scope) {
+Value Interp::apply_filters(const std::vector<FilterCall>& filters, Value v,
+                            const ScopePtr& scope) {
   for (const auto& f : filters) {
     CallArgs args = eval_args(f.args, scope);
+    if (!f.fn) fail_missing_filter(f.name);
     v = f.fn(*this, v, args);
   }
   return v;
@@ -318,7 +332,8 @@ Value Interp::call(const Value& callee, CallArgs& args) {
     case Value::Kind::kObject:
       if (auto* loop = dynamic_cast<LoopObject*>(callee.object().get())) {
         if (!loop->stmt_->recursive) {
-          render_fail("Tried to call non recursive loop. Maybe you forgot the 'recursive' modifier.");
+          render_fail(
+              "Tried to call non recursive loop. Maybe you forgot the 'recursive' modifier.");
         }
         if (args.args.size() != 1 || !args.kwargs.empty()) render_fail("loop() takes one argument");
         if (call_depth_ >= kMaxCallDepth) render_fail("maximum recursion depth exceeded in loop()");
@@ -434,12 +449,15 @@ Value Interp::eval_inner(const Expr& e, const ScopePtr& scope) {
       const auto& n = static_cast<const FilterExpr&>(e);
       Value v = eval(*n.operand, scope);
       CallArgs args = eval_args(n.filter.args, scope);
+      // Unknown filters parse inside if blocks and fail only when reached, as in Jinja.
+      if (!n.filter.fn) fail_missing_filter(n.filter.name);
       return n.filter.fn(*this, v, args);
     }
     case K::kTest: {
       const auto& n = static_cast<const TestExpr&>(e);
       Value v = eval(*n.operand, scope);
       CallArgs args = eval_args(n.args, scope);
+      if (!n.fn) render_fail("No test named '{}' found.", n.name);
       return Value::boolean(n.fn(*this, v, args) != n.negated);
     }
     case K::kNeg:
@@ -465,7 +483,8 @@ Value Interp::eval_inner(const Expr& e, const ScopePtr& scope) {
     }
     case K::kConcat: {
       std::string out;
-      for (const auto& p : static_cast<const ConcatExpr&>(e).parts) append_str(out, eval(*p, scope));
+      for (const auto& p : static_cast<const ConcatExpr&>(e).parts)
+        append_str(out, eval(*p, scope));
       return Value::string(std::move(out));
     }
     case K::kCompare: {

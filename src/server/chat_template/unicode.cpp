@@ -48,7 +48,9 @@ std::string encode(std::u32string_view s) {
   return out;
 }
 
-static bool is_continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+static bool is_continuation(char c) {
+  return (static_cast<unsigned char>(c) & 0xC0) == 0x80;
+}
 
 size_t length(std::string_view s) {
   size_t n = 0;
@@ -68,10 +70,24 @@ size_t byte_offset(std::string_view s, size_t index) {
 
 bool is_space(char32_t c) {
   switch (c) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D:
-    case 0x1C: case 0x1D: case 0x1E: case 0x1F: case 0x20:
-    case 0x85: case 0xA0: case 0x1680:
-    case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
+    case 0x09:
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x1C:
+    case 0x1D:
+    case 0x1E:
+    case 0x1F:
+    case 0x20:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000:
       return true;
     default:
       return c >= 0x2000 && c <= 0x200A;
@@ -80,8 +96,16 @@ bool is_space(char32_t c) {
 
 bool is_line_break(char32_t c) {
   switch (c) {
-    case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x1C: case 0x1D: case 0x1E:
-    case 0x85: case 0x2028: case 0x2029:
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x1C:
+    case 0x1D:
+    case 0x1E:
+    case 0x85:
+    case 0x2028:
+    case 0x2029:
       return true;
     default:
       return false;
@@ -97,7 +121,9 @@ bool is_alpha(char32_t c) {
   return k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LL || k == UTF8PROC_CATEGORY_LT ||
          k == UTF8PROC_CATEGORY_LM || k == UTF8PROC_CATEGORY_LO;
 }
-bool is_decimal(char32_t c) { return category(c) == UTF8PROC_CATEGORY_ND; }
+bool is_decimal(char32_t c) {
+  return category(c) == UTF8PROC_CATEGORY_ND;
+}
 // Python's isdigit() adds the superscript/circled digits (category No with a digit value); the
 // common ones are listed, the rest of No counts only as numeric.
 bool is_digit(char32_t c) {
@@ -108,19 +134,36 @@ bool is_numeric(char32_t c) {
   auto k = category(c);
   return k == UTF8PROC_CATEGORY_ND || k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_NO;
 }
-bool is_alnum(char32_t c) { return is_alpha(c) || is_numeric(c); }
-bool is_upper(char32_t c) { return utf8proc_isupper(static_cast<utf8proc_int32_t>(c)) != 0; }
-bool is_lower(char32_t c) { return utf8proc_islower(static_cast<utf8proc_int32_t>(c)) != 0; }
-bool is_title(char32_t c) { return category(c) == UTF8PROC_CATEGORY_LT; }
-bool is_cased(char32_t c) { return is_upper(c) || is_lower(c) || is_title(c); }
-bool is_word(char32_t c) { return c == '_' || is_alnum(c); }
+bool is_alnum(char32_t c) {
+  return is_alpha(c) || is_numeric(c);
+}
+bool is_upper(char32_t c) {
+  return utf8proc_isupper(static_cast<utf8proc_int32_t>(c)) != 0;
+}
+bool is_lower(char32_t c) {
+  return utf8proc_islower(static_cast<utf8proc_int32_t>(c)) != 0;
+}
+bool is_title(char32_t c) {
+  return category(c) == UTF8PROC_CATEGORY_LT;
+}
+bool is_cased(char32_t c) {
+  return is_upper(c) || is_lower(c) || is_title(c);
+}
+bool is_word(char32_t c) {
+  return c == '_' || is_alnum(c);
+}
 
 bool is_printable(char32_t c) {
   if (c == ' ') return true;
   switch (category(c)) {
-    case UTF8PROC_CATEGORY_CC: case UTF8PROC_CATEGORY_CF: case UTF8PROC_CATEGORY_CS:
-    case UTF8PROC_CATEGORY_CO: case UTF8PROC_CATEGORY_CN: case UTF8PROC_CATEGORY_ZL:
-    case UTF8PROC_CATEGORY_ZP: case UTF8PROC_CATEGORY_ZS:
+    case UTF8PROC_CATEGORY_CC:
+    case UTF8PROC_CATEGORY_CF:
+    case UTF8PROC_CATEGORY_CS:
+    case UTF8PROC_CATEGORY_CO:
+    case UTF8PROC_CATEGORY_CN:
+    case UTF8PROC_CATEGORY_ZL:
+    case UTF8PROC_CATEGORY_ZP:
+    case UTF8PROC_CATEGORY_ZS:
       return false;
     default:
       return true;

@@ -1,5 +1,7 @@
 #include "server/chat_template/value.h"
 
+#include <fmt/format.h>
+
 #include "server/chat_template/errors.h"
 
 namespace tandem::jinja {
@@ -29,12 +31,14 @@ void DictData::set(Value key, Value value) {
   entries.emplace_back(std::move(key), std::move(value));
 }
 
-std::string Object::repr() const { return "<" + type_name() + " object>"; }
+std::string Object::repr() const {
+  return fmt::format("<{} object>", type_name());
+}
 
 Value Value::undefined(std::string hint, bool unsafe) {
   Value v;
-  v.data_ = Undef{hint.empty() ? nullptr : std::make_shared<const std::string>(std::move(hint)),
-                  unsafe};
+  v.data_ =
+      Undef{hint.empty() ? nullptr : std::make_shared<const std::string>(std::move(hint)), unsafe};
   return v;
 }
 
@@ -70,7 +74,13 @@ Value Value::string(std::string s, bool markup) {
 
 Value Value::list(std::vector<Value> items, bool tuple) {
   Value v;
-  v.data_ = std::make_shared<const ListData>(ListData{std::move(items), tuple});
+  v.data_ = std::make_shared<const ListData>(ListData{std::move(items), tuple, {}});
+  return v;
+}
+
+Value Value::named_tuple(std::vector<Value> items, std::vector<std::string> fields) {
+  Value v;
+  v.data_ = std::make_shared<const ListData>(ListData{std::move(items), true, std::move(fields)});
   return v;
 }
 
@@ -92,6 +102,27 @@ Value Value::object(std::shared_ptr<Object> o) {
   return v;
 }
 
+Value Value::generator(std::vector<Value> items, std::string name) {
+  Value v;
+  v.data_ = std::make_shared<const IterData>(
+      IterData{std::move(items), IterData::Kind::kGenerator, std::move(name), 0, {}, false});
+  return v;
+}
+
+Value Value::failing_generator(std::vector<Value> items, std::string error) {
+  Value v;
+  v.data_ = std::make_shared<const IterData>(IterData{std::move(items), IterData::Kind::kGenerator,
+                                                      "generator", 0, std::move(error), true});
+  return v;
+}
+
+Value Value::view(std::vector<Value> items, std::string name) {
+  Value v;
+  v.data_ = std::make_shared<const IterData>(
+      IterData{std::move(items), IterData::Kind::kView, std::move(name), 0, {}, false});
+  return v;
+}
+
 int64_t Value::as_int() const {
   if (is_bool()) return as_bool() ? 1 : 0;
   return std::get<int64_t>(data_);
@@ -108,7 +139,9 @@ const std::string& Value::undefined_hint() const {
   return u.hint ? *u.hint : kGeneric;
 }
 
-bool Value::undefined_is_unsafe() const { return std::get<Undef>(data_).unsafe; }
+bool Value::undefined_is_unsafe() const {
+  return std::get<Undef>(data_).unsafe;
+}
 
 bool truthy(const Value& v) {
   switch (v.kind()) {
@@ -130,6 +163,9 @@ bool truthy(const Value& v) {
     case Value::Kind::kCallable:
     case Value::Kind::kObject:
       return true;
+    case Value::Kind::kIter:
+      // A generator object is always true, even when it would yield nothing.
+      return v.is_generator() || !v.iter().items.empty();
   }
   return false;
 }
@@ -170,6 +206,8 @@ bool equals(const Value& a, const Value& b) {
       return &a.callable() == &b.callable();
     case Value::Kind::kObject:
       return a.object() == b.object();
+    case Value::Kind::kIter:
+      return &a.iter() == &b.iter();
     default:
       return false;
   }
@@ -197,12 +235,15 @@ std::string type_name(const Value& v) {
       return "function";
     case Value::Kind::kObject:
       return v.object()->type_name();
+    case Value::Kind::kIter:
+      return v.iter().name;
   }
   return "object";
 }
 
 bool hashable(const Value& v) {
   if (v.is_dict() || (v.is_list() && !v.is_tuple())) return false;
+  if (v.is_iter()) return v.is_generator();
   if (v.is_tuple()) {
     for (const auto& x : v.items()) {
       if (!hashable(x)) return false;

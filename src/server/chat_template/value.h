@@ -28,6 +28,8 @@ struct CallArgs {
 struct ListData {
   std::vector<Value> items;
   bool tuple = false;  // only changes how it prints: (1, 2) instead of [1, 2]
+  // Field names of a namedtuple (groupby's (grouper, list)), readable as attributes.
+  std::vector<std::string> fields;
 };
 
 // Insertion-ordered like a Python dict; lookups scan linearly, which beats hashing for the
@@ -37,6 +39,23 @@ struct DictData {
   const Value* find(const Value& key) const;
   const Value* find(std::string_view key) const;
   void set(Value key, Value value);
+};
+
+// What a lazy Python iterable became: a generator (|select, |map, |items, ...: always true, no
+// len(), single-use) or a dict view (.items(), .keys(): has len(), not subscriptable). Jinja
+// templates observe the difference (`{% if xs|select(...) %}` is always true), so it is kept.
+struct IterData {
+  enum class Kind { kGenerator, kView };
+  std::vector<Value> items;
+  Kind kind = Kind::kGenerator;
+  std::string name;  // Python type name: "generator", "dict_items", ...
+  // Generators are consumed by iteration; every copy of the value shares this position, as
+  // every reference to a Python generator does. Values are per render, so no other thread sees it.
+  mutable size_t consumed = 0;
+  // Python runs a generator's body only when it is consumed, so an error raised while producing
+  // the items is kept here and raised once iteration gets past the items made before it.
+  std::string deferred_error;
+  bool has_deferred_error = false;
 };
 
 struct Callable {
@@ -77,7 +96,8 @@ class Value {
     kList,
     kDict,
     kCallable,
-    kObject
+    kObject,
+    kIter,
   };
 
   Value() = default;  // undefined
@@ -88,9 +108,14 @@ class Value {
   static Value number(double d);
   static Value string(std::string s, bool markup = false);
   static Value list(std::vector<Value> items, bool tuple = false);
+  static Value named_tuple(std::vector<Value> items, std::vector<std::string> fields);
   static Value dict(DictData d);
   static Value callable(std::string name, std::function<Value(Interp&, CallArgs&)> fn);
   static Value object(std::shared_ptr<Object> o);
+  static Value generator(std::vector<Value> items, std::string name = "generator");
+  // A generator whose production failed after `items`: consuming past them raises `error`.
+  static Value failing_generator(std::vector<Value> items, std::string error);
+  static Value view(std::vector<Value> items, std::string name);
 
   Kind kind() const { return static_cast<Kind>(data_.index()); }
   bool is_undefined() const { return kind() == Kind::kUndefined; }
@@ -107,6 +132,8 @@ class Value {
   bool is_dict() const { return kind() == Kind::kDict; }
   bool is_callable() const { return kind() == Kind::kCallable; }
   bool is_object() const { return kind() == Kind::kObject; }
+  bool is_iter() const { return kind() == Kind::kIter; }
+  bool is_generator() const { return is_iter() && iter().kind == IterData::Kind::kGenerator; }
 
   bool as_bool() const { return std::get<bool>(data_); }
   // Integral value of an int or a bool.
@@ -120,6 +147,7 @@ class Value {
   const DictData& dict() const { return *std::get<DictPtr>(data_); }
   const Callable& callable() const { return *std::get<CallablePtr>(data_); }
   const std::shared_ptr<Object>& object() const { return std::get<ObjectPtr>(data_); }
+  const IterData& iter() const { return *std::get<IterPtr>(data_); }
   // What to say when an undefined value is used: "'x' is undefined" and the like.
   const std::string& undefined_hint() const;
   bool undefined_is_unsafe() const;
@@ -131,8 +159,9 @@ class Value {
   using DictPtr = std::shared_ptr<const DictData>;
   using CallablePtr = std::shared_ptr<const Callable>;
   using ObjectPtr = std::shared_ptr<Object>;
+  using IterPtr = std::shared_ptr<const IterData>;
   std::variant<Undef, std::nullptr_t, bool, int64_t, double, Str, ListPtr, DictPtr, CallablePtr,
-               ObjectPtr>
+               ObjectPtr, IterPtr>
       data_;
 };
 

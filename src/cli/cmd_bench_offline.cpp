@@ -1,0 +1,195 @@
+// tandem bench-offline: the engine in-process (no HTTP) on a set of prompts, with and without
+// MTP speculative decoding, at several concurrencies. Reports output tokens/s, TPOT and accept
+// length, and checks that greedy outputs are identical with and without speculation.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/default_model.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "runtime/engine.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tandem::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct RunStats {
+  double seconds = 0, tokens_per_s = 0, tpot_ms = 0, ttft_ms = 0, accept_length = 0;
+  std::vector<double> accept_per_position;
+  std::vector<std::vector<int32_t>> outputs;
+};
+
+// Closed loop: keeps `concurrency` requests in flight until every prompt has run.
+RunStats run(std::shared_ptr<const Model> model, const EngineOptions& eo, const std::vector<std::vector<int32_t>>& prompts,
+             int64_t max_new, int64_t concurrency) {
+  Engine e(model, eo);
+  RunStats st;
+  st.outputs.resize(prompts.size());
+  struct InFlight {
+    size_t index;
+    std::shared_ptr<RequestStream> stream;
+    Clock::time_point start, first;
+    bool got_first = false;
+  };
+  std::vector<InFlight> live;
+  size_t next = 0, done = 0;
+  double tpot_sum = 0, ttft_sum = 0;
+  int64_t tpot_n = 0, tokens = 0;
+  const auto t0 = Clock::now();
+  while (done < prompts.size()) {
+    while (next < prompts.size() && static_cast<int64_t>(live.size()) < concurrency) {
+      Request r;
+      r.prompt = prompts[next];
+      r.max_new_tokens = max_new;
+      live.push_back({next, e.submit(r), Clock::now(), {}, false});
+      ++next;
+    }
+    for (size_t i = 0; i < live.size();) {
+      RequestOutput o;
+      bool finished = false;
+      while (live[i].stream->next(o, std::chrono::milliseconds(0))) {
+        const auto now = Clock::now();
+        if (!live[i].got_first && !o.new_tokens.empty()) live[i].first = now, live[i].got_first = true;
+        auto& out = st.outputs[live[i].index];
+        out.insert(out.end(), o.new_tokens.begin(), o.new_tokens.end());
+        if (o.finished) {
+          if (o.finish_reason == FinishReason::kError) fail("request failed: {}", o.error);
+          finished = true;
+          const double total = std::chrono::duration<double>(now - live[i].start).count();
+          const double ttft = std::chrono::duration<double>(live[i].first - live[i].start).count();
+          ttft_sum += ttft;
+          if (out.size() > 1) tpot_sum += (total - ttft) / static_cast<double>(out.size() - 1), ++tpot_n;
+          tokens += static_cast<int64_t>(out.size());
+          break;
+        }
+      }
+      if (finished) {
+        live.erase(live.begin() + static_cast<long>(i));
+        ++done;
+      } else {
+        ++i;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  st.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  st.tokens_per_s = tokens / st.seconds;
+  st.tpot_ms = tpot_n ? 1e3 * tpot_sum / tpot_n : 0;
+  st.ttft_ms = 1e3 * ttft_sum / static_cast<double>(prompts.size());
+  const EngineMetrics m = e.metrics();
+  st.accept_length = m.avg_spec_accept_length();
+  for (uint64_t a : m.spec_accepted_per_position)
+    st.accept_per_position.push_back(m.spec_verify_steps ? static_cast<double>(a) / m.spec_verify_steps : 0.0);
+  return st;
+}
+
+std::vector<int64_t> parse_list(const std::string& s) {
+  std::vector<int64_t> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) v.push_back(std::stoll(item));
+  return v;
+}
+
+}  // namespace
+
+Runner add_bench_offline(CLI::App& app) {
+  struct Args {
+    std::string model_path, prompts, write_ids, concurrency = "1,8,32";
+    int64_t prompt_tokens = 64, max_new = 96, num_prompts = 16, steps = 3;
+    double simulate = 0;
+    bool no_plain = false;
+  };
+  auto a = std::make_shared<Args>();
+  app.add_option("--model-path", a->model_path, "Checkpoint folder (default: the built-in model)");
+  app.add_option("--prompts", a->prompts, "JSON list of prompt strings, or of token-id lists");
+  app.add_option("--prompt-tokens", a->prompt_tokens, "Cut each text prompt to this many tokens");
+  app.add_option("--num-prompts", a->num_prompts, "Prompts to run (random token ids without --prompts)");
+  app.add_option("--max-new-tokens", a->max_new, "Tokens generated per request");
+  app.add_option("--concurrency", a->concurrency, "Comma-separated concurrencies");
+  app.add_option("--speculative-num-steps", a->steps, "Draft tokens per round (0: plain decoding only)");
+  app.add_option("--simulate-accept-length", a->simulate, "Force this mean accept length (cost study)");
+  app.add_option("--write-prompt-ids", a->write_ids, "Write the token ids of the prompts used to this JSON file");
+  app.add_flag("--no-plain", a->no_plain, "Skip the runs without speculation");
+  return [a]() {
+    const std::string dir = a->model_path.empty() ? default_model_path() : a->model_path;
+    LoadOptions lo;
+    lo.load_mtp = a->steps > 0;
+    std::shared_ptr<const Model> model(Model::load(dir, lo));
+    std::vector<std::vector<int32_t>> prompts;
+    if (!a->prompts.empty()) {
+      std::ifstream in(a->prompts);
+      if (!in) fail("cannot open {}", a->prompts);
+      const nlohmann::json j = nlohmann::json::parse(in);
+      std::optional<Tokenizer> tok;
+      for (const auto& p : j) {
+        if (p.is_string()) {
+          if (!tok) tok = Tokenizer::from_file((std::filesystem::path(dir) / "tokenizer.json").string());
+          std::vector<int32_t> ids = tok->encode(p.get<std::string>());
+          if (static_cast<int64_t>(ids.size()) > a->prompt_tokens) ids.resize(static_cast<size_t>(a->prompt_tokens));
+          prompts.push_back(ids);
+        } else {
+          prompts.push_back(p.get<std::vector<int32_t>>());
+        }
+        if (static_cast<int64_t>(prompts.size()) == a->num_prompts) break;
+      }
+    } else {
+      Rng rng(1);
+      for (int64_t i = 0; i < a->num_prompts; ++i) {
+        std::vector<int32_t> p;
+        for (int64_t t = 0; t < a->prompt_tokens; ++t)
+          p.push_back(static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(model->config().vocab_size)));
+        prompts.push_back(p);
+      }
+    }
+    if (!a->write_ids.empty()) {
+      std::ofstream out(a->write_ids);
+      out << nlohmann::json(prompts).dump() << "\n";
+    }
+    EngineOptions plain;
+    plain.max_running_requests = 64;
+    EngineOptions sp = plain;
+    sp.spec.algorithm = "EAGLE";
+    sp.spec.num_steps = a->steps;
+    sp.spec.num_draft_tokens = a->steps + 1;
+    sp.spec.simulate_accept_length = a->simulate;
+    std::printf("model %s on %s: %zu prompts, %lld new tokens each, greedy\n", dir.c_str(),
+                model->device().str().c_str(), prompts.size(), static_cast<long long>(a->max_new));
+    std::printf("%-11s %-10s %10s %10s %10s %8s %s\n", "concurrency", "mode", "tok/s", "TPOT ms", "TTFT ms", "accept", "per-position");
+    for (int64_t c : parse_list(a->concurrency)) {
+      RunStats p;
+      if (!a->no_plain) {
+        p = run(model, plain, prompts, a->max_new, c);
+        std::printf("%-11lld %-10s %10.1f %10.2f %10.1f %8s\n", static_cast<long long>(c), "plain", p.tokens_per_s, p.tpot_ms,
+                    p.ttft_ms, "-");
+      }
+      if (a->steps > 0) {
+        RunStats s = run(model, sp, prompts, a->max_new, c);
+        std::string per;
+        for (double x : s.accept_per_position) per += fmt::format("{:.2f} ", x);
+        std::printf("%-11lld %-10s %10.1f %10.2f %10.1f %8.3f %s", static_cast<long long>(c),
+                    fmt::format("MTP S={}", a->steps).c_str(), s.tokens_per_s, s.tpot_ms, s.ttft_ms, s.accept_length,
+                    per.c_str());
+        if (!a->no_plain) {
+          std::printf(" speedup %.2fx, outputs %s", s.tokens_per_s / p.tokens_per_s,
+                      a->simulate > 0 ? "(simulated)" : s.outputs == p.outputs ? "identical" : "DIFFER");
+        }
+        std::printf("\n");
+        std::fflush(stdout);
+      }
+    }
+    return 0;
+  };
+}
+
+}  // namespace tandem::cli
