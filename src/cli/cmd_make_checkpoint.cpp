@@ -55,6 +55,7 @@ Runner add_make_checkpoint(CLI::App& app) {
     int64_t num_layers = 0;
     double shard_mb = 2048;
     bool with_tokenizer = false;
+    std::vector<std::string> overrides;
   };
   auto a = std::make_shared<Args>();
   app.add_option("--preset", a->preset, "Named configuration (glm5.2, tiny-glm5.2, deepseek-v3.2, ...)");
@@ -64,11 +65,25 @@ Runner add_make_checkpoint(CLI::App& app) {
   app.add_option("--dtype", a->dtype, "Storage dtype of unquantized tensors: bf16 | f32");
   app.add_option("--quant", a->quant, "Quantize linear weights: fp8 (128x128 blocks) | mxfp4 (MoE experts)");
   app.add_option("--num-layers", a->num_layers, "Override num_hidden_layers (a slice of a real model)");
+  app.add_option("--set", a->overrides, "Override a config.json field: KEY=JSON (repeatable), e.g. index_topk=16");
   app.add_option("--shard-size-mb", a->shard_mb, "Largest shard, in MB");
   app.add_flag("--with-tokenizer", a->with_tokenizer, "Also write a byte-level tokenizer and chat template");
   return [a]() {
     if (a->preset.empty() == a->config.empty()) fail("make-checkpoint: give exactly one of --preset or --config");
     ModelConfig c = a->preset.empty() ? ModelConfig::from_file(a->config) : preset_config(a->preset);
+    if (!a->overrides.empty()) {
+      nlohmann::json j = c.to_json();
+      for (const std::string& kv : a->overrides) {
+        const size_t eq = kv.find('=');
+        if (eq == std::string::npos) fail("make-checkpoint: --set expects KEY=JSON, got '{}'", kv);
+        try {
+          j[kv.substr(0, eq)] = nlohmann::json::parse(kv.substr(eq + 1));
+        } catch (const nlohmann::json::exception&) {
+          j[kv.substr(0, eq)] = kv.substr(eq + 1);  // a bare string
+        }
+      }
+      c = ModelConfig::from_json(j, "make-checkpoint --set");
+    }
     if (a->num_layers > 0) {
       c.num_hidden_layers = a->num_layers;
       c.layer_is_moe.resize(static_cast<size_t>(a->num_layers), true);

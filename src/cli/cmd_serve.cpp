@@ -1,11 +1,83 @@
-// Placeholder until the serve command lands (being written now); replaced, not kept.
+// tandem serve: the OpenAI-compatible and SGLang-native HTTP server. Takes SGLang's launch flags
+// so `python -m sglang.launch_server ...` command lines work with the program name changed;
+// flags of other vendors' backends are accepted with a warning (docs/server.md).
 #include "cli/commands.h"
-#include "core/error.h"
+#include "cli/default_model.h"
+#include "core/device.h"
+#include "core/log.h"
+#include "server/serve.h"
 
 namespace tandem::cli {
 
 Runner add_serve(CLI::App& app) {
-  return []() -> int { fail("tandem serve is not built yet"); };
+  auto a = std::make_shared<server::ServerArgs>();
+  auto log_level = std::make_shared<std::string>();
+  app.add_option("--model-path,--model", a->model_path,
+                 "Checkpoint folder (default: the built-in model)");
+  app.add_option("--tokenizer-path", a->tokenizer_path, "Tokenizer folder (default: --model-path)");
+  app.add_option("--served-model-name", a->served_model_name,
+                 "Model id in the API (default: --model-path)");
+  app.add_option("--host", a->host, "Address to listen on")->capture_default_str();
+  app.add_option("--port", a->port, "Port to listen on (0: any free port)")->capture_default_str();
+  app.add_option("--device", a->device, "cpu, cuda, or auto (cuda when available)")
+      ->capture_default_str();
+  app.add_option("--tp-size,--tensor-parallel-size", a->tp_size, "Tensor-parallel ranks")
+      ->capture_default_str();
+  app.add_option("--mem-fraction-static", a->mem_fraction_static,
+                 "Accepted for SGLang compatibility; the KV cache is sized by --max-total-tokens");
+  app.add_flag("--trust-remote-code", a->trust_remote_code, "Accepted (no remote code is run)");
+  app.add_flag("--disable-radix-cache", a->disable_radix_cache, "Turn the prefix cache off");
+  app.add_flag("--disable-cuda-graph", a->disable_cuda_graph, "Do not capture CUDA graphs");
+  app.add_flag("--enable-return-hidden-states", a->enable_return_hidden_states,
+               "Allow requests to ask for return_hidden_states");
+  app.add_option("--max-running-requests", a->max_running_requests, "Largest running batch")
+      ->capture_default_str();
+  app.add_option("--page-size", a->page_size, "Tokens per KV cache page")->capture_default_str();
+  app.add_option("--chunked-prefill-size", a->chunked_prefill_size,
+                 "Largest prefill chunk of one request per step")
+      ->capture_default_str();
+  app.add_option("--max-prefill-tokens", a->max_prefill_tokens, "Prefill token budget per step")
+      ->capture_default_str();
+  app.add_option("--max-total-tokens", a->max_total_tokens, "KV cache capacity in tokens")
+      ->capture_default_str();
+  app.add_option("--context-length", a->context_length,
+                 "Longest prompt + output (default: the model's max_position_embeddings)");
+  app.add_option("--kv-cache-dtype", a->kv_cache_dtype, "auto (others are not implemented yet)")
+      ->capture_default_str();
+  app.add_option("--model-loader-extra-config", a->model_loader_extra_config,
+                 "JSON; accepted for SGLang compatibility");
+  app.add_option("--speculative-algorithm", a->speculative_algorithm,
+                 "EAGLE or NEXTN: draft with the checkpoint's MTP layer");
+  app.add_option("--speculative-num-steps", a->speculative_num_steps, "Draft tokens per round")
+      ->capture_default_str();
+  app.add_option("--speculative-eagle-topk", a->speculative_eagle_topk,
+                 "Draft branching; only 1 is supported")
+      ->capture_default_str();
+  app.add_option("--speculative-num-draft-tokens", a->speculative_num_draft_tokens,
+                 "Tokens verified per round (num_steps + 1 with topk 1)");
+  app.add_option("--reasoning-parser", a->reasoning_parser,
+                 "Split <think> reasoning into reasoning_content: auto (when the tokenizer has "
+                 "the markers), none, or a parser name such as glm45")
+      ->capture_default_str();
+  app.add_option("--api-key", a->api_key, "Require 'Authorization: Bearer <key>'");
+  app.add_option("--http-threads", a->http_threads,
+                 "HTTP worker threads (default: max(64, 2 x max-running-requests + 32))");
+  app.add_option("--log-level", *log_level, "debug, info, warning or error");
+  // Flags that only mean something to another vendor's backend (--attention-backend,
+  // --enable-metrics, ...) are collected here and reported as ignored.
+  app.allow_extras();
+  return [a, log_level, &app]() {
+    if (!log_level->empty()) {
+      const std::string& l = *log_level;
+      set_log_level(l == "debug" ? LogLevel::Debug
+                    : l == "warning" || l == "warn" ? LogLevel::Warn
+                    : l == "error" ? LogLevel::Error
+                                   : LogLevel::Info);
+    }
+    a->ignored_flags = app.remaining();
+    if (a->model_path.empty()) a->model_path = default_model_path();
+    return server::run_server(*a, has_device_interface(DeviceType::CUDA));
+  };
 }
 
 }  // namespace tandem::cli

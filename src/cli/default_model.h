@@ -5,8 +5,7 @@
 
 namespace tandem::cli {
 
-// TANDEM_DEFAULT_MODEL if set; else the trained model shipped under models/ when present;
-// else the tiny random checkpoint the build writes.
+// TANDEM_DEFAULT_MODEL if set; else the trained model shipped in models/tandem-austen.
 std::string default_model_path();
 
 }  // namespace tandem::cli

@@ -1,7 +1,11 @@
 // The shipped default model (models/tandem-austen) against golden outputs of the framework that
 // trained it (python/train_austen.py, fp32 on the stored bf16 weights): logits past index_topk,
 // the argmax at every position, MTP draft logits, and a greedy continuation.
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "model/safetensors.h"
+#include "runtime/engine.h"
 #include "model_test_util.h"
 #include "runtime/generator.h"
 
@@ -50,6 +54,49 @@ TEST(AustenModel, MatchesTheTrainingFramework) {
     Generator g(*h.model, 256, 16);
     EXPECT_EQ(g.generate(req).tokens, ints(*gold, "greedy_" + s)) << "prompt " << p;
   }
+}
+
+}  // namespace
+}  // namespace tandem::test
+
+namespace tandem::test {
+namespace {
+
+// Acceptance of the shipped model's MTP head on held-out Austen text (tests/data/austen, from
+// python/austen_heldout.py), measured by the engine, against the independent count of the
+// training framework on the same prompts (python/austen_accept.py, recorded in
+// accept_length_torch.json).
+TEST(AustenModel, AcceptLengthOnHeldOutTextMatchesTheIndependentCount) {
+  std::ifstream in(source_path("tests/data/austen/heldout_prompt_ids.json"));
+  const auto prompts = nlohmann::json::parse(in).get<std::vector<std::vector<int32_t>>>();
+  std::ifstream ref_in(source_path("tests/data/austen/accept_length_torch.json"));
+  const auto ref = nlohmann::json::parse(ref_in);
+  init_backends();
+  LoadOptions lo;
+  lo.show_progress = false;
+  std::shared_ptr<const Model> model(Model::load(source_path("models/tandem-austen"), lo));
+  EngineOptions o;
+  o.spec.algorithm = "EAGLE";
+  o.spec.num_steps = ref["steps"].get<int64_t>();
+  o.spec.num_draft_tokens = o.spec.num_steps + 1;
+  Engine e(model, o);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& p : prompts) {
+    Request r;
+    r.prompt = p;
+    r.max_new_tokens = ref["new_tokens"].get<int64_t>();
+    streams.push_back(e.submit(r));
+  }
+  for (auto& s : streams) {
+    RequestOutput out;
+    do ASSERT_TRUE(s->next(out, std::chrono::seconds(60))); while (!out.finished);
+  }
+  const EngineMetrics m = e.metrics();
+  const double acc = m.avg_spec_accept_length(), want = ref["accept_length"].get<double>();
+  std::printf("  held-out accept length (S=%lld): engine %.4f over %llu rounds, training framework %.4f\n",
+              static_cast<long long>(o.spec.num_steps), acc, static_cast<unsigned long long>(m.spec_verify_steps), want);
+  EXPECT_GE(acc, 2.0);
+  EXPECT_NEAR(acc, want, 0.02);
 }
 
 }  // namespace
