@@ -94,6 +94,25 @@ TEST(Stream, ChatIgnoresTheRoleOnlyFirstDelta) {
   expect_itl(o, {0.05});
 }
 
+TEST(Stream, ChatReasoningTextCounts) {
+  StreamAccumulator acc(Backend::kOpenAIChat, 8);
+  acc.on_event(
+      R"({"choices":[{"delta":{"role":"assistant","content":""}}],"usage":{"completion_tokens":0}})",
+      0.01);
+  acc.on_event(
+      R"({"choices":[{"delta":{"reasoning_content":"hm"}}],"usage":{"completion_tokens":1}})", 0.1);
+  acc.on_event(
+      R"({"choices":[{"delta":{"reasoning_content":", so"}}],"usage":{"completion_tokens":3}})",
+      0.14);
+  acc.on_event(R"({"choices":[{"delta":{"content":" Yes"}}],"usage":{"completion_tokens":4}})",
+               0.15);
+  const RequestOutput o = acc.finish();
+  EXPECT_DOUBLE_EQ(o.ttft, 0.1);
+  EXPECT_EQ(o.generated_text, "hm, so Yes");
+  EXPECT_EQ(o.output_len, 4);
+  expect_itl(o, {0.02, 0.02, 0.01});
+}
+
 TEST(Stream, ErrorEventsAndGarbageFailTheRequest) {
   StreamAccumulator a(Backend::kSglang, 4);
   a.on_event(sg("x", 1), 0.1);
