@@ -30,8 +30,9 @@ struct RunStats {
 };
 
 // Closed loop: keeps `concurrency` requests in flight until every prompt has run.
-RunStats run(std::shared_ptr<const Model> model, const EngineOptions& eo, const std::vector<std::vector<int32_t>>& prompts,
-             int64_t max_new, int64_t concurrency) {
+RunStats run(std::shared_ptr<const Model> model, const EngineOptions& eo,
+             const std::vector<std::vector<int32_t>>& prompts, int64_t max_new,
+             int64_t concurrency) {
   Engine e(model, eo);
   RunStats st;
   st.outputs.resize(prompts.size());
@@ -59,7 +60,8 @@ RunStats run(std::shared_ptr<const Model> model, const EngineOptions& eo, const 
       bool finished = false;
       while (live[i].stream->next(o, std::chrono::milliseconds(0))) {
         const auto now = Clock::now();
-        if (!live[i].got_first && !o.new_tokens.empty()) live[i].first = now, live[i].got_first = true;
+        if (!live[i].got_first && !o.new_tokens.empty())
+          live[i].first = now, live[i].got_first = true;
         auto& out = st.outputs[live[i].index];
         out.insert(out.end(), o.new_tokens.begin(), o.new_tokens.end());
         if (o.finished) {
@@ -68,7 +70,8 @@ RunStats run(std::shared_ptr<const Model> model, const EngineOptions& eo, const 
           const double total = std::chrono::duration<double>(now - live[i].start).count();
           const double ttft = std::chrono::duration<double>(live[i].first - live[i].start).count();
           ttft_sum += ttft;
-          if (out.size() > 1) tpot_sum += (total - ttft) / static_cast<double>(out.size() - 1), ++tpot_n;
+          if (out.size() > 1)
+            tpot_sum += (total - ttft) / static_cast<double>(out.size() - 1), ++tpot_n;
           tokens += static_cast<int64_t>(out.size());
           break;
         }
@@ -89,7 +92,8 @@ RunStats run(std::shared_ptr<const Model> model, const EngineOptions& eo, const 
   const EngineMetrics m = e.metrics();
   st.accept_length = m.avg_spec_accept_length();
   for (uint64_t a : m.spec_accepted_per_position)
-    st.accept_per_position.push_back(m.spec_verify_steps ? static_cast<double>(a) / m.spec_verify_steps : 0.0);
+    st.accept_per_position.push_back(
+        m.spec_verify_steps ? static_cast<double>(a) / m.spec_verify_steps : 0.0);
   return st;
 }
 
@@ -114,12 +118,16 @@ Runner add_bench_offline(CLI::App& app) {
   app.add_option("--model-path", a->model_path, "Checkpoint folder (default: the built-in model)");
   app.add_option("--prompts", a->prompts, "JSON list of prompt strings, or of token-id lists");
   app.add_option("--prompt-tokens", a->prompt_tokens, "Cut each text prompt to this many tokens");
-  app.add_option("--num-prompts", a->num_prompts, "Prompts to run (random token ids without --prompts)");
+  app.add_option("--num-prompts", a->num_prompts,
+                 "Prompts to run (random token ids without --prompts)");
   app.add_option("--max-new-tokens", a->max_new, "Tokens generated per request");
   app.add_option("--concurrency", a->concurrency, "Comma-separated concurrencies");
-  app.add_option("--speculative-num-steps", a->steps, "Draft tokens per round (0: plain decoding only)");
-  app.add_option("--simulate-accept-length", a->simulate, "Force this mean accept length (cost study)");
-  app.add_option("--write-prompt-ids", a->write_ids, "Write the token ids of the prompts used to this JSON file");
+  app.add_option("--speculative-num-steps", a->steps,
+                 "Draft tokens per round (0: plain decoding only)");
+  app.add_option("--simulate-accept-length", a->simulate,
+                 "Force this mean accept length (cost study)");
+  app.add_option("--write-prompt-ids", a->write_ids,
+                 "Write the token ids of the prompts used to this JSON file");
   app.add_flag("--no-plain", a->no_plain, "Skip the runs without speculation");
   return [a]() {
     const std::string dir = a->model_path.empty() ? default_model_path() : a->model_path;
@@ -134,9 +142,11 @@ Runner add_bench_offline(CLI::App& app) {
       std::optional<Tokenizer> tok;
       for (const auto& p : j) {
         if (p.is_string()) {
-          if (!tok) tok = Tokenizer::from_file((std::filesystem::path(dir) / "tokenizer.json").string());
+          if (!tok)
+            tok = Tokenizer::from_file((std::filesystem::path(dir) / "tokenizer.json").string());
           std::vector<int32_t> ids = tok->encode(p.get<std::string>());
-          if (static_cast<int64_t>(ids.size()) > a->prompt_tokens) ids.resize(static_cast<size_t>(a->prompt_tokens));
+          if (static_cast<int64_t>(ids.size()) > a->prompt_tokens)
+            ids.resize(static_cast<size_t>(a->prompt_tokens));
           prompts.push_back(ids);
         } else {
           prompts.push_back(p.get<std::vector<int32_t>>());
@@ -148,7 +158,8 @@ Runner add_bench_offline(CLI::App& app) {
       for (int64_t i = 0; i < a->num_prompts; ++i) {
         std::vector<int32_t> p;
         for (int64_t t = 0; t < a->prompt_tokens; ++t)
-          p.push_back(static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(model->config().vocab_size)));
+          p.push_back(static_cast<int32_t>(rng.next_u64() %
+                                           static_cast<uint64_t>(model->config().vocab_size)));
         prompts.push_back(p);
       }
     }
@@ -165,24 +176,27 @@ Runner add_bench_offline(CLI::App& app) {
     sp.spec.simulate_accept_length = a->simulate;
     std::printf("model %s on %s: %zu prompts, %lld new tokens each, greedy\n", dir.c_str(),
                 model->device().str().c_str(), prompts.size(), static_cast<long long>(a->max_new));
-    std::printf("%-11s %-10s %10s %10s %10s %8s %s\n", "concurrency", "mode", "tok/s", "TPOT ms", "TTFT ms", "accept", "per-position");
+    std::printf("%-11s %-10s %10s %10s %10s %8s %s\n", "concurrency", "mode", "tok/s", "TPOT ms",
+                "TTFT ms", "accept", "per-position");
     for (int64_t c : parse_list(a->concurrency)) {
       RunStats p;
       if (!a->no_plain) {
         p = run(model, plain, prompts, a->max_new, c);
-        std::printf("%-11lld %-10s %10.1f %10.2f %10.1f %8s\n", static_cast<long long>(c), "plain", p.tokens_per_s, p.tpot_ms,
-                    p.ttft_ms, "-");
+        std::printf("%-11lld %-10s %10.1f %10.2f %10.1f %8s\n", static_cast<long long>(c), "plain",
+                    p.tokens_per_s, p.tpot_ms, p.ttft_ms, "-");
       }
       if (a->steps > 0) {
         RunStats s = run(model, sp, prompts, a->max_new, c);
         std::string per;
         for (double x : s.accept_per_position) per += fmt::format("{:.2f} ", x);
         std::printf("%-11lld %-10s %10.1f %10.2f %10.1f %8.3f %s", static_cast<long long>(c),
-                    fmt::format("MTP S={}", a->steps).c_str(), s.tokens_per_s, s.tpot_ms, s.ttft_ms, s.accept_length,
-                    per.c_str());
+                    fmt::format("MTP S={}", a->steps).c_str(), s.tokens_per_s, s.tpot_ms, s.ttft_ms,
+                    s.accept_length, per.c_str());
         if (!a->no_plain) {
           std::printf(" speedup %.2fx, outputs %s", s.tokens_per_s / p.tokens_per_s,
-                      a->simulate > 0 ? "(simulated)" : s.outputs == p.outputs ? "identical" : "DIFFER");
+                      a->simulate > 0          ? "(simulated)"
+                      : s.outputs == p.outputs ? "identical"
+                                               : "DIFFER");
         }
         std::printf("\n");
         std::fflush(stdout);

@@ -48,13 +48,15 @@ Runner add_generate(CLI::App& app) {
       while (std::getline(ss, item, ',')) req.prompt.push_back(std::stoi(item));
     } else {
       if (!tok) fail("{} has no tokenizer.json; pass --prompt-ids", dir);
-      req.prompt = tok->encode(a->prompt.empty() ? "It is a truth universally acknowledged" : a->prompt);
+      req.prompt =
+          tok->encode(a->prompt.empty() ? "It is a truth universally acknowledged" : a->prompt);
     }
     req.max_new_tokens = a->max_new_tokens;
     req.prefill_chunk = a->chunk;
     req.sampling = {a->temperature, a->top_k, a->top_p, a->seed};
     if (!a->ignore_eos)
-      for (int64_t e : model->config().eos_token_ids) req.stop_ids.push_back(static_cast<int32_t>(e));
+      for (int64_t e : model->config().eos_token_ids)
+        req.stop_ids.push_back(static_cast<int32_t>(e));
     Generator gen(*model, static_cast<int64_t>(req.prompt.size()) + req.max_new_tokens);
     if (tok) std::printf("%s", a->prompt.c_str());
     std::fflush(stdout);

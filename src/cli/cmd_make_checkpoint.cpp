@@ -17,9 +17,10 @@ namespace {
 // The special tokens of the byte-level tokenizer written with --with-tokenizer (ids 256+),
 // spelled as GLM spells them so the GLM-style chat template applies.
 const std::vector<std::string> kSpecialTokens = {
-    "<|endoftext|>", "[gMASK]",   "<sop>",      "<|system|>", "<|user|>",   "<|assistant|>",
-    "<|observation|>", "<think>", "</think>",   "<tool_call>", "</tool_call>", "<arg_key>",
-    "</arg_key>",    "<arg_value>", "</arg_value>", "<tool_response>"};
+    "<|endoftext|>", "[gMASK]",       "<sop>",           "<|system|>",
+    "<|user|>",      "<|assistant|>", "<|observation|>", "<think>",
+    "</think>",      "<tool_call>",   "</tool_call>",    "<arg_key>",
+    "</arg_key>",    "<arg_value>",   "</arg_value>",    "<tool_response>"};
 
 // A compact GLM-style chat template: [gMASK]<sop>, role tokens, optional thinking.
 const char* kChatTemplate =
@@ -58,19 +59,26 @@ Runner add_make_checkpoint(CLI::App& app) {
     std::vector<std::string> overrides;
   };
   auto a = std::make_shared<Args>();
-  app.add_option("--preset", a->preset, "Named configuration (glm5.2, tiny-glm5.2, deepseek-v3.2, ...)");
+  app.add_option("--preset", a->preset,
+                 "Named configuration (glm5.2, tiny-glm5.2, deepseek-v3.2, ...)");
   app.add_option("--config", a->config, "A config.json to take the configuration from");
   app.add_option("--out", a->out, "Output folder")->required();
   app.add_option("--seed", a->seed, "Random seed");
   app.add_option("--dtype", a->dtype, "Storage dtype of unquantized tensors: bf16 | f32");
-  app.add_option("--quant", a->quant, "Quantize linear weights: fp8 (128x128 blocks) | mxfp4 (MoE experts)");
-  app.add_option("--num-layers", a->num_layers, "Override num_hidden_layers (a slice of a real model)");
-  app.add_option("--set", a->overrides, "Override a config.json field: KEY=JSON (repeatable), e.g. index_topk=16");
+  app.add_option("--quant", a->quant,
+                 "Quantize linear weights: fp8 (128x128 blocks) | mxfp4 (MoE experts)");
+  app.add_option("--num-layers", a->num_layers,
+                 "Override num_hidden_layers (a slice of a real model)");
+  app.add_option("--set", a->overrides,
+                 "Override a config.json field: KEY=JSON (repeatable), e.g. index_topk=16");
   app.add_option("--shard-size-mb", a->shard_mb, "Largest shard, in MB");
-  app.add_flag("--with-tokenizer", a->with_tokenizer, "Also write a byte-level tokenizer and chat template");
+  app.add_flag("--with-tokenizer", a->with_tokenizer,
+               "Also write a byte-level tokenizer and chat template");
   return [a]() {
-    if (a->preset.empty() == a->config.empty()) fail("make-checkpoint: give exactly one of --preset or --config");
-    ModelConfig c = a->preset.empty() ? ModelConfig::from_file(a->config) : preset_config(a->preset);
+    if (a->preset.empty() == a->config.empty())
+      fail("make-checkpoint: give exactly one of --preset or --config");
+    ModelConfig c =
+        a->preset.empty() ? ModelConfig::from_file(a->config) : preset_config(a->preset);
     if (!a->overrides.empty()) {
       nlohmann::json j = c.to_json();
       for (const std::string& kv : a->overrides) {

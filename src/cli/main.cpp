@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
       tandem::cli::add_make_checkpoint);
   add("generate", "Generate a completion for a prompt", tandem::cli::add_generate);
   add("serve", "Serve the OpenAI-compatible and SGLang-native HTTP API", tandem::cli::add_serve);
-  add("bench", "Benchmark a running server (compatible with sglang.bench_serving)", tandem::cli::add_bench);
+  add("bench", "Benchmark a running server (compatible with sglang.bench_serving)",
+      tandem::cli::add_bench);
   add("bench-offline", "Benchmark the engine in-process, with and without MTP speculation",
       tandem::cli::add_bench_offline);
   CLI11_PARSE(app, argc, argv);

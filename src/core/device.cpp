@@ -42,7 +42,9 @@ void register_device_interface(DeviceType t, DeviceInterface* iface) {
   g_cuda = iface;
 }
 
-bool has_device_interface(DeviceType t) { return t == DeviceType::CPU || g_cuda != nullptr; }
+bool has_device_interface(DeviceType t) {
+  return t == DeviceType::CPU || g_cuda != nullptr;
+}
 
 DeviceInterface& device_interface(DeviceType t) {
   if (t == DeviceType::CPU) return g_cpu;

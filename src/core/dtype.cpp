@@ -13,10 +13,10 @@ struct DTypeName {
   std::string_view st;  // safetensors spelling
 };
 constexpr DTypeName kNames[] = {
-    {DType::F32, "f32", "F32"},         {DType::F16, "f16", "F16"},
-    {DType::BF16, "bf16", "BF16"},      {DType::F8_E4M3, "f8_e4m3", "F8_E4M3"},
-    {DType::E8M0, "e8m0", "F8_E8M0"},   {DType::FP4X2, "fp4x2", "F4"},
-    {DType::U8, "u8", "U8"},            {DType::I32, "i32", "I32"},
+    {DType::F32, "f32", "F32"},       {DType::F16, "f16", "F16"},
+    {DType::BF16, "bf16", "BF16"},    {DType::F8_E4M3, "f8_e4m3", "F8_E4M3"},
+    {DType::E8M0, "e8m0", "F8_E8M0"}, {DType::FP4X2, "fp4x2", "F4"},
+    {DType::U8, "u8", "U8"},          {DType::I32, "i32", "I32"},
     {DType::I64, "i64", "I64"},
 };
 }  // namespace
@@ -62,7 +62,7 @@ uint16_t f32_to_f16(float f) {
   std::memcpy(&u, &f, 4);
   const uint32_t sign = (u >> 16) & 0x8000u;
   uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
   if (a < 0x38800000u) {                                               // subnormal or zero
     float af;
@@ -121,7 +121,9 @@ float fp4_e2m1_to_f32(uint8_t code) {
 
 void convert_to_f32(DType from, const void* src, float* dst, int64_t n) {
   switch (from) {
-    case DType::F32: std::memcpy(dst, src, n * 4); return;
+    case DType::F32:
+      std::memcpy(dst, src, n * 4);
+      return;
     case DType::BF16: {
       auto* s = static_cast<const uint16_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
@@ -170,7 +172,9 @@ void convert_to_f32(DType from, const void* src, float* dst, int64_t n) {
 
 void convert_from_f32(DType to, const float* src, void* dst, int64_t n) {
   switch (to) {
-    case DType::F32: std::memcpy(dst, src, n * 4); return;
+    case DType::F32:
+      std::memcpy(dst, src, n * 4);
+      return;
     case DType::BF16: {
       auto* d = static_cast<uint16_t*>(dst);
       for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
@@ -186,7 +190,8 @@ void convert_from_f32(DType to, const float* src, void* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) d[i] = f32_to_fp8_e4m3(src[i]);
       return;
     }
-    default: fail("convert_from_f32: unsupported target dtype {}", dtype_name(to));
+    default:
+      fail("convert_from_f32: unsupported target dtype {}", dtype_name(to));
   }
 }
 

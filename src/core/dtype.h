@@ -22,15 +22,24 @@ enum class DType : uint8_t {
 // Bytes per stored element (FP4X2 stores a pair per element).
 constexpr int64_t dtype_size(DType t) {
   switch (t) {
-    case DType::F32: return 4;
-    case DType::F16: return 2;
-    case DType::BF16: return 2;
-    case DType::F8_E4M3: return 1;
-    case DType::E8M0: return 1;
-    case DType::FP4X2: return 1;
-    case DType::U8: return 1;
-    case DType::I32: return 4;
-    case DType::I64: return 8;
+    case DType::F32:
+      return 4;
+    case DType::F16:
+      return 2;
+    case DType::BF16:
+      return 2;
+    case DType::F8_E4M3:
+      return 1;
+    case DType::E8M0:
+      return 1;
+    case DType::FP4X2:
+      return 1;
+    case DType::U8:
+      return 1;
+    case DType::I32:
+      return 4;
+    case DType::I64:
+      return 8;
   }
   return 0;
 }

@@ -29,10 +29,10 @@ template <typename... Args>
 }  // namespace tandem
 
 // TD_CHECK(cond, "fmt", args...): throws tandem::Error naming the failed condition and the message.
-#define TD_CHECK(cond, ...)                                                                 \
-  do {                                                                                      \
-    if (!(cond)) {                                                                          \
-      throw ::tandem::Error(fmt::format("{} ({}:{}: check '{}' failed)",                    \
-                                        fmt::format(__VA_ARGS__), __FILE__, __LINE__, #cond)); \
-    }                                                                                       \
+#define TD_CHECK(cond, ...)                                                                        \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      throw ::tandem::Error(fmt::format("{} ({}:{}: check '{}' failed)", fmt::format(__VA_ARGS__), \
+                                        __FILE__, __LINE__, #cond));                               \
+    }                                                                                              \
   } while (0)

@@ -21,8 +21,12 @@ LogLevel g_level = initial_level();
 std::mutex g_mu;
 }  // namespace
 
-LogLevel log_level() { return g_level; }
-void set_log_level(LogLevel l) { g_level = l; }
+LogLevel log_level() {
+  return g_level;
+}
+void set_log_level(LogLevel l) {
+  g_level = l;
+}
 
 void log_write(LogLevel l, const std::string& msg) {
   static const char* names[] = {"debug", "info", "warn", "error"};
@@ -34,8 +38,8 @@ void log_write(LogLevel l, const std::string& msg) {
   char ts[32];
   std::strftime(ts, sizeof ts, "%H:%M:%S", &tmv);
   std::lock_guard<std::mutex> g(g_mu);
-  std::fprintf(stderr, "[%s.%03d %s] %s\n", ts, static_cast<int>((t - secs) * 1000), names[static_cast<int>(l)],
-               msg.c_str());
+  std::fprintf(stderr, "[%s.%03d %s] %s\n", ts, static_cast<int>((t - secs) * 1000),
+               names[static_cast<int>(l)], msg.c_str());
 }
 
 }  // namespace tandem

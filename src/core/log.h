@@ -15,19 +15,23 @@ void log_write(LogLevel l, const std::string& msg);
 
 template <typename... Args>
 void log_info(fmt::format_string<Args...> f, Args&&... args) {
-  if (log_level() <= LogLevel::Info) log_write(LogLevel::Info, fmt::format(f, std::forward<Args>(args)...));
+  if (log_level() <= LogLevel::Info)
+    log_write(LogLevel::Info, fmt::format(f, std::forward<Args>(args)...));
 }
 template <typename... Args>
 void log_warn(fmt::format_string<Args...> f, Args&&... args) {
-  if (log_level() <= LogLevel::Warn) log_write(LogLevel::Warn, fmt::format(f, std::forward<Args>(args)...));
+  if (log_level() <= LogLevel::Warn)
+    log_write(LogLevel::Warn, fmt::format(f, std::forward<Args>(args)...));
 }
 template <typename... Args>
 void log_error(fmt::format_string<Args...> f, Args&&... args) {
-  if (log_level() <= LogLevel::Error) log_write(LogLevel::Error, fmt::format(f, std::forward<Args>(args)...));
+  if (log_level() <= LogLevel::Error)
+    log_write(LogLevel::Error, fmt::format(f, std::forward<Args>(args)...));
 }
 template <typename... Args>
 void log_debug(fmt::format_string<Args...> f, Args&&... args) {
-  if (log_level() <= LogLevel::Debug) log_write(LogLevel::Debug, fmt::format(f, std::forward<Args>(args)...));
+  if (log_level() <= LogLevel::Debug)
+    log_write(LogLevel::Debug, fmt::format(f, std::forward<Args>(args)...));
 }
 
 }  // namespace tandem

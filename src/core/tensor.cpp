@@ -56,7 +56,8 @@ static void set_contiguous_strides(const Shape& s, std::array<int64_t, Shape::kM
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device dev) {
   Tensor t;
-  t.storage_ = std::make_shared<Storage>(dev, static_cast<size_t>(shape.numel() * dtype_size(dtype)));
+  t.storage_ =
+      std::make_shared<Storage>(dev, static_cast<size_t>(shape.numel() * dtype_size(dtype)));
   t.dtype_ = dtype;
   t.shape_ = shape;
   set_contiguous_strides(shape, t.strides_);
@@ -72,8 +73,8 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device dev) {
 Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype, Device dev,
                     std::shared_ptr<void> keepalive) {
   Tensor t;
-  t.storage_ = std::make_shared<Storage>(dev, data, shape.numel() * dtype_size(dtype),
-                                         std::move(keepalive));
+  t.storage_ =
+      std::make_shared<Storage>(dev, data, shape.numel() * dtype_size(dtype), std::move(keepalive));
   t.dtype_ = dtype;
   t.shape_ = shape;
   set_contiguous_strides(shape, t.strides_);
@@ -173,7 +174,8 @@ Tensor Tensor::select(int dim, int64_t i) const {
 
 Tensor Tensor::unsqueeze(int dim) const {
   if (dim < 0) dim += ndim() + 1;
-  TD_CHECK(dim >= 0 && dim <= ndim() && ndim() < Shape::kMaxDims, "unsqueeze({}) of {}", dim, str());
+  TD_CHECK(dim >= 0 && dim <= ndim() && ndim() < Shape::kMaxDims, "unsqueeze({}) of {}", dim,
+           str());
   std::vector<int64_t> dims = shape_.vec();
   dims.insert(dims.begin() + dim, 1);
   Tensor t = *this;
@@ -205,11 +207,14 @@ Tensor Tensor::to(Device dev) const {
   return t;
 }
 
-Tensor Tensor::clone() const { return contiguous().to(device()); }
+Tensor Tensor::clone() const {
+  return contiguous().to(device());
+}
 
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
-  TD_CHECK(device().is_cpu(), "contiguous() of a strided device tensor is not supported: {}", str());
+  TD_CHECK(device().is_cpu(), "contiguous() of a strided device tensor is not supported: {}",
+           str());
   Tensor out = empty(shape_, dtype_, device());
   const int64_t es = dtype_size(dtype_);
   const int64_t n = numel();

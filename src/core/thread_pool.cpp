@@ -113,8 +113,12 @@ ThreadPool& pool() {
 
 }  // namespace
 
-int num_threads() { return pool().size(); }
-void set_num_threads(int n) { pool().resize(std::max(1, n)); }
+int num_threads() {
+  return pool().size();
+}
+void set_num_threads(int n) {
+  pool().resize(std::max(1, n));
+}
 
 void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_chunk) {
   if (n <= 0) return;

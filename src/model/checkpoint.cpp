@@ -30,7 +30,8 @@ Checkpoint Checkpoint::open(const std::string& dir) {
       fail("{}: missing the weight_map object", index.string());
     std::map<std::string, std::vector<std::string>> by_file;
     for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-      if (!it->is_string()) fail("{}: weight_map['{}'] is not a file name", index.string(), it.key());
+      if (!it->is_string())
+        fail("{}: weight_map['{}'] is not a file name", index.string(), it.key());
       by_file[it->get<std::string>()].push_back(it.key());
     }
     for (const auto& [file, tensors] : by_file) {
@@ -40,7 +41,8 @@ Checkpoint Checkpoint::open(const std::string& dir) {
              tensors.front());
       auto f = SafetensorsFile::open(p.string());
       for (const auto& t : tensors)
-        if (!f->has(t)) fail("{}: the index places tensor '{}' here but the file lacks it", p.string(), t);
+        if (!f->has(t))
+          fail("{}: the index places tensor '{}' here but the file lacks it", p.string(), t);
       c.files_.push_back(std::move(f));
     }
   } else if (fs::exists(single)) {
@@ -113,14 +115,16 @@ void write_checkpoint_shards(const std::string& dir,
     total += n;
   }
   if (shards.size() == 1) {
-    write_safetensors((fs::path(dir) / "model.safetensors").string(), shards[0], {{"format", "pt"}});
+    write_safetensors((fs::path(dir) / "model.safetensors").string(), shards[0],
+                      {{"format", "pt"}});
     return;
   }
   nlohmann::ordered_json index;
   index["metadata"] = {{"total_size", total}};
   nlohmann::ordered_json map = nlohmann::ordered_json::object();
   for (size_t i = 0; i < shards.size(); ++i) {
-    const std::string file = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
+    const std::string file =
+        fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
     write_safetensors((fs::path(dir) / file).string(), shards[i], {{"format", "pt"}});
     for (const auto& nt : shards[i]) map[nt.first] = file;
   }

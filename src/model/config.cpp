@@ -37,9 +37,10 @@ Arch parse_arch(const json& j, const std::string& src, std::string* name) {
   if (*name == "GlmMoeDsaForCausalLM") return Arch::kGlmMoeDsa;
   if (*name == "DeepseekV32ForCausalLM") return Arch::kDeepseekV32;
   if (*name == "DeepseekV3ForCausalLM") return Arch::kDeepseekV3;
-  fail("{}: field 'architectures' names '{}', which Tandem cannot run (supported: "
-       "GlmMoeDsaForCausalLM, DeepseekV32ForCausalLM, DeepseekV3ForCausalLM)",
-       src, *name);
+  fail(
+      "{}: field 'architectures' names '{}', which Tandem cannot run (supported: "
+      "GlmMoeDsaForCausalLM, DeepseekV32ForCausalLM, DeepseekV3ForCausalLM)",
+      src, *name);
 }
 
 void parse_rope(const json& j, ModelConfig& c, const std::string& src) {
@@ -53,7 +54,8 @@ void parse_rope(const json& j, ModelConfig& c, const std::string& src) {
   }
   const double def_theta = c.arch == Arch::kGlmMoeDsa ? 1e6 : 1e4;
   c.rope.theta = opt<double>(p, "rope_theta", opt<double>(j, "rope_theta", def_theta, src), src);
-  std::string type = opt<std::string>(p, "rope_type", opt<std::string>(p, "type", "default", src), src);
+  std::string type =
+      opt<std::string>(p, "rope_type", opt<std::string>(p, "type", "default", src), src);
   if (type != "default" && type != "yarn")
     fail("{}: field 'rope_parameters.rope_type' is '{}' (supported: default, yarn)", src, type);
   c.rope.type = type;
@@ -76,10 +78,15 @@ std::vector<bool> parse_layer_list(const json& j, const char* key, const char* y
     fail("{}: field '{}' must list at least num_hidden_layers={} entries", src, key, n);
   std::vector<bool> out(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    const std::string v = a[static_cast<size_t>(i)].is_string() ? a[static_cast<size_t>(i)].get<std::string>() : "";
-    if (v == yes) out[static_cast<size_t>(i)] = true;
-    else if (v == no) out[static_cast<size_t>(i)] = false;
-    else fail("{}: field '{}[{}]' is '{}' (expected '{}' or '{}')", src, key, i, a[static_cast<size_t>(i)].dump(), yes, no);
+    const std::string v =
+        a[static_cast<size_t>(i)].is_string() ? a[static_cast<size_t>(i)].get<std::string>() : "";
+    if (v == yes)
+      out[static_cast<size_t>(i)] = true;
+    else if (v == no)
+      out[static_cast<size_t>(i)] = false;
+    else
+      fail("{}: field '{}[{}]' is '{}' (expected '{}' or '{}')", src, key, i,
+           a[static_cast<size_t>(i)].dump(), yes, no);
   }
   return out;
 }
@@ -108,10 +115,13 @@ void parse_quant(const json& j, ModelConfig& c, const std::string& src) {
       const json& w = q["global_quant_config"]["weight"];
       c.quant.group_size = opt<int64_t>(w, "group_size", 32, src);
       const std::string dt = opt<std::string>(w, "dtype", "fp4", src);
-      if (dt != "fp4") fail("{}: field 'quantization_config...weight.dtype' is '{}' (only fp4 is supported)", src, dt);
+      if (dt != "fp4")
+        fail("{}: field 'quantization_config...weight.dtype' is '{}' (only fp4 is supported)", src,
+             dt);
     }
   } else if (!m.empty()) {
-    fail("{}: field 'quantization_config.quant_method' is '{}' (supported: fp8, quark, mxfp4)", src, m);
+    fail("{}: field 'quantization_config.quant_method' is '{}' (supported: fp8, quark, mxfp4)", src,
+         m);
   }
 }
 
@@ -139,7 +149,9 @@ bool QuantConfig::is_excluded(const std::string& module) const {
   return false;
 }
 
-std::string ModelConfig::arch_name() const { return architecture; }
+std::string ModelConfig::arch_name() const {
+  return architecture;
+}
 
 double ModelConfig::softmax_scale() const {
   double s = 1.0 / std::sqrt(static_cast<double>(qk_head_dim()));
@@ -198,7 +210,8 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& src) {
   c.max_position_embeddings = opt<int64_t>(j, "max_position_embeddings", 163840, src);
   c.num_nextn_predict_layers = opt<int64_t>(j, "num_nextn_predict_layers", 0, src);
   c.tie_word_embeddings = opt<bool>(j, "tie_word_embeddings", false, src);
-  c.torch_dtype = opt<std::string>(j, "dtype", opt<std::string>(j, "torch_dtype", "bfloat16", src), src);
+  c.torch_dtype =
+      opt<std::string>(j, "dtype", opt<std::string>(j, "torch_dtype", "bfloat16", src), src);
   c.bos_token_id = opt<int64_t>(j, "bos_token_id", -1, src);
   if (j.contains("eos_token_id")) {
     if (j["eos_token_id"].is_array())
@@ -218,7 +231,8 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& src) {
     if (freq <= 0) fail("{}: field 'moe_layer_freq' must be positive", src);
     c.layer_is_moe.resize(static_cast<size_t>(L));
     for (int64_t i = 0; i < L; ++i)
-      c.layer_is_moe[static_cast<size_t>(i)] = c.n_routed_experts > 0 && i >= first_dense && i % freq == 0;
+      c.layer_is_moe[static_cast<size_t>(i)] =
+          c.n_routed_experts > 0 && i >= first_dense && i % freq == 0;
   }
 
   c.has_indexer = c.arch != Arch::kDeepseekV3 && j.contains("index_topk");
@@ -246,7 +260,8 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& src) {
       const int64_t freq = opt<int64_t>(j, "index_topk_freq", 1, src);
       const int64_t off = opt<int64_t>(j, "index_skip_topk_offset", 2, src);
       if (freq <= 0) fail("{}: field 'index_topk_freq' must be positive", src);
-      for (int64_t i = 0; i < L; ++i) c.indexer_full.push_back(indexshare_layer_is_full(i, freq, off));
+      for (int64_t i = 0; i < L; ++i)
+        c.indexer_full.push_back(indexshare_layer_is_full(i, freq, off));
     }
   }
   parse_quant(j, c, src);
@@ -266,7 +281,8 @@ void ModelConfig::validate(const std::string& src) const {
   positive("qk_rope_head_dim", qk_rope_head_dim);
   positive("v_head_dim", v_head_dim);
   positive("intermediate_size", intermediate_size);
-  if (qk_rope_head_dim % 2) fail("{}: field 'qk_rope_head_dim' must be even, got {}", src, qk_rope_head_dim);
+  if (qk_rope_head_dim % 2)
+    fail("{}: field 'qk_rope_head_dim' must be even, got {}", src, qk_rope_head_dim);
   if (q_lora_rank < 0) fail("{}: field 'q_lora_rank' must not be negative", src);
   bool any_moe = false;
   for (bool m : layer_is_moe) any_moe |= m;
@@ -275,32 +291,42 @@ void ModelConfig::validate(const std::string& src) const {
     positive("moe_intermediate_size", moe_intermediate_size);
     positive("num_experts_per_tok", num_experts_per_tok);
     if (num_experts_per_tok > n_routed_experts)
-      fail("{}: field 'num_experts_per_tok'={} exceeds n_routed_experts={}", src, num_experts_per_tok, n_routed_experts);
+      fail("{}: field 'num_experts_per_tok'={} exceeds n_routed_experts={}", src,
+           num_experts_per_tok, n_routed_experts);
     positive("n_group", n_group);
     if (n_routed_experts % n_group)
-      fail("{}: field 'n_group'={} does not divide n_routed_experts={}", src, n_group, n_routed_experts);
+      fail("{}: field 'n_group'={} does not divide n_routed_experts={}", src, n_group,
+           n_routed_experts);
     if (topk_group <= 0 || topk_group > n_group)
       fail("{}: field 'topk_group'={} must be in [1, n_group={}]", src, topk_group, n_group);
     if (n_group > 1 && (n_routed_experts / n_group) < 2)
-      fail("{}: field 'n_group'={} leaves fewer than 2 experts per group (group scores sum the top 2)", src, n_group);
+      fail(
+          "{}: field 'n_group'={} leaves fewer than 2 experts per group (group scores sum the top "
+          "2)",
+          src, n_group);
     if (num_experts_per_tok > topk_group * (n_routed_experts / n_group))
-      fail("{}: field 'num_experts_per_tok'={} exceeds the experts in topk_group={} groups", src, num_experts_per_tok, topk_group);
+      fail("{}: field 'num_experts_per_tok'={} exceeds the experts in topk_group={} groups", src,
+           num_experts_per_tok, topk_group);
   }
   if (n_shared_experts < 0) fail("{}: field 'n_shared_experts' must not be negative", src);
   if (num_nextn_predict_layers > 1)
-    fail("{}: field 'num_nextn_predict_layers'={} (only one MTP layer is supported)", src, num_nextn_predict_layers);
+    fail("{}: field 'num_nextn_predict_layers'={} (only one MTP layer is supported)", src,
+         num_nextn_predict_layers);
   if (has_indexer) {
     positive("index_n_heads", index_n_heads);
     positive("index_head_dim", index_head_dim);
     positive("index_topk", index_topk);
     if (index_head_dim < qk_rope_head_dim)
-      fail("{}: field 'index_head_dim'={} is smaller than qk_rope_head_dim={}", src, index_head_dim, qk_rope_head_dim);
+      fail("{}: field 'index_head_dim'={} is smaller than qk_rope_head_dim={}", src, index_head_dim,
+           qk_rope_head_dim);
     if (static_cast<int64_t>(indexer_full.size()) != num_hidden_layers)
       fail("{}: field 'indexer_types' must have num_hidden_layers entries", src);
     if (!indexer_full.empty() && !indexer_full[0])
-      fail("{}: field 'indexer_types[0]' is 'shared' but no earlier layer computes top-k indices", src);
+      fail("{}: field 'indexer_types[0]' is 'shared' but no earlier layer computes top-k indices",
+           src);
   }
-  if (rope.type == "yarn" && rope.factor <= 0) fail("{}: field 'rope_parameters.factor' must be positive", src);
+  if (rope.type == "yarn" && rope.factor <= 0)
+    fail("{}: field 'rope_parameters.factor' must be positive", src);
   if (quant.method == "fp8" && (quant.block_n <= 0 || quant.block_k <= 0))
     fail("{}: field 'quantization_config.weight_block_size' must be positive", src);
 }
@@ -308,16 +334,18 @@ void ModelConfig::validate(const std::string& src) const {
 json ModelConfig::to_json() const {
   json j;
   j["architectures"] = {architecture};
-  j["model_type"] = arch == Arch::kGlmMoeDsa ? "glm_moe_dsa"
+  j["model_type"] = arch == Arch::kGlmMoeDsa     ? "glm_moe_dsa"
                     : arch == Arch::kDeepseekV32 ? "deepseek_v32"
-                                                  : "deepseek_v3";
+                                                 : "deepseek_v3";
   j["hidden_size"] = hidden_size;
   j["num_hidden_layers"] = num_hidden_layers;
   j["vocab_size"] = vocab_size;
   j["num_attention_heads"] = num_attention_heads;
   j["num_key_value_heads"] = num_attention_heads;
-  if (q_lora_rank > 0) j["q_lora_rank"] = q_lora_rank;
-  else j["q_lora_rank"] = nullptr;
+  if (q_lora_rank > 0)
+    j["q_lora_rank"] = q_lora_rank;
+  else
+    j["q_lora_rank"] = nullptr;
   j["kv_lora_rank"] = kv_lora_rank;
   j["qk_nope_head_dim"] = qk_nope_head_dim;
   j["qk_rope_head_dim"] = qk_rope_head_dim;
@@ -335,7 +363,8 @@ json ModelConfig::to_json() const {
   j["scoring_func"] = "sigmoid";
   j["topk_method"] = "noaux_tc";
   int64_t first_dense = 0;
-  while (first_dense < num_hidden_layers && !layer_is_moe[static_cast<size_t>(first_dense)]) ++first_dense;
+  while (first_dense < num_hidden_layers && !layer_is_moe[static_cast<size_t>(first_dense)])
+    ++first_dense;
   j["first_k_dense_replace"] = first_dense;
   j["moe_layer_freq"] = 1;
   json mlp = json::array();
@@ -366,8 +395,10 @@ json ModelConfig::to_json() const {
     j["index_share_for_mtp_iteration"] = index_share_for_mtp_iteration;
   }
   j["tie_word_embeddings"] = tie_word_embeddings;
-  if (eos_token_ids.size() == 1) j["eos_token_id"] = eos_token_ids[0];
-  else if (!eos_token_ids.empty()) j["eos_token_id"] = eos_token_ids;
+  if (eos_token_ids.size() == 1)
+    j["eos_token_id"] = eos_token_ids[0];
+  else if (!eos_token_ids.empty())
+    j["eos_token_id"] = eos_token_ids;
   if (bos_token_id >= 0) j["bos_token_id"] = bos_token_id;
   j["hidden_act"] = "silu";
   j["attention_bias"] = false;
@@ -381,7 +412,11 @@ json ModelConfig::to_json() const {
       if (!quant.exclude.empty()) q["modules_to_not_convert"] = quant.exclude;
     } else {
       q["exclude"] = quant.exclude;
-      q["global_quant_config"] = {{"weight", {{"dtype", "fp4"}, {"qscheme", "per_group"}, {"group_size", quant.group_size}, {"scale_format", "e8m0"}}}};
+      q["global_quant_config"] = {{"weight",
+                                   {{"dtype", "fp4"},
+                                    {"qscheme", "per_group"},
+                                    {"group_size", quant.group_size},
+                                    {"scale_format", "e8m0"}}}};
     }
     j["quantization_config"] = q;
   }

@@ -29,7 +29,7 @@ struct RopeConfig {
 };
 
 struct QuantConfig {
-  std::string method;  // "" (none), "fp8", "quark" (MXFP4), "mxfp4"
+  std::string method;                    // "" (none), "fp8", "quark" (MXFP4), "mxfp4"
   int64_t block_n = 128, block_k = 128;  // fp8 weight_block_size
   int64_t group_size = 32;               // MXFP4 group size
   // Modules kept in high precision: exact names, "re:" regexes (Quark), or prefixes

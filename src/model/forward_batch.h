@@ -20,9 +20,9 @@ enum class ForwardMode {
 
 struct ForwardBatch {
   ForwardMode mode = ForwardMode::kExtend;
-  Tensor input_ids;   // [T] i32
-  AttentionMeta attn;  // token_pos doubles as the RoPE positions
-  Tensor logit_rows;  // [R] i32: rows of T that need logits; undefined = every row
+  Tensor input_ids;      // [T] i32
+  AttentionMeta attn;    // token_pos doubles as the RoPE positions
+  Tensor logit_rows;     // [R] i32: rows of T that need logits; undefined = every row
   int64_t total_kv = 0;  // sum of attn.seq_lens (host copy; sizes the extend gather)
 
   int64_t num_tokens() const { return input_ids.numel(); }

@@ -16,7 +16,8 @@ bool layer_has_index_keys(const ModelConfig& c, int64_t l) {
 }  // namespace
 
 KvCache::KvCache(const ModelConfig& c, const KvCacheOptions& o) : opts_(o) {
-  TD_CHECK(o.num_pages > 0 && o.page_size > 0, "kv cache needs pages (got {} x {})", o.num_pages, o.page_size);
+  TD_CHECK(o.num_pages > 0 && o.page_size > 0, "kv cache needs pages (got {} x {})", o.num_pages,
+           o.page_size);
   const int64_t slots = num_slots();
   for (int64_t l = 0; l < pool_layers(c, o.with_mtp); ++l) {
     // Zero-filled so that a read of a never-written slot is a bug that shows, not garbage.

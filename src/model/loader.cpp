@@ -14,18 +14,23 @@ namespace tandem {
 
 namespace {
 
-bool is_float_dtype(DType d) { return d == DType::F32 || d == DType::BF16 || d == DType::F16; }
+bool is_float_dtype(DType d) {
+  return d == DType::F32 || d == DType::BF16 || d == DType::F16;
+}
 
 class Progress {
  public:
-  Progress(uint64_t total, bool enabled) : total_(total), enabled_(enabled && total > (256ull << 20)) {}
+  Progress(uint64_t total, bool enabled)
+      : total_(total), enabled_(enabled && total > (256ull << 20)) {}
   void add(uint64_t bytes) {
     done_ += bytes;
     if (!enabled_) return;
-    const int pct = static_cast<int>(100.0 * static_cast<double>(done_) / static_cast<double>(total_));
+    const int pct =
+        static_cast<int>(100.0 * static_cast<double>(done_) / static_cast<double>(total_));
     if (pct >= last_ + 5 || done_ == total_) {
       last_ = pct;
-      std::fprintf(stderr, "\rloading weights: %3d%% (%.2f / %.2f GB)", pct, done_ / 1e9, total_ / 1e9);
+      std::fprintf(stderr, "\rloading weights: %3d%% (%.2f / %.2f GB)", pct, done_ / 1e9,
+                   total_ / 1e9);
       if (done_ >= total_) std::fprintf(stderr, "\n");
       std::fflush(stderr);
     }
@@ -62,7 +67,8 @@ class Loader {
       w.block_n = c_.quant.block_n;
       w.block_k = c_.quant.block_k;
       count_format(s, true);
-    } else if (s.linear && (t.dtype() == DType::U8 || t.dtype() == DType::FP4X2) && ck_.has(scale)) {
+    } else if (s.linear && (t.dtype() == DType::U8 || t.dtype() == DType::FP4X2) &&
+               ck_.has(scale)) {
       w.format = WeightFormat::kMxfp4;
       w.w = Tensor::wrap(t.raw(), t.shape(), DType::FP4X2, Device::cpu());
       w.scale = ck_.tensor(scale);
@@ -90,7 +96,9 @@ class Loader {
     Tensor t = dt == DType::F32 ? host_f32 : host_f32.to_dtype(dt);
     return o_.device.is_cpu() ? t : t.to(o_.device);
   }
-  Weight dense(const Tensor& host_f32) const { return Weight{place(host_f32, o_.dtype), {}, WeightFormat::kDense}; }
+  Weight dense(const Tensor& host_f32) const {
+    return Weight{place(host_f32, o_.dtype), {}, WeightFormat::kDense};
+  }
   // Norms, biases and the router stay fp32 on every backend.
   Tensor small(const Tensor& host_f32) const { return place(host_f32, DType::F32); }
 
@@ -98,9 +106,10 @@ class Loader {
     if (mismatches_.empty()) return;
     std::string list;
     for (size_t i = 0; i < mismatches_.size() && i < 5; ++i) list += "\n  " + mismatches_[i];
-    log_warn("{}: {} tensors are stored differently from what quantization_config (with its exclude "
-             "rules) predicts; loading them as stored:{}{}",
-             ck_.dir(), mismatches_.size(), list, mismatches_.size() > 5 ? "\n  ..." : "");
+    log_warn(
+        "{}: {} tensors are stored differently from what quantization_config (with its exclude "
+        "rules) predicts; loading them as stored:{}{}",
+        ck_.dir(), mismatches_.size(), list, mismatches_.size() > 5 ? "\n  ..." : "");
   }
 
  private:
@@ -132,7 +141,8 @@ Tensor stack_rows(const Tensor& a, const Tensor& b) {
 
 ModelWeights load_weights(const Checkpoint& ck, const ModelConfig& c, const LoadOptions& o) {
   if (c.has_indexer && c.q_lora_rank <= 0)
-    fail("{}: the DSA indexer needs q_lora_rank > 0 (its queries come from the q latent)", ck.dir());
+    fail("{}: the DSA indexer needs q_lora_rank > 0 (its queries come from the q latent)",
+         ck.dir());
   Loader ld(ck, c, o);
   const std::vector<TensorSpec> table = weight_name_table(c, o.load_mtp);
   const int64_t L = c.num_hidden_layers, H = c.num_attention_heads;
@@ -162,7 +172,9 @@ ModelWeights load_weights(const Checkpoint& ck, const ModelConfig& c, const Load
     }
     Tensor t = ld.read_f32(s);
     const bool is_mtp = s.layer == L;
-    LayerWeights* lw = s.layer < 0 ? nullptr : is_mtp ? &mtp->layer : &mw.layers[static_cast<size_t>(s.layer)];
+    LayerWeights* lw = s.layer < 0 ? nullptr
+                       : is_mtp    ? &mtp->layer
+                                   : &mw.layers[static_cast<size_t>(s.layer)];
     Pending& p = pending[s.layer];
     auto& attn = lw ? lw->attn : mw.layers[0].attn;
     auto indexer = [&]() -> IndexerWeights& {
@@ -174,23 +186,58 @@ ModelWeights load_weights(const Checkpoint& ck, const ModelConfig& c, const Load
       return *lw->moe;
     };
     switch (s.slot) {
-      case Slot::kEmbed: mw.embed = ld.place(t, o.dtype); break;
-      case Slot::kFinalNorm: mw.final_norm = ld.small(t); break;
-      case Slot::kLmHead: mw.lm_head = ld.dense(t); break;
-      case Slot::kInputNorm: lw->input_norm = ld.small(t); break;
-      case Slot::kPostAttnNorm: lw->post_attn_norm = ld.small(t); break;
-      case Slot::kQaProj: attn.q_a_proj = ld.dense(t); break;
-      case Slot::kQaNorm: attn.q_a_layernorm = ld.small(t); break;
-      case Slot::kQbProj: attn.q_b_proj = ld.dense(t); break;
-      case Slot::kQProj: attn.q_proj = ld.dense(t); break;
-      case Slot::kKvaProj: attn.kv_a_proj = ld.dense(t); break;
-      case Slot::kKvaNorm: attn.kv_a_layernorm = ld.small(t); break;
-      case Slot::kKvbProj: attn.kv_b_proj = ld.dense(t); p.kvb = t; break;
-      case Slot::kOProj: attn.o_proj = ld.dense(t); break;
-      case Slot::kIdxWqb: indexer().wq_b = ld.dense(t); break;
-      case Slot::kIdxWk: indexer().wk = ld.dense(t); break;
-      case Slot::kIdxKNormW: indexer().k_norm_w = ld.small(t); break;
-      case Slot::kIdxKNormB: indexer().k_norm_b = ld.small(t); break;
+      case Slot::kEmbed:
+        mw.embed = ld.place(t, o.dtype);
+        break;
+      case Slot::kFinalNorm:
+        mw.final_norm = ld.small(t);
+        break;
+      case Slot::kLmHead:
+        mw.lm_head = ld.dense(t);
+        break;
+      case Slot::kInputNorm:
+        lw->input_norm = ld.small(t);
+        break;
+      case Slot::kPostAttnNorm:
+        lw->post_attn_norm = ld.small(t);
+        break;
+      case Slot::kQaProj:
+        attn.q_a_proj = ld.dense(t);
+        break;
+      case Slot::kQaNorm:
+        attn.q_a_layernorm = ld.small(t);
+        break;
+      case Slot::kQbProj:
+        attn.q_b_proj = ld.dense(t);
+        break;
+      case Slot::kQProj:
+        attn.q_proj = ld.dense(t);
+        break;
+      case Slot::kKvaProj:
+        attn.kv_a_proj = ld.dense(t);
+        break;
+      case Slot::kKvaNorm:
+        attn.kv_a_layernorm = ld.small(t);
+        break;
+      case Slot::kKvbProj:
+        attn.kv_b_proj = ld.dense(t);
+        p.kvb = t;
+        break;
+      case Slot::kOProj:
+        attn.o_proj = ld.dense(t);
+        break;
+      case Slot::kIdxWqb:
+        indexer().wq_b = ld.dense(t);
+        break;
+      case Slot::kIdxWk:
+        indexer().wk = ld.dense(t);
+        break;
+      case Slot::kIdxKNormW:
+        indexer().k_norm_w = ld.small(t);
+        break;
+      case Slot::kIdxKNormB:
+        indexer().k_norm_b = ld.small(t);
+        break;
       case Slot::kIdxWeightsProj: {
         // Folds the head-count and dot-product scales of the index score into the weights:
         // w = weights_proj(a) * Hi^-0.5 * Di^-0.5. Kept fp32, as the reference computes it.
@@ -199,23 +246,56 @@ ModelWeights load_weights(const Checkpoint& ck, const ModelConfig& c, const Load
         indexer().weights_proj = Weight{ld.small(t), {}, WeightFormat::kDense};
         break;
       }
-      case Slot::kMlpGate: p.gate = t; break;
-      case Slot::kMlpUp: p.up = t; break;
-      case Slot::kMlpDown: lw->mlp.emplace(); lw->mlp->down = ld.dense(t); break;
-      case Slot::kRouter: moe().router = Weight{ld.small(t), {}, WeightFormat::kDense}; break;
-      case Slot::kRouterBias: moe().score_bias = ld.small(t); break;
-      case Slot::kExpertGate: p.egate.push_back(t); break;
-      case Slot::kExpertUp: p.eup.push_back(t); break;
-      case Slot::kExpertDown: p.edown.push_back(t); break;
-      case Slot::kSharedGate: p.sgate = t; break;
-      case Slot::kSharedUp: p.sup = t; break;
-      case Slot::kSharedDown: moe().shared.emplace(); moe().shared->down = ld.dense(t); break;
-      case Slot::kMtpEnorm: mtp->enorm = ld.small(t); break;
-      case Slot::kMtpHnorm: mtp->hnorm = ld.small(t); break;
-      case Slot::kMtpEhProj: mtp->eh_proj = ld.dense(t); break;
-      case Slot::kMtpHeadNorm: mtp->shared_head_norm = ld.small(t); break;
+      case Slot::kMlpGate:
+        p.gate = t;
+        break;
+      case Slot::kMlpUp:
+        p.up = t;
+        break;
+      case Slot::kMlpDown:
+        lw->mlp.emplace();
+        lw->mlp->down = ld.dense(t);
+        break;
+      case Slot::kRouter:
+        moe().router = Weight{ld.small(t), {}, WeightFormat::kDense};
+        break;
+      case Slot::kRouterBias:
+        moe().score_bias = ld.small(t);
+        break;
+      case Slot::kExpertGate:
+        p.egate.push_back(t);
+        break;
+      case Slot::kExpertUp:
+        p.eup.push_back(t);
+        break;
+      case Slot::kExpertDown:
+        p.edown.push_back(t);
+        break;
+      case Slot::kSharedGate:
+        p.sgate = t;
+        break;
+      case Slot::kSharedUp:
+        p.sup = t;
+        break;
+      case Slot::kSharedDown:
+        moe().shared.emplace();
+        moe().shared->down = ld.dense(t);
+        break;
+      case Slot::kMtpEnorm:
+        mtp->enorm = ld.small(t);
+        break;
+      case Slot::kMtpHnorm:
+        mtp->hnorm = ld.small(t);
+        break;
+      case Slot::kMtpEhProj:
+        mtp->eh_proj = ld.dense(t);
+        break;
+      case Slot::kMtpHeadNorm:
+        mtp->shared_head_norm = ld.small(t);
+        break;
       case Slot::kMtpEmbed:
-      case Slot::kMtpHead: break;
+      case Slot::kMtpHead:
+        break;
     }
   }
   ld.report_format_mismatches();
@@ -227,8 +307,10 @@ ModelWeights load_weights(const Checkpoint& ck, const ModelConfig& c, const Load
     if (p.gate.defined()) lw.mlp->gate_up = ld.dense(stack_rows(p.gate, p.up));
     if (p.sgate.defined()) lw.moe->shared->gate_up = ld.dense(stack_rows(p.sgate, p.sup));
     if (!p.egate.empty()) {
-      const int64_t E = static_cast<int64_t>(p.egate.size()), I = p.egate[0].size(0), D = p.egate[0].size(1);
-      Tensor gu = Tensor::empty({E, 2 * I, D}, DType::F32), down = Tensor::empty({E, D, I}, DType::F32);
+      const int64_t E = static_cast<int64_t>(p.egate.size()), I = p.egate[0].size(0),
+                    D = p.egate[0].size(1);
+      Tensor gu = Tensor::empty({E, 2 * I, D}, DType::F32),
+             down = Tensor::empty({E, D, I}, DType::F32);
       for (int64_t e = 0; e < E; ++e) {
         std::memcpy(gu.data<float>() + e * 2 * I * D, p.egate[e].data<float>(), I * D * 4);
         std::memcpy(gu.data<float>() + e * 2 * I * D + I * D, p.eup[e].data<float>(), I * D * 4);
@@ -237,13 +319,16 @@ ModelWeights load_weights(const Checkpoint& ck, const ModelConfig& c, const Load
       lw.moe->experts_gate_up = ld.place(gu, o.dtype);
       lw.moe->experts_down = ld.place(down, o.dtype);
     }
-    // Absorbed MLA: split kv_b_proj [H, dn + dv, rkv] into W_UK^T [H, rkv, dn] and W_UV [H, dv, rkv].
-    Tensor uk_t = Tensor::empty({H, rkv, dn}, DType::F32), uv = Tensor::empty({H, dv, rkv}, DType::F32);
+    // Absorbed MLA: split kv_b_proj [H, dn + dv, rkv] into W_UK^T [H, rkv, dn] and W_UV [H, dv,
+    // rkv].
+    Tensor uk_t = Tensor::empty({H, rkv, dn}, DType::F32),
+           uv = Tensor::empty({H, dv, rkv}, DType::F32);
     const float* kvb = p.kvb.data<float>();
     for (int64_t h = 0; h < H; ++h) {
       const float* blk = kvb + h * (dn + dv) * rkv;
       for (int64_t d = 0; d < dn; ++d)
-        for (int64_t r = 0; r < rkv; ++r) uk_t.data<float>()[(h * rkv + r) * dn + d] = blk[d * rkv + r];
+        for (int64_t r = 0; r < rkv; ++r)
+          uk_t.data<float>()[(h * rkv + r) * dn + d] = blk[d * rkv + r];
       std::memcpy(uv.data<float>() + h * dv * rkv, blk + dn * rkv, dv * rkv * 4);
     }
     lw.attn.w_uk_t = ld.place(uk_t, o.dtype);
@@ -252,7 +337,8 @@ ModelWeights load_weights(const Checkpoint& ck, const ModelConfig& c, const Load
   if (c.tie_word_embeddings) mw.lm_head = Weight{mw.embed, {}, WeightFormat::kDense};
   mw.mtp = std::move(mtp);
   const RopeTables rt = compute_rope_tables(c);
-  mw.rope_inv_freq = ld.small(Tensor::from_vector(rt.inv_freq, {static_cast<int64_t>(rt.inv_freq.size())}));
+  mw.rope_inv_freq =
+      ld.small(Tensor::from_vector(rt.inv_freq, {static_cast<int64_t>(rt.inv_freq.size())}));
   mw.rope_attention_factor = rt.attention_factor;
   return mw;
 }

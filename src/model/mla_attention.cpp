@@ -10,21 +10,23 @@ namespace tandem {
 namespace {
 
 // DSA lightning indexer: picks, per query token, the top-k cached positions to attend to.
-Tensor run_indexer(const LayerContext& ctx, const IndexerWeights& w, const Tensor& a, const Tensor& cq,
-                   int64_t cache_layer) {
+Tensor run_indexer(const LayerContext& ctx, const IndexerWeights& w, const Tensor& a,
+                   const Tensor& cq, int64_t cache_layer) {
   const ModelConfig& c = ctx.config;
   Workspace& ws = ctx.ws;
   const int64_t T = a.size(0), Hi = c.index_n_heads, Di = c.index_head_dim, dr = c.qk_rope_head_dim;
   const RopeParams rope{c.indexer_rope_interleave, ctx.weights.rope_attention_factor};
   const Tensor& pos = ctx.batch.attn.token_pos;
   Tensor q = ops::linear(ws, cq, w.wq_b).view({T, Hi, Di});  // [T, Hi, Di], per head [rope | nope]
-  Tensor q_pe = q.narrow(2, 0, dr);                            // [T, Hi, dr]
+  Tensor q_pe = q.narrow(2, 0, dr);                          // [T, Hi, dr]
   ops::rope(q_pe, pos, ctx.weights.rope_inv_freq, rope);
-  Tensor k = ops::layer_norm(ws, ops::linear(ws, a, w.wk), w.k_norm_w, w.k_norm_b, 1e-6f);  // [T, Di]
-  Tensor k_pe = k.narrow(1, 0, dr).unsqueeze(1);                                             // [T, 1, dr]
+  Tensor k =
+      ops::layer_norm(ws, ops::linear(ws, a, w.wk), w.k_norm_w, w.k_norm_b, 1e-6f);  // [T, Di]
+  Tensor k_pe = k.narrow(1, 0, dr).unsqueeze(1);                                     // [T, 1, dr]
   ops::rope(k_pe, pos, ctx.weights.rope_inv_freq, rope);
   ops::kv_store(k, ctx.batch.attn, ctx.cache.index_keys(cache_layer));
-  Tensor head_w = ops::linear(ws, a, w.weights_proj, DType::F32);  // [T, Hi], scales folded in at load
+  Tensor head_w =
+      ops::linear(ws, a, w.weights_proj, DType::F32);  // [T, Hi], scales folded in at load
   return ops::indexer_topk(ws, q, head_w, ctx.cache.index_keys(cache_layer), ctx.batch.attn,
                            c.index_topk);  // [T, K]
 }
@@ -47,7 +49,8 @@ Tensor mla_attention(const LayerContext& ctx, const AttentionWeights& w, const T
   Tensor cq;  // [T, rq]: also the indexer's query input
   Tensor q;   // [T, H, dqk]
   if (w.q_a_proj.defined()) {
-    cq = ops::rms_norm(ws, ops::linear(ws, a, w.q_a_proj), w.q_a_layernorm, static_cast<float>(c.rms_norm_eps));
+    cq = ops::rms_norm(ws, ops::linear(ws, a, w.q_a_proj), w.q_a_layernorm,
+                       static_cast<float>(c.rms_norm_eps));
     q = ops::linear(ws, cq, w.q_b_proj).view({T, H, dqk});
   } else {
     q = ops::linear(ws, a, w.q_proj).view({T, H, dqk});
@@ -57,14 +60,16 @@ Tensor mla_attention(const LayerContext& ctx, const AttentionWeights& w, const T
 
   // The cached latent row [c_kv | k_pe]: c_kv normalized, k_pe rotated (one shared rope head).
   Tensor ckv = ops::linear(ws, a, w.kv_a_proj);  // [T, rkv + dr]
-  Tensor c_kv = ops::rms_norm(ws, ckv.narrow(1, 0, rkv), w.kv_a_layernorm, static_cast<float>(c.rms_norm_eps));
+  Tensor c_kv = ops::rms_norm(ws, ckv.narrow(1, 0, rkv), w.kv_a_layernorm,
+                              static_cast<float>(c.rms_norm_eps));
   Tensor k_pe = ckv.narrow(1, rkv, dr).unsqueeze(1);  // [T, 1, dr]
   ops::rope(k_pe, pos, ctx.weights.rope_inv_freq, rope);
   Tensor row = ops::concat_cols(ws, c_kv, k_pe.select(1, 0));  // [T, rkv + dr]
   ops::kv_store(row, ctx.batch.attn, pool);
 
   if (c.has_indexer && run_idx) {
-    TD_CHECK(w.indexer.has_value(), "layer {} runs an indexer but has no indexer weights", cache_layer);
+    TD_CHECK(w.indexer.has_value(), "layer {} runs an indexer but has no indexer weights",
+             cache_layer);
     topk = run_indexer(ctx, *w.indexer, a, cq, cache_layer);
   }
   const Tensor sparse = c.has_indexer ? topk : Tensor();
@@ -80,9 +85,9 @@ Tensor mla_attention(const LayerContext& ctx, const AttentionWeights& w, const T
     // runs over the 576-dim rows directly, and W_UV maps the attended latent to values.
     Tensor q_lat = ops::head_matmul(ws, q.narrow(2, 0, dn), w.w_uk_t);  // [T, H, rkv]
     Tensor q_abs = ops::concat_cols(ws, q_lat.view({T * H, rkv}), q_pe.merge_dims(0))
-                       .view({T, H, rkv + dr});                           // [T, H, rkv + dr]
+                       .view({T, H, rkv + dr});  // [T, H, rkv + dr]
     Tensor z = ops::mla_decode(ws, q_abs, pool, ctx.batch.attn, sparse, scale, rkv);  // [T, H, rkv]
-    o = ops::head_matmul(ws, z, w.w_uv);  // [T, H, dv]
+    o = ops::head_matmul(ws, z, w.w_uv);                                              // [T, H, dv]
   }
   return ops::linear(ws, o.view({T, H * dv}), w.o_proj);  // [T, D]
 }

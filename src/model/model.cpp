@@ -17,7 +17,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& o)
 }
 
 Tensor Model::logits_for(Workspace& ws, const ForwardBatch& batch, const Tensor& normed) const {
-  const Tensor rows = batch.logit_rows.defined() ? ops::gather_rows(ws, normed, batch.logit_rows) : normed;
+  const Tensor rows =
+      batch.logit_rows.defined() ? ops::gather_rows(ws, normed, batch.logit_rows) : normed;
   return ops::linear(ws, rows, weights_.lm_head, DType::F32);  // [R, V], fp32 for sampling
 }
 
@@ -30,7 +31,8 @@ ForwardResult Model::forward(Workspace& ws, const ForwardBatch& batch, KvCache& 
     decoder_layer(ctx, weights_.layers[static_cast<size_t>(l)], l, full, h, topk);
   }
   ForwardResult r;
-  r.hidden = ops::rms_norm(ws, h, weights_.final_norm, static_cast<float>(config_.rms_norm_eps));  // [T, D]
+  r.hidden = ops::rms_norm(ws, h, weights_.final_norm,
+                           static_cast<float>(config_.rms_norm_eps));  // [T, D]
   r.logits = logits_for(ws, batch, r.hidden);
   r.topk = topk;
   return r;
@@ -43,11 +45,13 @@ ForwardResult Model::forward_mtp(Workspace& ws, const ForwardBatch& batch, const
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const LayerContext ctx{config_, weights_, batch, cache, ws};
   // u = eh_proj([enorm(embed(x_{i+1})) ; hnorm(h_i)]): embedding first, hidden second.
-  Tensor e = ops::rms_norm(ws, ops::embedding(ws, batch.input_ids, weights_.embed), m.enorm, eps);  // [T, D]
-  Tensor g = ops::rms_norm(ws, hidden, m.hnorm, eps);                                              // [T, D]
-  Tensor h = ops::linear(ws, ops::concat_cols(ws, e, g), m.eh_proj);                               // [T, D]
+  Tensor e = ops::rms_norm(ws, ops::embedding(ws, batch.input_ids, weights_.embed), m.enorm,
+                           eps);                                      // [T, D]
+  Tensor g = ops::rms_norm(ws, hidden, m.hnorm, eps);                 // [T, D]
+  Tensor h = ops::linear(ws, ops::concat_cols(ws, e, g), m.eh_proj);  // [T, D]
   Tensor topk = reuse_topk;
-  decoder_layer(ctx, m.layer, config_.mtp_layer_index(), /*run_indexer=*/!reuse_topk.defined(), h, topk);
+  decoder_layer(ctx, m.layer, config_.mtp_layer_index(), /*run_indexer=*/!reuse_topk.defined(), h,
+                topk);
   ForwardResult r;
   r.hidden = ops::rms_norm(ws, h, m.shared_head_norm, eps);  // [T, D]
   r.logits = logits_for(ws, batch, r.hidden);

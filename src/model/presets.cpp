@@ -12,18 +12,36 @@ using json = nlohmann::json;
 
 json glm5_real() {
   return {{"architectures", {"GlmMoeDsaForCausalLM"}},
-          {"hidden_size", 6144}, {"num_hidden_layers", 78}, {"vocab_size", 154880},
-          {"num_attention_heads", 64}, {"q_lora_rank", 2048}, {"kv_lora_rank", 512},
-          {"qk_nope_head_dim", 192}, {"qk_rope_head_dim", 64}, {"v_head_dim", 256},
-          {"intermediate_size", 12288}, {"moe_intermediate_size", 2048},
-          {"n_routed_experts", 256}, {"n_shared_experts", 1}, {"num_experts_per_tok", 8},
-          {"first_k_dense_replace", 3}, {"n_group", 1}, {"topk_group", 1},
-          {"routed_scaling_factor", 2.5}, {"norm_topk_prob", true}, {"rms_norm_eps", 1e-5},
+          {"hidden_size", 6144},
+          {"num_hidden_layers", 78},
+          {"vocab_size", 154880},
+          {"num_attention_heads", 64},
+          {"q_lora_rank", 2048},
+          {"kv_lora_rank", 512},
+          {"qk_nope_head_dim", 192},
+          {"qk_rope_head_dim", 64},
+          {"v_head_dim", 256},
+          {"intermediate_size", 12288},
+          {"moe_intermediate_size", 2048},
+          {"n_routed_experts", 256},
+          {"n_shared_experts", 1},
+          {"num_experts_per_tok", 8},
+          {"first_k_dense_replace", 3},
+          {"n_group", 1},
+          {"topk_group", 1},
+          {"routed_scaling_factor", 2.5},
+          {"norm_topk_prob", true},
+          {"rms_norm_eps", 1e-5},
           {"rope_parameters", {{"rope_theta", 1e6}, {"rope_type", "default"}}},
-          {"rope_interleave", true}, {"indexer_rope_interleave", true},
-          {"max_position_embeddings", 202752}, {"num_nextn_predict_layers", 1},
-          {"index_n_heads", 32}, {"index_head_dim", 128}, {"index_topk", 2048},
-          {"eos_token_id", {154820, 154827, 154829}}, {"tie_word_embeddings", false}};
+          {"rope_interleave", true},
+          {"indexer_rope_interleave", true},
+          {"max_position_embeddings", 202752},
+          {"num_nextn_predict_layers", 1},
+          {"index_n_heads", 32},
+          {"index_head_dim", 128},
+          {"index_topk", 2048},
+          {"eos_token_id", {154820, 154827, 154829}},
+          {"tie_word_embeddings", false}};
 }
 
 json glm52_real() {
@@ -38,18 +56,40 @@ json glm52_real() {
 
 json deepseek_v3_real() {
   return {{"architectures", {"DeepseekV3ForCausalLM"}},
-          {"hidden_size", 7168}, {"num_hidden_layers", 61}, {"vocab_size", 129280},
-          {"num_attention_heads", 128}, {"q_lora_rank", 1536}, {"kv_lora_rank", 512},
-          {"qk_nope_head_dim", 128}, {"qk_rope_head_dim", 64}, {"v_head_dim", 128},
-          {"intermediate_size", 18432}, {"moe_intermediate_size", 2048},
-          {"n_routed_experts", 256}, {"n_shared_experts", 1}, {"num_experts_per_tok", 8},
-          {"first_k_dense_replace", 3}, {"n_group", 8}, {"topk_group", 4},
-          {"routed_scaling_factor", 2.5}, {"norm_topk_prob", true}, {"rms_norm_eps", 1e-6},
+          {"hidden_size", 7168},
+          {"num_hidden_layers", 61},
+          {"vocab_size", 129280},
+          {"num_attention_heads", 128},
+          {"q_lora_rank", 1536},
+          {"kv_lora_rank", 512},
+          {"qk_nope_head_dim", 128},
+          {"qk_rope_head_dim", 64},
+          {"v_head_dim", 128},
+          {"intermediate_size", 18432},
+          {"moe_intermediate_size", 2048},
+          {"n_routed_experts", 256},
+          {"n_shared_experts", 1},
+          {"num_experts_per_tok", 8},
+          {"first_k_dense_replace", 3},
+          {"n_group", 8},
+          {"topk_group", 4},
+          {"routed_scaling_factor", 2.5},
+          {"norm_topk_prob", true},
+          {"rms_norm_eps", 1e-6},
           {"rope_theta", 10000},
-          {"rope_scaling", {{"type", "yarn"}, {"factor", 40}, {"original_max_position_embeddings", 4096},
-                            {"beta_fast", 32}, {"beta_slow", 1}, {"mscale", 1.0}, {"mscale_all_dim", 1.0}}},
-          {"rope_interleave", true}, {"max_position_embeddings", 163840},
-          {"num_nextn_predict_layers", 1}, {"bos_token_id", 0}, {"eos_token_id", 1},
+          {"rope_scaling",
+           {{"type", "yarn"},
+            {"factor", 40},
+            {"original_max_position_embeddings", 4096},
+            {"beta_fast", 32},
+            {"beta_slow", 1},
+            {"mscale", 1.0},
+            {"mscale_all_dim", 1.0}}},
+          {"rope_interleave", true},
+          {"max_position_embeddings", 163840},
+          {"num_nextn_predict_layers", 1},
+          {"bos_token_id", 0},
+          {"eos_token_id", 1},
           {"tie_word_embeddings", false}};
 }
 
@@ -104,21 +144,29 @@ json tiny(json j, int64_t vocab) {
 }  // namespace
 
 std::vector<std::string> preset_names() {
-  return {"glm5", "glm5.2", "deepseek-v3", "deepseek-v3.2",
+  return {"glm5",      "glm5.2",      "deepseek-v3",      "deepseek-v3.2",
           "tiny-glm5", "tiny-glm5.2", "tiny-deepseek-v3", "tiny-deepseek-v3.2"};
 }
 
 ModelConfig preset_config(const std::string& name) {
   json j;
   constexpr int64_t kTinyVocab = 272;  // 256 bytes + 16 special tokens
-  if (name == "glm5") j = glm5_real();
-  else if (name == "glm5.2") j = glm52_real();
-  else if (name == "deepseek-v3") j = deepseek_v3_real();
-  else if (name == "deepseek-v3.2") j = deepseek_v32_real();
-  else if (name == "tiny-glm5") j = tiny(glm5_real(), kTinyVocab);
-  else if (name == "tiny-glm5.2") j = tiny(glm52_real(), kTinyVocab);
-  else if (name == "tiny-deepseek-v3") j = tiny(deepseek_v3_real(), kTinyVocab);
-  else if (name == "tiny-deepseek-v3.2") j = tiny(deepseek_v32_real(), kTinyVocab);
+  if (name == "glm5")
+    j = glm5_real();
+  else if (name == "glm5.2")
+    j = glm52_real();
+  else if (name == "deepseek-v3")
+    j = deepseek_v3_real();
+  else if (name == "deepseek-v3.2")
+    j = deepseek_v32_real();
+  else if (name == "tiny-glm5")
+    j = tiny(glm5_real(), kTinyVocab);
+  else if (name == "tiny-glm5.2")
+    j = tiny(glm52_real(), kTinyVocab);
+  else if (name == "tiny-deepseek-v3")
+    j = tiny(deepseek_v3_real(), kTinyVocab);
+  else if (name == "tiny-deepseek-v3.2")
+    j = tiny(deepseek_v32_real(), kTinyVocab);
   else {
     std::string names;
     for (const auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;

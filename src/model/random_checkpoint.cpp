@@ -23,7 +23,8 @@ Tensor random_f32(const TensorSpec& s, Rng& rng) {
   const int64_t n = t.numel();
   const bool is_norm = s.param == "weight" && s.shape.size() == 1;
   const bool is_bias = s.param != "weight";
-  const double std = s.slot == Slot::kEmbed ? 1.0 : 1.0 / std::sqrt(static_cast<double>(s.shape.back()));
+  const double std =
+      s.slot == Slot::kEmbed ? 1.0 : 1.0 / std::sqrt(static_cast<double>(s.shape.back()));
   for (int64_t i = 0; i < n; ++i) {
     const double g = rng.normal();
     d[i] = static_cast<float>(is_norm ? 1.0 + 0.1 * g : is_bias ? 0.05 * g : std * g);
@@ -42,11 +43,13 @@ std::pair<Tensor, Tensor> quantize_fp8_block(const Tensor& w, int64_t bn, int64_
     for (int64_t bj = 0; bj < sk; ++bj) {
       float amax = 0;
       for (int64_t i = bi * bn; i < std::min(N, (bi + 1) * bn); ++i)
-        for (int64_t j = bj * bk; j < std::min(K, (bj + 1) * bk); ++j) amax = std::max(amax, std::fabs(src[i * K + j]));
+        for (int64_t j = bj * bk; j < std::min(K, (bj + 1) * bk); ++j)
+          amax = std::max(amax, std::fabs(src[i * K + j]));
       const float scale = std::max(amax, 1e-4f) / 448.0f;  // dequant multiplier (weight_scale_inv)
       s.data<float>()[bi * sk + bj] = scale;
       for (int64_t i = bi * bn; i < std::min(N, (bi + 1) * bn); ++i)
-        for (int64_t j = bj * bk; j < std::min(K, (bj + 1) * bk); ++j) qp[i * K + j] = f32_to_fp8_e4m3(src[i * K + j] / scale);
+        for (int64_t j = bj * bk; j < std::min(K, (bj + 1) * bk); ++j)
+          qp[i * K + j] = f32_to_fp8_e4m3(src[i * K + j] / scale);
     }
   return {q, s};
 }
@@ -62,7 +65,8 @@ std::pair<Tensor, Tensor> quantize_mxfp4(const Tensor& w, int64_t g) {
   for (int64_t i = 0; i < N; ++i)
     for (int64_t gb = 0; gb < K / g; ++gb) {
       float amax = 0;
-      for (int64_t j = gb * g; j < (gb + 1) * g; ++j) amax = std::max(amax, std::fabs(src[i * K + j]));
+      for (int64_t j = gb * g; j < (gb + 1) * g; ++j)
+        amax = std::max(amax, std::fabs(src[i * K + j]));
       // Smallest power of two that maps amax within fp4's largest magnitude, 6.
       const int e = amax > 0 ? static_cast<int>(std::ceil(std::log2(amax / 6.0f))) : -127;
       const int biased = std::clamp(e + 127, 0, 254);
@@ -75,14 +79,17 @@ std::pair<Tensor, Tensor> quantize_mxfp4(const Tensor& w, int64_t g) {
           if (std::fabs(std::fabs(v) - kMag[c]) < std::fabs(std::fabs(v) - kMag[best])) best = c;
         const uint8_t code = static_cast<uint8_t>(best | (v < 0 && best ? 8 : 0));
         uint8_t& byte = qp[i * (K / 2) + j / 2];
-        byte = (j % 2 == 0) ? static_cast<uint8_t>((byte & 0xf0) | code) : static_cast<uint8_t>((byte & 0x0f) | (code << 4));
+        byte = (j % 2 == 0) ? static_cast<uint8_t>((byte & 0xf0) | code)
+                            : static_cast<uint8_t>((byte & 0x0f) | (code << 4));
       }
     }
   return {q, s};
 }
 
-void write_random_checkpoint(const ModelConfig& cfg, const std::string& dir, const RandomCheckpointOptions& o) {
-  TD_CHECK(o.dtype == "bf16" || o.dtype == "f32", "make-checkpoint: --dtype must be bf16 or f32, got {}", o.dtype);
+void write_random_checkpoint(const ModelConfig& cfg, const std::string& dir,
+                             const RandomCheckpointOptions& o) {
+  TD_CHECK(o.dtype == "bf16" || o.dtype == "f32",
+           "make-checkpoint: --dtype must be bf16 or f32, got {}", o.dtype);
   TD_CHECK(o.quant.empty() || o.quant == "fp8" || o.quant == "mxfp4",
            "make-checkpoint: --quant must be fp8 or mxfp4, got {}", o.quant);
   ModelConfig c = cfg;
@@ -93,9 +100,12 @@ void write_random_checkpoint(const ModelConfig& cfg, const std::string& dir, con
     // MoE-only MXFP4, as amd/GLM-5-MXFP4: attention, the MTP layer, routers and lm_head stay bf16.
     c.quant.method = "quark";
     c.quant.group_size = 32;
-    c.quant.exclude = {"lm_head", "re:.*mlp.gate$", "re:.*self_attn.*",
+    c.quant.exclude = {"lm_head",
+                       "re:.*mlp.gate$",
+                       "re:.*self_attn.*",
                        "re:model.layers." + std::to_string(c.mtp_layer_index()) + ".*",
-                       "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|down)_proj$"};
+                       "re:.*shared_experts.*",
+                       "re:.*mlp\\.(gate|up|down)_proj$"};
   }
   const DType store = o.dtype == "bf16" ? DType::BF16 : DType::F32;
   std::filesystem::create_directories(dir);

@@ -51,8 +51,8 @@ RopeTables compute_rope_tables(const ModelConfig& c) {
     r.inv_freq[i] = f_in * (1.0f - extrap) + f_ex * extrap;
   }
   if (c.rope.mscale != 0.0 && c.rope.mscale_all_dim != 0.0)
-    r.attention_factor =
-        static_cast<float>(yarn_mscale(factor, c.rope.mscale) / yarn_mscale(factor, c.rope.mscale_all_dim));
+    r.attention_factor = static_cast<float>(yarn_mscale(factor, c.rope.mscale) /
+                                            yarn_mscale(factor, c.rope.mscale_all_dim));
   else
     r.attention_factor = static_cast<float>(yarn_mscale(factor, 1.0));
   return r;

@@ -149,7 +149,8 @@ void write_safetensors(const std::string& path,
   std::ofstream out(path, std::ios::binary);
   if (!out) fail("{}: cannot open for writing", path);
   uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    len[i] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * i));
   out.write(reinterpret_cast<const char*>(len), 8);
   out.write(h.data(), static_cast<std::streamsize>(h.size()));
   for (const auto& [name, t] : sorted) out.write(static_cast<const char*>(t.raw()), t.nbytes());

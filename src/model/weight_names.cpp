@@ -10,10 +10,10 @@ struct TableBuilder {
   const ModelConfig& c;
   std::vector<TensorSpec> out;
 
-  void add(std::string module, std::string param, Slot slot, int64_t layer, std::vector<int64_t> shape,
-           bool linear, int64_t expert = -1, bool optional = false) {
-    out.push_back({std::move(module), std::move(param), slot, layer, expert, std::move(shape), linear,
-                   optional});
+  void add(std::string module, std::string param, Slot slot, int64_t layer,
+           std::vector<int64_t> shape, bool linear, int64_t expert = -1, bool optional = false) {
+    out.push_back({std::move(module), std::move(param), slot, layer, expert, std::move(shape),
+                   linear, optional});
   }
 
   void decoder_layer(int64_t l, bool moe, bool full_indexer) {
@@ -29,9 +29,11 @@ struct TableBuilder {
     } else {
       add(a + "q_proj", "weight", Slot::kQProj, l, {H * dqk, D}, true);
     }
-    add(a + "kv_a_proj_with_mqa", "weight", Slot::kKvaProj, l, {c.kv_lora_rank + c.qk_rope_head_dim, D}, true);
+    add(a + "kv_a_proj_with_mqa", "weight", Slot::kKvaProj, l,
+        {c.kv_lora_rank + c.qk_rope_head_dim, D}, true);
     add(a + "kv_a_layernorm", "weight", Slot::kKvaNorm, l, {c.kv_lora_rank}, false);
-    add(a + "kv_b_proj", "weight", Slot::kKvbProj, l, {H * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank}, true);
+    add(a + "kv_b_proj", "weight", Slot::kKvbProj, l,
+        {H * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank}, true);
     add(a + "o_proj", "weight", Slot::kOProj, l, {D, H * c.v_head_dim}, true);
     if (c.has_indexer && full_indexer) {
       const std::string ix = a + "indexer.";
@@ -86,7 +88,8 @@ std::vector<TensorSpec> weight_name_table(const ModelConfig& c, bool include_mtp
     b.add(p + "shared_head.norm", "weight", Slot::kMtpHeadNorm, l, {D}, false);
     // DeepSeek ships copies of the embedding and head here; GLM shares the main model's.
     b.add(p + "embed_tokens", "weight", Slot::kMtpEmbed, l, {V, D}, false, -1, /*optional=*/true);
-    b.add(p + "shared_head.head", "weight", Slot::kMtpHead, l, {V, D}, false, -1, /*optional=*/true);
+    b.add(p + "shared_head.head", "weight", Slot::kMtpHead, l, {V, D}, false, -1,
+          /*optional=*/true);
     // The MTP block is a MoE decoder layer with its own (always full) indexer.
     b.decoder_layer(l, /*moe=*/c.n_routed_experts > 0, /*full_indexer=*/true);
   }
@@ -101,8 +104,10 @@ bool always_high_precision(Slot s) {
     case Slot::kEmbed:
     case Slot::kLmHead:
     case Slot::kMtpEmbed:
-    case Slot::kMtpHead: return true;
-    default: return false;
+    case Slot::kMtpHead:
+      return true;
+    default:
+      return false;
   }
 }
 

@@ -19,16 +19,16 @@ struct IndexerWeights {
 };
 
 struct AttentionWeights {
-  Weight q_a_proj;        // [rq, D]; undefined when q_lora_rank == 0
-  Tensor q_a_layernorm;   // [rq]
-  Weight q_b_proj;        // [H * (dn + dr), rq]
-  Weight q_proj;          // [H * (dn + dr), D] when q_lora_rank == 0
-  Weight kv_a_proj;       // [rkv + dr, D]
-  Tensor kv_a_layernorm;  // [rkv]
-  Weight kv_b_proj;       // [H * (dn + dv), rkv]
-  Tensor w_uk_t;          // [H, rkv, dn]: q_nope -> latent query (absorbed form)
-  Tensor w_uv;            // [H, dv, rkv]: attended latent -> per-head value
-  Weight o_proj;          // [D, H * dv]
+  Weight q_a_proj;                        // [rq, D]; undefined when q_lora_rank == 0
+  Tensor q_a_layernorm;                   // [rq]
+  Weight q_b_proj;                        // [H * (dn + dr), rq]
+  Weight q_proj;                          // [H * (dn + dr), D] when q_lora_rank == 0
+  Weight kv_a_proj;                       // [rkv + dr, D]
+  Tensor kv_a_layernorm;                  // [rkv]
+  Weight kv_b_proj;                       // [H * (dn + dv), rkv]
+  Tensor w_uk_t;                          // [H, rkv, dn]: q_nope -> latent query (absorbed form)
+  Tensor w_uv;                            // [H, dv, rkv]: attended latent -> per-head value
+  Weight o_proj;                          // [D, H * dv]
   std::optional<IndexerWeights> indexer;  // full-indexer layers only
 };
 
@@ -38,10 +38,10 @@ struct MlpWeights {
 };
 
 struct MoeWeights {
-  Weight router;                  // [E, D], computed in fp32
-  Tensor score_bias;              // [E] f32 e_score_correction_bias
-  Tensor experts_gate_up;         // [E, 2I, D]
-  Tensor experts_down;            // [E, D, I]
+  Weight router;                     // [E, D], computed in fp32
+  Tensor score_bias;                 // [E] f32 e_score_correction_bias
+  Tensor experts_gate_up;            // [E, 2I, D]
+  Tensor experts_down;               // [E, D, I]
   std::optional<MlpWeights> shared;  // intermediate I * n_shared_experts
 };
 

@@ -20,7 +20,7 @@ struct RouteParams {
 };
 
 struct RopeParams {
-  bool interleaved = true;       // pairs (2j, 2j+1); false: pairs (j, j + d/2) (NeoX)
+  bool interleaved = true;        // pairs (2j, 2j+1); false: pairs (j, j + d/2) (NeoX)
   float attention_factor = 1.0f;  // scales cos and sin (YaRN)
 };
 

@@ -7,7 +7,9 @@ namespace {
 Backend* g_backends[2] = {nullptr, nullptr};
 }
 
-void register_backend(DeviceType t, Backend* b) { g_backends[static_cast<int>(t)] = b; }
+void register_backend(DeviceType t, Backend* b) {
+  g_backends[static_cast<int>(t)] = b;
+}
 
 Backend& backend_for(Device d) {
   Backend* b = g_backends[static_cast<int>(d.type)];

@@ -22,7 +22,8 @@ void expect(const char* op, const char* what, const Tensor& t, const char* names
   if (!ok) {
     std::string want = "[";
     i = 0;
-    for (int64_t d : dims) want += (i++ ? ", " : "") + (d < 0 ? std::string("?") : std::to_string(d));
+    for (int64_t d : dims)
+      want += (i++ ? ", " : "") + (d < 0 ? std::string("?") : std::to_string(d));
     fail("{}: {} must be {} = {}], got {}", op, what, names, want, t.str());
   }
 }
@@ -37,7 +38,8 @@ void expect_same_device(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 void expect_rows_unit_stride(const char* op, const char* what, const Tensor& t) {
-  if (t.stride(-1) != 1) fail("{}: {} must have unit stride in its last dim, got {}", op, what, t.str());
+  if (t.stride(-1) != 1)
+    fail("{}: {} must have unit stride in its last dim, got {}", op, what, t.str());
 }
 
 void check_meta(const char* op, const AttentionMeta& m, int64_t T) {
@@ -200,7 +202,8 @@ Routing moe_route(Workspace& ws, const Tensor& logits, const Tensor& bias, const
   const int64_t E = logits.size(1);
   if (bias.defined()) expect("moe_route", "bias", bias, "[E]", {E});
   TD_CHECK(p.top_k > 0 && p.top_k <= E, "moe_route: top_k {} for {} experts", p.top_k, E);
-  TD_CHECK(p.n_group > 0 && E % p.n_group == 0, "moe_route: n_group {} must divide E {}", p.n_group, E);
+  TD_CHECK(p.n_group > 0 && E % p.n_group == 0, "moe_route: n_group {} must divide E {}", p.n_group,
+           E);
   Routing r{ws.alloc({logits.size(0), p.top_k}, DType::I32),
             ws.alloc({logits.size(0), p.top_k}, DType::F32)};
   backend_for(logits.device()).moe_route(logits, bias, p, r.idx, r.weights);
@@ -211,7 +214,8 @@ Tensor moe_experts(Workspace& ws, const Tensor& x, const Tensor& gate_up, const 
                    const Routing& r) {
   expect("moe_experts", "x", x, "[T, D]", {-1, -1});
   expect("moe_experts", "gate_up", gate_up, "[E, 2I, D]", {-1, -1, x.size(1)});
-  expect("moe_experts", "down", down, "[E, D, I]", {gate_up.size(0), x.size(1), gate_up.size(1) / 2});
+  expect("moe_experts", "down", down, "[E, D, I]",
+         {gate_up.size(0), x.size(1), gate_up.size(1) / 2});
   expect("moe_experts", "idx", r.idx, "[T, k]", {x.size(0), -1});
   expect("moe_experts", "weights", r.weights, "[T, k]", {x.size(0), r.idx.size(1)});
   Tensor out = ws.alloc(x.shape(), x.dtype());

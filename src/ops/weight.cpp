@@ -13,7 +13,8 @@ Tensor dequantize_to_f32(const Weight& wt) {
   float* o = out.data<float>();
   const float* v = vals.data<float>();
   if (wt.format == WeightFormat::kFp8Block) {
-    TD_CHECK(wt.scale.dtype() == DType::F32, "fp8 weight_scale_inv must be f32, got {}", wt.scale.str());
+    TD_CHECK(wt.scale.dtype() == DType::F32, "fp8 weight_scale_inv must be f32, got {}",
+             wt.scale.str());
     const int64_t sn = (n + wt.block_n - 1) / wt.block_n, sk = (k + wt.block_k - 1) / wt.block_k;
     TD_CHECK(wt.scale.ndim() == 2 && wt.scale.size(0) == sn && wt.scale.size(1) == sk,
              "fp8 scale for [{}, {}] weight with {}x{} blocks must be [{}, {}], got {}", n, k,

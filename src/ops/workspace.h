@@ -11,7 +11,9 @@ class Workspace {
  public:
   explicit Workspace(Device d) : device_(d) {}
   virtual ~Workspace() = default;
-  virtual Tensor alloc(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype, device_); }
+  virtual Tensor alloc(const Shape& shape, DType dtype) {
+    return Tensor::empty(shape, dtype, device_);
+  }
   Device device() const { return device_; }
 
  private:

@@ -497,7 +497,8 @@ struct Engine::Impl {
     for (int64_t b = 0; b < B; ++b) drafts[b].push_back(seqs[b]->next_draft);
     std::vector<float> hid_host(static_cast<size_t>(B * D));
     for (int64_t b = 0; b < B; ++b)
-      std::copy(seqs[b]->draft_hidden.begin(), seqs[b]->draft_hidden.end(), hid_host.begin() + b * D);
+      std::copy(seqs[b]->draft_hidden.begin(), seqs[b]->draft_hidden.end(),
+                hid_host.begin() + b * D);
     Tensor hid = activations(hid_host, {B, D});
     Tensor reuse;
     if (model->config().index_share_for_mtp_iteration && !seqs.empty() &&
@@ -522,7 +523,8 @@ struct Engine::Impl {
     if (opt.spec.draft_override)
       for (int64_t b = 0; b < B; ++b)
         for (int64_t j = 0; j < S; ++j)
-          drafts[b][j] = opt.spec.draft_override(seqs[b]->id, seqs[b]->kv_len + 1 + j, drafts[b][j]);
+          drafts[b][j] =
+              opt.spec.draft_override(seqs[b]->id, seqs[b]->kv_len + 1 + j, drafts[b][j]);
 
     // 2. Verify: the target runs [x_L, d_1 .. d_S] at positions L .. L + S.
     std::vector<SequenceChunk> chunks;

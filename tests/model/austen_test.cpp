@@ -5,14 +5,16 @@
 #include <nlohmann/json.hpp>
 
 #include "model/safetensors.h"
-#include "runtime/engine.h"
 #include "model_test_util.h"
+#include "runtime/engine.h"
 #include "runtime/generator.h"
 
 namespace tandem::test {
 namespace {
 
-std::vector<int32_t> ints(const SafetensorsFile& f, const std::string& n) { return to_int_vector(f.tensor(n)); }
+std::vector<int32_t> ints(const SafetensorsFile& f, const std::string& n) {
+  return to_int_vector(f.tensor(n));
+}
 
 TEST(AustenModel, MatchesTheTrainingFramework) {
   auto gold = SafetensorsFile::open(source_path("tests/data/austen/golden.safetensors"));
@@ -31,8 +33,9 @@ TEST(AustenModel, MatchesTheTrainingFramework) {
     // Argmax at every position.
     std::vector<int32_t> am;
     for (int64_t t = 0; t < n; ++t)
-      am.push_back(static_cast<int32_t>(std::max_element(logits.begin() + t * V, logits.begin() + (t + 1) * V) -
-                                        (logits.begin() + t * V)));
+      am.push_back(static_cast<int32_t>(
+          std::max_element(logits.begin() + t * V, logits.begin() + (t + 1) * V) -
+          (logits.begin() + t * V)));
     EXPECT_EQ(am, ints(*gold, "argmax_" + s)) << "prompt " << p;
     const std::vector<float> tail(logits.begin() + (n - 16) * V, logits.end());
     const double e = rel_err(tail, to_float_vector(gold->tensor("logits_" + s)));
@@ -42,7 +45,8 @@ TEST(AustenModel, MatchesTheTrainingFramework) {
     SequenceChunk ch{&pages, 0, shifted, true};
     ForwardBatch fb = build_forward_batch(ForwardMode::kExtend, {ch}, h.page_size, Device::cpu());
     Workspace ws(Device::cpu());
-    const auto m = to_float_vector(h.model->forward_mtp(ws, fb, r.hidden.narrow(0, 0, n - 1).contiguous(), *h.cache).logits);
+    const auto m = to_float_vector(
+        h.model->forward_mtp(ws, fb, r.hidden.narrow(0, 0, n - 1).contiguous(), *h.cache).logits);
     const std::vector<float> mtail(m.begin() + (n - 17) * V, m.end());
     const double em = rel_err(mtail, to_float_vector(gold->tensor("mtp_logits_" + s)));
     EXPECT_LT(em, 1e-4) << "prompt " << p;
@@ -89,12 +93,15 @@ TEST(AustenModel, AcceptLengthOnHeldOutTextMatchesTheIndependentCount) {
   }
   for (auto& s : streams) {
     RequestOutput out;
-    do ASSERT_TRUE(s->next(out, std::chrono::seconds(60))); while (!out.finished);
+    do ASSERT_TRUE(s->next(out, std::chrono::seconds(60)));
+    while (!out.finished);
   }
   const EngineMetrics m = e.metrics();
   const double acc = m.avg_spec_accept_length(), want = ref["accept_length"].get<double>();
-  std::printf("  held-out accept length (S=%lld): engine %.4f over %llu rounds, training framework %.4f\n",
-              static_cast<long long>(o.spec.num_steps), acc, static_cast<unsigned long long>(m.spec_verify_steps), want);
+  std::printf(
+      "  held-out accept length (S=%lld): engine %.4f over %llu rounds, training framework %.4f\n",
+      static_cast<long long>(o.spec.num_steps), acc,
+      static_cast<unsigned long long>(m.spec_verify_steps), want);
   EXPECT_GE(acc, 2.0);
   EXPECT_NEAR(acc, want, 0.02);
 }

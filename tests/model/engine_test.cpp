@@ -54,13 +54,17 @@ std::vector<Result> run_all(Engine& e, const std::vector<Request>& reqs) {
   return out;
 }
 
-std::vector<Request> prompts(const ModelConfig& c, int n, int min_len, int max_len, int64_t max_new, uint64_t seed) {
+std::vector<Request> prompts(const ModelConfig& c, int n, int min_len, int max_len, int64_t max_new,
+                             uint64_t seed) {
   Rng rng(seed);
   std::vector<Request> out;
   for (int i = 0; i < n; ++i) {
     Request r;
-    const int len = min_len + static_cast<int>(rng.next_u64() % static_cast<uint64_t>(max_len - min_len + 1));
-    for (int j = 0; j < len; ++j) r.prompt.push_back(static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(std::min<int64_t>(c.vocab_size, 4000))));
+    const int len =
+        min_len + static_cast<int>(rng.next_u64() % static_cast<uint64_t>(max_len - min_len + 1));
+    for (int j = 0; j < len; ++j)
+      r.prompt.push_back(static_cast<int32_t>(
+          rng.next_u64() % static_cast<uint64_t>(std::min<int64_t>(c.vocab_size, 4000))));
     r.max_new_tokens = max_new;
     out.push_back(r);
   }
@@ -70,7 +74,7 @@ std::vector<Request> prompts(const ModelConfig& c, int n, int min_len, int max_l
 TEST(Engine, ContinuousBatchingMatchesThePlainGenerator) {
   auto model = load_model("models/tandem-austen", false);
   EngineOptions o;
-  o.max_running_requests = 5;  // more requests than slots: they queue
+  o.max_running_requests = 5;   // more requests than slots: they queue
   o.chunked_prefill_size = 24;  // prompts arrive in chunks
   o.max_prefill_tokens = 40;
   auto reqs = prompts(model->config(), 9, 10, 90, 20, 1);
@@ -114,8 +118,8 @@ TEST_P(SpecLossless, GreedyOutputIdenticalToPlainDecoding) {
     b = run_all(e, reqs);
     const EngineMetrics m = e.metrics();
     EXPECT_GT(m.spec_verify_steps, 0u);
-    std::printf("  S=%d batch=%d: accept length %.3f over %llu verify steps\n", steps, batch, m.avg_spec_accept_length(),
-                static_cast<unsigned long long>(m.spec_verify_steps));
+    std::printf("  S=%d batch=%d: accept length %.3f over %llu verify steps\n", steps, batch,
+                m.avg_spec_accept_length(), static_cast<unsigned long long>(m.spec_verify_steps));
   }
   for (size_t i = 0; i < reqs.size(); ++i) {
     EXPECT_EQ(a[i].tokens, b[i].tokens) << "request " << i << " with S=" << steps;
@@ -124,8 +128,9 @@ TEST_P(SpecLossless, GreedyOutputIdenticalToPlainDecoding) {
 }
 
 INSTANTIATE_TEST_SUITE_P(StepsAndBatch, SpecLossless,
-                         ::testing::Values(std::make_tuple(1, 1), std::make_tuple(3, 1), std::make_tuple(3, 8),
-                                           std::make_tuple(2, 5), std::make_tuple(5, 3), std::make_tuple(3, 32)));
+                         ::testing::Values(std::make_tuple(1, 1), std::make_tuple(3, 1),
+                                           std::make_tuple(3, 8), std::make_tuple(2, 5),
+                                           std::make_tuple(5, 3), std::make_tuple(3, 32)));
 
 // Drafts replaced by the true continuation (all accepted) or by a token that never matches (all
 // rejected): the output is unchanged and the counters show the extremes.
@@ -156,18 +161,22 @@ TEST(Spec, ForcedFullAcceptanceAndFullRejection) {
     Engine e(model, o);
     const auto got = run_all(e, reqs);
     for (size_t i = 0; i < reqs.size(); ++i) {
-      EXPECT_EQ(got[i].tokens, plain[i].tokens) << (all ? "full acceptance" : "full rejection") << " request " << i;
+      EXPECT_EQ(got[i].tokens, plain[i].tokens)
+          << (all ? "full acceptance" : "full rejection") << " request " << i;
       if (all) {
         // Every round commits S + 1 tokens except where the length limit cuts it short.
-        EXPECT_EQ(got[i].verify_steps, (static_cast<int64_t>(got[i].tokens.size()) - 1 + 3) / 4) << i;
+        EXPECT_EQ(got[i].verify_steps, (static_cast<int64_t>(got[i].tokens.size()) - 1 + 3) / 4)
+            << i;
       } else {
         EXPECT_EQ(got[i].accepted, 0) << i;
         EXPECT_EQ(got[i].verify_steps, static_cast<int64_t>(got[i].tokens.size()) - 1) << i;
       }
     }
     const EngineMetrics m = e.metrics();
-    if (all) EXPECT_GT(m.avg_spec_accept_length(), 3.5);
-    else EXPECT_DOUBLE_EQ(m.avg_spec_accept_length(), 1.0);
+    if (all)
+      EXPECT_GT(m.avg_spec_accept_length(), 3.5);
+    else
+      EXPECT_DOUBLE_EQ(m.avg_spec_accept_length(), 1.0);
   }
 }
 
@@ -220,7 +229,8 @@ std::pair<double, double> chi_square(const std::map<std::vector<int32_t>, double
 TEST(Spec, SampledTokensFollowTheTargetDistribution) {
   auto model = load_model("models/tandem-austen");
   const ModelConfig& c = model->config();
-  const std::vector<int32_t> prompt = {263, 2318, 295, 1120, 302, 276, 1535, 13, 291, 3145, 272, 344};
+  const std::vector<int32_t> prompt = {263,  2318, 295, 1120, 302, 276,
+                                       1535, 13,   291, 3145, 272, 344};
   SamplingParams sp{1.0f, 8, 1.0f, 0};
   // Exact distributions by enumeration with the plain generator.
   Generator g(*model, 64, 16);
@@ -278,9 +288,11 @@ TEST(Spec, SampledTokensFollowTheTargetDistribution) {
     }
     const auto [s12, df12] = chi_square(joint12, c12, kSamples);
     const auto [s3, df3] = chi_square(marg3, c3, kSamples);
-    std::printf("  %s: chi2(tokens 1-2) = %.1f on %.0f df (critical %.1f); chi2(token 3) = %.1f on %.0f df (critical %.1f); accept length %.2f\n",
-                spec ? "speculative" : "plain", s12, df12, chi2_critical_1e6(df12), s3, df3, chi2_critical_1e6(df3),
-                e.metrics().avg_spec_accept_length());
+    std::printf(
+        "  %s: chi2(tokens 1-2) = %.1f on %.0f df (critical %.1f); chi2(token 3) = %.1f on %.0f df "
+        "(critical %.1f); accept length %.2f\n",
+        spec ? "speculative" : "plain", s12, df12, chi2_critical_1e6(df12), s3, df3,
+        chi2_critical_1e6(df3), e.metrics().avg_spec_accept_length());
     EXPECT_LT(s12, chi2_critical_1e6(df12)) << (spec ? "speculative" : "plain");
     EXPECT_LT(s3, chi2_critical_1e6(df3)) << (spec ? "speculative" : "plain");
     if (spec) EXPECT_GT(e.metrics().spec_verify_steps, 0u);

@@ -19,7 +19,9 @@ std::vector<int32_t> ints(const SafetensorsFile& f, const std::string& name) {
   Tensor t = f.tensor(name);
   return {t.data<int32_t>(), t.data<int32_t>() + t.numel()};
 }
-std::vector<float> floats(const SafetensorsFile& f, const std::string& name) { return to_float_vector(f.tensor(name)); }
+std::vector<float> floats(const SafetensorsFile& f, const std::string& name) {
+  return to_float_vector(f.tensor(name));
+}
 
 // fp32 on both sides: the engine must agree with transformers far inside 1e-3.
 constexpr double kTol = 1e-4;
@@ -37,10 +39,12 @@ TEST_P(Golden, PromptLogitsHiddenAndMtpMatchTransformers) {
     const auto want = floats(*gold, "logits_" + std::to_string(p));
     ASSERT_EQ(logits.size(), static_cast<size_t>(n * V));
     const double e = rel_err(logits, want);
-    EXPECT_LT(e, kTol) << GetParam() << " prompt " << p << " (" << n << " tokens): logits rel err " << e;
+    EXPECT_LT(e, kTol) << GetParam() << " prompt " << p << " (" << n << " tokens): logits rel err "
+                       << e;
     std::printf("  %s prompt %d (%lld tokens): logits rel err %.2e\n", GetParam().c_str(), p,
                 static_cast<long long>(n), e);
-    EXPECT_LT(rel_err(to_float_vector(r.hidden), floats(*gold, "hidden_" + std::to_string(p))), kTol);
+    EXPECT_LT(rel_err(to_float_vector(r.hidden), floats(*gold, "hidden_" + std::to_string(p))),
+              kTol);
     // Per position too, so one bad row cannot hide in the average.
     for (int64_t t = 0; t < n; ++t) {
       std::vector<float> a(logits.begin() + t * V, logits.begin() + (t + 1) * V);
@@ -56,7 +60,8 @@ TEST_P(Golden, PromptLogitsHiddenAndMtpMatchTransformers) {
     Workspace ws(Device::cpu());
     Tensor hid = r.hidden.narrow(0, 0, n - 1).contiguous();
     ForwardResult m = h.model->forward_mtp(ws, fb, hid, *h.cache);
-    const double em = rel_err(to_float_vector(m.logits), floats(*gold, "mtp_logits_" + std::to_string(p)));
+    const double em =
+        rel_err(to_float_vector(m.logits), floats(*gold, "mtp_logits_" + std::to_string(p)));
     EXPECT_LT(em, kTol) << GetParam() << " prompt " << p << ": MTP logits rel err " << em;
     std::printf("  %s prompt %d: MTP logits rel err %.2e\n", GetParam().c_str(), p, em);
   }

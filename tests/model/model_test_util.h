@@ -16,7 +16,9 @@
 
 namespace tandem::test {
 
-inline std::string source_path(const std::string& rel) { return std::string(TANDEM_SOURCE_DIR) + "/" + rel; }
+inline std::string source_path(const std::string& rel) {
+  return std::string(TANDEM_SOURCE_DIR) + "/" + rel;
+}
 
 // ||a - b|| / ||b|| over all elements.
 inline double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
@@ -52,7 +54,8 @@ struct Harness {
   // Fresh pages for a sequence of up to len tokens (pages are never reused within a test).
   std::vector<int32_t> pages_for(int64_t len) {
     std::vector<int32_t> p;
-    for (int64_t i = 0; i < (len + page_size - 1) / page_size; ++i) p.push_back(static_cast<int32_t>(next_page++));
+    for (int64_t i = 0; i < (len + page_size - 1) / page_size; ++i)
+      p.push_back(static_cast<int32_t>(next_page++));
     EXPECT_LE(next_page, cache->num_pages()) << "test cache too small";
     return p;
   }

@@ -4,8 +4,8 @@
 #include <filesystem>
 
 #include "core/rng.h"
-#include "model/random_checkpoint.h"
 #include "model/presets.h"
+#include "model/random_checkpoint.h"
 #include "model_test_util.h"
 #include "runtime/generator.h"
 
@@ -14,8 +14,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string tiny_checkpoint(const std::string& preset, const std::string& quant = "", const std::string& dtype = "f32") {
-  const std::string dir = (fs::temp_directory_path() / ("tandem_" + preset + "_" + quant + dtype + "_" + std::to_string(::getpid()))).string();
+std::string tiny_checkpoint(const std::string& preset, const std::string& quant = "",
+                            const std::string& dtype = "f32") {
+  const std::string dir = (fs::temp_directory_path() / ("tandem_" + preset + "_" + quant + dtype +
+                                                        "_" + std::to_string(::getpid())))
+                              .string();
   if (!fs::exists(dir + "/config.json")) {
     RandomCheckpointOptions o;
     o.seed = 3;
@@ -82,7 +85,8 @@ TEST_P(PagedDecode, ChunkedPrefillMatchesOneShot) {
   req.prefill_chunk = 7;
   const GenerateResult chunked = g.generate(req);
   EXPECT_EQ(whole.tokens, chunked.tokens);
-  for (size_t i = 0; i < whole.logits.size(); ++i) EXPECT_LT(rel_err(chunked.logits[i], whole.logits[i]), 1e-5) << i;
+  for (size_t i = 0; i < whole.logits.size(); ++i)
+    EXPECT_LT(rel_err(chunked.logits[i], whole.logits[i]), 1e-5) << i;
 }
 
 // Decode and multi-token decode (the speculative verify shape) must give bitwise the logits a
@@ -103,7 +107,9 @@ TEST_P(PagedDecode, BatchAndQueryCountInvariance) {
   h.run(ForwardMode::kExtend, pc, 0, c, false);
   // A alone: four single-token decode steps.
   std::vector<std::vector<float>> alone;
-  for (int i = 0; i < 4; ++i) alone.push_back(to_float_vector(h.run(ForwardMode::kDecode, pa, 30 + i, {extra[i]}, false).logits));
+  for (int i = 0; i < 4; ++i)
+    alone.push_back(
+        to_float_vector(h.run(ForwardMode::kDecode, pa, 30 + i, {extra[i]}, false).logits));
   // A again on a copy of its prefix, as one 4-token step batched with B (1 token) and C (3).
   auto pa2 = h.pages_for(64);
   h.run(ForwardMode::kExtend, pa2, 0, a, false);
@@ -114,10 +120,12 @@ TEST_P(PagedDecode, BatchAndQueryCountInvariance) {
   Workspace ws(Device::cpu());
   const auto batched = to_float_vector(h.model->forward(ws, fb, *h.cache).logits);
   const int64_t V = h.model->config().vocab_size;
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(row(batched, 1 + i, V), alone[i]) << "token " << i << " of A differs";
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(row(batched, 1 + i, V), alone[i]) << "token " << i << " of A differs";
 }
 
-INSTANTIATE_TEST_SUITE_P(Presets, PagedDecode, ::testing::Values("tiny-glm5.2", "tiny-deepseek-v3.2", "tiny-deepseek-v3"),
+INSTANTIATE_TEST_SUITE_P(Presets, PagedDecode,
+                         ::testing::Values("tiny-glm5.2", "tiny-deepseek-v3.2", "tiny-deepseek-v3"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s)
@@ -145,7 +153,8 @@ TEST(RandomCheckpoint, AllFormatsLoadAndAgree) {
   }
   // Same seed, so the quantized checkpoints hold the same underlying weights. The prompt stays
   // within index_topk: past it, small weight differences can flip top-k selections.
-  std::printf("fp8 %g mxfp4 %g\n", rel_err(out["fp8"], out["bf16"]), rel_err(out["mxfp4"], out["bf16"]));
+  std::printf("fp8 %g mxfp4 %g\n", rel_err(out["fp8"], out["bf16"]),
+              rel_err(out["mxfp4"], out["bf16"]));
   EXPECT_LT(rel_err(out["fp8"], out["bf16"]), 0.1);
   EXPECT_LT(rel_err(out["mxfp4"], out["bf16"]), 0.5);
   EXPECT_GT(rel_err(out["mxfp4"], out["bf16"]), 0.0);  // it really used the fp4 weights

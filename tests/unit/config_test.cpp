@@ -12,7 +12,9 @@ namespace {
 
 using json = nlohmann::json;
 
-json glm52_json() { return preset_config("glm5.2").to_json(); }
+json glm52_json() {
+  return preset_config("glm5.2").to_json();
+}
 
 std::string error_of(const json& j) {
   try {
@@ -76,8 +78,11 @@ TEST(Config, LegacyRopeScalingIsRead) {
   json j = preset_config("deepseek-v3").to_json();
   j.erase("rope_parameters");
   j["rope_theta"] = 10000;
-  j["rope_scaling"] = {{"type", "yarn"}, {"factor", 40}, {"original_max_position_embeddings", 4096},
-                       {"mscale", 1.0}, {"mscale_all_dim", 1.0}};
+  j["rope_scaling"] = {{"type", "yarn"},
+                       {"factor", 40},
+                       {"original_max_position_embeddings", 4096},
+                       {"mscale", 1.0},
+                       {"mscale_all_dim", 1.0}};
   const ModelConfig c = ModelConfig::from_json(j, "t");
   EXPECT_EQ(c.rope.type, "yarn");
   EXPECT_DOUBLE_EQ(c.rope.factor, 40);

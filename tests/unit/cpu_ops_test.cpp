@@ -21,13 +21,17 @@ struct OpsTest : ::testing::Test {
   void SetUp() override { init_backends(); }
   Tensor randn(const Shape& s, double scale = 1.0) {
     Tensor t = Tensor::empty(s, DType::F32);
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(scale * rng.normal());
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.data<float>()[i] = static_cast<float>(scale * rng.normal());
     return t;
   }
-  Tensor ints(const std::vector<int32_t>& v) { return Tensor::from_vector(v, {static_cast<int64_t>(v.size())}); }
+  Tensor ints(const std::vector<int32_t>& v) {
+    return Tensor::from_vector(v, {static_cast<int64_t>(v.size())});
+  }
 };
 
-void expect_close(const Tensor& got, const std::vector<double>& want, double tol, const char* what) {
+void expect_close(const Tensor& got, const std::vector<double>& want, double tol,
+                  const char* what) {
   const auto g = to_float_vector(got);
   ASSERT_EQ(g.size(), want.size()) << what;
   double num = 0, den = 0;
@@ -48,15 +52,19 @@ TEST_F(OpsTest, NormsEmbeddingElementwise) {
       std::vector<double> rms, ln;
       for (int64_t t = 0; t < T; ++t) {
         double ss = 0, mean = 0;
-        for (int64_t i = 0; i < D; ++i) ss += std::pow(big.data<float>()[t * (D + 5) + 2 + i], 2), mean += big.data<float>()[t * (D + 5) + 2 + i];
+        for (int64_t i = 0; i < D; ++i)
+          ss += std::pow(big.data<float>()[t * (D + 5) + 2 + i], 2),
+              mean += big.data<float>()[t * (D + 5) + 2 + i];
         mean /= D;
         double var = 0;
-        for (int64_t i = 0; i < D; ++i) var += std::pow(big.data<float>()[t * (D + 5) + 2 + i] - mean, 2);
+        for (int64_t i = 0; i < D; ++i)
+          var += std::pow(big.data<float>()[t * (D + 5) + 2 + i] - mean, 2);
         var /= D;
         for (int64_t i = 0; i < D; ++i) {
           const double v = big.data<float>()[t * (D + 5) + 2 + i];
           rms.push_back(w.data<float>()[i] * v / std::sqrt(ss / D + 1e-6));
-          ln.push_back((v - mean) / std::sqrt(var + 1e-5) * w.data<float>()[i] + b.data<float>()[i]);
+          ln.push_back((v - mean) / std::sqrt(var + 1e-5) * w.data<float>()[i] +
+                       b.data<float>()[i]);
         }
       }
       expect_close(ops::rms_norm(ws, x, w, 1e-6f), rms, 1e-6, "rms_norm");
@@ -86,7 +94,8 @@ TEST_F(OpsTest, NormsEmbeddingElementwise) {
   EXPECT_EQ(g.data<float>()[0], c.data<float>()[15]);
   EXPECT_EQ(g.data<float>()[10], c.data<float>()[0]);
   Tensor logits = Tensor::from_vector(std::vector<float>{1, 5, 5, -2, 0, 0, 0, 0}, {2, 4});
-  EXPECT_EQ(to_int_vector(ops::argmax(ws, logits)), (std::vector<int32_t>{1, 0}));  // lowest index wins ties
+  EXPECT_EQ(to_int_vector(ops::argmax(ws, logits)),
+            (std::vector<int32_t>{1, 0}));  // lowest index wins ties
 }
 
 TEST_F(OpsTest, RopeBothPairings) {
@@ -105,7 +114,8 @@ TEST_F(OpsTest, RopeBothPairings) {
           for (int64_t j = 0; j < d / 2; ++j) {
             const double ang = static_cast<float>(pos.data<int32_t>()[t]) * inv[j];
             const int64_t i0 = inter ? 2 * j : j, i1 = inter ? 2 * j + 1 : j + d / 2;
-            const double a = orig.data<float>()[(t * H + h) * d + i0], b = orig.data<float>()[(t * H + h) * d + i1];
+            const double a = orig.data<float>()[(t * H + h) * d + i0],
+                         b = orig.data<float>()[(t * H + h) * d + i1];
             want[(t * H + h) * d + i0] = 1.25 * (a * std::cos(ang) - b * std::sin(ang));
             want[(t * H + h) * d + i1] = 1.25 * (b * std::cos(ang) + a * std::sin(ang));
           }
@@ -123,7 +133,8 @@ TEST_F(OpsTest, LinearAndHeadMatmul) {
       for (int64_t t = 0; t < T; ++t)
         for (int64_t n = 0; n < N; ++n) {
           double s = 0;
-          for (int64_t k = 0; k < K; ++k) s += static_cast<double>(x.data<float>()[t * K + k]) * w.data<float>()[n * K + k];
+          for (int64_t k = 0; k < K; ++k)
+            s += static_cast<double>(x.data<float>()[t * K + k]) * w.data<float>()[n * K + k];
           want.push_back(s);
         }
       expect_close(ops::linear(ws, x, Weight{w}), want, 1e-6, "linear");
@@ -137,7 +148,8 @@ TEST_F(OpsTest, LinearAndHeadMatmul) {
       for (int64_t n = 0; n < N; ++n) {
         double s = 0;
         for (int64_t k = 0; k < K; ++k)
-          s += static_cast<double>(x.data<float>()[t * H * (K + 2) + h * (K + 2) + k]) * w.data<float>()[(h * N + n) * K + k];
+          s += static_cast<double>(x.data<float>()[t * H * (K + 2) + h * (K + 2) + k]) *
+               w.data<float>()[(h * N + n) * K + k];
         want.push_back(s);
       }
   expect_close(ops::head_matmul(ws, x, w), want, 1e-6, "head_matmul");
@@ -147,10 +159,13 @@ TEST_F(OpsTest, LinearAndHeadMatmul) {
 struct Paged {
   AttentionMeta m;
   std::vector<std::vector<int32_t>> pages;
-  int64_t slot(int b, int64_t pos) const { return pages[b][pos / m.page_size] * m.page_size + pos % m.page_size; }
+  int64_t slot(int b, int64_t pos) const {
+    return pages[b][pos / m.page_size] * m.page_size + pos % m.page_size;
+  }
 };
 
-Paged make_paged(const std::vector<int64_t>& lens, const std::vector<int64_t>& new_tokens, int64_t ps) {
+Paged make_paged(const std::vector<int64_t>& lens, const std::vector<int64_t>& new_tokens,
+                 int64_t ps) {
   Paged p;
   p.m.page_size = ps;
   int32_t next = 0;
@@ -171,7 +186,9 @@ Paged make_paged(const std::vector<int64_t>& lens, const std::vector<int64_t>& n
     }
     sl.push_back(static_cast<int32_t>(lens[b]));
   }
-  auto v = [](const std::vector<int32_t>& x) { return Tensor::from_vector(x, {static_cast<int64_t>(x.size())}); };
+  auto v = [](const std::vector<int32_t>& x) {
+    return Tensor::from_vector(x, {static_cast<int64_t>(x.size())});
+  };
   p.m.token_seq = v(seq);
   p.m.token_pos = v(pos);
   p.m.slot_mapping = v(slots);
@@ -193,7 +210,8 @@ TEST_F(OpsTest, KvStoreGatherAndAbsorbedAttention) {
     int64_t r = 0;
     for (int b = 0; b < 3; ++b)
       for (int64_t j = 0; j < lens[b]; ++j, ++r)
-        for (int64_t i = 0; i < L; ++i) ASSERT_EQ(g.data<float>()[r * L + i], pool.data<float>()[p.slot(b, j) * L + i]);
+        for (int64_t i = 0; i < L; ++i)
+          ASSERT_EQ(g.data<float>()[r * L + i], pool.data<float>()[p.slot(b, j) * L + i]);
     // Dense and sparse (with -1 padding and unsorted entries) absorbed attention.
     Tensor q = randn({T, H, L});
     std::vector<int32_t> sel;
@@ -225,14 +243,17 @@ TEST_F(OpsTest, KvStoreGatherAndAbsorbedAttention) {
           double mx = -1e300, sum = 0;
           for (int32_t j : keys) {
             double s = 0;
-            for (int64_t i = 0; i < L; ++i) s += static_cast<double>(q.data<float>()[(t * H + h) * L + i]) * pool.data<float>()[p.slot(b, j) * L + i];
+            for (int64_t i = 0; i < L; ++i)
+              s += static_cast<double>(q.data<float>()[(t * H + h) * L + i]) *
+                   pool.data<float>()[p.slot(b, j) * L + i];
             sc.push_back(0.3 * s);
             mx = std::max(mx, sc.back());
           }
           for (double& s : sc) sum += (s = std::exp(s - mx));
           for (int64_t i = 0; i < Lc; ++i) {
             double o = 0;
-            for (size_t k = 0; k < keys.size(); ++k) o += sc[k] / sum * pool.data<float>()[p.slot(b, keys[k]) * L + i];
+            for (size_t k = 0; k < keys.size(); ++k)
+              o += sc[k] / sum * pool.data<float>()[p.slot(b, keys[k]) * L + i];
             want.push_back(o);
           }
         }
@@ -246,7 +267,8 @@ TEST_F(OpsTest, NaivePrefillAttention) {
   const std::vector<int64_t> lens = {5, 12}, news = {5, 4};  // second sequence has a cached prefix
   Paged p = make_paged(lens, news, 4);
   const int64_t H = 2, dn = 6, dr = 4, dv = 5, T = p.m.num_tokens(), total = 17;
-  Tensor q = randn({T, H, dn + dr}), kv = randn({total, H, dn + dv}), kpe = randn({total, dr + 3}).narrow(1, 3, dr);
+  Tensor q = randn({T, H, dn + dr}), kv = randn({total, H, dn + dv}),
+         kpe = randn({total, dr + 3}).narrow(1, 3, dr);
   Tensor out = ops::mla_prefill(ws, q, kv, kpe, p.m, Tensor(), 0.5f, dv);
   std::vector<double> want;
   const int64_t start[2] = {0, 5};
@@ -259,15 +281,20 @@ TEST_F(OpsTest, NaivePrefillAttention) {
       for (int32_t j = 0; j <= pos; ++j) {
         const int64_t r = start[b] + j;
         double s = 0;
-        for (int64_t i = 0; i < dn; ++i) s += static_cast<double>(q.data<float>()[(t * H + h) * (dn + dr) + i]) * kv.data<float>()[(r * H + h) * (dn + dv) + i];
-        for (int64_t i = 0; i < dr; ++i) s += static_cast<double>(q.data<float>()[(t * H + h) * (dn + dr) + dn + i]) * kpe.data<float>()[r * (dr + 3) + i];
+        for (int64_t i = 0; i < dn; ++i)
+          s += static_cast<double>(q.data<float>()[(t * H + h) * (dn + dr) + i]) *
+               kv.data<float>()[(r * H + h) * (dn + dv) + i];
+        for (int64_t i = 0; i < dr; ++i)
+          s += static_cast<double>(q.data<float>()[(t * H + h) * (dn + dr) + dn + i]) *
+               kpe.data<float>()[r * (dr + 3) + i];
         sc.push_back(0.5 * s);
         mx = std::max(mx, sc.back());
       }
       for (double& s : sc) sum += (s = std::exp(s - mx));
       for (int64_t i = 0; i < dv; ++i) {
         double o = 0;
-        for (int32_t j = 0; j <= pos; ++j) o += sc[j] / sum * kv.data<float>()[((start[b] + j) * H + h) * (dn + dv) + dn + i];
+        for (int32_t j = 0; j <= pos; ++j)
+          o += sc[j] / sum * kv.data<float>()[((start[b] + j) * H + h) * (dn + dv) + dn + i];
         want.push_back(o);
       }
     }
@@ -289,7 +316,9 @@ TEST_F(OpsTest, IndexerTopK) {
       double s = 0;
       for (int64_t h = 0; h < Hi; ++h) {
         double d = 0;
-        for (int64_t i = 0; i < Di; ++i) d += static_cast<double>(q.data<float>()[(t * Hi + h) * Di + i]) * pool.data<float>()[p.slot(b, j) * Di + i];
+        for (int64_t i = 0; i < Di; ++i)
+          d += static_cast<double>(q.data<float>()[(t * Hi + h) * Di + i]) *
+               pool.data<float>()[p.slot(b, j) * Di + i];
         s += w.data<float>()[t * Hi + h] * std::max(d, 0.0);
       }
       sc.emplace_back(-s, j);
@@ -325,7 +354,8 @@ TEST_F(OpsTest, MoeRoutingAndExperts) {
         }
         std::sort(gs.begin(), gs.end());
         for (size_t i = 2; i < gs.size(); ++i)
-          for (int64_t e = gs[i].second * (E / groups); e < (gs[i].second + 1) * (E / groups); ++e) ch[e] = -1e300;
+          for (int64_t e = gs[i].second * (E / groups); e < (gs[i].second + 1) * (E / groups); ++e)
+            ch[e] = -1e300;
       }
       std::vector<int> order(E);
       std::iota(order.begin(), order.end(), 0);
@@ -347,8 +377,10 @@ TEST_F(OpsTest, MoeRoutingAndExperts) {
         for (int64_t i = 0; i < I; ++i) {
           double g = 0, u = 0;
           for (int64_t c = 0; c < D; ++c) {
-            g += static_cast<double>(gate_up.data<float>()[(e * 2 * I + i) * D + c]) * x.data<float>()[t * D + c];
-            u += static_cast<double>(gate_up.data<float>()[(e * 2 * I + I + i) * D + c]) * x.data<float>()[t * D + c];
+            g += static_cast<double>(gate_up.data<float>()[(e * 2 * I + i) * D + c]) *
+                 x.data<float>()[t * D + c];
+            u += static_cast<double>(gate_up.data<float>()[(e * 2 * I + I + i) * D + c]) *
+                 x.data<float>()[t * D + c];
           }
           h[i] = g / (1 + std::exp(-g)) * u;
         }

@@ -23,15 +23,15 @@ TEST(PrefixCache, MatchesFullPagesOfASharedPrefixOnly) {
   const auto toks = seq(11);
   c.insert(toks, 11, pages);  // two full pages; the third (3 tokens) is not cached
   EXPECT_EQ(c.size(), 2);
-  a.release(pages);           // the request finishes
+  a.release(pages);  // the request finishes
   EXPECT_EQ(a.num_free(), 16 - 2);
   auto other = seq(11);
-  other[9] = 99;              // diverges inside page 2: both full pages still match
+  other[9] = 99;  // diverges inside page 2: both full pages still match
   auto m = c.match(other, 10);
   EXPECT_EQ(m, (std::vector<int32_t>{pages[0], pages[1]}));
   EXPECT_EQ(a.refcount(pages[0]), 2);
   a.release(m);
-  other[5] = 77;              // diverges in page 1: only page 0 matches
+  other[5] = 77;  // diverges in page 1: only page 0 matches
   m = c.match(other, 10);
   EXPECT_EQ(m.size(), 1u);
   a.release(m);
@@ -80,15 +80,19 @@ TEST(SpecAccept, RejectionSamplingReproducesTheTargetDistribution) {
     Rng rng(draft + 1);
     std::map<int32_t, int> count;
     const int n = 60000;
-    for (int i = 0; i < n; ++i) ++count[accept_sampled({draft}, {p, {1.0f, 0.0f, 0.0f}}, rng).tokens[0]];
-    for (int v = 0; v < 3; ++v) EXPECT_NEAR(count[v] / static_cast<double>(n), p[v], 0.01) << "draft " << draft << " token " << v;
+    for (int i = 0; i < n; ++i)
+      ++count[accept_sampled({draft}, {p, {1.0f, 0.0f, 0.0f}}, rng).tokens[0]];
+    for (int v = 0; v < 3; ++v)
+      EXPECT_NEAR(count[v] / static_cast<double>(n), p[v], 0.01)
+          << "draft " << draft << " token " << v;
   }
 }
 
 TEST(SpecAccept, SimulatedAcceptanceHitsTheMean) {
   Rng rng(3);
   double total = 0;
-  for (int i = 0; i < 20000; ++i) total += static_cast<double>(accept_simulated({1, 2, 3}, {1, 2, 3, 4}, 2.4, rng).tokens.size());
+  for (int i = 0; i < 20000; ++i)
+    total += static_cast<double>(accept_simulated({1, 2, 3}, {1, 2, 3, 4}, 2.4, rng).tokens.size());
   EXPECT_NEAR(total / 20000, 2.4, 0.02);
 }
 

@@ -37,14 +37,16 @@ TEST(Quant, BlockRoundTrips) {
   Rng rng(3);
   for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{64, 64}, {200, 300}, {128, 256}}) {
     Tensor w = Tensor::empty({n, k}, DType::F32);
-    for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = static_cast<float>(rng.normal() * (1 + i % 7));
+    for (int64_t i = 0; i < w.numel(); ++i)
+      w.data<float>()[i] = static_cast<float>(rng.normal() * (1 + i % 7));
     auto [q, s] = quantize_fp8_block(w, 128, 128);
     const Tensor d = dequantize_to_f32(Weight{q, s, WeightFormat::kFp8Block, 128, 128});
     EXPECT_LT(rel(d, w), 0.04) << n << "x" << k;  // e4m3: 3 mantissa bits
     if (k % 32 == 0) {
       auto [q4, s4] = quantize_mxfp4(w, 32);
-      const Tensor d4 = dequantize_to_f32(Weight{Tensor::wrap(q4.raw(), q4.shape(), DType::FP4X2, Device::cpu()), s4,
-                                                 WeightFormat::kMxfp4, 128, 32});
+      const Tensor d4 =
+          dequantize_to_f32(Weight{Tensor::wrap(q4.raw(), q4.shape(), DType::FP4X2, Device::cpu()),
+                                   s4, WeightFormat::kMxfp4, 128, 32});
       EXPECT_LT(rel(d4, w), 0.25) << n << "x" << k;
       EXPECT_GT(rel(d4, w), 0.01);
     }

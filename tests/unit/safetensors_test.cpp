@@ -21,7 +21,8 @@ namespace fs = std::filesystem;
 class TempDir {
  public:
   TempDir() {
-    path_ = fs::temp_directory_path() / ("tandem_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+    path_ = fs::temp_directory_path() /
+            ("tandem_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
     fs::create_directories(path_);
   }
   ~TempDir() { fs::remove_all(path_); }
@@ -62,7 +63,8 @@ std::string error_opening(const std::string& path) {
 TEST(Safetensors, RoundTripAllDtypes) {
   TempDir d;
   std::vector<std::pair<std::string, Tensor>> ts;
-  ts.emplace_back("a.f32", Tensor::from_vector(std::vector<float>{1.5f, -2.0f, 3.25f, 0.5f, 9.f, -7.f}, {2, 3}));
+  ts.emplace_back("a.f32", Tensor::from_vector(
+                               std::vector<float>{1.5f, -2.0f, 3.25f, 0.5f, 9.f, -7.f}, {2, 3}));
   ts.emplace_back("b.bf16", ts[0].second.to_dtype(DType::BF16));
   ts.emplace_back("c.f16", ts[0].second.to_dtype(DType::F16));
   ts.emplace_back("d.fp8", ts[0].second.to_dtype(DType::F8_E4M3));
@@ -76,7 +78,8 @@ TEST(Safetensors, RoundTripAllDtypes) {
   auto f = SafetensorsFile::open(d.file("x.safetensors"));
   EXPECT_EQ(f->metadata().at("format"), "pt");
   EXPECT_EQ(to_float_vector(f->tensor("a.f32")), to_float_vector(ts[0].second));
-  EXPECT_EQ(to_float_vector(f->tensor("b.bf16")), to_float_vector(ts[0].second));  // exactly representable
+  EXPECT_EQ(to_float_vector(f->tensor("b.bf16")),
+            to_float_vector(ts[0].second));  // exactly representable
   EXPECT_EQ(to_float_vector(f->tensor("c.f16")), to_float_vector(ts[0].second));
   EXPECT_EQ(to_float_vector(f->tensor("d.fp8")), to_float_vector(ts[0].second));
   EXPECT_EQ(to_int_vector(f->tensor("e.i32")), (std::vector<int32_t>{1, -2, 3}));
@@ -114,7 +117,11 @@ TEST(Safetensors, BadHeaders) {
   write_all(p, raw_file(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8));
   e = error_opening(p);
   EXPECT_NE(e.find("needs 12 bytes"), std::string::npos) << e;
-  write_all(p, raw_file(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}})", 6));
+  write_all(
+      p,
+      raw_file(
+          R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}})",
+          6));
   EXPECT_NE(error_opening(p).find("overlap"), std::string::npos);
   write_all(p, raw_file(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", 0));
   EXPECT_NE(error_opening(p).find("bad shape"), std::string::npos);
@@ -167,7 +174,8 @@ TEST(Checkpoint, MissingTensorWrongShapeAndWrongDtype) {
   auto f = SafetensorsFile::open(d.file("model.safetensors"));
   std::vector<std::pair<std::string, Tensor>> ts;
   for (const auto& [n, e] : f->entries())
-    if (n != "model.layers.2.self_attn.o_proj.weight") ts.emplace_back(n, f->tensor(n).contiguous().clone());
+    if (n != "model.layers.2.self_attn.o_proj.weight")
+      ts.emplace_back(n, f->tensor(n).contiguous().clone());
   f.reset();
   write_safetensors(d.file("model.safetensors"), ts);
   std::string e = error_loading(d.path().string());
@@ -200,7 +208,8 @@ TEST(Checkpoint, Fp8WithoutScaleIsAnError) {
   auto f = SafetensorsFile::open(d.file("model.safetensors"));
   std::vector<std::pair<std::string, Tensor>> ts;
   for (const auto& [n, e] : f->entries())
-    if (n != "model.layers.1.self_attn.q_b_proj.weight_scale_inv") ts.emplace_back(n, f->tensor(n).clone());
+    if (n != "model.layers.1.self_attn.q_b_proj.weight_scale_inv")
+      ts.emplace_back(n, f->tensor(n).clone());
   f.reset();
   write_safetensors(d.file("model.safetensors"), ts);
   const std::string e = error_loading(d.path().string());

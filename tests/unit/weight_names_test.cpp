@@ -38,7 +38,8 @@ TEST(WeightNames, Glm52LayoutAndMtp) {
     if (s.name() == "model.layers.3.self_attn.kv_b_proj.weight") {
       EXPECT_EQ(s.shape, (std::vector<int64_t>{28672, 512}));
     }
-    if (s.name() == "model.layers.78.eh_proj.weight") EXPECT_EQ(s.shape, (std::vector<int64_t>{6144, 12288}));
+    if (s.name() == "model.layers.78.eh_proj.weight")
+      EXPECT_EQ(s.shape, (std::vector<int64_t>{6144, 12288}));
     // GLM ships no MTP embed/head; they are optional in the table.
     if (s.slot == Slot::kMtpEmbed || s.slot == Slot::kMtpHead) EXPECT_TRUE(s.optional);
   }
@@ -50,14 +51,16 @@ TEST(WeightNames, ExcludeRulesResolveThroughTheTable) {
   ModelConfig c = preset_config("glm5.2");
   c.quant.method = "quark";
   // amd/GLM-5-MXFP4 style: MoE experts only.
-  c.quant.exclude = {"lm_head", "re:.*mlp.gate$", "re:model.layers.78.*", "re:.*self_attn.*",
-                     "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|down)_proj$"};
+  c.quant.exclude = {
+      "lm_head",          "re:.*mlp.gate$",        "re:model.layers.78.*",
+      "re:.*self_attn.*", "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|down)_proj$"};
   int quantized = 0;
   for (const auto& s : weight_name_table(c, true)) {
     const bool q = expects_quantized(c, s);
     if (s.layer == 78) EXPECT_FALSE(q) << s.name();
     if (s.slot == Slot::kExpertGate && s.layer < 78) EXPECT_TRUE(q) << s.name();
-    if (s.slot == Slot::kQaProj || s.slot == Slot::kRouter || s.slot == Slot::kMlpGate) EXPECT_FALSE(q) << s.name();
+    if (s.slot == Slot::kQaProj || s.slot == Slot::kRouter || s.slot == Slot::kMlpGate)
+      EXPECT_FALSE(q) << s.name();
     quantized += q;
   }
   EXPECT_EQ(quantized, 75 * 256 * 3);

@@ -57,7 +57,8 @@ void CpuBackend::mla_decode(const Tensor& q, const Tensor& pool, const Attention
       visible_positions(tk ? tk + t * K : nullptr, K, m.token_pos[t], keys);
       const float* qv = qp + t * q.stride(0) + h * q.stride(1);
       s.resize(keys.size());
-      for (size_t j = 0; j < keys.size(); ++j) s[j] = dot(qv, kv + m.slot(seq, keys[j]) * L, L) * scale;
+      for (size_t j = 0; j < keys.size(); ++j)
+        s[j] = dot(qv, kv + m.slot(seq, keys[j]) * L, L) * scale;
       softmax(s);
       float* ov = o + (t * H + h) * Lc;
       std::fill(ov, ov + Lc, 0.0f);
@@ -67,7 +68,8 @@ void CpuBackend::mla_decode(const Tensor& q, const Tensor& pool, const Attention
 }
 
 void CpuBackend::mla_prefill(const Tensor& q, const Tensor& kv, const Tensor& k_pe,
-                             const AttentionMeta& meta, const Tensor& topk, float scale, Tensor& out) {
+                             const AttentionMeta& meta, const Tensor& topk, float scale,
+                             Tensor& out) {
   const HostMeta m(meta);
   const int64_t T = q.size(0), H = q.size(1), dqk = q.size(2), dr = k_pe.size(1), dn = dqk - dr;
   const int64_t dv = out.size(2);
@@ -95,7 +97,9 @@ void CpuBackend::mla_prefill(const Tensor& q, const Tensor& kv, const Tensor& k_
       s.resize(keys.size());
       for (size_t j = 0; j < keys.size(); ++j) {
         const int64_t r = start[seq] + keys[j];
-        s[j] = (dot(qv, kvp + r * row_stride + h * (dn + dv), dn) + dot(qv + dn, pe + r * pe_stride, dr)) * scale;
+        s[j] = (dot(qv, kvp + r * row_stride + h * (dn + dv), dn) +
+                dot(qv + dn, pe + r * pe_stride, dr)) *
+               scale;
       }
       softmax(s);
       float* ov = o + (t * H + h) * dv;

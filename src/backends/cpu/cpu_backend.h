@@ -13,8 +13,10 @@ class CpuBackend final : public Backend {
  public:
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
-  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& out) override;
-  void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq, const RopeParams& p) override;
+  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps,
+                  Tensor& out) override;
+  void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq,
+            const RopeParams& p) override;
   void linear(const Tensor& x, const Weight& w, Tensor& out) override;
   void head_matmul(const Tensor& x, const Tensor& w, Tensor& out) override;
   void silu_mul(const Tensor& x, Tensor& out) override;
@@ -23,8 +25,8 @@ class CpuBackend final : public Backend {
   void gather_rows(const Tensor& src, const Tensor& rows, Tensor& out) override;
   void kv_store(const Tensor& rows, const Tensor& slot_mapping, Tensor& pool) override;
   void kv_gather(const Tensor& pool, const AttentionMeta& meta, Tensor& out) override;
-  void mla_decode(const Tensor& q, const Tensor& pool, const AttentionMeta& meta, const Tensor& topk,
-                  float scale, Tensor& out) override;
+  void mla_decode(const Tensor& q, const Tensor& pool, const AttentionMeta& meta,
+                  const Tensor& topk, float scale, Tensor& out) override;
   void mla_prefill(const Tensor& q, const Tensor& kv, const Tensor& k_pe, const AttentionMeta& meta,
                    const Tensor& topk, float scale, Tensor& out) override;
   void indexer_topk(const Tensor& q, const Tensor& w, const Tensor& pool, const AttentionMeta& meta,

@@ -14,7 +14,8 @@ void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) 
   const float* tab = f32_ptr(table, "embedding");
   float* o = f32_mut(out, "embedding");
   for (int64_t t = 0; t < T; ++t) {
-    if (id[t] < 0 || id[t] >= V) fail("embedding: token id {} outside the vocabulary [0, {})", id[t], V);
+    if (id[t] < 0 || id[t] >= V)
+      fail("embedding: token id {} outside the vocabulary [0, {})", id[t], V);
     std::memcpy(o + t * D, tab + static_cast<int64_t>(id[t]) * D, D * sizeof(float));
   }
 }
@@ -30,7 +31,8 @@ void CpuBackend::silu_mul(const Tensor& x, Tensor& out) {
 }
 
 void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
-  TD_CHECK(a.is_contiguous() && b.is_contiguous() && out.is_contiguous(), "cpu add needs contiguous tensors");
+  TD_CHECK(a.is_contiguous() && b.is_contiguous() && out.is_contiguous(),
+           "cpu add needs contiguous tensors");
   const int64_t n = a.numel();
   const float* ap = f32_ptr(a, "add");
   const float* bp = f32_ptr(b, "add");

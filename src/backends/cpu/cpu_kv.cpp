@@ -28,7 +28,8 @@ void CpuBackend::kv_gather(const Tensor& pool, const AttentionMeta& meta, Tensor
   int64_t row = 0;
   for (int64_t b = 0; b < m.num_seqs; ++b)
     for (int64_t pos = 0; pos < m.seq_lens[b]; ++pos, ++row) {
-      TD_CHECK(row < out.size(0), "kv_gather: output has {} rows, sequences need more", out.size(0));
+      TD_CHECK(row < out.size(0), "kv_gather: output has {} rows, sequences need more",
+               out.size(0));
       std::memcpy(o + row * R * es, p + m.slot(b, pos) * R * es, R * es);
     }
 }

@@ -28,7 +28,9 @@ inline void axpy(float a, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+inline float silu(float x) {
+  return x / (1.0f + std::exp(-x));
+}
 
 inline const float* f32_ptr(const Tensor& t, const char* op) {
   TD_CHECK(t.dtype() == DType::F32, "cpu {}: expects f32 tensors, got {}", op, t.str());

@@ -33,8 +33,10 @@ void CpuBackend::moe_route(const Tensor& logits, const Tensor& bias, const Route
       for (int64_t g = 0; g < p.n_group; ++g) {
         float a = kNegInf, b = kNegInf;
         for (int64_t e = g * per_group; e < (g + 1) * per_group; ++e) {
-          if (choice[e] > a) b = a, a = choice[e];
-          else if (choice[e] > b) b = choice[e];
+          if (choice[e] > a)
+            b = a, a = choice[e];
+          else if (choice[e] > b)
+            b = choice[e];
         }
         gscore[g] = a + b;
       }
@@ -42,7 +44,8 @@ void CpuBackend::moe_route(const Tensor& logits, const Tensor& bias, const Route
       std::stable_sort(gorder.begin(), gorder.end(),
                        [&](int32_t a, int32_t b) { return gscore[a] > gscore[b]; });
       for (int64_t r = p.topk_group; r < p.n_group; ++r)
-        for (int64_t e = gorder[r] * per_group; e < (gorder[r] + 1) * per_group; ++e) choice[e] = kNegInf;
+        for (int64_t e = gorder[r] * per_group; e < (gorder[r] + 1) * per_group; ++e)
+          choice[e] = kNegInf;
     }
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
@@ -61,8 +64,10 @@ void CpuBackend::moe_route(const Tensor& logits, const Tensor& bias, const Route
 
 void CpuBackend::moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down,
                              const Tensor& idx, const Tensor& weights, Tensor& out) {
-  const int64_t T = x.size(0), D = x.size(1), I = down.size(2), k = idx.size(1), E = gate_up.size(0);
-  TD_CHECK(gate_up.is_contiguous() && down.is_contiguous(), "moe_experts: weights must be contiguous");
+  const int64_t T = x.size(0), D = x.size(1), I = down.size(2), k = idx.size(1),
+                E = gate_up.size(0);
+  TD_CHECK(gate_up.is_contiguous() && down.is_contiguous(),
+           "moe_experts: weights must be contiguous");
   const float* xp = f32_ptr(x, "moe_experts");
   const float* gu = f32_ptr(gate_up, "moe_experts");
   const float* dn = f32_ptr(down, "moe_experts");

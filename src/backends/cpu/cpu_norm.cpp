@@ -21,7 +21,8 @@ void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& o
   });
 }
 
-void CpuBackend::layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& out) {
+void CpuBackend::layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps,
+                            Tensor& out) {
   const int64_t T = x.size(0), D = x.size(1), xs = x.stride(0), os = out.stride(0);
   const float* xp = f32_ptr(x, "layer_norm");
   const float* wp = f32_ptr(w, "layer_norm");
