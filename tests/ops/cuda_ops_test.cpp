@@ -5,6 +5,7 @@
 // error with a per-op threshold suited to bf16; index outputs must match exactly.
 #include <set>
 
+#include "backends/cuda/cuda_backend.h"
 #include "ops_test_util.h"
 
 namespace tandem::test {
@@ -115,23 +116,26 @@ TEST_F(CudaOps, LinearSkinnyAndCublasLt) {
       {64, 2048, 6144, DType::BF16, DType::BF16, 0},   // cuBLASLt
       {1, 256, 6144, DType::F32, DType::F32, 0},       // fp32 router
       {130, 32, 6144, DType::F32, DType::F32, 0},      // indexer head weights at prefill size
+      {300, 256, 6144, DType::F32, DType::F32, 0},     // router at prefill size (row tiles in the grid)
       {5, 13, 100, DType::BF16, DType::BF16, 0},       // K % 8 != 0: scalar path
       {2, 77, 264, DType::BF16, DType::BF16, 300},     // misaligned rows: scalar path
       {4, 640, 512, DType::BF16, DType::BF16, 576},    // latent slice (skinny, strided)
       {20, 640, 512, DType::BF16, DType::BF16, 576},   // latent slice (cuBLASLt, ld 576)
   };
   for (const Case& c : cases) {
+    if (small_only() && c.M * c.N * c.K > (int64_t{64} << 20)) continue;
     Pair x = c.x_stride ? rand({c.M, c.x_stride}).narrow(1, 0, c.K) : rand({c.M, c.K});
     Pair w = rand({c.N, c.K}, 0.05f, c.w);
     const std::string what = std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K);
-    Tensor g = ops::linear(gpu_ws_, x.gpu, Weight{w.gpu}, c.out);
-    Tensor r = ops::linear(cpu_ws_, x.cpu, Weight{w.cpu}, DType::F32);
+    Tensor g = ops::linear(gpu_ws_, x.gpu, Weight{w.gpu, {}, WeightFormat::kDense}, c.out);
+    Tensor r = ops::linear(cpu_ws_, x.cpu, Weight{w.cpu, {}, WeightFormat::kDense}, DType::F32);
     expect_close(g, r, c.out == DType::F32 ? kF32Out : kBf16Out, c.out == DType::F32 ? "linear f32 out" : "linear", what);
   }
 }
 
 TEST_F(CudaOps, HeadMatmulAbsorbedShapes) {
   for (int64_t T : {1, 3, 20}) {
+    if (small_only() && T > 1) continue;
     // q_nope . W_UK^T: x is the nope slice of [T, 64, 256] q rows.
     Pair q = rand({T, 64, 256});
     Pair wuk = rand({64, 512, 192}, 0.1f);
@@ -179,8 +183,10 @@ TEST_F(CudaOps, MlaDecodeDenseSparseAndSplit) {
       {{4100, 37}, {2, 3}, 64, 576, 512, 0, 64},           // GLM-5.2 dims, dense, past 2048
       {{9000}, {1}, 64, 576, 512, 0, 64},                  // batch 1, long: many splits
       {{5000, 2500, 17}, {1, 2, 1}, 64, 576, 512, 2048, 64},  // top-2048 sparse
+      {{700, 90, 1500}, {4, 4, 4}, 64, 576, 512, 0, 64},       // verify: 4 query tokens per sequence
   };
   for (const Case& c : cases) {
+    if (small_only() && c.H == 64) continue;
     Meta m = make_meta(c.lens, c.q, c.ps);
     const int64_t T = m.cpu.num_tokens();
     Pair pool = rand({m.slots, c.L});
@@ -190,8 +196,13 @@ TEST_F(CudaOps, MlaDecodeDenseSparseAndSplit) {
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.L));
     const std::string what = "H=" + std::to_string(c.H) + " L=" + std::to_string(c.L) + " len0=" +
                              std::to_string(c.lens[0]) + (c.K ? " sparse" : " dense");
-    expect_close(ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, c.Lc),
-                 ops::mla_decode(cpu_ws_, q.cpu, pool.cpu, m.cpu, topk.cpu, scale, c.Lc), kAttention, "mla_decode", what);
+    const Tensor want = ops::mla_decode(cpu_ws_, q.cpu, pool.cpu, m.cpu, topk.cpu, scale, c.Lc);
+    for (bool tc : {true, false}) {  // the tensor-core kernel and the SIMT one
+      cuda::cuda_backend()->set_mla_tensor_cores(tc);
+      expect_close(ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, c.Lc), want, kAttention,
+                   tc ? "mla_decode (mma)" : "mla_decode (simt)", what);
+    }
+    cuda::cuda_backend()->set_mla_tensor_cores(true);
   }
 }
 
@@ -207,6 +218,7 @@ TEST_F(CudaOps, MlaPrefillCausalAndSparse) {
       {{2100, 300}, {24, 40}, 8, 192, 64, 256, 2048},  // GLM-5 dims, top-2048 past 2048
   };
   for (const Case& c : cases) {
+    if (small_only() && c.dn >= 128) continue;
     Meta m = make_meta(c.lens, c.q, 16);
     const int64_t T = m.cpu.num_tokens();
     int64_t total = 0;
@@ -219,9 +231,13 @@ TEST_F(CudaOps, MlaPrefillCausalAndSparse) {
     if (c.K) topk = ints(random_topk(rng_, m.pos_of, c.K, true), {T, c.K});
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.dn + c.dr));
     const std::string what = "H=" + std::to_string(c.H) + " dqk=" + std::to_string(c.dn + c.dr) + (c.K ? " sparse" : " causal");
-    expect_close(ops::mla_prefill(gpu_ws_, q.gpu, kv.gpu, kpe.gpu, m.gpu, topk.gpu, scale, c.dv),
-                 ops::mla_prefill(cpu_ws_, q.cpu, kv.cpu, kpe.cpu, m.cpu, topk.cpu, scale, c.dv), kAttention,
-                 "mla_prefill", what);
+    const Tensor want = ops::mla_prefill(cpu_ws_, q.cpu, kv.cpu, kpe.cpu, m.cpu, topk.cpu, scale, c.dv);
+    for (bool tc : {true, false}) {
+      cuda::cuda_backend()->set_mla_tensor_cores(tc);
+      expect_close(ops::mla_prefill(gpu_ws_, q.gpu, kv.gpu, kpe.gpu, m.gpu, topk.gpu, scale, c.dv), want, kAttention,
+                   tc ? "mla_prefill (mma)" : "mla_prefill (simt)", what);
+    }
+    cuda::cuda_backend()->set_mla_tensor_cores(true);
   }
 }
 
@@ -230,7 +246,7 @@ TEST_F(CudaOps, MlaPrefillCausalAndSparse) {
 void check_topk(const Tensor& gpu, const Tensor& cpu, const std::vector<float>& q, const std::vector<float>& w,
                 const std::vector<float>& pool, bool exact_required, const std::vector<int32_t>& seq_of,
                 const std::vector<int32_t>& pos_of, const std::vector<int32_t>& table, int64_t max_pages, int64_t ps,
-                int64_t Hi, int64_t Di, int64_t K, const std::string& what) {
+                int64_t Hi, int64_t Di, int64_t K, const std::string& op, const std::string& what) {
   const std::vector<int32_t> g = to_int_vector(gpu), c = to_int_vector(cpu);
   const int64_t T = static_cast<int64_t>(seq_of.size());
   int64_t exact = 0, near_tie = 0, wrong = 0;
@@ -270,9 +286,9 @@ void check_topk(const Tensor& gpu, const Tensor& cpu, const std::vector<float>& 
     if (exact_required) ok = false;
     ok ? ++near_tie : ++wrong;
   }
-  ErrorTable::get().add("indexer_topk", static_cast<double>(wrong), 0, wrong == 0);
-  EXPECT_EQ(wrong, 0) << "indexer_topk " << what << ": " << wrong << " rows differ beyond near-ties";
-  std::printf("  indexer_topk %s: %lld rows exact, %lld differ only at near-ties\n", what.c_str(),
+  ErrorTable::get().add(op, static_cast<double>(wrong), 0, wrong == 0);
+  EXPECT_EQ(wrong, 0) << op << " " << what << ": " << wrong << " rows differ beyond near-ties";
+  std::printf("  %s %s: %lld rows exact, %lld differ only at near-ties\n", op.c_str(), what.c_str(),
               static_cast<long long>(exact), static_cast<long long>(near_tie));
 }
 
@@ -290,6 +306,7 @@ TEST_F(CudaOps, IndexerTopKExactSelection) {
       {{700}, {1}, 64, 128, 256, 0},                         // DeepSeek-V3.2: 64 index heads
   };
   for (const Case& c : cases) {
+    if (small_only() && c.Di == 128) continue;
     Meta m = make_meta(c.lens, c.q, 64);
     const int64_t T = m.cpu.num_tokens();
     Pair pool = rand({m.slots, c.Di});
@@ -313,10 +330,15 @@ TEST_F(CudaOps, IndexerTopKExactSelection) {
     Pair w = rand({T, c.Hi}, 0.2f, DType::F32);
     const std::string what = "Hi=" + std::to_string(c.Hi) + " Di=" + std::to_string(c.Di) + " K=" +
                              std::to_string(c.K) + " mode " + std::to_string(c.mode);
-    Tensor g = ops::indexer_topk(gpu_ws_, q.gpu, w.gpu, pool.gpu, m.gpu, c.K);
     Tensor r = ops::indexer_topk(cpu_ws_, q.cpu, w.cpu, pool.cpu, m.cpu, c.K);
-    check_topk(g, r, to_float_vector(q.cpu), to_float_vector(w.cpu), to_float_vector(pool.cpu), c.mode != 0, m.seq_of,
-               m.pos_of, to_int_vector(m.cpu.page_table), m.cpu.page_table.size(1), 64, c.Hi, c.Di, c.K, what);
+    for (bool tc : {true, false}) {  // tensor-core and SIMT scores
+      cuda::cuda_backend()->set_mla_tensor_cores(tc);
+      Tensor g = ops::indexer_topk(gpu_ws_, q.gpu, w.gpu, pool.gpu, m.gpu, c.K);
+      check_topk(g, r, to_float_vector(q.cpu), to_float_vector(w.cpu), to_float_vector(pool.cpu), c.mode != 0, m.seq_of,
+                 m.pos_of, to_int_vector(m.cpu.page_table), m.cpu.page_table.size(1), 64, c.Hi, c.Di, c.K,
+                 tc ? "indexer_topk (mma)" : "indexer_topk (simt)", what);
+    }
+    cuda::cuda_backend()->set_mla_tensor_cores(true);
   }
 }
 
@@ -353,6 +375,7 @@ TEST_F(CudaOps, MoeExpertsDeviceAndHostPaths) {
       {200, 16, 4, 256, 128},  // 800 pairs over 16 experts: cuBLASLt per expert
   };
   for (const Case& c : cases) {
+    if (small_only() && c.D == 6144) continue;
     Pair logits = rand({c.T, c.E}, 3.0f, DType::F32);
     const RouteParams rp{c.k, 1, 1, true, 2.5f};
     ops::Routing rc = ops::moe_route(cpu_ws_, logits.cpu, Tensor(), rp);

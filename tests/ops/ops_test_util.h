@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <numeric>
 #include <string>
@@ -110,6 +111,12 @@ inline void expect_equal_ints(const Tensor& gpu, const Tensor& cpu, const std::s
   ErrorTable::get().add(op, static_cast<double>(bad), 0, bad == 0);
   EXPECT_EQ(bad, 0) << op << " " << what << ": " << bad << " of " << g.size() << " differ, first at " << first
                     << " (gpu " << (first >= 0 ? g[first] : 0) << ", cpu " << (first >= 0 ? c[first] : 0) << ")";
+}
+
+// TANDEM_OPS_SMALL=1 skips the real-dimension cases (for runs under compute-sanitizer).
+inline bool small_only() {
+  const char* e = std::getenv("TANDEM_OPS_SMALL");
+  return e && *e && *e != '0';
 }
 
 class CudaOps : public ::testing::Test {

@@ -40,6 +40,8 @@ CudaDeviceInterface g_iface;
 
 }  // namespace
 
+void install_cuda_backend();  // cuda_backend.cpp
+
 bool init_cuda_backend() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
@@ -47,6 +49,7 @@ bool init_cuda_backend() {
     return false;
   }
   register_device_interface(DeviceType::CUDA, &g_iface);
+  install_cuda_backend();
   cudaDeviceProp prop;
   TD_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   log_info("CUDA device 0: {} ({} SMs, {:.0f} GiB)", prop.name, prop.multiProcessorCount,

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The GPU tiers in one command, for the GPU machine (through the device tool): CUDA op tests
+# against the CPU backend, whole-model GPU-vs-CPU tests, and the kernel / decode-step benchmark.
+# Ends with a short table; full logs go to $OUT (or ./gpu-suite-out).
+#
+# Build here first (the GPU machine has no fmt and friends), then stage the binaries:
+#   cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release
+#   ninja -C build-cuda ops_tests gpu_model_tests kernel_bench
+#   scripts/gpu_suite.sh --stage          # copies binaries + libfmt into build-cuda/carry
+# and run through the device tool with carry ["build-cuda/carry"]:
+#   scripts/gpu_suite.sh                  # or: scripts/gpu_suite.sh --quick (short benchmark)
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CARRY=$ROOT/build-cuda/carry
+
+if [ "${1:-}" = "--stage" ]; then
+  mkdir -p "$CARRY/lib"
+  cp "$ROOT/build-cuda/tests/ops_tests" "$ROOT/build-cuda/tests/gpu_model_tests" "$ROOT/build-cuda/bench/kernel_bench" "$CARRY/"
+  # Non-system shared libraries the binaries need (CUDA's own are on the GPU machine).
+  for lib in $(ldd "$CARRY"/ops_tests "$CARRY"/gpu_model_tests "$CARRY"/kernel_bench | awk '/=>/ {print $3}' | sort -u); do
+    case "$(basename "$lib")" in
+      libc.so*|libm.so*|libstdc++*|libgcc_s*|ld-linux*|libpthread*|libdl.so*|librt.so*|libcuda*|libcublas*) ;;
+      *) cp -L "$lib" "$CARRY/lib/" ;;
+    esac
+  done
+  du -sh "$CARRY"; ls "$CARRY" "$CARRY/lib"
+  exit 0
+fi
+
+BENCH_ARGS=""
+[ "${1:-}" = "--quick" ] && BENCH_ARGS="--quick"
+OUTDIR=${OUT:-$ROOT/gpu-suite-out}
+mkdir -p "$OUTDIR"
+export LD_LIBRARY_PATH="$CARRY/lib:${LD_LIBRARY_PATH:-}"
+export TANDEM_SOURCE_DIR="$ROOT"
+cd "$ROOT"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv > "$OUTDIR/gpu.txt" 2>&1
+cat "$OUTDIR/gpu.txt"
+
+declare -A RC SECS
+step() {  # step NAME TIMEOUT CMD...
+  local name=$1 limit=$2
+  shift 2
+  local t0=$(date +%s)
+  timeout --kill-after=5 "$limit" "$@" > "$OUTDIR/$name.log" 2>&1
+  RC[$name]=$?
+  SECS[$name]=$(( $(date +%s) - t0 ))
+  echo "== $name: rc=${RC[$name]} (${SECS[$name]} s)"
+}
+step ops_tests "${OPS_TIMEOUT:-100}" "$CARRY/ops_tests" --gtest_color=no
+step gpu_model_tests "${MODEL_TIMEOUT:-100}" "$CARRY/gpu_model_tests" --gtest_color=no
+step kernel_bench "${BENCH_TIMEOUT:-150}" "$CARRY/kernel_bench" $BENCH_ARGS
+# compute-sanitizer over the small op cases: out-of-bounds / misaligned accesses, then
+# shared-memory races in the attention and indexer kernels.
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ -x "$SAN" ] && [ "${SANITIZE:-1}" = "1" ]; then
+  step memcheck "${MEMCHECK_TIMEOUT:-90}" env TANDEM_OPS_SMALL=1 "$SAN" --tool memcheck --error-exitcode 9 "$CARRY/ops_tests" --gtest_color=no
+  step racecheck "${RACECHECK_TIMEOUT:-90}" env TANDEM_OPS_SMALL=1 "$SAN" --tool racecheck --error-exitcode 9 "$CARRY/ops_tests" --gtest_color=no --gtest_filter='CudaOps.Mla*:CudaOps.Indexer*:CudaOps.Moe*'
+fi
+
+{
+  echo
+  echo "==================== GPU SUITE SUMMARY ===================="
+  head -1 "$OUTDIR/gpu.txt" >/dev/null; sed -n 2p "$OUTDIR/gpu.txt"
+  for n in ops_tests gpu_model_tests kernel_bench memcheck racecheck; do
+    [ -f "$OUTDIR/$n.log" ] || continue
+    printf "%-16s rc=%-4s %4ss  " "$n" "${RC[$n]}" "${SECS[$n]}"
+    grep -E "^\[  (PASSED|FAILED)  \]|ERROR SUMMARY|RACECHECK SUMMARY" "$OUTDIR/$n.log" | head -3 | tr '\n' ' '
+    echo
+  done
+  grep -E "^\[  FAILED  \] [A-Za-z]" "$OUTDIR/ops_tests.log" "$OUTDIR/gpu_model_tests.log" | sort -u | head -20
+  echo
+  sed -n '/^OPS SUMMARY/,/^(ids rows/p' "$OUTDIR/ops_tests.log"
+  grep -h "indexer_topk (.*rows exact" "$OUTDIR/ops_tests.log"
+  echo
+  grep -h -E "^GPU_MODEL|^GPU_GRAPHS" "$OUTDIR/gpu_model_tests.log"
+  echo
+  grep -h -E "^ceilings" "$OUTDIR/kernel_bench.log"
+  sed -n '/^SUMMARY/,$p' "$OUTDIR/kernel_bench.log"
+  grep -h -E "error|Error|what\(\)" "$OUTDIR"/*.log | head -10
+} | tee "$OUTDIR/summary.txt"

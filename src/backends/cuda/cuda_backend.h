@@ -1,0 +1,100 @@
+// The CUDA backend: every Backend op for bf16 activations and weights (fp32 accumulation; f32
+// norms, biases, router and indexer-head weights as the loader keeps them; f32 outputs where the
+// op's out tensor is f32). Checks dtypes, strides and alignment once per call with messages that
+// name the op, then launches kernels from kernels.h on one stream.
+//
+// Graph-capturable: no allocation and no host synchronization inside an op, except the
+// large-batch MoE path (cuBLASLt per expert), which is only taken when the stream is not being
+// captured. Scratch is grow-only; a buffer that is outgrown stays alive (a captured graph may
+// still point into it) until the backend is destroyed.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <vector>
+
+#include "ops/backend.h"
+
+namespace tandem::cuda {
+
+class LtGemm;
+
+// How mla_decode splits each token's key list across blocks (decided on the host from shapes
+// and the batch's max length; the kernels read each token's real length on the device, so a
+// plan made for a longer max length stays correct).
+struct MlaDecodePlan {
+  int64_t split_len = 0;   // key-list entries per split (a multiple of 64)
+  int64_t num_splits = 1;  // 1: no merge pass, no scratch
+  size_t scratch_bytes = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend();
+  ~CudaBackend() override;
+
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
+  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& out) override;
+  void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq, const RopeParams& p) override;
+  void linear(const Tensor& x, const Weight& w, Tensor& out) override;
+  void head_matmul(const Tensor& x, const Tensor& w, Tensor& out) override;
+  void silu_mul(const Tensor& x, Tensor& out) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void concat_cols(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void gather_rows(const Tensor& src, const Tensor& rows, Tensor& out) override;
+  void kv_store(const Tensor& rows, const Tensor& slot_mapping, Tensor& pool) override;
+  void kv_gather(const Tensor& pool, const AttentionMeta& meta, Tensor& out) override;
+  void mla_decode(const Tensor& q, const Tensor& pool, const AttentionMeta& meta, const Tensor& topk,
+                  float scale, Tensor& out) override;
+  void mla_prefill(const Tensor& q, const Tensor& kv, const Tensor& k_pe, const AttentionMeta& meta,
+                   const Tensor& topk, float scale, Tensor& out) override;
+  void indexer_topk(const Tensor& q, const Tensor& w, const Tensor& pool, const AttentionMeta& meta,
+                    Tensor& out) override;
+  void moe_route(const Tensor& logits, const Tensor& bias, const RouteParams& p, Tensor& idx,
+                 Tensor& weights) override;
+  void moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, const Tensor& idx,
+                   const Tensor& weights, Tensor& out) override;
+  void argmax(const Tensor& logits, Tensor& out) override;
+
+  // plan: split-KV partition for T query tokens of H heads over key lists of up to `range`
+  // entries (dense: max_seq_len; sparse: top-k width) with Lc output columns.
+  MlaDecodePlan plan_mla_decode(int64_t T, int64_t H, int64_t range, int64_t Lc) const;
+
+  // All launches go to this stream (the legacy default stream unless a graph capture set one).
+  void set_stream(cudaStream_t s) { stream_ = s; }
+  cudaStream_t stream() const { return stream_; }
+  bool capturing() const;
+  int num_sms() const { return num_sms_; }
+  // mla_decode, mla_prefill and the indexer's scores on the tensor cores (default) or the SIMT
+  // kernels (also: TANDEM_MLA_SIMT=1).
+  void set_mla_tensor_cores(bool on) { mla_tensor_cores_ = on; }
+  bool mla_tensor_cores() const { return mla_tensor_cores_; }
+
+  // Token count from which linear uses cuBLASLt instead of the skinny kernel.
+  static constexpr int64_t kSkinnyMaxRows = 16;
+  // Rows per expert (on average) from which moe_experts runs cuBLASLt per expert (host sync).
+  static constexpr int64_t kMoeHostPathRowsPerExpert = 32;
+
+ private:
+  // Scratch for one op's intermediates, valid until the next op is enqueued.
+  void* scratch(size_t bytes);
+  void skinny(const void* x, int64_t x_rs, int64_t x_bs, const Tensor& w, int64_t w_bs, Tensor& out,
+              int64_t o_rs, int64_t o_bs, int64_t M, int64_t N, int64_t K, int64_t batch);
+  void moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor& down, const Tensor& idx,
+                 const Tensor& weights, Tensor& out, bool host_path);
+
+  cudaStream_t stream_ = nullptr;
+  int num_sms_ = 132;
+  bool mla_tensor_cores_ = true;
+  std::unique_ptr<LtGemm> lt_;
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
+  std::vector<void*> retired_;  // outgrown scratch buffers, freed with the backend
+};
+
+// The backend registered for DeviceType::CUDA (null before init_cuda_backend succeeds).
+CudaBackend* cuda_backend();
+
+}  // namespace tandem::cuda

@@ -1,0 +1,292 @@
+// Embedding, norms, RoPE, SiLU-and-mul, add, concat, row gathers, KV store/gather, argmax.
+// Memory-bound one-pass kernels, fp32 math on bf16 or f32 storage.
+#include <cfloat>
+
+#include "backends/cuda/common.cuh"
+
+namespace tandem::cuda::k {
+
+namespace {
+
+template <typename T>
+__global__ void embedding_kernel(const int32_t* ids, const T* table, int64_t V, int64_t D, T* out) {
+  const int64_t t = blockIdx.x;
+  const int32_t id = ids[t];
+  const bool ok = id >= 0 && id < V;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
+    out[t * D + i] = ok ? table[static_cast<int64_t>(id) * D + i] : from_f<T>(0.f);
+}
+
+// One block per row: fp32 sum of squares, then out = w * (x * inv), as the CPU computes it.
+template <typename T>
+__global__ void rms_norm_kernel(const T* x, int64_t xs, const float* w, float eps, T* out, int64_t os,
+                                int64_t D) {
+  __shared__ float red[32];
+  const T* r = x + blockIdx.x * xs;
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
+    const float v = to_f(r[i]);
+    ss += v * v;
+  }
+  ss = block_sum(ss, red);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
+    out[blockIdx.x * os + i] = from_f<T>(w[i] * (to_f(r[i]) * inv));
+}
+
+template <typename T>
+__global__ void layer_norm_kernel(const T* x, int64_t xs, const float* w, const float* b, float eps,
+                                  T* out, int64_t os, int64_t D) {
+  __shared__ float red[32];
+  const T* r = x + blockIdx.x * xs;
+  float s = 0.f;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) s += to_f(r[i]);
+  const float mean = block_sum(s, red) / static_cast<float>(D);
+  float v = 0.f;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
+    const float d = to_f(r[i]) - mean;
+    v += d * d;
+  }
+  const float inv = 1.0f / sqrtf(block_sum(v, red) / static_cast<float>(D) + eps);
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
+    out[blockIdx.x * os + i] = from_f<T>((to_f(r[i]) - mean) * inv * w[i] + b[i]);
+}
+
+// One thread per rotated pair (t, h, j).
+template <typename T>
+__global__ void rope_kernel(T* x, int64_t s0, int64_t s1, int64_t T_, int64_t H, int64_t half,
+                            const int32_t* pos, const float* f, bool interleaved, float af) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= T_ * H * half) return;
+  const int64_t j = i % half, h = (i / half) % H, t = i / (half * H);
+  const float ang = static_cast<float>(pos[t]) * f[j];  // fp32 angle, as transformers does
+  const float c = cosf(ang) * af, sn = sinf(ang) * af;
+  T* r = x + t * s0 + h * s1;
+  const int64_t i0 = interleaved ? 2 * j : j, i1 = interleaved ? 2 * j + 1 : j + half;
+  const float a = to_f(r[i0]), b = to_f(r[i1]);
+  r[i0] = from_f<T>(a * c - b * sn);
+  r[i1] = from_f<T>(b * c + a * sn);
+}
+
+template <typename T>
+__global__ void silu_mul_kernel(const T* x, int64_t xs, T* out, int64_t I) {
+  const int64_t t = blockIdx.y;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < I;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float g = to_f(x[t * xs + i]), u = to_f(x[t * xs + I + i]);
+    out[t * I + i] = from_f<T>(g / (1.0f + expf(-g)) * u);
+  }
+}
+
+template <typename T>
+__global__ void add_kernel(const T* a, const T* b, T* out, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = from_f<T>(to_f(a[i]) + to_f(b[i]));
+}
+
+// Row copies of 2- or 4-byte elements.
+template <typename E>
+__global__ void concat_kernel(const E* a, int64_t as, const E* b, int64_t bs, E* out, int64_t D1,
+                              int64_t D2) {
+  const int64_t t = blockIdx.x, W = D1 + D2;
+  for (int64_t i = threadIdx.x; i < W; i += blockDim.x)
+    out[t * W + i] = i < D1 ? a[t * as + i] : b[t * bs + i - D1];
+}
+
+template <typename E>
+__global__ void gather_rows_kernel(const E* src, int64_t ss, int64_t N, const int32_t* rows, E* out,
+                                   int64_t D) {
+  const int64_t i = blockIdx.x;
+  const int32_t r = rows[i];
+  const bool ok = r >= 0 && r < N;
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) out[i * D + d] = ok ? src[r * ss + d] : E(0);
+}
+
+template <typename E>
+__global__ void kv_store_kernel(const E* rows, int64_t rs, const int32_t* slots, E* pool, int64_t S,
+                                int64_t R) {
+  const int64_t t = blockIdx.x;
+  const int32_t slot = slots[t];
+  if (slot < 0 || slot >= S) return;  // padding tokens write nowhere
+  for (int64_t i = threadIdx.x; i < R; i += blockDim.x) pool[static_cast<int64_t>(slot) * R + i] = rows[t * rs + i];
+}
+
+// grid (ceil(max_len / rows_per_block), B): each block copies up to rows_per_block positions.
+template <typename E>
+__global__ void kv_gather_kernel(const E* pool, PagedMeta m, int64_t rows_per_block, E* out, int64_t R) {
+  const int b = blockIdx.y;
+  int64_t start = 0;
+  for (int i = 0; i < b; ++i) start += m.seq_lens[i];
+  const int64_t len = m.seq_lens[b];
+  const int64_t p0 = blockIdx.x * rows_per_block;
+  for (int64_t p = p0; p < p0 + rows_per_block && p < len; ++p) {
+    const int64_t slot = paged_slot(m, b, p);
+    for (int64_t i = threadIdx.x; i < R; i += blockDim.x) out[(start + p) * R + i] = pool[slot * R + i];
+  }
+}
+
+__global__ void argmax_kernel(const float* logits, int64_t ls, int64_t V, int32_t* out) {
+  __shared__ float sv[32];
+  __shared__ int si[32];
+  const float* row = logits + blockIdx.x * ls;
+  float bv = -INFINITY;
+  int bi = 0;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+    const float x = row[v];
+    if (x > bv) bv = x, bi = static_cast<int>(v);  // ascending v per thread: strict keeps the lowest
+  }
+  // (value desc, index asc); NaN never compares greater, so it never wins.
+  auto better = [](float va, int ia, float vb, int ib) { return va > vb || (va == vb && ia < ib); };
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (better(ov, oi, bv, bi)) bv = ov, bi = oi;
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) sv[warp] = bv, si[warp] = bi;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < static_cast<int>(blockDim.x >> 5); ++w)
+      if (better(sv[w], si[w], bv, bi)) bv = sv[w], bi = si[w];
+    out[blockIdx.x] = bi;
+  }
+}
+
+__device__ __forceinline__ uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+template <typename T>
+__global__ void fill_random_kernel(T* p, int64_t n, uint64_t seed, float scale) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint64_t z = mix64(seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(i));
+    // Sum of four uniforms in [0, 1): mean 2, variance 1/3; centred and scaled to unit variance.
+    float s = 0.f;
+    for (int k = 0; k < 4; ++k) s += static_cast<float>((z >> (16 * k)) & 0xffff) * (1.0f / 65536.0f);
+    p[i] = from_f<T>((s - 2.0f) * 1.7320508f * scale);
+  }
+}
+
+constexpr int kThreads = 256;
+unsigned grid_for(int64_t n) {
+  const int64_t g = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(g < 1 ? 1 : (g > 65535 * 16 ? 65535 * 16 : g));
+}
+
+unsigned row_threads(int64_t D) { return D >= 1024 ? 512 : D >= 256 ? 256 : 128; }
+
+}  // namespace
+
+void embedding(const int32_t* ids, int64_t T, const void* table, int64_t V, int64_t D, void* out,
+               DT dt, cudaStream_t s) {
+  if (T == 0) return;
+  if (dt == DT::BF16)
+    embedding_kernel<<<T, row_threads(D), 0, s>>>(ids, static_cast<const bf16*>(table), V, D, static_cast<bf16*>(out));
+  else
+    embedding_kernel<<<T, row_threads(D), 0, s>>>(ids, static_cast<const float*>(table), V, D, static_cast<float*>(out));
+}
+
+void rms_norm(const void* x, int64_t xs, const float* w, float eps, void* out, int64_t os, int64_t T,
+              int64_t D, DT dt, cudaStream_t s) {
+  if (T == 0) return;
+  if (dt == DT::BF16)
+    rms_norm_kernel<<<T, row_threads(D), 0, s>>>(static_cast<const bf16*>(x), xs, w, eps, static_cast<bf16*>(out), os, D);
+  else
+    rms_norm_kernel<<<T, row_threads(D), 0, s>>>(static_cast<const float*>(x), xs, w, eps, static_cast<float*>(out), os, D);
+}
+
+void layer_norm(const void* x, int64_t xs, const float* w, const float* b, float eps, void* out,
+                int64_t os, int64_t T, int64_t D, DT dt, cudaStream_t s) {
+  if (T == 0) return;
+  if (dt == DT::BF16)
+    layer_norm_kernel<<<T, row_threads(D), 0, s>>>(static_cast<const bf16*>(x), xs, w, b, eps, static_cast<bf16*>(out), os, D);
+  else
+    layer_norm_kernel<<<T, row_threads(D), 0, s>>>(static_cast<const float*>(x), xs, w, b, eps, static_cast<float*>(out), os, D);
+}
+
+void rope(void* x, int64_t s0, int64_t s1, int64_t T, int64_t H, int64_t d, const int32_t* pos,
+          const float* inv_freq, bool interleaved, float af, DT dt, cudaStream_t s) {
+  const int64_t n = T * H * (d / 2);
+  if (n == 0) return;
+  const unsigned g = cdiv(n, kThreads);
+  if (dt == DT::BF16)
+    rope_kernel<<<g, kThreads, 0, s>>>(static_cast<bf16*>(x), s0, s1, T, H, d / 2, pos, inv_freq, interleaved, af);
+  else
+    rope_kernel<<<g, kThreads, 0, s>>>(static_cast<float*>(x), s0, s1, T, H, d / 2, pos, inv_freq, interleaved, af);
+}
+
+void silu_mul(const void* x, int64_t xs, void* out, int64_t T, int64_t I, DT dt, cudaStream_t s) {
+  if (T == 0 || I == 0) return;
+  const dim3 g(cdiv(I, kThreads) > 64 ? 64 : cdiv(I, kThreads), static_cast<unsigned>(T));
+  if (dt == DT::BF16)
+    silu_mul_kernel<<<g, kThreads, 0, s>>>(static_cast<const bf16*>(x), xs, static_cast<bf16*>(out), I);
+  else
+    silu_mul_kernel<<<g, kThreads, 0, s>>>(static_cast<const float*>(x), xs, static_cast<float*>(out), I);
+}
+
+void add(const void* a, const void* b, void* out, int64_t n, DT dt, cudaStream_t s) {
+  if (n == 0) return;
+  if (dt == DT::BF16)
+    add_kernel<<<grid_for(n), kThreads, 0, s>>>(static_cast<const bf16*>(a), static_cast<const bf16*>(b), static_cast<bf16*>(out), n);
+  else
+    add_kernel<<<grid_for(n), kThreads, 0, s>>>(static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(out), n);
+}
+
+void concat_cols(const void* a, int64_t as, const void* b, int64_t bs, void* out, int64_t T,
+                 int64_t D1, int64_t D2, int64_t eb, cudaStream_t s) {
+  if (T == 0) return;
+  if (eb == 2)
+    concat_kernel<<<T, 256, 0, s>>>(static_cast<const uint16_t*>(a), as, static_cast<const uint16_t*>(b), bs, static_cast<uint16_t*>(out), D1, D2);
+  else
+    concat_kernel<<<T, 256, 0, s>>>(static_cast<const uint32_t*>(a), as, static_cast<const uint32_t*>(b), bs, static_cast<uint32_t*>(out), D1, D2);
+}
+
+void gather_rows(const void* src, int64_t ss, int64_t N, const int32_t* rows, void* out, int64_t M,
+                 int64_t D, int64_t eb, cudaStream_t s) {
+  if (M == 0) return;
+  if (eb == 2)
+    gather_rows_kernel<<<M, row_threads(D), 0, s>>>(static_cast<const uint16_t*>(src), ss, N, rows, static_cast<uint16_t*>(out), D);
+  else
+    gather_rows_kernel<<<M, row_threads(D), 0, s>>>(static_cast<const uint32_t*>(src), ss, N, rows, static_cast<uint32_t*>(out), D);
+}
+
+void kv_store(const void* rows, int64_t rs, const int32_t* slots, void* pool, int64_t T, int64_t S,
+              int64_t R, int64_t eb, cudaStream_t s) {
+  if (T == 0) return;
+  if (eb == 2)
+    kv_store_kernel<<<T, 128, 0, s>>>(static_cast<const uint16_t*>(rows), rs, slots, static_cast<uint16_t*>(pool), S, R);
+  else
+    kv_store_kernel<<<T, 128, 0, s>>>(static_cast<const uint32_t*>(rows), rs, slots, static_cast<uint32_t*>(pool), S, R);
+}
+
+void kv_gather(const void* pool, const PagedMeta& m, int64_t max_len, void* out, int64_t R, int64_t eb,
+               cudaStream_t s) {
+  if (m.num_seqs == 0 || max_len == 0) return;
+  constexpr int64_t kRows = 8;
+  const dim3 g(cdiv(max_len, kRows), static_cast<unsigned>(m.num_seqs));
+  if (eb == 2)
+    kv_gather_kernel<<<g, 128, 0, s>>>(static_cast<const uint16_t*>(pool), m, kRows, static_cast<uint16_t*>(out), R);
+  else
+    kv_gather_kernel<<<g, 128, 0, s>>>(static_cast<const uint32_t*>(pool), m, kRows, static_cast<uint32_t*>(out), R);
+}
+
+void argmax(const float* logits, int64_t ls, int64_t T, int64_t V, int32_t* out, cudaStream_t s) {
+  if (T == 0) return;
+  argmax_kernel<<<T, 1024, 0, s>>>(logits, ls, V, out);
+}
+
+void fill_random(void* p, int64_t n, uint64_t seed, float scale, DT dt, cudaStream_t s) {
+  if (n == 0) return;
+  const unsigned g = grid_for(n) > 8192 ? 8192 : grid_for(n);
+  if (dt == DT::BF16)
+    fill_random_kernel<<<g, kThreads, 0, s>>>(static_cast<bf16*>(p), n, seed, scale);
+  else
+    fill_random_kernel<<<g, kThreads, 0, s>>>(static_cast<float*>(p), n, seed, scale);
+}
+
+}  // namespace tandem::cuda::k

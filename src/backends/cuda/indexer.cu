@@ -1,0 +1,244 @@
+// The DSA lightning indexer: fp32 scores sum_h w[h] * relu(q_h . k_j) for every visible cached
+// key (one thread per key, the key row in registers, q broadcast from shared memory), then an
+// exact top-K per token by 4-pass radix select on the scores' order-preserving bit patterns,
+// written in ascending position order (ties at the threshold: earlier positions first), exactly
+// CpuBackend::indexer_topk's selection.
+#include <cfloat>
+
+#include "backends/cuda/common.cuh"
+
+namespace tandem::cuda::k {
+
+namespace {
+
+constexpr int kKeysPerBlock = 128;
+constexpr int kSelectThreads = 1024;
+
+// grid (ceil(max_len / 128), Tc); dynamic smem q [Hi][DI] f32 + w [Hi].
+template <int DI>
+__global__ void __launch_bounds__(kKeysPerBlock) indexer_scores_kernel(IndexerParams p, int64_t t0) {
+  extern __shared__ float sm[];
+  float* qsm = sm;
+  float* wsm = sm + p.Hi * DI;
+  const int64_t t = t0 + blockIdx.y;
+  const int64_t visible = static_cast<int64_t>(p.meta.token_pos[t]) + 1;
+  if (visible <= p.K) return;  // everything visible is selected: no scores needed
+  const int64_t jb = static_cast<int64_t>(blockIdx.x) * kKeysPerBlock;
+  if (jb >= visible) return;  // uniform over the block
+  const bf16* q = static_cast<const bf16*>(p.q);
+  for (int64_t i = threadIdx.x; i < p.Hi * DI; i += kKeysPerBlock) {
+    const int64_t h = i / DI, d = i - h * DI;
+    qsm[i] = to_f(q[t * p.q_s0 + h * p.q_s1 + d]);
+  }
+  for (int64_t h = threadIdx.x; h < p.Hi; h += kKeysPerBlock) wsm[h] = p.w[t * p.w_s0 + h];
+  __syncthreads();
+  const int64_t j = jb + threadIdx.x;
+  if (j >= visible) return;
+  const int64_t slot = paged_slot(p.meta, p.meta.token_seq[t], j);
+  const bf16* krow = static_cast<const bf16*>(p.pool) + slot * DI;
+  float kf[DI];
+#pragma unroll
+  for (int v = 0; v < DI / 8; ++v) bf16x8_to_f(__ldg(reinterpret_cast<const uint4*>(krow) + v), kf + 8 * v);
+  float score = 0.f;
+  for (int64_t h = 0; h < p.Hi; ++h) {
+    const float* qh = qsm + h * DI;
+    float a[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < DI; ++i) a[i & 3] = fmaf(qh[i], kf[i], a[i & 3]);
+    const float d = (a[0] + a[1]) + (a[2] + a[3]);
+    score += wsm[h] * (d > 0.f ? d : 0.f);
+  }
+  p.scores[static_cast<int64_t>(blockIdx.y) * p.max_len + j] = score;
+}
+
+__device__ __forceinline__ uint32_t ld32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// The same scores on the tensor cores: per token, S = Q [Hi x DI] . K^T [DI x 128 keys] with
+// mma.sync m16n8k16 (Hi a multiple of 16), then sum_h w[h] * relu(S[h, j]) reduced across the
+// lanes that hold one key's heads. Warp w owns keys [32w, 32w + 32) of the block's 128.
+// grid (ceil(max_len / 128), Tc), 128 threads; dynamic smem q [Hi][DI + 8] bf16, k [128][DI + 8]
+// bf16, w [Hi] f32.
+template <int DI>
+__global__ void __launch_bounds__(kKeysPerBlock) indexer_scores_mma_kernel(IndexerParams p, int64_t t0) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  constexpr int RP = DI + 8;  // padded rows: the 8 rows of a fragment load hit different banks
+  const int Hi = static_cast<int>(p.Hi);
+  bf16* qs = reinterpret_cast<bf16*>(smem);
+  bf16* ks = qs + Hi * RP;
+  float* wsm = reinterpret_cast<float*>(ks + kKeysPerBlock * RP);
+  const int64_t t = t0 + blockIdx.y;
+  const int64_t visible = static_cast<int64_t>(p.meta.token_pos[t]) + 1;
+  if (visible <= p.K) return;
+  const int64_t jb = static_cast<int64_t>(blockIdx.x) * kKeysPerBlock;
+  if (jb >= visible) return;  // uniform over the block
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+  const bf16* q = static_cast<const bf16*>(p.q);
+  const bf16* pool = static_cast<const bf16*>(p.pool);
+  const int seq = p.meta.token_seq[t];
+  constexpr int V = DI / 8;
+  for (int i = tid; i < Hi * V; i += kKeysPerBlock) {
+    const int h = i / V, v = i - h * V;
+    *reinterpret_cast<uint4*>(qs + h * RP + v * 8) =
+        *reinterpret_cast<const uint4*>(q + t * p.q_s0 + h * p.q_s1 + v * 8);
+  }
+  for (int i = tid; i < kKeysPerBlock * V; i += kKeysPerBlock) {
+    const int j = i / V, v = i - j * V;
+    uint4 val = make_uint4(0, 0, 0, 0);
+    if (jb + j < visible)
+      val = __ldg(reinterpret_cast<const uint4*>(pool + paged_slot(p.meta, seq, jb + j) * DI) + v);
+    *reinterpret_cast<uint4*>(ks + j * RP + v * 8) = val;
+  }
+  for (int h = tid; h < Hi; h += kKeysPerBlock) wsm[h] = p.w[t * p.w_s0 + h];
+  __syncthreads();
+
+  float part[4][2] = {};  // this thread's heads' share of keys n0 + 2c, n0 + 2c + 1 per n-tile
+  for (int mt = 0; mt < Hi / 16; ++mt) {
+    const bf16* qa = qs + (mt * 16) * RP;
+    const float w0 = wsm[mt * 16 + g], w1 = wsm[mt * 16 + g + 8];
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const bf16* kb = ks + (warp * 32 + nt * 8 + g) * RP;
+      float d[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int k0 = 0; k0 < DI; k0 += 16) {
+        mma_bf16(d, ld32(qa + g * RP + k0 + 2 * c), ld32(qa + (g + 8) * RP + k0 + 2 * c),
+                 ld32(qa + g * RP + k0 + 8 + 2 * c), ld32(qa + (g + 8) * RP + k0 + 8 + 2 * c),
+                 ld32(kb + k0 + 2 * c), ld32(kb + k0 + 8 + 2 * c));
+      }
+      // d: S[g][2c], S[g][2c + 1], S[g + 8][2c], S[g + 8][2c + 1] of this n-tile
+      part[nt][0] += w0 * fmaxf(d[0], 0.f) + w1 * fmaxf(d[2], 0.f);
+      part[nt][1] += w0 * fmaxf(d[1], 0.f) + w1 * fmaxf(d[3], 0.f);
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float v = part[nt][e];
+      v += __shfl_xor_sync(0xffffffffu, v, 4);  // sum over g: lanes c, c + 4, ..., c + 28
+      v += __shfl_xor_sync(0xffffffffu, v, 8);
+      v += __shfl_xor_sync(0xffffffffu, v, 16);
+      const int64_t j = jb + warp * 32 + nt * 8 + 2 * c + e;
+      if (g == 0 && j < visible) p.scores[static_cast<int64_t>(blockIdx.y) * p.max_len + j] = v;
+    }
+}
+
+// Order-preserving map of a float to uint32 (larger float -> larger key; -0 == +0).
+__device__ __forceinline__ uint32_t order_key(float f) {
+  if (f == 0.f) f = 0.f;
+  const uint32_t u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// grid (Tc), 1024 threads.
+__global__ void __launch_bounds__(kSelectThreads) indexer_select_kernel(IndexerParams p, int64_t t0) {
+  __shared__ unsigned hist[256];
+  __shared__ int red[32];
+  __shared__ uint32_t s_prefix;
+  __shared__ int s_need;
+  const int64_t t = t0 + blockIdx.x;
+  const int64_t visible = static_cast<int64_t>(p.meta.token_pos[t]) + 1;
+  const int64_t K = p.K;
+  int32_t* out = p.out + t * K;
+  if (visible <= K) {
+    for (int64_t j = threadIdx.x; j < K; j += kSelectThreads) out[j] = j < visible ? static_cast<int32_t>(j) : -1;
+    return;
+  }
+  const float* sc = p.scores + static_cast<int64_t>(blockIdx.x) * p.max_len;
+  uint32_t prefix = 0, pmask = 0;
+  int need = static_cast<int>(K);
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int i = threadIdx.x; i < 256; i += kSelectThreads) hist[i] = 0;
+    __syncthreads();
+    // Warp-aggregated: the scores' high bits are mostly equal, so lanes with the same bin add
+    // once (plain shared atomics would serialize on one or two bins).
+    for (int64_t base = 0; base < visible; base += kSelectThreads) {
+      const int64_t j = base + threadIdx.x;
+      const uint32_t u = j < visible ? order_key(sc[j]) : 0u;
+      const bool act = j < visible && (u & pmask) == prefix;
+      const uint32_t bin = act ? (u >> shift) & 255u : 256u;
+      const unsigned same = __match_any_sync(0xffffffffu, bin);
+      if (act && (threadIdx.x & 31) == __ffs(same) - 1) atomicAdd(&hist[bin], static_cast<unsigned>(__popc(same)));
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int cum = 0, d = 255;
+      for (; d > 0; --d) {
+        if (cum + static_cast<int>(hist[d]) >= need) break;
+        cum += static_cast<int>(hist[d]);
+      }
+      s_prefix = prefix | (static_cast<uint32_t>(d) << shift);
+      s_need = need - cum;
+    }
+    __syncthreads();
+    prefix = s_prefix;
+    need = s_need;
+    pmask |= 255u << shift;
+  }
+  // prefix is the K-th largest key; take every key above it and the first `need` equal to it.
+  int base_tie = 0, base_out = 0;
+  for (int64_t c0 = 0; c0 < visible; c0 += kSelectThreads) {
+    const int64_t j = c0 + threadIdx.x;
+    const bool in = j < visible;
+    const uint32_t u = in ? order_key(sc[j]) : 0u;
+    const int gt = in && u > prefix, eq = in && u == prefix;
+    int tot = 0;
+    const int tie_rank = block_exclusive_scan(eq, red, &tot) + base_tie;
+    base_tie += tot;
+    const int sel = gt || (eq && tie_rank < need);
+    const int o = block_exclusive_scan(sel, red, &tot) + base_out;
+    base_out += tot;
+    if (sel) out[o] = static_cast<int32_t>(j);
+  }
+}
+
+template <int DI>
+void launch_scores(const IndexerParams& p, int64_t t0, int64_t Tc, cudaStream_t s) {
+  if (p.tensor_cores && p.Hi % 16 == 0) {
+    const size_t smem = (p.Hi + kKeysPerBlock) * (DI + 8) * 2 + p.Hi * sizeof(float);
+    static size_t configured = 0;
+    if (smem > 48 * 1024 && smem > configured) {
+      cudaFuncSetAttribute(indexer_scores_mma_kernel<DI>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+      configured = smem;
+    }
+    const dim3 g(cdiv(p.max_len, kKeysPerBlock), static_cast<unsigned>(Tc));
+    indexer_scores_mma_kernel<DI><<<g, kKeysPerBlock, smem, s>>>(p, t0);
+    return;
+  }
+  const size_t smem = (p.Hi * DI + p.Hi) * sizeof(float);
+  static size_t configured = 0;
+  if (smem > 48 * 1024 && smem > configured) {
+    cudaFuncSetAttribute(indexer_scores_kernel<DI>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    configured = smem;
+  }
+  const dim3 g(cdiv(p.max_len, kKeysPerBlock), static_cast<unsigned>(Tc));
+  indexer_scores_kernel<DI><<<g, kKeysPerBlock, smem, s>>>(p, t0);
+}
+
+}  // namespace
+
+bool indexer_supports_head_dim(int64_t Di) { return Di == 16 || Di == 32 || Di == 64 || Di == 128; }
+
+void indexer_topk(const IndexerParams& p, int64_t t0, int64_t Tc, cudaStream_t s) {
+  if (Tc == 0) return;
+  if (p.max_len > p.K) {  // otherwise every token selects all it sees
+    switch (p.Di) {
+      case 16: launch_scores<16>(p, t0, Tc, s); break;
+      case 32: launch_scores<32>(p, t0, Tc, s); break;
+      case 64: launch_scores<64>(p, t0, Tc, s); break;
+      default: launch_scores<128>(p, t0, Tc, s); break;
+    }
+  }
+  indexer_select_kernel<<<static_cast<unsigned>(Tc), kSelectThreads, 0, s>>>(p, t0);
+}
+
+}  // namespace tandem::cuda::k

@@ -1,0 +1,172 @@
+// Launchers of the CUDA kernels: raw device pointers and plain params only, so that both nvcc
+// (the .cu files that define them) and g++ (cuda_backend.cpp, which validates and calls them)
+// can include this header. No core headers here (they pull in fmt, which nvcc cannot compile).
+// Strides are in elements. Every launcher enqueues on `s` and never synchronizes.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace tandem::cuda::k {
+
+// Element types the kernels read and write.
+enum class DT : int { F32 = 0, BF16 = 1 };
+
+// The paged-cache part of AttentionMeta, as device pointers.
+struct PagedMeta {
+  const int32_t* token_seq = nullptr;   // [T]
+  const int32_t* token_pos = nullptr;   // [T]
+  const int32_t* page_table = nullptr;  // [B, max_pages]
+  const int32_t* seq_lens = nullptr;    // [B]
+  int64_t max_pages = 0;
+  int32_t page_size = 0;
+  int32_t num_seqs = 0;
+};
+
+// ---- elementwise.cu -------------------------------------------------------------------------
+// out[t] = table[ids[t]] ([V, D] rows; ids outside [0, V) give a zero row).
+void embedding(const int32_t* ids, int64_t T, const void* table, int64_t V, int64_t D, void* out,
+               DT dt, cudaStream_t s);
+// w: [D] f32. x rows strided by xs, out rows by os.
+void rms_norm(const void* x, int64_t xs, const float* w, float eps, void* out, int64_t os, int64_t T,
+              int64_t D, DT dt, cudaStream_t s);
+void layer_norm(const void* x, int64_t xs, const float* w, const float* b, float eps, void* out,
+                int64_t os, int64_t T, int64_t D, DT dt, cudaStream_t s);
+// In place on x: [T, H, d] with strides (s0, s1, 1).
+void rope(void* x, int64_t s0, int64_t s1, int64_t T, int64_t H, int64_t d, const int32_t* pos,
+          const float* inv_freq, bool interleaved, float attention_factor, DT dt, cudaStream_t s);
+// out[t, i] = silu(x[t, i]) * x[t, I + i]; x rows strided by xs, out contiguous [T, I].
+void silu_mul(const void* x, int64_t xs, void* out, int64_t T, int64_t I, DT dt, cudaStream_t s);
+// out = a + b over n contiguous elements.
+void add(const void* a, const void* b, void* out, int64_t n, DT dt, cudaStream_t s);
+// out[t] = [a[t] | b[t]]; out contiguous [T, D1 + D2].
+void concat_cols(const void* a, int64_t as, const void* b, int64_t bs, void* out, int64_t T,
+                 int64_t D1, int64_t D2, int64_t elem_bytes, cudaStream_t s);
+// out[i] = src[rows[i]] (rows outside [0, N) give zeros).
+void gather_rows(const void* src, int64_t ss, int64_t N, const int32_t* rows, void* out, int64_t M,
+                 int64_t D, int64_t elem_bytes, cudaStream_t s);
+// pool[slot[t]] = rows[t] (slot < 0: skipped). pool: [S, R] contiguous.
+void kv_store(const void* rows, int64_t rs, const int32_t* slots, void* pool, int64_t T, int64_t S,
+              int64_t R, int64_t elem_bytes, cudaStream_t s);
+// out[start_b + p] = pool[slot(b, p)] for p < seq_lens[b]; max_len bounds seq_lens.
+void kv_gather(const void* pool, const PagedMeta& m, int64_t max_len, void* out, int64_t R,
+               int64_t elem_bytes, cudaStream_t s);
+// out[t] = argmax logits[t] (f32, lowest index on ties, NaN never wins).
+void argmax(const float* logits, int64_t ls, int64_t T, int64_t V, int32_t* out, cudaStream_t s);
+// Deterministic N(0, scale^2)-ish values (sum of uniforms), for benchmarks and tests.
+void fill_random(void* p, int64_t n, uint64_t seed, float scale, DT dt, cudaStream_t s);
+
+// ---- gemm.cu ------------------------------------------------------------------------------
+// Skinny GEMM: out[b][m, n] = sum_k x[b][m, k] * w[b][n, k], fp32 accumulation. x bf16; w bf16
+// or f32; out bf16 or f32. Streams each weight row once per 16 rows of x (the decode case).
+struct SkinnyParams {
+  const void* x = nullptr;  // bf16 [batch][M, K], rows strided by x_rs, batches by x_bs
+  int64_t x_rs = 0, x_bs = 0;
+  const void* w = nullptr;  // [batch][N, K] contiguous rows, batches by w_bs
+  int64_t w_bs = 0;
+  void* out = nullptr;  // [batch][M, N], rows by o_rs, batches by o_bs
+  int64_t o_rs = 0, o_bs = 0;
+  int64_t M = 0, N = 0, K = 0, batch = 1;
+  // Split-K (few output rows, long K): partial sums [splits][batch][M][N] f32, reduced in split
+  // order by a second kernel (deterministic). splits = 1: no scratch.
+  int64_t splits = 1;
+  float* partial = nullptr;
+};
+// How many K splits the kernel should use for this shape (1 when the N blocks fill the GPU or
+// the vector path does not apply); the caller provides splits * batch * M * N floats of scratch.
+int64_t skinny_splits(const SkinnyParams& p, DT w_dt, int num_sms);
+void skinny_gemm(const SkinnyParams& p, DT w_dt, DT out_dt, cudaStream_t s);
+
+// ---- moe.cu --------------------------------------------------------------------------------
+// Sigmoid routing (see Backend::moe_route). logits [T, E] rows strided by ls.
+void moe_route(const float* logits, int64_t ls, const float* bias, int64_t T, int64_t E, int64_t k,
+               int64_t n_group, int64_t topk_group, bool normalize, float scaling, int32_t* idx,
+               float* weights, cudaStream_t s);
+// Groups the P = T*k (token, slot) pairs by expert, in pair order within an expert:
+// counts[E], offsets[E + 1], perm[sorted] = pair, inv[pair] = sorted (-1: expert id invalid),
+// active[a] = the a-th expert with rows (ascending), *num_active.
+void moe_prepare(const int32_t* idx, int64_t pairs, int64_t E, int32_t* counts, int32_t* offsets,
+                 int32_t* perm, int32_t* inv, int32_t* active, int32_t* num_active, cudaStream_t s);
+// h[sorted, i] = silu(x . gate_e[i]) * (x . up_e[i]) for every active expert's rows (bf16 out
+// [P, I]). x: [T, D] bf16 rows strided by xs; gate_up: [E, 2I, D] bf16. max_active bounds
+// *num_active (min(E, P)).
+void moe_gate_up(const void* x, int64_t xs, int64_t k, const void* gate_up, const int32_t* counts,
+                 const int32_t* offsets, const int32_t* perm, const int32_t* active,
+                 const int32_t* num_active, int64_t max_active, int64_t I, int64_t D, void* h,
+                 cudaStream_t s);
+// y[sorted, d] = down_e[d] . h[sorted] (f32 out [P, D]). down: [E, D, I] bf16.
+void moe_down(const void* h, const void* down, const int32_t* counts, const int32_t* offsets,
+              const int32_t* active, const int32_t* num_active, int64_t max_active, int64_t I,
+              int64_t D, float* y, cudaStream_t s);
+// xs[sorted] = x[perm[sorted] / k] (bf16 rows).
+void moe_gather_x(const void* x, int64_t xs, int64_t k, const int32_t* perm, int64_t pairs, int64_t D,
+                  void* out, cudaStream_t s);
+// out[t, d] = sum_j w[t, j] * y[inv[t * k + j], d] (y f32 or bf16 rows of length D).
+void moe_combine(const void* y, DT y_dt, const int32_t* inv, const float* w, int64_t T, int64_t k,
+                 int64_t D, void* out, cudaStream_t s);
+
+// ---- attention.cu --------------------------------------------------------------------------
+// Absorbed MLA decode over the paged latent pool. Keys of token t: dense 0..pos_t, or its top-k
+// row (entries outside [0, pos_t] skipped). Keys are split into num_splits ranges of split_len
+// iterations; with one split the kernel writes out directly, else partial results go to
+// part_o [T, H, splits, Lc] f32 and part_lse [T, H, splits] and a merge kernel combines them.
+struct MlaDecodeParams {
+  const void* q = nullptr;  // bf16 [T, H, L], strides (q_s0, q_s1, 1)
+  int64_t q_s0 = 0, q_s1 = 0;
+  const void* pool = nullptr;  // bf16 [S, L]
+  const int32_t* topk = nullptr;  // [T, K] or null (dense)
+  int64_t topk_k = 0;
+  void* out = nullptr;  // bf16 [T, H, Lc] contiguous
+  float* part_o = nullptr;
+  float* part_lse = nullptr;
+  PagedMeta meta;
+  int64_t T = 0, H = 0, L = 0, Lc = 0;
+  float scale = 1.0f;
+  int64_t split_len = 0, num_splits = 1;
+  bool tensor_cores = true;  // mma.sync kernel (attention_mma.cu); false: the SIMT kernel
+};
+constexpr int kMlaHeadsPerBlock = 16;
+constexpr int kMlaKeysPerChunk = 64;
+void mla_decode(const MlaDecodeParams& p, cudaStream_t s);
+void mla_decode_mma(const MlaDecodeParams& p, cudaStream_t s);  // the tensor-core kernel only
+
+// Naive MLA prefill. q [T, H, dqk] (strides), kv [sumL, H, dn + dv] contiguous, k_pe [sumL, dr]
+// rows strided by pe_rs; out [T, H, dv] contiguous. topk: null (dense causal) or [T, K] with
+// each row's valid positions ascending and -1 padding after them (indexer_topk's layout).
+struct MlaPrefillParams {
+  const void* q = nullptr;
+  int64_t q_s0 = 0, q_s1 = 0;
+  const void* kv = nullptr;
+  const void* k_pe = nullptr;
+  int64_t pe_rs = 0;
+  const int32_t* topk = nullptr;
+  int64_t topk_k = 0;
+  void* out = nullptr;
+  PagedMeta meta;
+  int64_t T = 0, H = 0, dn = 0, dr = 0, dv = 0;
+  float scale = 1.0f;
+  bool tensor_cores = true;  // mma.sync kernel (attention_mma.cu); false: the SIMT kernel
+};
+void mla_prefill(const MlaPrefillParams& p, cudaStream_t s);
+void mla_prefill_mma(const MlaPrefillParams& p, cudaStream_t s);  // the tensor-core kernel only
+
+// ---- indexer.cu ----------------------------------------------------------------------------
+// score[t, j] = sum_h w[t, h] * relu(q[t, h] . k[slot(j)]) for j <= pos_t, for the tokens
+// [t0, t0 + Tc); then out[t] = top-K positions ascending (ties: earlier position), -1 padded.
+struct IndexerParams {
+  const void* q = nullptr;  // bf16 [T, Hi, Di], strides (q_s0, q_s1, 1)
+  int64_t q_s0 = 0, q_s1 = 0;
+  const float* w = nullptr;  // [T, Hi] rows strided by w_s0
+  int64_t w_s0 = 0;
+  const void* pool = nullptr;  // bf16 [S, Di]
+  PagedMeta meta;
+  int32_t* out = nullptr;  // [T, K]
+  float* scores = nullptr;  // scratch [Tc, max_len]
+  int64_t T = 0, Hi = 0, Di = 0, K = 0, max_len = 0;
+  bool tensor_cores = true;  // mma.sync scores when Hi is a multiple of 16; false: SIMT scores
+};
+bool indexer_supports_head_dim(int64_t Di);
+void indexer_topk(const IndexerParams& p, int64_t t0, int64_t Tc, cudaStream_t s);
+
+}  // namespace tandem::cuda::k

@@ -1,0 +1,102 @@
+#include "backends/cuda/lt_gemm.h"
+
+#include "backends/cuda/cuda_check.h"
+
+namespace tandem::cuda {
+
+namespace {
+
+#define TD_LT_CHECK(expr)                                                                     \
+  do {                                                                                        \
+    cublasStatus_t st_ = (expr);                                                              \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                         \
+      ::tandem::fail("cuBLASLt error {} at {}:{}", static_cast<int>(st_), __FILE__, __LINE__); \
+  } while (0)
+
+// Largest power of two (<= 256) dividing the address and the row stride in bytes.
+int alignment(const void* p, int64_t ld_bytes) {
+  const uint64_t v = reinterpret_cast<uint64_t>(p) | static_cast<uint64_t>(ld_bytes) | 256u;
+  return static_cast<int>(v & (~v + 1));
+}
+
+}  // namespace
+
+LtGemm::LtGemm() {
+  TD_LT_CHECK(cublasLtCreate(&handle_));
+  TD_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+}
+
+LtGemm::~LtGemm() {
+  for (auto& [k, p] : plans_) {
+    if (p.op) cublasLtMatmulDescDestroy(p.op);
+    if (p.a) cublasLtMatrixLayoutDestroy(p.a);
+    if (p.b) cublasLtMatrixLayoutDestroy(p.b);
+    if (p.c) cublasLtMatrixLayoutDestroy(p.c);
+  }
+  if (workspace_) cudaFree(workspace_);
+  if (handle_) cublasLtDestroy(handle_);
+}
+
+LtGemm::Plan& LtGemm::plan(const Key& key) {
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
+  const auto [M, N, K, ldx, ldw, ldd, d_f32, al_x, al_w, al_d, batch, sx, sw, sd] = key;
+  Plan p;
+  // cuBLAS is column-major: A = W viewed as [K, N] (ld ldw), op T -> [N, K]; B = X viewed as
+  // [K, M] (ld ldx); D = out viewed as [N, M] (ld ldd). D(N x M) = op(A) . B, i.e. row-major
+  // out[M, N] = X . W^T.
+  TD_LT_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  TD_LT_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  TD_LT_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  TD_LT_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, K, N, ldw));
+  TD_LT_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, K, M, ldx));
+  TD_LT_CHECK(cublasLtMatrixLayoutCreate(&p.c, d_f32 ? CUDA_R_32F : CUDA_R_16BF, N, M, ldd));
+  if (batch > 1) {
+    const int32_t count = static_cast<int32_t>(batch);
+    const int64_t strides[3] = {sw, sx, sd};
+    cublasLtMatrixLayout_t layouts[3] = {p.a, p.b, p.c};
+    for (int i = 0; i < 3; ++i) {
+      TD_LT_CHECK(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+      TD_LT_CHECK(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &strides[i],
+                                                   sizeof(strides[i])));
+    }
+  }
+  cublasLtMatmulPreference_t pref;
+  TD_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  TD_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                   &workspace_bytes_, sizeof(workspace_bytes_)));
+  const uint32_t ax = al_x, aw = al_w, ad = al_d;
+  TD_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aw, sizeof(aw)));
+  TD_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ax, sizeof(ax)));
+  TD_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ad, sizeof(ad)));
+  TD_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ad, sizeof(ad)));
+  cublasLtMatmulHeuristicResult_t res{};
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.c, p.c, pref, 1, &res, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
+    p.algo = res.algo;
+    p.ok = true;
+  }
+  return plans_.emplace(key, p).first->second;
+}
+
+bool LtGemm::gemm(const void* x, int64_t ldx, const void* w, int64_t ldw, void* d, int64_t ldd,
+                  bool d_f32, int64_t M, int64_t N, int64_t K, cudaStream_t s, int64_t batch, int64_t stride_x,
+                  int64_t stride_w, int64_t stride_d) {
+  const int64_t de = d_f32 ? 4 : 2;
+  // Every batch's operands must meet the alignment the algorithm is chosen for.
+  const Key key{M, N, K, ldx, ldw, ldd, d_f32,
+                alignment(x, ldx * 2 | stride_x * 2), alignment(w, ldw * 2 | stride_w * 2),
+                alignment(d, ldd * de | stride_d * de), batch, stride_x, stride_w, stride_d};
+  Plan& p = plan(key);
+  if (!p.ok) return false;
+  const float alpha = 1.0f, beta = 0.0f;
+  TD_LT_CHECK(cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, d, p.c, d, p.c, &p.algo,
+                             workspace_, workspace_bytes_, s));
+  return true;
+}
+
+}  // namespace tandem::cuda

@@ -1,0 +1,48 @@
+// cuBLASLt bf16 GEMM in the engine's row-major convention: D[M, N] = X[M, K] . W[N, K]^T, fp32
+// accumulation, D bf16 or f32. Descriptors and the heuristic's algorithm are cached per shape,
+// stride and alignment, so a call after the first does no host-side search (and is capturable
+// into a CUDA graph: one preallocated workspace, no allocation).
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+namespace tandem::cuda {
+
+class LtGemm {
+ public:
+  LtGemm();
+  ~LtGemm();
+  LtGemm(const LtGemm&) = delete;
+  LtGemm& operator=(const LtGemm&) = delete;
+
+  // x: bf16 rows strided by ldx; w: bf16 [N, K] rows strided by ldw; d: rows strided by ldd.
+  // Returns false when cuBLASLt offers no algorithm for the shape (the caller falls back).
+  // batch > 1: `batch` independent GEMMs whose operands start stride_x / stride_w / stride_d
+  // elements apart (head_matmul: one per head).
+  bool gemm(const void* x, int64_t ldx, const void* w, int64_t ldw, void* d, int64_t ldd, bool d_f32,
+            int64_t M, int64_t N, int64_t K, cudaStream_t s, int64_t batch = 1, int64_t stride_x = 0,
+            int64_t stride_w = 0, int64_t stride_d = 0);
+
+ private:
+  struct Plan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    bool ok = false;
+  };
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, int, int, int, int64_t,
+                         int64_t, int64_t, int64_t>;
+  Plan& plan(const Key& key);
+
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 32u << 20;
+  std::map<Key, Plan> plans_;
+};
+
+}  // namespace tandem::cuda

@@ -1,0 +1,271 @@
+// MoE on the GPU: sigmoid routing, grouping of (token, slot) pairs by expert, the grouped expert
+// SwiGLU (each active expert's weights streamed once per 8 of its rows), and the weighted
+// combine. Every step runs on the device without host synchronization (graph-capturable); the
+// backend adds a cuBLASLt path for prefill-sized batches.
+#include <cfloat>
+
+#include "backends/cuda/skinny.cuh"
+
+namespace tandem::cuda::k {
+
+namespace {
+
+constexpr int kMoeMT = 8;  // activation rows per pass over an expert's weights
+
+// One block per token. Mirrors CpuBackend::moe_route step by step (same fp32 expressions, same
+// tie-breaking: groups by stable order of score, experts by value then lower index).
+__global__ void moe_route_kernel(const float* logits, int64_t ls, const float* bias, int E, int k,
+                                 int n_group, int topk_group, bool normalize, float scaling,
+                                 int32_t* idx, float* wout) {
+  extern __shared__ float sm[];
+  float* s = sm;                                            // [E] sigmoid scores
+  float* choice = s + E;                                    // [E] selection scores
+  float* gscore = choice + E;                               // [n_group]
+  int* taken = reinterpret_cast<int*>(gscore + n_group);    // [E]
+  int* gkeep = taken + E;                                   // [n_group]
+  int* sel = gkeep + n_group;                               // [k]
+  __shared__ float rv[32];
+  __shared__ int ri[32];
+  const int64_t t = blockIdx.x;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
+  for (int e = tid; e < E; e += blockDim.x) {
+    const float l = logits[t * ls + e];
+    s[e] = 1.0f / (1.0f + expf(-l));
+    choice[e] = s[e] + (bias ? bias[e] : 0.0f);
+    taken[e] = 0;
+  }
+  __syncthreads();
+  if (n_group > 1) {
+    const int per = E / n_group;
+    for (int g = tid; g < n_group; g += blockDim.x) {
+      float a = -INFINITY, b = -INFINITY;
+      for (int e = g * per; e < (g + 1) * per; ++e) {
+        if (choice[e] > a) b = a, a = choice[e];
+        else if (choice[e] > b) b = choice[e];
+      }
+      gscore[g] = a + b;
+      gkeep[g] = 0;
+    }
+    __syncthreads();
+    if (tid == 0)
+      for (int r = 0; r < topk_group; ++r) {
+        int best = -1;
+        for (int g = 0; g < n_group; ++g)
+          if (!gkeep[g] && (best < 0 || gscore[g] > gscore[best])) best = g;
+        if (best >= 0) gkeep[best] = 1;
+      }
+    __syncthreads();
+    for (int e = tid; e < E; e += blockDim.x)
+      if (!gkeep[e / per]) choice[e] = -INFINITY;
+    __syncthreads();
+  }
+  auto better = [](float va, int ia, float vb, int ib) {
+    return ib < 0 || (ia >= 0 && (va > vb || (va == vb && ia < ib)));
+  };
+  for (int j = 0; j < k; ++j) {
+    float bv = -INFINITY;
+    int bi = -1;
+    for (int e = tid; e < E; e += blockDim.x)
+      if (!taken[e] && better(choice[e], e, bv, bi)) bv = choice[e], bi = e;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (better(ov, oi, bv, bi)) bv = ov, bi = oi;
+    }
+    if (lane == 0) rv[warp] = bv, ri[warp] = bi;
+    __syncthreads();
+    if (tid == 0) {
+      for (int w = 1; w < nw; ++w)
+        if (better(rv[w], ri[w], bv, bi)) bv = rv[w], bi = ri[w];
+      sel[j] = bi;
+      if (bi >= 0) taken[bi] = 1;
+    }
+    __syncthreads();
+  }
+  if (tid == 0) {
+    float sum = 0.f;
+    for (int j = 0; j < k; ++j) sum += s[sel[j]];
+    const float norm = normalize ? 1.0f / (sum + 1e-20f) : 1.0f;
+    for (int j = 0; j < k; ++j) {
+      idx[t * k + j] = sel[j];
+      wout[t * k + j] = s[sel[j]] * norm * scaling;
+    }
+  }
+}
+
+// One block. Counting sort of pairs by expert, stable (pair order within an expert).
+__global__ void moe_prepare_kernel(const int32_t* idx, int P, int E, int32_t* counts, int32_t* offsets,
+                                   int32_t* perm, int32_t* inv, int32_t* active, int32_t* num_active) {
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    int c = 0;
+    for (int p = 0; p < P; ++p) c += idx[p] == e;
+    counts[e] = c;
+  }
+  for (int p = threadIdx.x; p < P; p += blockDim.x)
+    if (idx[p] < 0 || idx[p] >= E) inv[p] = -1;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int run = 0, na = 0;
+    for (int e = 0; e < E; ++e) {
+      offsets[e] = run;
+      run += counts[e];
+      if (counts[e] > 0) active[na++] = e;
+    }
+    offsets[E] = run;
+    *num_active = na;
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    if (counts[e] == 0) continue;
+    int o = offsets[e];
+    for (int p = 0; p < P; ++p)
+      if (idx[p] == e) perm[o] = p, inv[p] = o, ++o;
+  }
+}
+
+// grid (ceil(I / 8), max_active): warp w computes i = 8 * blockIdx.x + w, gate row i and up row
+// I + i together, for every row of the block's expert.
+__global__ void __launch_bounds__(kSkinnyThreads)
+    moe_gate_up_kernel(const bf16* x, int64_t xs, int k, const bf16* gu, const int32_t* counts,
+                       const int32_t* offsets, const int32_t* perm, const int32_t* active,
+                       const int32_t* num_active, int64_t I, int64_t D, bf16* h) {
+  constexpr int KC = skinny_chunk<bf16, kMoeMT>();
+  __shared__ __align__(16) bf16 xsm[kMoeMT * KC];
+  if (static_cast<int>(blockIdx.y) >= *num_active) return;  // uniform over the block
+  const int e = active[blockIdx.y];
+  const int n = counts[e], off = offsets[e];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t i = blockIdx.x * 8 + warp;
+  const bool ok[2] = {i < I, i < I};
+  const bf16* gate = gu + (static_cast<int64_t>(e) * 2 * I + (ok[0] ? i : 0)) * D;
+  const bf16* up = gate + I * D;
+  for (int m0 = 0; m0 < n; m0 += kMoeMT) {
+    const int mt = min(kMoeMT, n - m0);
+    float acc[2][kMoeMT] = {};
+    for (int64_t kc0 = 0; kc0 < D; kc0 += KC) {
+      const int kcl = static_cast<int>(min64(KC, D - kc0));
+      stage_x(xsm, KC, mt, kc0, kcl, [&](int m) { return x + (perm[off + m0 + m] / k) * xs; });
+      const bf16* wr[2] = {gate + kc0, up + kc0};
+      skinny_chunk_dot<bf16, kMoeMT, 2>(wr, ok, xsm, KC, mt, kcl, lane, acc);
+    }
+#pragma unroll
+    for (int m = 0; m < kMoeMT; ++m) {
+      if (m >= mt) break;
+      const float g = warp_sum(acc[0][m]), u = warp_sum(acc[1][m]);
+      if (lane == 0 && ok[0]) h[(off + m0 + m) * I + i] = from_f<bf16>(g / (1.0f + expf(-g)) * u);
+    }
+  }
+}
+
+// grid (ceil(D / 16), max_active): y[sorted, d] = down_e[d] . h[sorted].
+__global__ void __launch_bounds__(kSkinnyThreads)
+    moe_down_kernel(const bf16* h, const bf16* down, const int32_t* counts, const int32_t* offsets,
+                    const int32_t* active, const int32_t* num_active, int64_t I, int64_t D, float* y) {
+  constexpr int KC = skinny_chunk<bf16, kMoeMT>();
+  __shared__ __align__(16) bf16 xsm[kMoeMT * KC];
+  if (static_cast<int>(blockIdx.y) >= *num_active) return;
+  const int e = active[blockIdx.y];
+  const int n = counts[e], off = offsets[e];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t d0 = blockIdx.x * 16 + warp * 2;
+  const bool ok[2] = {d0 < D, d0 + 1 < D};
+  const bf16* wbase = down + static_cast<int64_t>(e) * D * I;
+  const bf16* wrow[2] = {wbase + (ok[0] ? d0 : 0) * I, wbase + (ok[1] ? d0 + 1 : 0) * I};
+  for (int m0 = 0; m0 < n; m0 += kMoeMT) {
+    const int mt = min(kMoeMT, n - m0);
+    float acc[2][kMoeMT] = {};
+    for (int64_t kc0 = 0; kc0 < I; kc0 += KC) {
+      const int kcl = static_cast<int>(min64(KC, I - kc0));
+      stage_x(xsm, KC, mt, kc0, kcl, [&](int m) { return h + static_cast<int64_t>(off + m0 + m) * I; });
+      const bf16* wr[2] = {wrow[0] + kc0, wrow[1] + kc0};
+      skinny_chunk_dot<bf16, kMoeMT, 2>(wr, ok, xsm, KC, mt, kcl, lane, acc);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int m = 0; m < kMoeMT; ++m) {
+        if (m >= mt) break;
+        const float v = warp_sum(acc[r][m]);
+        if (lane == 0 && ok[r]) y[static_cast<int64_t>(off + m0 + m) * D + d0 + r] = v;
+      }
+  }
+}
+
+__global__ void moe_gather_x_kernel(const uint16_t* x, int64_t xs, int k, const int32_t* perm,
+                                    int64_t D, uint16_t* out) {
+  const int64_t r = blockIdx.x;
+  const int64_t t = perm[r] / k;
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) out[r * D + d] = x[t * xs + d];
+}
+
+template <typename TY>
+__global__ void moe_combine_kernel(const TY* y, const int32_t* inv, const float* w, int k, int64_t D,
+                                   bf16* out) {
+  const int64_t t = blockIdx.y;
+  const int64_t d = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (d >= D) return;
+  float acc = 0.f;
+  for (int j = 0; j < k; ++j) {
+    const int32_t sl = inv[t * k + j];
+    if (sl >= 0) acc += w[t * k + j] * to_f(y[static_cast<int64_t>(sl) * D + d]);
+  }
+  out[t * D + d] = from_f<bf16>(acc);
+}
+
+}  // namespace
+
+void moe_route(const float* logits, int64_t ls, const float* bias, int64_t T, int64_t E, int64_t k,
+               int64_t n_group, int64_t topk_group, bool normalize, float scaling, int32_t* idx,
+               float* weights, cudaStream_t s) {
+  if (T == 0) return;
+  const size_t smem = (2 * E + n_group) * sizeof(float) + (E + n_group + k) * sizeof(int);
+  moe_route_kernel<<<T, 256, smem, s>>>(logits, ls, bias, static_cast<int>(E), static_cast<int>(k),
+                                        static_cast<int>(n_group), static_cast<int>(topk_group),
+                                        normalize, scaling, idx, weights);
+}
+
+void moe_prepare(const int32_t* idx, int64_t pairs, int64_t E, int32_t* counts, int32_t* offsets,
+                 int32_t* perm, int32_t* inv, int32_t* active, int32_t* num_active, cudaStream_t s) {
+  moe_prepare_kernel<<<1, 1024, 0, s>>>(idx, static_cast<int>(pairs), static_cast<int>(E), counts,
+                                        offsets, perm, inv, active, num_active);
+}
+
+void moe_gate_up(const void* x, int64_t xs, int64_t k, const void* gate_up, const int32_t* counts,
+                 const int32_t* offsets, const int32_t* perm, const int32_t* active,
+                 const int32_t* num_active, int64_t max_active, int64_t I, int64_t D, void* h,
+                 cudaStream_t s) {
+  if (max_active == 0) return;
+  const dim3 g(cdiv(I, 8), static_cast<unsigned>(max_active));
+  moe_gate_up_kernel<<<g, kSkinnyThreads, 0, s>>>(static_cast<const bf16*>(x), xs, static_cast<int>(k),
+                                                  static_cast<const bf16*>(gate_up), counts, offsets,
+                                                  perm, active, num_active, I, D, static_cast<bf16*>(h));
+}
+
+void moe_down(const void* h, const void* down, const int32_t* counts, const int32_t* offsets,
+              const int32_t* active, const int32_t* num_active, int64_t max_active, int64_t I,
+              int64_t D, float* y, cudaStream_t s) {
+  if (max_active == 0) return;
+  const dim3 g(cdiv(D, 16), static_cast<unsigned>(max_active));
+  moe_down_kernel<<<g, kSkinnyThreads, 0, s>>>(static_cast<const bf16*>(h), static_cast<const bf16*>(down),
+                                               counts, offsets, active, num_active, I, D, y);
+}
+
+void moe_gather_x(const void* x, int64_t xs, int64_t k, const int32_t* perm, int64_t pairs, int64_t D,
+                  void* out, cudaStream_t s) {
+  if (pairs == 0) return;
+  moe_gather_x_kernel<<<pairs, 256, 0, s>>>(static_cast<const uint16_t*>(x), xs, static_cast<int>(k),
+                                            perm, D, static_cast<uint16_t*>(out));
+}
+
+void moe_combine(const void* y, DT y_dt, const int32_t* inv, const float* w, int64_t T, int64_t k,
+                 int64_t D, void* out, cudaStream_t s) {
+  if (T == 0) return;
+  const dim3 g(cdiv(D, 256), static_cast<unsigned>(T));
+  if (y_dt == DT::F32)
+    moe_combine_kernel<<<g, 256, 0, s>>>(static_cast<const float*>(y), inv, w, static_cast<int>(k), D, static_cast<bf16*>(out));
+  else
+    moe_combine_kernel<<<g, 256, 0, s>>>(static_cast<const bf16*>(y), inv, w, static_cast<int>(k), D, static_cast<bf16*>(out));
+}
+
+}  // namespace tandem::cuda::k
