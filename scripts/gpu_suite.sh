@@ -15,9 +15,9 @@ CARRY=$ROOT/build-cuda/carry
 
 if [ "${1:-}" = "--stage" ]; then
   mkdir -p "$CARRY/lib"
-  cp "$ROOT/build-cuda/tests/ops_tests" "$ROOT/build-cuda/tests/gpu_model_tests" "$ROOT/build-cuda/bench/kernel_bench" "$CARRY/"
+  cp "$ROOT/build-cuda/tests/ops_tests" "$ROOT/build-cuda/tests/gpu_model_tests" "$ROOT/build-cuda/bench/kernel_bench" "$ROOT/build-cuda/tandem" "$CARRY/"
   # Non-system shared libraries the binaries need (CUDA's own are on the GPU machine).
-  for lib in $(ldd "$CARRY"/ops_tests "$CARRY"/gpu_model_tests "$CARRY"/kernel_bench | awk '/=>/ {print $3}' | sort -u); do
+  for lib in $(ldd "$CARRY"/ops_tests "$CARRY"/gpu_model_tests "$CARRY"/kernel_bench "$CARRY"/tandem | awk '/=>/ {print $3}' | sort -u); do
     case "$(basename "$lib")" in
       libc.so*|libm.so*|libstdc++*|libgcc_s*|ld-linux*|libpthread*|libdl.so*|librt.so*|libcuda*|libcublas*) ;;
       *) cp -L "$lib" "$CARRY/lib/" ;;
@@ -50,6 +50,16 @@ step() {  # step NAME TIMEOUT CMD...
 step ops_tests "${OPS_TIMEOUT:-100}" "$CARRY/ops_tests" --gtest_color=no
 step gpu_model_tests "${MODEL_TIMEOUT:-100}" "$CARRY/gpu_model_tests" --gtest_color=no
 step kernel_bench "${BENCH_TIMEOUT:-150}" "$CARRY/kernel_bench" $BENCH_ARGS
+# MTP speculative decoding on the GPU through the engine: the shipped model (real acceptance;
+# greedy outputs compared with plain decoding) and a real-shape GLM-5.2 slice with dummy weights
+# and simulated acceptance.
+if [ "${SPEC:-1}" = "1" ]; then
+  step spec_austen "${SPEC_TIMEOUT:-120}" "$CARRY/tandem" bench-offline --device cuda \
+    --prompts tests/data/austen/heldout_prompt_ids.json --concurrency 1,8,16
+  step spec_glm52 "${SPEC_TIMEOUT:-150}" "$CARRY/tandem" bench-offline --device cuda --load-format dummy \
+    --preset glm5.2 --num-layers 4 --num-prompts 32 --prompt-tokens 1024 --max-new-tokens 48 \
+    --concurrency 1,8,32 --simulate-accept-length 2.4
+fi
 # compute-sanitizer over the small op cases: out-of-bounds / misaligned accesses, then
 # shared-memory races in the attention and indexer kernels.
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -62,7 +72,7 @@ fi
   echo
   echo "==================== GPU SUITE SUMMARY ===================="
   head -1 "$OUTDIR/gpu.txt" >/dev/null; sed -n 2p "$OUTDIR/gpu.txt"
-  for n in ops_tests gpu_model_tests kernel_bench memcheck racecheck; do
+  for n in ops_tests gpu_model_tests kernel_bench spec_austen spec_glm52 memcheck racecheck; do
     [ -f "$OUTDIR/$n.log" ] || continue
     printf "%-16s rc=%-4s %4ss  " "$n" "${RC[$n]}" "${SECS[$n]}"
     grep -E "^\[  (PASSED|FAILED)  \]|ERROR SUMMARY|RACECHECK SUMMARY" "$OUTDIR/$n.log" | head -3 | tr '\n' ' '
@@ -77,5 +87,6 @@ fi
   echo
   grep -h -E "^ceilings" "$OUTDIR/kernel_bench.log"
   sed -n '/^SUMMARY/,$p' "$OUTDIR/kernel_bench.log"
+  for n in spec_austen spec_glm52; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -9; }; done
   grep -h -E "error|Error|what\(\)" "$OUTDIR"/*.log | head -10
 } | tee "$OUTDIR/summary.txt"

@@ -201,6 +201,7 @@ class Recorder final : public Backend {
     b_.moe_experts(x, gu, d, i, w, o);
   }
   void argmax(const Tensor& l, Tensor& o) override { b_.argmax(l, o); }
+  void fill_random(Tensor& t, uint64_t seed, float scale) override { b_.fill_random(t, seed, scale); }
 
  private:
   Backend& b_;
@@ -252,6 +253,7 @@ class OpTimer final : public Backend {
     time("moe_experts", [&] { b_.moe_experts(x, gu, d, i, w, o); });
   }
   void argmax(const Tensor& l, Tensor& o) override { time("argmax", [&] { b_.argmax(l, o); }); }
+  void fill_random(Tensor& t, uint64_t seed, float scale) override { b_.fill_random(t, seed, scale); }
 
   // Sums per op name after the recorded work finished, largest first.
   std::vector<std::pair<std::string, double>> totals() {

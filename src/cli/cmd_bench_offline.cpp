@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/rng.h"
+#include "model/presets.h"
 #include "runtime/engine.h"
 #include "tokenizer/tokenizer.h"
 
@@ -113,6 +114,8 @@ Runner add_bench_offline(CLI::App& app) {
     int64_t prompt_tokens = 64, max_new = 96, num_prompts = 16, steps = 3;
     double simulate = 0;
     bool no_plain = false;
+    std::string device = "cpu", load_format = "auto", preset;
+    int64_t num_layers = 0, max_total_tokens = 1 << 16;
   };
   auto a = std::make_shared<Args>();
   app.add_option("--model-path", a->model_path, "Checkpoint folder (default: the built-in model)");
@@ -129,11 +132,33 @@ Runner add_bench_offline(CLI::App& app) {
   app.add_option("--write-prompt-ids", a->write_ids,
                  "Write the token ids of the prompts used to this JSON file");
   app.add_flag("--no-plain", a->no_plain, "Skip the runs without speculation");
+  app.add_option("--device", a->device, "cpu | cuda");
+  app.add_option("--load-format", a->load_format, "auto (the checkpoint) | dummy (random weights on the device)");
+  app.add_option("--preset", a->preset, "With --load-format dummy: the configuration (e.g. glm5.2)");
+  app.add_option("--num-layers", a->num_layers, "With --load-format dummy: keep this many decoder layers (a slice)");
+  app.add_option("--max-total-tokens", a->max_total_tokens, "KV cache capacity in tokens");
   return [a]() {
     const std::string dir = a->model_path.empty() ? default_model_path() : a->model_path;
     LoadOptions lo;
     lo.load_mtp = a->steps > 0;
-    std::shared_ptr<const Model> model(Model::load(dir, lo));
+    if (a->device == "cuda") {
+      lo.device = Device::cuda();
+      lo.dtype = DType::BF16;
+    } else if (a->device != "cpu") {
+      fail("--device must be cpu or cuda, got {}", a->device);
+    }
+    std::shared_ptr<const Model> model;
+    if (a->load_format == "dummy") {
+      ModelConfig c = a->preset.empty() ? ModelConfig::from_file(dir + "/config.json") : preset_config(a->preset);
+      if (a->num_layers > 0 && a->num_layers < c.num_hidden_layers) {
+        c.num_hidden_layers = a->num_layers;
+        c.layer_is_moe.resize(static_cast<size_t>(a->num_layers));
+        if (c.has_indexer) c.indexer_full.resize(static_cast<size_t>(a->num_layers));
+      }
+      model = Model::dummy(c, lo);
+    } else {
+      model = Model::load(dir, lo);
+    }
     std::vector<std::vector<int32_t>> prompts;
     if (!a->prompts.empty()) {
       std::ifstream in(a->prompts);
@@ -169,12 +194,15 @@ Runner add_bench_offline(CLI::App& app) {
     }
     EngineOptions plain;
     plain.max_running_requests = 64;
+    plain.max_total_tokens = a->max_total_tokens;
+    plain.page_size = a->device == "cuda" ? 64 : 16;
     EngineOptions sp = plain;
     sp.spec.algorithm = "EAGLE";
     sp.spec.num_steps = a->steps;
     sp.spec.num_draft_tokens = a->steps + 1;
     sp.spec.simulate_accept_length = a->simulate;
-    std::printf("model %s on %s: %zu prompts, %lld new tokens each, greedy\n", dir.c_str(),
+    std::printf("model %s on %s: %zu prompts, %lld new tokens each, greedy\n",
+                a->load_format == "dummy" ? ("dummy " + (a->preset.empty() ? dir : a->preset)).c_str() : dir.c_str(),
                 model->device().str().c_str(), prompts.size(), static_cast<long long>(a->max_new));
     std::printf("%-11s %-10s %10s %10s %10s %8s %s\n", "concurrency", "mode", "tok/s", "TPOT ms",
                 "TTFT ms", "accept", "per-position");

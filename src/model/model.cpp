@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "model/checkpoint.h"
 #include "model/decoder_layer.h"
+#include "model/dummy_weights.h"
 #include "ops/ops.h"
 
 namespace tandem {
@@ -14,6 +15,11 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& o)
   Checkpoint ck = Checkpoint::open(dir);
   ModelWeights w = load_weights(ck, c, o);
   return std::make_unique<Model>(std::move(c), std::move(w), o.device);
+}
+
+std::unique_ptr<Model> Model::dummy(const ModelConfig& c, const LoadOptions& o, uint64_t seed) {
+  ModelWeights w = dummy_weights(c, o, seed);
+  return std::make_unique<Model>(c, std::move(w), o.device);
 }
 
 Tensor Model::logits_for(Workspace& ws, const ForwardBatch& batch, const Tensor& normed) const {

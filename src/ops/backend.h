@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "core/tensor.h"
 #include "ops/attention_meta.h"
 #include "ops/weight.h"
+#include "ops/workspace.h"
 
 namespace tandem {
 
@@ -84,6 +86,14 @@ class Backend {
 
   // out[t] = argmax_v logits[t, v] (lowest index on ties). logits: [T, V] f32; out: [T] i32
   virtual void argmax(const Tensor& logits, Tensor& out) = 0;
+
+  // Deterministic random values, mean 0 and standard deviation `scale` (dummy weights).
+  virtual void fill_random(Tensor& t, uint64_t seed, float scale) = 0;
+  // The workspace a forward should allocate from: plain allocations, or an arena whose
+  // addresses repeat from step to step (graph capture, no allocator calls in the hot path).
+  virtual std::unique_ptr<Workspace> make_workspace(Device d, size_t bytes) {
+    return std::make_unique<Workspace>(d);
+  }
 };
 
 // The backend for a device (CPU always; CUDA when built and initialised).

@@ -230,4 +230,13 @@ Tensor argmax(Workspace& ws, const Tensor& logits) {
   return out;
 }
 
+
+
+void fill_random(Tensor& t, uint64_t seed, float scale) {
+  TD_CHECK(t.is_contiguous(), "fill_random: needs a contiguous tensor, got {}", t.str());
+  backend_for(t.device()).fill_random(t, seed, scale);
+}
+
+std::unique_ptr<Workspace> make_workspace(Device d, size_t bytes) { return backend_for(d).make_workspace(d, bytes); }
+
 }  // namespace tandem::ops

@@ -59,5 +59,9 @@ Tensor moe_experts(Workspace& ws, const Tensor& x, const Tensor& gate_up, const 
                    const Routing& r);
 // [T, V] -> [T] i32
 Tensor argmax(Workspace& ws, const Tensor& logits);
+// Fills a contiguous float tensor with N(0, scale^2) values from seed.
+void fill_random(Tensor& t, uint64_t seed, float scale);
+// The backend's workspace for forwards on device d (an arena of `bytes` on GPUs).
+std::unique_ptr<Workspace> make_workspace(Device d, size_t bytes);
 
 }  // namespace tandem::ops

@@ -14,6 +14,8 @@ class Workspace {
   virtual Tensor alloc(const Shape& shape, DType dtype) {
     return Tensor::empty(shape, dtype, device_);
   }
+  // Starts a new step: an arena reuses its memory from here (earlier tensors become invalid).
+  virtual void reset() {}
   Device device() const { return device_; }
 
  private:

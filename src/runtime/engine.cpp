@@ -59,6 +59,7 @@ struct Engine::Impl {
   PageAllocator pages;
   PrefixCache prefix;
   std::unique_ptr<KvCache> cache;
+  std::unique_ptr<Workspace> workspace;  // reset at the start of every step
 
   // Messages from other threads.
   std::mutex mu;
@@ -113,6 +114,7 @@ struct Engine::Impl {
     ko.dtype = model->device().is_cpu() ? DType::F32 : DType::BF16;
     ko.with_mtp = spec;
     cache = std::make_unique<KvCache>(c, ko);
+    workspace = ops::make_workspace(model->device(), static_cast<size_t>(opt.workspace_mb) << 20);
     const int64_t capacity = pages.num_pages() * opt.page_size;
     ctx_len = opt.context_length > 0 ? opt.context_length : c.max_position_embeddings;
     ctx_len = std::min(ctx_len, capacity - (spec ? S + 1 : 1));
@@ -230,6 +232,7 @@ struct Engine::Impl {
   }
 
   void step() {
+    workspace->reset();
     bool prefill_pending = !waiting.empty();
     for (auto& s : running) prefill_pending |= !s->prefilled;
     if (prefill_pending && prefill_step()) return;
@@ -350,7 +353,7 @@ struct Engine::Impl {
                         false});
     ForwardBatch fb =
         build_forward_batch(ForwardMode::kExtend, chunks, opt.page_size, model->device());
-    Workspace ws(model->device());
+    Workspace& ws = *workspace;
     ForwardResult r = model->forward(ws, fb, *cache);
     count_step();
 
@@ -464,7 +467,7 @@ struct Engine::Impl {
     }
     ForwardBatch fb =
         build_forward_batch(ForwardMode::kDecode, chunks, opt.page_size, model->device());
-    Workspace ws(model->device());
+    Workspace& ws = *workspace;
     ForwardResult r = model->forward(ws, fb, *cache);
     count_step();
     std::vector<int64_t> rows(seqs.size());
@@ -490,7 +493,7 @@ struct Engine::Impl {
     const int64_t B = static_cast<int64_t>(seqs.size());
     const int64_t D = model->config().hidden_size;
     const Device dev = model->device();
-    Workspace ws(dev);
+    Workspace& ws = *workspace;
 
     // 1. Draft decode: S - 1 more draft tokens, each step feeding the draft's own hidden state.
     std::vector<std::vector<int32_t>> drafts(static_cast<size_t>(B));

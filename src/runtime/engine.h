@@ -39,6 +39,7 @@ struct EngineOptions {
   int64_t max_prefill_tokens = 2048;   // prefill token budget of one step
   bool enable_prefix_cache = true;
   int64_t context_length = 0;  // longest prompt + output; 0: the model's max_position_embeddings
+  int64_t workspace_mb = 4096;  // activation arena of one step on GPUs
   SpeculativeOptions spec;
 };
 

@@ -86,6 +86,7 @@ class Bf16CpuBackend final : public Backend {
     round(out);
   }
   void argmax(const Tensor& l, Tensor& out) override { cpu().argmax(l, out); }
+  void fill_random(Tensor& t, uint64_t seed, float scale) override { cpu().fill_random(t, seed, scale); }
 
  private:
   static Backend& cpu() { return cpu::cpu_backend(); }

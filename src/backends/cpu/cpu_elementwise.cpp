@@ -4,6 +4,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_math.h"
+#include "core/rng.h"
 #include "core/thread_pool.h"
 
 namespace tandem::cpu {
@@ -52,13 +53,15 @@ void CpuBackend::concat_cols(const Tensor& a, const Tensor& b, Tensor& out) {
 }
 
 void CpuBackend::gather_rows(const Tensor& src, const Tensor& rows, Tensor& out) {
-  const int64_t M = rows.size(0), N = src.size(0), D = src.size(1);
+  // Any element type: rows are copied byte for byte (hidden states, top-k index rows).
+  const int64_t M = rows.size(0), N = src.size(0), D = src.size(1), es = dtype_size(src.dtype());
+  TD_CHECK(src.dtype() == out.dtype(), "gather_rows: {} into {}", src.str(), out.str());
   const int32_t* r = rows.data<int32_t>();
-  const float* s = f32_ptr(src, "gather_rows");
-  float* o = f32_mut(out, "gather_rows");
+  const auto* s = static_cast<const char*>(src.raw());
+  auto* o = static_cast<char*>(out.raw());
   for (int64_t i = 0; i < M; ++i) {
     TD_CHECK(r[i] >= 0 && r[i] < N, "gather_rows: row {} outside [0, {})", r[i], N);
-    std::memcpy(o + i * D, s + r[i] * src.stride(0), D * sizeof(float));
+    std::memcpy(o + i * D * es, s + r[i] * src.stride(0) * es, static_cast<size_t>(D * es));
   }
 }
 
@@ -74,6 +77,17 @@ void CpuBackend::argmax(const Tensor& logits, Tensor& out) {
       if (row[v] > bv) bv = row[v], best = v;  // strict: the lowest index wins ties; NaN never wins
     o[t] = static_cast<int32_t>(best);
   }
+}
+
+void CpuBackend::fill_random(Tensor& t, uint64_t seed, float scale) {
+  Rng rng(seed);
+  if (t.dtype() == DType::F32) {
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(scale * rng.normal());
+    return;
+  }
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  for (float& x : v) x = static_cast<float>(scale * rng.normal());
+  convert_from_f32(t.dtype(), v.data(), t.raw(), t.numel());
 }
 
 }  // namespace tandem::cpu

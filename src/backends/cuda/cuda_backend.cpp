@@ -1,4 +1,5 @@
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_graph.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -193,6 +194,12 @@ void CudaBackend::gather_rows(const Tensor& src, const Tensor& rows, Tensor& out
   k::gather_rows(src.raw(), src.stride(0), src.size(0), rows.data<int32_t>(), out.raw(), rows.size(0),
                  src.size(1), es, stream_);
   TD_CUDA_LAUNCH_CHECK();
+}
+
+void CudaBackend::fill_random(Tensor& t, uint64_t seed, float scale) { cuda::fill_random(t, seed, scale); }
+
+std::unique_ptr<Workspace> CudaBackend::make_workspace(Device d, size_t bytes) {
+  return std::make_unique<ArenaWorkspace>(d, bytes);
 }
 
 void CudaBackend::argmax(const Tensor& logits, Tensor& out) {

@@ -57,6 +57,8 @@ class CudaBackend final : public Backend {
   void moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, const Tensor& idx,
                    const Tensor& weights, Tensor& out) override;
   void argmax(const Tensor& logits, Tensor& out) override;
+  void fill_random(Tensor& t, uint64_t seed, float scale) override;
+  std::unique_ptr<Workspace> make_workspace(Device d, size_t bytes) override;
 
   // plan: split-KV partition for T query tokens of H heads over key lists of up to `range`
   // entries (dense: max_seq_len; sparse: top-k width) with Lc output columns.

@@ -35,7 +35,7 @@ class ArenaWorkspace final : public Workspace {
  public:
   ArenaWorkspace(Device d, size_t bytes);
   Tensor alloc(const Shape& shape, DType dtype) override;
-  void reset() { used_ = 0; }
+  void reset() override { used_ = 0; }
   size_t used() const { return used_; }
   size_t high_water() const { return high_; }
   size_t capacity() const { return bytes_; }
