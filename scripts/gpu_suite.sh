@@ -56,6 +56,8 @@ step kernel_bench "${BENCH_TIMEOUT:-150}" "$CARRY/kernel_bench" $BENCH_ARGS
 if [ "${SPEC:-1}" = "1" ]; then
   step spec_austen "${SPEC_TIMEOUT:-120}" "$CARRY/tandem" bench-offline --device cuda \
     --prompts tests/data/austen/heldout_prompt_ids.json --concurrency 1,8,16
+  step spec_austen_eager "${SPEC_TIMEOUT:-120}" "$CARRY/tandem" bench-offline --device cuda \
+    --prompts tests/data/austen/heldout_prompt_ids.json --concurrency 1,16 --disable-cuda-graph
   step spec_glm52 "${SPEC_TIMEOUT:-150}" "$CARRY/tandem" bench-offline --device cuda --load-format dummy \
     --preset glm5.2 --num-layers 4 --num-prompts 32 --prompt-tokens 1024 --max-new-tokens 48 \
     --concurrency 1,8,32 --simulate-accept-length 2.4
@@ -72,7 +74,7 @@ fi
   echo
   echo "==================== GPU SUITE SUMMARY ===================="
   head -1 "$OUTDIR/gpu.txt" >/dev/null; sed -n 2p "$OUTDIR/gpu.txt"
-  for n in ops_tests gpu_model_tests kernel_bench spec_austen spec_glm52 memcheck racecheck; do
+  for n in ops_tests gpu_model_tests kernel_bench spec_austen spec_austen_eager spec_glm52 memcheck racecheck; do
     [ -f "$OUTDIR/$n.log" ] || continue
     printf "%-16s rc=%-4s %4ss  " "$n" "${RC[$n]}" "${SECS[$n]}"
     grep -E "^\[  (PASSED|FAILED)  \]|ERROR SUMMARY|RACECHECK SUMMARY" "$OUTDIR/$n.log" | head -3 | tr '\n' ' '
@@ -87,6 +89,6 @@ fi
   echo
   grep -h -E "^ceilings" "$OUTDIR/kernel_bench.log"
   sed -n '/^SUMMARY/,$p' "$OUTDIR/kernel_bench.log"
-  for n in spec_austen spec_glm52; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -9; }; done
+  for n in spec_austen spec_austen_eager spec_glm52; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -9; }; done
   grep -h -E "error|Error|what\(\)" "$OUTDIR"/*.log | head -10
 } | tee "$OUTDIR/summary.txt"

@@ -113,7 +113,7 @@ Runner add_bench_offline(CLI::App& app) {
     std::string model_path, prompts, write_ids, concurrency = "1,8,32";
     int64_t prompt_tokens = 64, max_new = 96, num_prompts = 16, steps = 3;
     double simulate = 0;
-    bool no_plain = false;
+    bool no_plain = false, disable_cuda_graph = false;
     std::string device = "cpu", load_format = "auto", preset;
     int64_t num_layers = 0, max_total_tokens = 1 << 16;
   };
@@ -133,6 +133,7 @@ Runner add_bench_offline(CLI::App& app) {
                  "Write the token ids of the prompts used to this JSON file");
   app.add_flag("--no-plain", a->no_plain, "Skip the runs without speculation");
   app.add_option("--device", a->device, "cpu | cuda");
+  app.add_flag("--disable-cuda-graph", a->disable_cuda_graph, "Run decode-shaped forwards eagerly");
   app.add_option("--load-format", a->load_format, "auto (the checkpoint) | dummy (random weights on the device)");
   app.add_option("--preset", a->preset, "With --load-format dummy: the configuration (e.g. glm5.2)");
   app.add_option("--num-layers", a->num_layers, "With --load-format dummy: keep this many decoder layers (a slice)");
@@ -196,6 +197,7 @@ Runner add_bench_offline(CLI::App& app) {
     plain.max_running_requests = 64;
     plain.max_total_tokens = a->max_total_tokens;
     plain.page_size = a->device == "cuda" ? 64 : 16;
+    plain.disable_cuda_graph = a->disable_cuda_graph;
     EngineOptions sp = plain;
     sp.spec.algorithm = "EAGLE";
     sp.spec.num_steps = a->steps;

@@ -8,6 +8,7 @@
 
 #include "core/tensor.h"
 #include "ops/attention_meta.h"
+#include "ops/graph_runner.h"
 #include "ops/weight.h"
 #include "ops/workspace.h"
 
@@ -94,6 +95,8 @@ class Backend {
   virtual std::unique_ptr<Workspace> make_workspace(Device d, size_t bytes) {
     return std::make_unique<Workspace>(d);
   }
+  // A graph runner over ws; nullptr: this backend runs forwards eagerly.
+  virtual std::unique_ptr<GraphRunner> make_graph_runner(Workspace& ws) { return nullptr; }
 };
 
 // The backend for a device (CPU always; CUDA when built and initialised).

@@ -237,6 +237,31 @@ void fill_random(Tensor& t, uint64_t seed, float scale) {
   backend_for(t.device()).fill_random(t, seed, scale);
 }
 
+}  // namespace tandem::ops
+
+namespace tandem {
+
+namespace {
+class EagerRunner final : public GraphRunner {
+ public:
+  explicit EagerRunner(Workspace& ws) : ws_(ws) {}
+  void run(int64_t, const std::function<void(Workspace&)>& fn) override { fn(ws_); }
+
+ private:
+  Workspace& ws_;
+};
+}  // namespace
+
+std::unique_ptr<GraphRunner> make_graph_runner(Workspace& ws, bool disable_graphs) {
+  if (!disable_graphs)
+    if (auto r = backend_for(ws.device()).make_graph_runner(ws)) return r;
+  return std::make_unique<EagerRunner>(ws);
+}
+
+}  // namespace tandem
+
+namespace tandem::ops {
+
 std::unique_ptr<Workspace> make_workspace(Device d, size_t bytes) { return backend_for(d).make_workspace(d, bytes); }
 
 }  // namespace tandem::ops

@@ -6,11 +6,13 @@
 #include <condition_variable>
 #include <deque>
 #include <future>
+#include <map>
 #include <mutex>
 #include <thread>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "ops/graph_runner.h"
 #include "ops/ops.h"
 #include "runtime/batch_builder.h"
 #include "runtime/page_allocator.h"
@@ -60,6 +62,9 @@ struct Engine::Impl {
   PrefixCache prefix;
   std::unique_ptr<KvCache> cache;
   std::unique_ptr<Workspace> workspace;  // reset at the start of every step
+  std::unique_ptr<GraphRunner> runner;   // decode-shaped forwards, captured per batch bucket
+  struct StaticBatch;
+  std::map<int64_t, std::unique_ptr<StaticBatch>> statics;
 
   // Messages from other threads.
   std::mutex mu;
@@ -115,6 +120,8 @@ struct Engine::Impl {
     ko.with_mtp = spec;
     cache = std::make_unique<KvCache>(c, ko);
     workspace = ops::make_workspace(model->device(), static_cast<size_t>(opt.workspace_mb) << 20);
+    if (!model->device().is_cpu() || opt.static_batches)
+      runner = make_graph_runner(*workspace, opt.disable_cuda_graph || model->device().is_cpu());
     const int64_t capacity = pages.num_pages() * opt.page_size;
     ctx_len = opt.context_length > 0 ? opt.context_length : c.max_position_embeddings;
     ctx_len = std::min(ctx_len, capacity - (spec ? S + 1 : 1));
@@ -454,6 +461,117 @@ struct Engine::Impl {
     }
   }
 
+
+  // ---------------------------------------------------------------- decode-shaped forwards
+
+  enum class Kind { kTarget = 0, kDraft = 1, kDraftReuse = 2 };
+
+  // The device inputs of one captured shape: (kind, padded batch, tokens per sequence).
+  struct StaticBatch {
+    int64_t bucket = 0, q = 0;
+    ForwardBatch fb;
+    Tensor hidden;  // [bucket * q, D]: the draft's hidden-state input
+    Tensor reuse;   // [bucket * q, index_topk]: reused top-k rows
+    ForwardResult out;
+  };
+
+  static int64_t bucket_for(int64_t b) {
+    for (int64_t x : {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256})
+      if (b <= x) return x;
+    return (b + 63) / 64 * 64;
+  }
+
+  // A forward in which every sequence runs exactly q query tokens (decode, verify, draft steps,
+  // draft extend). logit_pos: for each sequence the index (0..q-1) of the token whose logits
+  // are wanted, or empty for every token. hidden / reuse: the draft's inputs ([B * q, ...]).
+  // On GPUs it runs from static buffers at a padded batch size, as a CUDA graph per shape.
+  ForwardResult forward_fixed(Kind kind, const std::vector<SequenceChunk>& chunks, int64_t q,
+                              const std::vector<int64_t>& logit_pos, const Tensor& hidden,
+                              const Tensor& reuse) {
+    const Device dev = model->device();
+    const int64_t B = static_cast<int64_t>(chunks.size());
+    if (!runner) {
+      ForwardBatch fb = build_forward_batch(ForwardMode::kDecode, chunks, opt.page_size, dev);
+      if (!logit_pos.empty()) {
+        std::vector<int32_t> rows;
+        for (int64_t b = 0; b < B; ++b) rows.push_back(static_cast<int32_t>(b * q + logit_pos[b]));
+        fb.logit_rows = to_device(rows, dev);
+      } else {
+        fb.logit_rows = Tensor();
+      }
+      if (kind == Kind::kTarget) return model->forward(*workspace, fb, *cache);
+      return model->forward_mtp(*workspace, fb, hidden, *cache, kind == Kind::kDraftReuse ? reuse : Tensor());
+    }
+    const int64_t Bb = bucket_for(B);
+    const int64_t key = (static_cast<int64_t>(kind) << 48) | (Bb << 16) | (q << 1) | (logit_pos.empty() ? 1 : 0);
+    std::unique_ptr<StaticBatch>& slot = statics[key];
+    const int64_t maxp = pages_for(ctx_len + S + 2, opt.page_size);
+    if (!slot) {
+      slot = std::make_unique<StaticBatch>();
+      StaticBatch& sb = *slot;
+      sb.bucket = Bb;
+      sb.q = q;
+      const int64_t T = Bb * q;
+      sb.fb.mode = ForwardMode::kDecode;
+      sb.fb.input_ids = Tensor::zeros({T}, DType::I32, dev);
+      sb.fb.attn.token_seq = Tensor::zeros({T}, DType::I32, dev);
+      sb.fb.attn.token_pos = Tensor::zeros({T}, DType::I32, dev);
+      sb.fb.attn.slot_mapping = Tensor::zeros({T}, DType::I32, dev);
+      sb.fb.attn.page_table = Tensor::zeros({Bb, maxp}, DType::I32, dev);
+      sb.fb.attn.seq_lens = Tensor::zeros({Bb}, DType::I32, dev);
+      sb.fb.attn.page_size = opt.page_size;
+      // Kernels read real lengths from the device; the capture is sized for the longest.
+      sb.fb.attn.max_seq_len = ctx_len + S + 1;
+      if (!logit_pos.empty()) sb.fb.logit_rows = Tensor::zeros({Bb}, DType::I32, dev);
+      if (kind != Kind::kTarget)
+        sb.hidden = Tensor::zeros({T, model->config().hidden_size}, model->weights().embed.dtype(), dev);
+      if (kind == Kind::kDraftReuse) sb.reuse = Tensor::zeros({T, reuse.size(1)}, DType::I32, dev);
+    }
+    StaticBatch& sb = *slot;
+    const int64_t T = Bb * q;
+    std::vector<int32_t> ids(T, 0), seq(T), pos(T, 0), slots(T, -1), table(Bb * maxp, 0), lens(Bb, 1),
+        rows(Bb, 0);
+    for (int64_t b = 0; b < Bb; ++b)
+      for (int64_t i = 0; i < q; ++i) seq[b * q + i] = static_cast<int32_t>(b);
+    for (int64_t b = 0; b < B; ++b) {
+      const SequenceChunk& ch = chunks[b];
+      TD_CHECK(static_cast<int64_t>(ch.tokens.size()) == q, "forward_fixed: {} tokens, expected {}", ch.tokens.size(), q);
+      TD_CHECK(static_cast<int64_t>(ch.pages->size()) <= maxp, "sequence holds more pages than the context allows");
+      for (int64_t i = 0; i < q; ++i) {
+        const int64_t p = ch.start_pos + i;
+        ids[b * q + i] = ch.tokens[i];
+        pos[b * q + i] = static_cast<int32_t>(p);
+        slots[b * q + i] = (*ch.pages)[p / opt.page_size] * static_cast<int32_t>(opt.page_size) +
+                           static_cast<int32_t>(p % opt.page_size);
+      }
+      std::copy(ch.pages->begin(), ch.pages->end(), table.begin() + b * maxp);
+      lens[b] = static_cast<int32_t>(ch.start_pos + q);
+      if (!logit_pos.empty()) rows[b] = static_cast<int32_t>(b * q + logit_pos[b]);
+    }
+    auto put = [&](Tensor& dst, const std::vector<int32_t>& v) { dst.copy_from(Tensor::from_vector(v, dst.shape())); };
+    put(sb.fb.input_ids, ids);
+    put(sb.fb.attn.token_seq, seq);
+    put(sb.fb.attn.token_pos, pos);
+    put(sb.fb.attn.slot_mapping, slots);
+    put(sb.fb.attn.page_table, table);
+    put(sb.fb.attn.seq_lens, lens);
+    if (!logit_pos.empty()) put(sb.fb.logit_rows, rows);
+    if (kind != Kind::kTarget) {
+      Tensor dst = sb.hidden.narrow(0, 0, B * q);
+      dst.copy_from(hidden.contiguous());
+    }
+    if (kind == Kind::kDraftReuse) {
+      Tensor dst = sb.reuse.narrow(0, 0, B * q);
+      dst.copy_from(reuse.contiguous());
+    }
+    runner->run(key, [&](Workspace& w) {
+      sb.out = kind == Kind::kTarget ? model->forward(w, sb.fb, *cache)
+                                     : model->forward_mtp(w, sb.fb, sb.hidden, *cache,
+                                                          kind == Kind::kDraftReuse ? sb.reuse : Tensor());
+    });
+    return sb.out;
+  }
+
   // ---------------------------------------------------------------- decode
 
   void decode_step() {
@@ -465,10 +583,9 @@ struct Engine::Impl {
       seqs.push_back(s.get());
       chunks.push_back({&s->pages, s->kv_len, {s->tokens.back()}, false});
     }
-    ForwardBatch fb =
-        build_forward_batch(ForwardMode::kDecode, chunks, opt.page_size, model->device());
     Workspace& ws = *workspace;
-    ForwardResult r = model->forward(ws, fb, *cache);
+    ForwardResult r = forward_fixed(Kind::kTarget, chunks, 1, std::vector<int64_t>(seqs.size(), 0),
+                                    Tensor(), Tensor());
     count_step();
     std::vector<int64_t> rows(seqs.size());
     for (size_t i = 0; i < seqs.size(); ++i) rows[i] = static_cast<int64_t>(i);
@@ -516,11 +633,11 @@ struct Engine::Impl {
       std::vector<SequenceChunk> chunks;
       for (int64_t b = 0; b < B; ++b)
         chunks.push_back({&seqs[b]->pages, seqs[b]->kv_len - 1 + j, {drafts[b].back()}, false});
-      ForwardBatch fb = build_forward_batch(ForwardMode::kDecode, chunks, opt.page_size, dev);
-      ForwardResult d = model->forward_mtp(ws, fb, hid, *cache, reuse);
+      ForwardResult d = forward_fixed(reuse.defined() ? Kind::kDraftReuse : Kind::kDraft, chunks, 1,
+                                      std::vector<int64_t>(static_cast<size_t>(B), 0), hid, reuse);
       const std::vector<int32_t> am = to_int_vector(ops::argmax(ws, d.logits));
       for (int64_t b = 0; b < B; ++b) drafts[b].push_back(am[b]);
-      hid = d.hidden;
+      hid = d.hidden.narrow(0, 0, B);  // drop padding rows
     }
 
     if (opt.spec.draft_override)
@@ -536,8 +653,7 @@ struct Engine::Impl {
       toks.insert(toks.end(), drafts[b].begin(), drafts[b].end());
       chunks.push_back({&seqs[b]->pages, seqs[b]->kv_len, toks, true});
     }
-    ForwardBatch fb = build_forward_batch(ForwardMode::kDecode, chunks, opt.page_size, dev);
-    ForwardResult v = model->forward(ws, fb, *cache);
+    ForwardResult v = forward_fixed(Kind::kTarget, chunks, S + 1, {}, Tensor(), Tensor());
     count_step();
     const std::vector<int32_t> target_am =
         to_int_vector(ops::argmax(ws, v.logits));  // [B * (S + 1)]
@@ -585,7 +701,8 @@ struct Engine::Impl {
     // 4. Draft extend, fixed width S + 1: the draft re-reads every verified position with the
     // target's hidden states, so its KV for committed positions comes from target states.
     std::vector<SequenceChunk> ext;
-    std::vector<int32_t> hidden_rows, logit_rows;
+    std::vector<int32_t> hidden_rows;
+    std::vector<int64_t> logit_pos;
     std::vector<Sequence*> live;
     std::vector<int64_t> ends;
     int64_t off = 0;
@@ -597,16 +714,14 @@ struct Engine::Impl {
       for (int64_t i = k + 1; i <= S; ++i) toks.push_back(target_am[b * (S + 1) + i]);  // filler
       ext.push_back({&s.pages, L, toks, false});
       for (int64_t i = 0; i <= S; ++i) hidden_rows.push_back(static_cast<int32_t>(b * (S + 1) + i));
-      logit_rows.push_back(static_cast<int32_t>(off + k));
+      logit_pos.push_back(k);
       ends.push_back(off + k + 1);
       off += S + 1;
       live.push_back(&s);
     }
     if (!ext.empty()) {
-      ForwardBatch efb = build_forward_batch(ForwardMode::kDecode, ext, opt.page_size, dev);
-      efb.logit_rows = to_device(logit_rows, dev);
       Tensor h = ops::gather_rows(ws, v.hidden, to_device(hidden_rows, dev));
-      ForwardResult d = model->forward_mtp(ws, efb, h, *cache);
+      ForwardResult d = forward_fixed(Kind::kDraft, ext, S + 1, logit_pos, h, Tensor());
       set_next_drafts(ws, live, d, nullptr, ends);
     }
     flush_outputs();

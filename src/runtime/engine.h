@@ -40,6 +40,10 @@ struct EngineOptions {
   bool enable_prefix_cache = true;
   int64_t context_length = 0;  // longest prompt + output; 0: the model's max_position_embeddings
   int64_t workspace_mb = 4096;  // activation arena of one step on GPUs
+  bool disable_cuda_graph = false;  // run decode-shaped forwards eagerly on GPUs
+  // Run decode-shaped forwards from padded static batches even on the CPU (what GPUs capture as
+  // graphs); tests use it to check that padding never changes results.
+  bool static_batches = false;
   SpeculativeOptions spec;
 };
 

@@ -127,6 +127,30 @@ TEST_P(SpecLossless, GreedyOutputIdenticalToPlainDecoding) {
   }
 }
 
+// The GPU path: decode-shaped forwards from padded static batches (captured as CUDA graphs on
+// GPUs) must give exactly the tokens of the dynamic path.
+TEST(Spec, StaticPaddedBatchesChangeNothing) {
+  auto model = load_model("models/tandem-austen");
+  auto reqs = prompts(model->config(), 11, 40, 100, 24, 77);  // 11 pads to a bucket of 16
+  std::vector<Result> ref;
+  {
+    Engine e(model, EngineOptions{});
+    ref = run_all(e, reqs);
+  }
+  for (bool spec : {false, true}) {
+    EngineOptions o;
+    o.static_batches = true;
+    if (spec) {
+      o.spec.algorithm = "EAGLE";
+      o.spec.num_steps = 3;
+      o.spec.num_draft_tokens = 4;
+    }
+    Engine e(model, o);
+    const auto got = run_all(e, reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got[i].tokens, ref[i].tokens) << (spec ? "spec " : "plain ") << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(StepsAndBatch, SpecLossless,
                          ::testing::Values(std::make_tuple(1, 1), std::make_tuple(3, 1),
                                            std::make_tuple(3, 8), std::make_tuple(2, 5),

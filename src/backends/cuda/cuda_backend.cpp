@@ -202,6 +202,23 @@ std::unique_ptr<Workspace> CudaBackend::make_workspace(Device d, size_t bytes) {
   return std::make_unique<ArenaWorkspace>(d, bytes);
 }
 
+namespace {
+class CudaGraphRunner final : public GraphRunner {
+ public:
+  explicit CudaGraphRunner(ArenaWorkspace& ws) : graphs_(ws) {}
+  void run(int64_t key, const std::function<void(Workspace&)>& fn) override { graphs_.run(key, fn); }
+
+ private:
+  DecodeGraphs graphs_;
+};
+}  // namespace
+
+std::unique_ptr<GraphRunner> CudaBackend::make_graph_runner(Workspace& ws) {
+  auto* arena = dynamic_cast<ArenaWorkspace*>(&ws);
+  if (!arena) return nullptr;  // graphs need the arena's repeatable addresses
+  return std::make_unique<CudaGraphRunner>(*arena);
+}
+
 void CudaBackend::argmax(const Tensor& logits, Tensor& out) {
   need_dtype(logits, DType::F32, "argmax", "logits");
   need_unit_last(logits, "argmax", "logits");

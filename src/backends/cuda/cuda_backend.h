@@ -59,6 +59,7 @@ class CudaBackend final : public Backend {
   void argmax(const Tensor& logits, Tensor& out) override;
   void fill_random(Tensor& t, uint64_t seed, float scale) override;
   std::unique_ptr<Workspace> make_workspace(Device d, size_t bytes) override;
+  std::unique_ptr<GraphRunner> make_graph_runner(Workspace& ws) override;
 
   // plan: split-KV partition for T query tokens of H heads over key lists of up to `range`
   // entries (dense: max_seq_len; sparse: top-k width) with Lc output columns.

@@ -31,6 +31,7 @@ Tensor ArenaWorkspace::alloc(const Shape& shape, DType dtype) {
 
 struct DecodeGraphs::Graph {
   int runs = 0;
+  size_t used_after = 0;  // arena offset past the forward's allocations (restored on replay)
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   ~Graph() {
@@ -67,6 +68,7 @@ bool DecodeGraphs::run(int64_t key, const std::function<void(Workspace&)>& fn) {
   if (g->runs == 0) {  // eager warm-up on the default stream
     ws_.reset();
     fn(ws_);
+    g->used_after = ws_.used();
     ++g->runs;
     return true;
   }
@@ -87,12 +89,14 @@ bool DecodeGraphs::run(int64_t key, const std::function<void(Workspace&)>& fn) {
       throw;
     }
     be->set_stream(nullptr);
+    g->used_after = ws_.used();
     TD_CUDA_CHECK(cudaStreamEndCapture(s, &g->graph));
     TD_CUDA_CHECK(cudaGraphInstantiate(&g->exec, g->graph, 0));
     ran = true;
   }
   TD_CUDA_CHECK(cudaGraphLaunch(g->exec, s));
   TD_CUDA_CHECK(cudaStreamSynchronize(s));
+  ws_.set_used(g->used_after);  // later allocations must not overwrite the replayed outputs
   ++g->runs;
   return ran;
 }

@@ -36,6 +36,7 @@ class ArenaWorkspace final : public Workspace {
   ArenaWorkspace(Device d, size_t bytes);
   Tensor alloc(const Shape& shape, DType dtype) override;
   void reset() override { used_ = 0; }
+  void set_used(size_t n) { used_ = n; }
   size_t used() const { return used_; }
   size_t high_water() const { return high_; }
   size_t capacity() const { return bytes_; }
