@@ -14,3 +14,8 @@ scripts/fetch_template_fixtures.sh "$fixtures/templates"
 export TANDEM_TOKENIZER_FIXTURES=$PWD/$fixtures/tokenizer
 export TANDEM_TEMPLATE_FIXTURES=$PWD/$fixtures/templates
 ctest --test-dir build --output-on-failure -j "$(nproc)"
+
+# End to end: the real server on the default model, driven by the official openai npm client,
+# curl, and tandem bench.
+tests/e2e/run.sh build/tandem
+tests/e2e/bench.sh build/tandem

@@ -69,10 +69,10 @@ Runner add_serve(CLI::App& app) {
   return [a, log_level, &app]() {
     if (!log_level->empty()) {
       const std::string& l = *log_level;
-      set_log_level(l == "debug" ? LogLevel::Debug
+      set_log_level(l == "debug"                    ? LogLevel::Debug
                     : l == "warning" || l == "warn" ? LogLevel::Warn
-                    : l == "error" ? LogLevel::Error
-                                   : LogLevel::Info);
+                    : l == "error"                  ? LogLevel::Error
+                                                    : LogLevel::Info);
     }
     a->ignored_flags = app.remaining();
     if (a->model_path.empty()) a->model_path = default_model_path();

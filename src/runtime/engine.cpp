@@ -222,6 +222,7 @@ struct Engine::Impl {
       for (auto& p : to_flush) {
         const bool idle = running.empty() && waiting.empty();
         if (idle) prefix.clear();
+        publish_metrics();  // callers read metrics right after the flush returns
         p.set_value(idle);
       }
       try {
@@ -830,7 +831,10 @@ struct Engine::Impl {
     o.error = error;
     s.finished = true;
     if (!s.pages.empty()) {
-      pages.release(s.pages);  // never cache pages of an aborted or failed step
+      // An abort arrives between steps, so the KV of the committed tokens is complete and
+      // worth keeping (the server aborts requests that hit a stop string); a failed step's is not.
+      if (why == FinishReason::kAbort && opt.enable_prefix_cache) prefix.insert(s.tokens, s.kv_len, s.pages);
+      pages.release(s.pages);
       s.pages.clear();
     }
     s.stream->push(std::move(o));

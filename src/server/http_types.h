@@ -1,0 +1,74 @@
+// The HTTP surface the routes are written against, independent of the HTTP library: a request,
+// a response whose body is either a string or a BodyStream that produces it piece by piece
+// (SSE, and long non-streamed generations, so a client that leaves can be noticed), and a
+// router that answers 404/405/401 with OpenAI-style JSON errors.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "server/json_fields.h"
+
+namespace tandem::server {
+
+// The SSE content type, spelled exactly so: cpp-httplib gzips every other text/* type for
+// clients that accept gzip (Node's fetch does), which would hold a stream back until its end.
+inline constexpr const char* kEventStream = "text/event-stream";
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string path;    // without the query string
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string header(const std::string& name) const;  // case-insensitive; "" when absent
+};
+
+class BodyStream {
+ public:
+  virtual ~BodyStream() = default;
+  // Appends the next bytes of the body to `out`, waiting at most `wait` for them. Returns false
+  // once the body is complete (the last bytes may come with that call).
+  virtual bool next(std::string& out, std::chrono::milliseconds wait) = 0;
+  // The client went away before the body was complete.
+  virtual void cancel() = 0;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::shared_ptr<BodyStream> stream;  // when set, replaces body (sent chunked)
+  std::vector<std::pair<std::string, std::string>> headers;
+
+  static HttpResponse json(const Json& j, int status = 200);
+  static HttpResponse text(std::string body, int status = 200);
+  static HttpResponse error(int status, const std::string& message, const std::string& param = "");
+};
+
+using Handler = std::function<HttpResponse(const HttpRequest&)>;
+
+class Router {
+ public:
+  // A path ending in '*' matches every path with that prefix.
+  void add(const std::string& method, const std::string& path, Handler h);
+  // Routes except /health* and /metrics need "Authorization: Bearer <key>" (SGLang's --api-key).
+  void set_api_key(std::string key) { api_key_ = std::move(key); }
+  // Never throws: handler exceptions become JSON errors (ApiError keeps its status,
+  // tandem::InvalidArgument is a 400, anything else a 500).
+  HttpResponse dispatch(const HttpRequest& req) const;
+
+ private:
+  struct Route {
+    std::string method, path;
+    Handler handler;
+    bool matches(const std::string& p) const;
+  };
+  std::vector<Route> routes_;
+  std::string api_key_;
+};
+
+}  // namespace tandem::server

@@ -1,0 +1,264 @@
+#include "server/openai_protocol.h"
+
+#include <fmt/format.h>
+
+#include <regex>
+
+namespace tandem::server {
+
+namespace {
+
+StreamOptions read_stream_options(const Fields& f) {
+  StreamOptions s;
+  if (auto v = f.boolean("stream")) s.stream = *v;
+  if (const Json* so = f.object("stream_options")) {
+    const Fields o(*so, "stream_options.");
+    if (auto v = o.boolean("include_usage")) s.include_usage = *v;
+    if (auto v = o.boolean("continuous_usage_stats")) s.continuous_usage = *v;
+  }
+  return s;
+}
+
+std::optional<int64_t> read_max_tokens(const Fields& f, const char* key) {
+  auto v = f.integer(key);
+  if (v && *v < 1) throw bad_request(fmt::format("'{}' must be at least 1, got {}", key, *v), key);
+  return v;
+}
+
+void validate_messages(const Json& messages) {
+  if (!messages.is_array() || messages.empty())
+    throw bad_request("'messages' must be a non-empty list of message objects", "messages");
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const Json& m = messages[i];
+    const std::string where = fmt::format("messages[{}]", i);
+    if (!m.is_object()) throw bad_request(fmt::format("'{}' must be an object", where), where);
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string())
+      throw bad_request(fmt::format("'{}.role' must be a string", where), where + ".role");
+    auto content = m.find("content");
+    if (content == m.end() || content->is_null() || content->is_string()) continue;
+    if (!content->is_array())
+      throw bad_request(fmt::format("'{}.content' must be a string or a list of parts", where),
+                        where + ".content");
+    for (const Json& part : *content) {
+      if (part.is_string()) continue;
+      const auto type = part.is_object() ? part.find("type") : part.end();
+      if (!part.is_object() || type == part.end() || !type->is_string())
+        throw bad_request(fmt::format("'{}.content' parts must be objects with a 'type'", where),
+                          where + ".content");
+      if (*type != "text")
+        throw bad_request(fmt::format("'{}.content': only text parts are supported, got '{}'",
+                                      where, type->get<std::string>()),
+                          where + ".content");
+      auto text = part.find("text");
+      if (text == part.end() || !text->is_string())
+        throw bad_request(fmt::format("'{}.content' text parts need a string 'text'", where),
+                          where + ".content");
+    }
+  }
+}
+
+}  // namespace
+
+ChatRequest parse_chat_request(const Json& body) {
+  const Fields f(body);
+  ChatRequest r;
+  const Json* messages = f.get("messages");
+  if (!messages) throw bad_request("'messages' is required", "messages");
+  validate_messages(*messages);
+  r.messages = *messages;
+  if (const Json* tools = f.get("tools")) {
+    if (!tools->is_array()) f.fail_type("tools", "a list of tool objects");
+    if (!tools->empty()) r.tools = *tools;
+  }
+  if (const Json* kw = f.object("chat_template_kwargs")) r.template_kwargs = *kw;
+  // SGLang forwards reasoning_effort to templates that read it.
+  if (auto effort = f.string("reasoning_effort");
+      effort && !r.template_kwargs.contains("reasoning_effort"))
+    r.template_kwargs["reasoning_effort"] = *effort;
+  if (auto v = f.boolean("add_generation_prompt")) r.add_generation_prompt = *v;
+  if (const Json* tc = f.get("tool_choice")) {
+    if (!(tc->is_string() && (*tc == "none" || *tc == "auto")))
+      throw bad_request("'tool_choice' supports only \"auto\" and \"none\" (no tool-call parser)",
+                        "tool_choice");
+  }
+  read_sampling_fields(f, r.params);
+  // max_completion_tokens is the newer spelling and wins, as in OpenAI's API.
+  auto max_tokens = read_max_tokens(f, "max_tokens");
+  auto max_completion = read_max_tokens(f, "max_completion_tokens");
+  r.params.max_new_tokens = max_completion ? max_completion : max_tokens;
+  r.params.max_tokens_param = max_completion ? "max_completion_tokens" : "max_tokens";
+  if (auto v = f.boolean("return_hidden_states")) r.params.return_hidden_states = *v;
+  r.stream = read_stream_options(f);
+  return r;
+}
+
+CompletionRequest parse_completion_request(const Json& body) {
+  const Fields f(body);
+  CompletionRequest r;
+  const Json* prompt = f.get("prompt");
+  if (!prompt) throw bad_request("'prompt' is required", "prompt");
+  auto bad_prompt = [] {
+    return bad_request(
+        "'prompt' must be a string, a list of strings, a list of token ids, or a list of lists "
+        "of token ids",
+        "prompt");
+  };
+  auto read_ids = [&](const Json& arr) {
+    CompletionPrompt p;
+    for (const Json& t : arr) {
+      if (!is_integral(t) || t.get<double>() < 0 || t.get<double>() > INT32_MAX) throw bad_prompt();
+      p.ids.push_back(static_cast<int32_t>(t.get<double>()));
+    }
+    return p;
+  };
+  if (prompt->is_string()) {
+    r.prompts.push_back({prompt->get<std::string>(), {}});
+  } else if (prompt->is_array() && !prompt->empty()) {
+    const Json& first = (*prompt)[0];
+    if (first.is_string()) {
+      for (const Json& p : *prompt) {
+        if (!p.is_string()) throw bad_prompt();
+        r.prompts.push_back({p.get<std::string>(), {}});
+      }
+    } else if (first.is_number()) {
+      r.prompts.push_back(read_ids(*prompt));
+    } else if (first.is_array()) {
+      for (const Json& p : *prompt) {
+        if (!p.is_array()) throw bad_prompt();
+        r.prompts.push_back(read_ids(p));
+      }
+    } else {
+      throw bad_prompt();
+    }
+  } else {
+    throw bad_prompt();
+  }
+  if (auto v = f.boolean("echo")) r.echo = *v;
+  if (f.has("suffix")) throw bad_request("'suffix' is not supported by this server", "suffix");
+  read_sampling_fields(f, r.params);
+  // OpenAI's (and SGLang's) default for completions.
+  r.params.max_new_tokens = read_max_tokens(f, "max_tokens").value_or(16);
+  if (auto v = f.boolean("return_hidden_states")) r.params.return_hidden_states = *v;
+  r.params.separate_reasoning = false;
+  r.stream = read_stream_options(f);
+  return r;
+}
+
+bool template_handles_content_parts(const std::string& source) {
+  static const std::regex iterates(R"(for\s+\w+\s+in\s+[\w.\[\]'"]*content)");
+  return source.find("content is string") != std::string::npos ||
+         source.find("content is iterable") != std::string::npos ||
+         source.find("content is sequence") != std::string::npos ||
+         std::regex_search(source, iterates);
+}
+
+Json chat_template_context(const ChatRequest& req, const ChatTemplate& tpl,
+                           const std::string& bos_token, const std::string& eos_token) {
+  Json ctx = Json::object();
+  for (auto& [k, v] : req.template_kwargs.items()) ctx[k] = v;
+  Json messages = req.messages;
+  if (!template_handles_content_parts(tpl.source())) {
+    for (Json& m : messages) {
+      auto c = m.find("content");
+      if (c == m.end() || !c->is_array()) continue;
+      std::string text;
+      for (const Json& part : *c) {
+        if (!text.empty()) text += "\n";
+        text += part.is_string() ? part.get<std::string>() : part["text"].get<std::string>();
+      }
+      *c = text;
+    }
+  }
+  ctx["messages"] = std::move(messages);
+  ctx["tools"] = req.tools;
+  if (!ctx.contains("documents")) ctx["documents"] = nullptr;
+  if (!ctx.contains("add_generation_prompt"))
+    ctx["add_generation_prompt"] = req.add_generation_prompt;
+  if (!ctx.contains("bos_token")) ctx["bos_token"] = bos_token;
+  if (!ctx.contains("eos_token")) ctx["eos_token"] = eos_token;
+  return ctx;
+}
+
+const char* openai_finish_reason(FinishReason r) {
+  switch (r) {
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAbort:
+    case FinishReason::kError:
+      return "abort";
+    default:
+      return "stop";
+  }
+}
+
+Json usage_json(const Generation& g) {
+  int64_t prompt = 0, completion = 0, cached = 0;
+  std::vector<bool> counted(g.num_prompts(), false);
+  for (const ChoiceResult& c : g.choices()) {
+    completion += c.completion_tokens;
+    // A prompt is counted once however many choices it has (n > 1).
+    if (!counted[c.prompt_index]) {
+      counted[c.prompt_index] = true;
+      prompt += c.prompt_tokens;
+      cached += c.cached_tokens;
+    }
+  }
+  return Json{{"prompt_tokens", prompt},
+              {"completion_tokens", completion},
+              {"total_tokens", prompt + completion},
+              {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+}
+
+Json chat_completion_json(const ResponseMeta& m, const Generation& g, bool with_reasoning) {
+  Json choices = Json::array();
+  for (const ChoiceResult& c : g.choices()) {
+    Json msg = {{"role", "assistant"}, {"content", c.text}};
+    if (with_reasoning) msg["reasoning_content"] = c.reasoning.empty() ? Json() : Json(c.reasoning);
+    msg["tool_calls"] = nullptr;
+    Json choice = {{"index", c.index},
+                   {"message", std::move(msg)},
+                   {"logprobs", nullptr},
+                   {"finish_reason", openai_finish_reason(c.finish_reason)},
+                   {"matched_stop", c.matched_stop()}};
+    if (g.params().return_hidden_states) choice["hidden_states"] = c.hidden_states;
+    choices.push_back(std::move(choice));
+  }
+  return Json{{"id", m.id},       {"object", "chat.completion"},   {"created", m.created},
+              {"model", m.model}, {"choices", std::move(choices)}, {"usage", usage_json(g)}};
+}
+
+Json chat_chunk_json(const ResponseMeta& m, Json choices) {
+  return Json{{"id", m.id},
+              {"object", "chat.completion.chunk"},
+              {"created", m.created},
+              {"model", m.model},
+              {"choices", std::move(choices)}};
+}
+
+Json completion_json(const ResponseMeta& m, const Generation& g,
+                     const std::vector<std::string>& echo_text) {
+  Json choices = Json::array();
+  for (const ChoiceResult& c : g.choices()) {
+    std::string text = echo_text.empty() ? c.text : echo_text[c.prompt_index] + c.text;
+    Json choice = {{"index", c.index},
+                   {"text", std::move(text)},
+                   {"logprobs", nullptr},
+                   {"finish_reason", openai_finish_reason(c.finish_reason)},
+                   {"matched_stop", c.matched_stop()}};
+    if (g.params().return_hidden_states) choice["hidden_states"] = c.hidden_states;
+    choices.push_back(std::move(choice));
+  }
+  return Json{{"id", m.id},       {"object", "text_completion"},   {"created", m.created},
+              {"model", m.model}, {"choices", std::move(choices)}, {"usage", usage_json(g)}};
+}
+
+Json completion_chunk_json(const ResponseMeta& m, Json choices) {
+  return Json{{"id", m.id},
+              {"object", "text_completion"},
+              {"created", m.created},
+              {"model", m.model},
+              {"choices", std::move(choices)}};
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,72 @@
+// The OpenAI-compatible API: parsing /v1/chat/completions and /v1/completions requests into
+// GenerationParams (with SGLang's extra fields: top_k, stop_token_ids, ignore_eos, no_stop_trim,
+// chat_template_kwargs, return_hidden_states, ...), and the response and chunk objects.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/chat_template/chat_template.h"
+#include "server/generation.h"
+#include "server/json_fields.h"
+
+namespace tandem::server {
+
+struct StreamOptions {
+  bool stream = false;
+  bool include_usage = false;     // a final chunk with choices: [] and usage
+  bool continuous_usage = false;  // usage on every chunk (vLLM's continuous_usage_stats)
+};
+
+struct ChatRequest {
+  Json messages;  // validated list of message objects
+  Json tools;     // null when absent
+  Json template_kwargs = Json::object();
+  bool add_generation_prompt = true;
+  GenerationParams params;
+  StreamOptions stream;
+};
+
+struct CompletionPrompt {
+  std::optional<std::string> text;  // a text prompt (else ids were given)
+  std::vector<int32_t> ids;
+};
+
+struct CompletionRequest {
+  std::vector<CompletionPrompt> prompts;
+  bool echo = false;
+  GenerationParams params;
+  StreamOptions stream;
+};
+
+// Throw ApiError(400) naming the field for malformed or out-of-range values.
+ChatRequest parse_chat_request(const Json& body);
+CompletionRequest parse_completion_request(const Json& body);
+
+// The template context transformers' apply_chat_template builds: chat_template_kwargs, messages
+// (text-part lists flattened when the template only handles strings), tools (None when absent),
+// add_generation_prompt, bos/eos tokens.
+Json chat_template_context(const ChatRequest& req, const ChatTemplate& tpl,
+                           const std::string& bos_token, const std::string& eos_token);
+
+// Whether a template reads message content as a list of parts itself (GLM's do); otherwise
+// text parts are joined into one string first, as vLLM does for "string"-format templates.
+bool template_handles_content_parts(const std::string& source);
+
+// Response objects.
+struct ResponseMeta {
+  std::string id;
+  int64_t created = 0;
+  std::string model;
+};
+Json usage_json(const Generation& g);
+Json chat_completion_json(const ResponseMeta& m, const Generation& g, bool with_reasoning);
+Json chat_chunk_json(const ResponseMeta& m, Json choices);
+Json completion_json(const ResponseMeta& m, const Generation& g,
+                     const std::vector<std::string>& echo_text);
+Json completion_chunk_json(const ResponseMeta& m, Json choices);
+// "stop" | "length" | "abort" (errors are reported as errors, not finish reasons).
+const char* openai_finish_reason(FinishReason r);
+
+}  // namespace tandem::server

@@ -1,0 +1,136 @@
+#include "server/serve.h"
+
+#include <fmt/ranges.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "model/model.h"
+#include "server/http_server.h"
+#include "server/routes.h"
+#include "server/server_state.h"
+
+namespace tandem::server {
+
+namespace {
+
+LoadedModel load_model(const ServerArgs& args, const EngineOptions& eo, bool cuda) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(fs::path(args.model_path) / "config.json"))
+    throw InvalidArgument(fmt::format("--model-path {}: no config.json there", args.model_path));
+  const std::string tok_dir = args.tokenizer_path.empty() ? args.model_path : args.tokenizer_path;
+  const fs::path tok_file = fs::path(tok_dir) / "tokenizer.json";
+  if (!fs::exists(tok_file))
+    throw InvalidArgument(
+        fmt::format("{} not found: the server needs the model's tokenizer", tok_file.string()));
+  LoadedModel lm;
+  lm.tokenizer = Tokenizer::from_file(tok_file.string());
+  try {
+    if (auto t = load_chat_template(tok_dir)) {
+      lm.chat_template.emplace(t->source);
+      lm.bos_token = t->bos_token;
+      lm.eos_token = t->eos_token;
+    } else {
+      log_warn("{} has no chat template: /v1/chat/completions will answer 400", tok_dir);
+    }
+  } catch (const std::exception& e) {
+    // A template we cannot parse should not take completions down with it.
+    log_error("chat template of {} not usable, chat completions disabled: {}", tok_dir, e.what());
+    lm.chat_template.reset();
+  }
+  LoadOptions lo;
+  lo.device = cuda ? Device::cuda(0) : Device::cpu();
+  lo.dtype = cuda ? DType::BF16 : DType::F32;
+  lo.load_mtp = eo.spec.enabled();
+  std::shared_ptr<const Model> model = Model::load(args.model_path, lo);
+  lm.engine = std::make_unique<Engine>(model, eo);
+  return lm;
+}
+
+}  // namespace
+
+int run_server(const ServerArgs& args, bool cuda_available) {
+  std::vector<std::string> warnings;
+  const EngineOptions eo = engine_options(args, cuda_available, &warnings);
+  for (const std::string& w : warnings) log_warn("{}", w);
+  if (!args.ignored_flags.empty())
+    log_warn("ignoring options that mean nothing to Tandem: {}",
+             fmt::join(args.ignored_flags, " "));
+  const bool cuda = args.device == "cuda" || (args.device == "auto" && cuda_available);
+
+  // Signals go to one thread that waits for them; every thread started from here inherits
+  // the mask.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  ServerState state(args);
+  auto router = std::make_shared<Router>();
+  add_openai_routes(*router, state);
+  add_native_routes(*router, state);
+  router->set_api_key(args.api_key);
+  HttpServer http(router, HttpOptions{args.http_thread_count(), args.max_request_bytes, 5});
+  const int port = http.bind(args.host, args.port);
+
+  std::atomic<bool> run_returned{false};
+  std::thread server_thread([&] {
+    if (!http.run()) log_error("the HTTP server stopped with an error");
+    run_returned = true;
+  });
+  while (!http.running() && !run_returned)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  log_info("tandem serve: listening on http://{}:{} (loading {})", args.host, port,
+           args.model_path);
+
+  std::atomic<bool> loaded{false};
+  std::thread signal_thread([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    if (!loaded) {
+      // Nothing to drain while loading; do not wait for a large checkpoint to finish.
+      log_info("signal {} while loading: exiting", sig);
+      std::_Exit(128 + sig);
+    }
+    log_info("signal {}: shutting down", sig);
+    state.set_stopping();
+    http.stop();
+  });
+
+  int code = 0;
+  try {
+    LoadedModel lm = load_model(args, eo, cuda);
+    const int64_t ctx = lm.engine->context_length();
+    const EngineMetrics m = lm.engine->metrics();
+    state.set_model(std::move(lm));
+    loaded = true;
+    log_info(
+        "tandem serve: ready, serving '{}' on http://{}:{} (context {} tokens, KV cache {} "
+        "pages of {} tokens, {} max running requests{}{})",
+        state.model_name(), args.host, port, ctx, m.kv_pages_total, eo.page_size,
+        eo.max_running_requests,
+        eo.spec.enabled()
+            ? fmt::format(", speculative {} x{}", eo.spec.algorithm, eo.spec.num_steps)
+            : std::string(),
+        state.reasoning_enabled() ? ", reasoning parser on" : "");
+  } catch (const std::exception& e) {
+    log_error("{}", e.what());
+    code = 1;
+    loaded = true;
+    http.stop();
+    pthread_kill(signal_thread.native_handle(), SIGTERM);  // wake the signal thread
+  }
+  server_thread.join();
+  signal_thread.join();
+  state.set_stopping();
+  return code;
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,144 @@
+#include "server/server_args.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tandem::server {
+
+int64_t ServerArgs::http_thread_count() const {
+  // Each open stream holds one thread for its whole life, and so does an idle keep-alive
+  // connection for up to its timeout, so size well above the running batch.
+  return http_threads > 0 ? http_threads : std::max<int64_t>(64, 2 * max_running_requests + 32);
+}
+
+Json ServerArgs::to_json() const {
+  Json j;
+  j["model_path"] = model_path;
+  j["tokenizer_path"] = tokenizer_path.empty() ? model_path : tokenizer_path;
+  j["served_model_name"] = model_name();
+  j["host"] = host;
+  j["port"] = port;
+  j["device"] = device;
+  j["tp_size"] = tp_size;
+  j["mem_fraction_static"] = mem_fraction_static > 0 ? Json(mem_fraction_static) : Json();
+  j["trust_remote_code"] = trust_remote_code;
+  j["disable_radix_cache"] = disable_radix_cache;
+  j["disable_cuda_graph"] = disable_cuda_graph;
+  j["enable_return_hidden_states"] = enable_return_hidden_states;
+  j["max_running_requests"] = max_running_requests;
+  j["page_size"] = page_size;
+  j["chunked_prefill_size"] = chunked_prefill_size;
+  j["max_prefill_tokens"] = max_prefill_tokens;
+  j["max_total_tokens"] = max_total_tokens;
+  j["context_length"] = context_length > 0 ? Json(context_length) : Json();
+  j["kv_cache_dtype"] = kv_cache_dtype;
+  j["speculative_algorithm"] = speculative_algorithm.empty() ? Json() : Json(speculative_algorithm);
+  j["speculative_num_steps"] = speculative_num_steps;
+  j["speculative_eagle_topk"] = speculative_eagle_topk;
+  j["speculative_num_draft_tokens"] =
+      speculative_num_draft_tokens > 0 ? speculative_num_draft_tokens : speculative_num_steps + 1;
+  j["reasoning_parser"] = reasoning_parser;
+  j["api_key_set"] = !api_key.empty();
+  return j;
+}
+
+EngineOptions engine_options(const ServerArgs& a, bool cuda_available,
+                             std::vector<std::string>* warnings) {
+  auto warn = [&](std::string w) {
+    if (warnings) warnings->push_back(std::move(w));
+  };
+  auto positive = [](const char* flag, int64_t v) {
+    if (v < 1) throw InvalidArgument(fmt::format("{} must be at least 1, got {}", flag, v));
+  };
+  if (a.device != "auto" && a.device != "cpu" && a.device != "cuda")
+    throw InvalidArgument(fmt::format("--device must be cpu, cuda or auto, got '{}'", a.device));
+  const bool cuda = a.device == "cuda" || (a.device == "auto" && cuda_available);
+  if (a.device == "cuda" && !cuda_available)
+    throw InvalidArgument(
+        "--device cuda: this build has no usable CUDA backend (no GPU or built "
+        "without nvcc)");
+  if (a.tp_size != 1) {
+    if (!cuda)
+      throw InvalidArgument(fmt::format(
+          "--tp-size {}: tensor parallelism needs CUDA devices; the CPU backend runs --tp-size 1",
+          a.tp_size));
+    throw InvalidArgument(fmt::format(
+        "--tp-size {}: tensor parallelism is not implemented yet; use --tp-size 1", a.tp_size));
+  }
+  positive("--max-running-requests", a.max_running_requests);
+  positive("--page-size", a.page_size);
+  positive("--chunked-prefill-size", a.chunked_prefill_size);
+  positive("--max-prefill-tokens", a.max_prefill_tokens);
+  positive("--max-total-tokens", a.max_total_tokens);
+  if (a.context_length < 0)
+    throw InvalidArgument(
+        fmt::format("--context-length must not be negative, got {}", a.context_length));
+  if (a.port < 0 || a.port > 65535)
+    throw InvalidArgument(fmt::format("--port must be in [0, 65535], got {}", a.port));
+  if (a.mem_fraction_static < 0 || a.mem_fraction_static > 1)
+    throw InvalidArgument(
+        fmt::format("--mem-fraction-static must be in (0, 1], got {}", a.mem_fraction_static));
+  if (a.mem_fraction_static > 0)
+    warn(fmt::format("--mem-fraction-static {}: the KV cache is sized by --max-total-tokens ({})",
+                     a.mem_fraction_static, a.max_total_tokens));
+  if (a.kv_cache_dtype != "auto" && a.kv_cache_dtype != "bf16" && a.kv_cache_dtype != "bfloat16")
+    warn(
+        fmt::format("--kv-cache-dtype {}: not implemented yet, the KV cache keeps the compute "
+                    "dtype",
+                    a.kv_cache_dtype));
+  if (!a.model_loader_extra_config.empty()) {
+    try {
+      const Json parsed = Json::parse(a.model_loader_extra_config);
+      (void)parsed;
+    } catch (const std::exception&) {
+      throw InvalidArgument(fmt::format("--model-loader-extra-config must be JSON, got '{}'",
+                                        a.model_loader_extra_config));
+    }
+    warn("--model-loader-extra-config: no loader options apply to Tandem; ignored");
+  }
+  if (a.disable_cuda_graph && !cuda)
+    warn("--disable-cuda-graph: no CUDA graphs on the CPU backend");
+
+  EngineOptions o;
+  o.max_running_requests = a.max_running_requests;
+  o.page_size = a.page_size;
+  o.max_total_tokens = a.max_total_tokens;
+  o.chunked_prefill_size = a.chunked_prefill_size;
+  o.max_prefill_tokens = std::max(a.max_prefill_tokens, a.chunked_prefill_size);
+  o.enable_prefix_cache = !a.disable_radix_cache;
+  o.context_length = a.context_length;
+
+  if (!a.speculative_algorithm.empty()) {
+    std::string alg = a.speculative_algorithm;
+    std::transform(alg.begin(), alg.end(), alg.begin(), ::toupper);
+    if (alg != "EAGLE" && alg != "NEXTN" && alg != "MTP")
+      throw InvalidArgument(fmt::format(
+          "--speculative-algorithm {}: Tandem drafts with the checkpoint's MTP layer; use EAGLE or "
+          "NEXTN",
+          a.speculative_algorithm));
+    if (a.speculative_eagle_topk != 1)
+      throw InvalidArgument(
+          fmt::format("--speculative-eagle-topk {}: only chain drafts are supported, use "
+                      "--speculative-eagle-topk 1",
+                      a.speculative_eagle_topk));
+    if (a.speculative_num_steps < 1)
+      throw InvalidArgument(fmt::format("--speculative-num-steps must be at least 1, got {}",
+                                        a.speculative_num_steps));
+    o.spec.algorithm = alg == "MTP" ? "NEXTN" : alg;
+    o.spec.num_steps = a.speculative_num_steps;
+    o.spec.eagle_topk = 1;
+    // With topk 1 a round verifies the S drafts plus the bonus position; SGLang adjusts the
+    // flag the same way.
+    o.spec.num_draft_tokens = a.speculative_num_steps + 1;
+    if (a.speculative_num_draft_tokens > 0 &&
+        a.speculative_num_draft_tokens != a.speculative_num_steps + 1)
+      warn(fmt::format("--speculative-num-draft-tokens {} adjusted to num_steps + 1 = {} (topk 1)",
+                       a.speculative_num_draft_tokens, a.speculative_num_steps + 1));
+  }
+  return o;
+}
+
+}  // namespace tandem::server

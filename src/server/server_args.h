@@ -1,0 +1,57 @@
+// The launch configuration of `tandem serve`: SGLang's flag set (so SGLang launch commands work
+// as written) mapped onto the engine's options, and reported back by /get_server_info.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "server/json_fields.h"
+
+namespace tandem::server {
+
+struct ServerArgs {
+  std::string model_path;
+  std::string tokenizer_path;     // default: model_path
+  std::string served_model_name;  // default: model_path
+  std::string host = "127.0.0.1";
+  int port = 30000;
+  std::string device = "auto";  // auto | cpu | cuda
+  int64_t tp_size = 1;
+  double mem_fraction_static = 0;  // 0: unset
+  bool trust_remote_code = false;
+  bool disable_radix_cache = false;
+  bool disable_cuda_graph = false;
+  bool enable_return_hidden_states = false;
+  int64_t max_running_requests = EngineOptions{}.max_running_requests;
+  int64_t page_size = EngineOptions{}.page_size;
+  int64_t chunked_prefill_size = EngineOptions{}.chunked_prefill_size;
+  int64_t max_prefill_tokens = EngineOptions{}.max_prefill_tokens;
+  int64_t max_total_tokens = EngineOptions{}.max_total_tokens;
+  int64_t context_length = 0;  // 0: the model's max_position_embeddings
+  std::string kv_cache_dtype = "auto";
+  std::string model_loader_extra_config;
+  std::string speculative_algorithm;
+  int64_t speculative_num_steps = 3;
+  int64_t speculative_eagle_topk = 1;
+  int64_t speculative_num_draft_tokens = 0;  // 0: num_steps + 1
+  std::string reasoning_parser = "auto";     // auto | none | glm45 | deepseek-r1 | ...
+  std::string api_key;
+  int64_t http_threads = 0;  // 0: enough for max_running_requests streams plus idle keep-alives
+  int64_t max_request_bytes = 32 << 20;
+  std::vector<std::string> ignored_flags;  // other vendors' flags, accepted with a warning
+
+  std::string model_name() const {
+    return served_model_name.empty() ? model_path : served_model_name;
+  }
+  int64_t http_thread_count() const;
+  Json to_json() const;
+};
+
+// Checks the flags and maps them onto EngineOptions. Throws InvalidArgument naming the flag.
+// Informational notes (flags that mean nothing on this build) go to `warnings`.
+EngineOptions engine_options(const ServerArgs& a, bool cuda_available,
+                             std::vector<std::string>* warnings = nullptr);
+
+}  // namespace tandem::server

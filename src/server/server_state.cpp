@@ -1,0 +1,55 @@
+#include "server/server_state.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <random>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace tandem::server {
+
+ServerState::ServerState(ServerArgs args)
+    : args_(std::move(args)),
+      model_name_(args_.model_name()),
+      created_(std::chrono::duration_cast<std::chrono::seconds>(
+                   std::chrono::system_clock::now().time_since_epoch())
+                   .count()) {
+  std::random_device rd;
+  id_salt_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+ServerState::~ServerState() = default;
+
+void ServerState::set_model(LoadedModel m) {
+  model_ = std::move(m);
+  for (int64_t e : model_.engine->model_config().eos_token_ids)
+    eos_ids_.push_back(static_cast<int32_t>(e));
+  const std::string& rp = args_.reasoning_parser;
+  if (rp != "none") {
+    const auto start = model_.tokenizer->token_to_id("<think>");
+    const auto end = model_.tokenizer->token_to_id("</think>");
+    if (start && end) {
+      reasoning_ = true;
+      reasoning_ids_ = {*start, *end};
+    } else if (rp != "auto") {
+      throw InvalidArgument(
+          fmt::format("--reasoning-parser {}: the tokenizer has no <think> / </think> tokens", rp));
+    }
+  }
+  ready_.store(true, std::memory_order_release);
+}
+
+std::string ServerState::new_id(const char* prefix) {
+  // splitmix64 of a salted counter: unique per process, unpredictable across restarts.
+  uint64_t z = id_salt_ + 0x9E3779B97F4A7C15ull * (++id_counter_);
+  auto mix = [](uint64_t x) {
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+  };
+  return fmt::format("{}{:016x}{:016x}", prefix, mix(z), mix(z ^ id_salt_));
+}
+
+}  // namespace tandem::server

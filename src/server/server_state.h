@@ -1,0 +1,75 @@
+// What every route shares: the launch arguments, and once the model is loaded the engine, the
+// tokenizer and the chat template. Routes that need the model answer 503 until then, so the
+// server can listen (and /health can say "not yet") while a large checkpoint loads.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "server/chat_template/chat_template.h"
+#include "server/metrics.h"
+#include "server/server_args.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tandem::server {
+
+struct LoadedModel {
+  std::unique_ptr<Engine> engine;
+  std::optional<Tokenizer> tokenizer;  // always set (Tokenizer has no empty state)
+  std::optional<ChatTemplate> chat_template;
+  std::string bos_token, eos_token;  // for the template's context
+};
+
+class ServerState {
+ public:
+  explicit ServerState(ServerArgs args);
+  ~ServerState();
+
+  const ServerArgs& args() const { return args_; }
+  const std::string& model_name() const { return model_name_; }
+  int64_t created() const { return created_; }  // unix seconds at start-up
+  ServerMetrics& metrics() { return metrics_; }
+
+  // Publishes the loaded model; from then on ready() is true.
+  void set_model(LoadedModel m);
+  bool ready() const { return ready_.load(std::memory_order_acquire) && !stopping_.load(); }
+  void set_stopping() { stopping_ = true; }
+
+  // Valid only when ready().
+  Engine& engine() { return *model_.engine; }
+  const Engine& engine() const { return *model_.engine; }
+  const Tokenizer& tokenizer() const { return *model_.tokenizer; }
+  const ChatTemplate* chat_template() const {
+    return model_.chat_template ? &*model_.chat_template : nullptr;
+  }
+  const std::string& bos_token() const { return model_.bos_token; }
+  const std::string& eos_token() const { return model_.eos_token; }
+  const std::vector<int32_t>& eos_token_ids() const { return eos_ids_; }
+  // The reasoning markers' ids when the reasoning parser is on (chat completions).
+  bool reasoning_enabled() const { return reasoning_; }
+  const std::unordered_set<int32_t>& reasoning_token_ids() const { return reasoning_ids_; }
+
+  // "chatcmpl-" + 32 hex digits, unique within the process and across restarts.
+  std::string new_id(const char* prefix);
+
+ private:
+  ServerArgs args_;
+  std::string model_name_;
+  int64_t created_;
+  ServerMetrics metrics_;
+  LoadedModel model_;
+  std::vector<int32_t> eos_ids_;
+  bool reasoning_ = false;
+  std::unordered_set<int32_t> reasoning_ids_;
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> id_counter_{0};
+  uint64_t id_salt_;
+};
+
+}  // namespace tandem::server

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# End to end for `tandem bench`: the real server on the default model with MTP speculative
+# decoding, benchmarked through the SGLang-native and OpenAI backends. Checks that every request
+# succeeds and that the report carries the speculative accept length measured over the run.
+# Usage (from the repository root): tests/e2e/bench.sh [path/to/tandem]
+set -uo pipefail
+bin=${1:-build/tandem}
+[[ $bin == /* ]] || bin="$PWD/$bin"
+work=$(mktemp -d)
+pid=""
+cleanup() {
+  [[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$bin" serve --host 127.0.0.1 --port 0 --speculative-algorithm EAGLE --speculative-num-steps 3 \
+  --speculative-eagle-topk 1 --speculative-num-draft-tokens 4 >"$work/server.log" 2>&1 &
+pid=$!
+port=""
+for _ in $(seq 1 600); do
+  port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/server.log" | head -1 | grep -o '[0-9]*$')
+  [[ -n $port ]] && curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
+  kill -0 "$pid" 2>/dev/null || { cat "$work/server.log"; echo "server died" >&2; exit 1; }
+  sleep 0.1
+done
+[[ -n $port ]] || { echo "server did not start" >&2; exit 1; }
+
+failures=0
+for backend in sglang openai openai-chat; do
+  out="$work/$backend.txt"
+  "$bin" bench --backend "$backend" --port "$port" --num-prompts 12 --random-input-len 96 \
+    --random-output-len 32 --random-range-ratio 1 --max-concurrency 4 --seed 3 \
+    --output-file "$work/results.jsonl" >"$out" 2>"$work/$backend.err"
+  rc=$?
+  ok=$(grep -E "^Successful requests: +12$" "$out")
+  acc=$(grep -E "^Accept length:" "$out")
+  if [[ $rc -eq 0 && -n $ok && -n $acc ]]; then
+    echo "ok   tandem bench --backend $backend: 12/12 requests, $acc"
+  else
+    echo "FAIL tandem bench --backend $backend (rc=$rc)"
+    cat "$out" "$work/$backend.err"
+    failures=$((failures + 1))
+  fi
+done
+[[ $(wc -l <"$work/results.jsonl") -eq 3 ]] || { echo "FAIL --output-file did not get 3 lines"; failures=$((failures + 1)); }
+curl -sf "http://127.0.0.1:$port/health" >/dev/null || { echo "FAIL server not healthy after the benchmark"; failures=$((failures + 1)); }
+echo "tandem bench e2e: $failures failure(s)"
+exit $((failures > 0))

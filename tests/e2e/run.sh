@@ -1,0 +1,446 @@
+#!/usr/bin/env bash
+# End-to-end tests of `tandem serve` on the built-in default model (CPU): starts the real server
+# on a free port with SGLang-style launch flags, then drives it with curl (every route, bad
+# requests, SSE framing, client disconnects) and the official OpenAI Node client
+# (openai_client.mjs), checks that no KV pages leaked and that the server is still up, and runs
+# a second server with MTP speculative decoding. Exits non-zero if anything failed.
+#
+# Usage (from the repository root): tests/e2e/run.sh [path/to/tandem]   (default: build/tandem)
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+e2e="$root/tests/e2e"
+bin=${1:-build/tandem}
+[[ $bin == /* ]] || bin="$PWD/$bin"
+if [[ ! -x $bin ]]; then
+  echo "tandem binary not found: $bin" >&2
+  exit 2
+fi
+for tool in curl node npm; do
+  command -v "$tool" >/dev/null || { echo "$tool is required" >&2; exit 2; }
+done
+
+work=$(mktemp -d)
+pid=""
+failures=0
+cleanup() {
+  [[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+pass() { echo "ok   $*"; }
+fail() {
+  echo "FAIL $*"
+  failures=$((failures + 1))
+}
+
+# --- the OpenAI client ------------------------------------------------------------------------
+want_openai=$(node -p "require('$e2e/package.json').dependencies.openai")
+have_openai=$(node -p "try { require('$e2e/node_modules/openai/package.json').version } catch { '' }")
+if [[ $have_openai != "$want_openai" ]]; then
+  echo "installing openai@$want_openai into tests/e2e/node_modules"
+  (cd "$e2e" && npm ci --no-audit --no-fund --loglevel=error) || { echo "npm ci failed" >&2; exit 2; }
+fi
+
+# --- helpers ----------------------------------------------------------------------------------
+# start_server NAME ARGS...: starts `tandem serve --port 0 ARGS`, waits for /health; sets pid, url.
+start_server() {
+  local name=$1
+  shift
+  log="$work/$name.log"
+  "$bin" serve --host 127.0.0.1 --port 0 "$@" >"$log" 2>&1 &
+  pid=$!
+  local port=""
+  for _ in $(seq 1 600); do
+    port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | head -1 | grep -o '[0-9]*$')
+    [[ -n $port ]] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [[ -z $port ]]; then
+    echo "server $name did not start:"
+    cat "$log"
+    exit 1
+  fi
+  url="http://127.0.0.1:$port"
+  for _ in $(seq 1 3000); do
+    [[ $(curl -s -o /dev/null -w '%{http_code}' "$url/health") == 200 ]] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [[ $(curl -s -o /dev/null -w '%{http_code}' "$url/health") != 200 ]]; then
+    echo "server $name never became healthy:"
+    cat "$log"
+    exit 1
+  fi
+  echo "server $name: $url (pid $pid)"
+}
+
+# stop_server: SIGTERM, which must end the process cleanly within 30 s.
+stop_server() {
+  kill -TERM "$pid"
+  local code=""
+  for _ in $(seq 1 300); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      wait "$pid"
+      code=$?
+      break
+    fi
+    sleep 0.1
+  done
+  if [[ $code == 0 ]]; then
+    pass "SIGTERM shuts the server down cleanly"
+  else
+    fail "server did not exit cleanly on SIGTERM (exit '${code:-still running}')"
+    kill -KILL "$pid" 2>/dev/null
+  fi
+  pid=""
+}
+
+# req METHOD PATH [BODY]: sets $status; the body is in $work/body, headers in $work/headers.
+req() {
+  local args=(-s --max-time 120 -o "$work/body" -D "$work/headers" -w '%{http_code}' -X "$1")
+  [[ $# -ge 3 ]] && args+=(-H 'Content-Type: application/json' --data-binary "$3")
+  status=$(curl "${args[@]}" "$url$2")
+}
+
+# js EXPR: evaluates EXPR with j = the last response body parsed as JSON; prints the result.
+js() {
+  node -e 'const j = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+           process.stdout.write(String(eval(process.argv[2])))' "$work/body" "$1" 2>/dev/null
+}
+
+# expect DESCRIPTION STATUS [JS-CONDITION]: checks the last response.
+expect() {
+  local what=$1 want=$2 cond=${3:-}
+  if [[ $status != "$want" ]]; then
+    fail "$what: HTTP $status, expected $want: $(head -c 300 "$work/body")"
+  elif [[ -n $cond && $(js "$cond") != true ]]; then
+    fail "$what: condition '$cond' false for $(head -c 300 "$work/body")"
+  else
+    pass "$what"
+  fi
+}
+
+# An OpenAI-style error object, with the offending field when given.
+is_error() {
+  local code=$1 param=${2:-}
+  local c="j.object === 'error' && j.error.code === $code && typeof j.error.message === 'string' && j.error.message.length > 0"
+  [[ -n $param ]] && c="$c && j.error.param === '$param' && j.error.type === 'BadRequestError'"
+  echo "$c"
+}
+
+info() { # prints internal_states[0][FIELD]
+  curl -s --max-time 10 "$url/get_server_info" >"$work/info" &&
+    node -p "JSON.parse(require('fs').readFileSync('$work/info', 'utf8')).internal_states[0].$1"
+}
+
+wait_idle() {
+  for _ in $(seq 1 100); do
+    [[ $(info num_running_reqs) == 0 && $(info num_queue_reqs) == 0 ]] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# --- start-up errors --------------------------------------------------------------------------
+check_startup_error() {
+  local what=$1 needle=$2
+  shift 2
+  local out code
+  out=$(timeout 60 "$bin" serve --port 0 "$@" 2>&1)
+  code=$?
+  if [[ $code != 0 && $out == *"$needle"* ]]; then
+    pass "start-up error: $what"
+  else
+    fail "start-up error: $what (exit $code): $out"
+  fi
+}
+check_startup_error "--speculative-eagle-topk 4" "--speculative-eagle-topk" \
+  --speculative-algorithm EAGLE --speculative-eagle-topk 4
+check_startup_error "--tp-size 2 on the CPU" "--tp-size" --tp-size 2
+check_startup_error "missing model" "config.json" --model-path "$work/nowhere"
+
+# --- the main server --------------------------------------------------------------------------
+# SGLang launch flags as users write them, plus other backends' flags that must only warn.
+start_server main --trust-remote-code --tp-size 1 --mem-fraction-static 0.8 \
+  --max-running-requests 48 --kv-cache-dtype auto --disable-cuda-graph --page-size 16 \
+  --max-total-tokens 32768 --served-model-name tandem-e2e \
+  --attention-backend fa3 --enable-metrics
+if grep -q "ignoring options.*--attention-backend fa3 --enable-metrics" "$log"; then
+  pass "unknown vendor flags accepted with a warning"
+else
+  fail "no warning for unknown flags: $(cat "$log")"
+fi
+
+echo "--- routes"
+req GET /health
+expect "GET /health" 200
+req GET /health_generate
+expect "GET /health_generate" 200
+req GET /v1/models
+expect "GET /v1/models" 200 "j.object === 'list' && j.data[0].id === 'tandem-e2e' && j.data[0].object === 'model' && j.data[0].owned_by === 'tandem' && j.data[0].max_model_len === 4096 && j.data[0].root.length > 0"
+req GET /v1/models/tandem-e2e
+expect "GET /v1/models/{id}" 200 "j.id === 'tandem-e2e'"
+req GET /v1/models/other
+expect "GET /v1/models/{unknown}" 404 "$(is_error 404)"
+req POST /v1/completions '{"model":"tandem-e2e","prompt":"It is a truth","max_tokens":8,"temperature":0}'
+expect "POST /v1/completions" 200 "j.object === 'text_completion' && j.choices[0].text.length > 0 && j.choices[0].finish_reason === 'length' && j.usage.completion_tokens === 8 && j.usage.prompt_tokens_details.cached_tokens >= 0 && j.id.startsWith('cmpl-')"
+req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":8,"temperature":0,"chat_template_kwargs":{"enable_thinking":false}}'
+expect "POST /v1/chat/completions" 200 "j.object === 'chat.completion' && j.choices[0].message.role === 'assistant' && j.choices[0].message.content.length > 0 && j.usage.total_tokens === j.usage.prompt_tokens + 8 && j.model === 'tandem-e2e'"
+req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":8,"temperature":0}'
+expect "chat with thinking: reasoning_content" 200 "typeof j.choices[0].message.reasoning_content === 'string' || j.choices[0].message.content.length > 0"
+req POST /generate '{"text":"The next morning","sampling_params":{"max_new_tokens":6,"temperature":0}}'
+expect "POST /generate" 200 "j.output_ids.length === 6 && j.text.length > 0 && j.meta_info.finish_reason.type === 'length' && j.meta_info.completion_tokens === 6 && j.meta_info.prompt_tokens > 0 && typeof j.meta_info.e2e_latency === 'number' && typeof j.meta_info.id === 'string'"
+req POST /generate '{"input_ids":[[40,41,42],[50,51]],"sampling_params":{"max_new_tokens":3,"temperature":0}}'
+expect "POST /generate (batch of input_ids)" 200 "Array.isArray(j) && j.length === 2 && j[1].meta_info.prompt_tokens === 2"
+req POST /generate '{"text":"Elinor","sampling_params":{"max_new_tokens":4,"temperature":0,"stop_token_ids":[0]},"rid":"my-rid"}'
+expect "POST /generate with rid" 200 "j.meta_info.id === 'my-rid'"
+req GET /get_server_info
+expect "GET /get_server_info" 200 "j.served_model_name === 'tandem-e2e' && j.max_running_requests === 48 && j.page_size === 16 && typeof j.version === 'string' && j.internal_states[0].kv_pages_total === 2048 && typeof j.internal_states[0].last_gen_throughput === 'number'"
+req GET /get_model_info
+expect "GET /get_model_info" 200 "j.is_generation === true && j.model_path.length > 0 && j.architectures[0] === 'GlmMoeDsaForCausalLM'"
+req GET /version
+expect "GET /version" 200 "typeof j.version === 'string'"
+req POST /tokenize '{"prompt":"Hello, world"}'
+expect "POST /tokenize" 200 "j.count === j.tokens.length && j.count > 0 && j.max_model_len === 4096"
+req POST /detokenize "{\"tokens\":$(js 'JSON.stringify(j.tokens)')}"
+expect "POST /detokenize" 200 "j.text === 'Hello, world' && j.prompt === j.text"
+req POST /v1/completions '{"prompt":"Mr. Knightley","max_tokens":4,"foo":{"bar":[1,2]},"logit_bias":{},"user":"u1","frequency_penalty":0}'
+expect "unknown and neutral fields are ignored" 200 "j.usage.completion_tokens <= 4"
+
+echo "--- SSE framing"
+sse() { # BODY PATH: streams into $work/sse, sets $status
+  status=$(curl -s -N --max-time 120 -o "$work/sse" -D "$work/headers" -w '%{http_code}' \
+    -H 'Content-Type: application/json' --data-binary "$1" "$url$2")
+}
+# Every event is one "data: <json>" line and a blank line; the stream ends with [DONE].
+check_sse() {
+  local what=$1 cond=$2
+  if [[ $status != 200 ]]; then
+    fail "$what: HTTP $status"
+    return
+  fi
+  if ! grep -qi '^content-type: text/event-stream' "$work/headers"; then
+    fail "$what: content type $(grep -i '^content-type' "$work/headers")"
+    return
+  fi
+  local verdict
+  verdict=$(node -e '
+    const s = require("fs").readFileSync(process.argv[1], "utf8");
+    if (!s.endsWith("data: [DONE]\n\n")) { console.log("does not end with data: [DONE]"); process.exit(); }
+    const events = s.slice(0, -2).split("\n\n");
+    for (const e of events) if (!/^data: [^\n]+$/.test(e)) { console.log("bad event " + JSON.stringify(e)); process.exit(); }
+    const ev = events.slice(0, -1).map((e) => JSON.parse(e.slice(6)));
+    console.log(eval(process.argv[2]) ? "ok" : "condition failed: " + process.argv[2]);
+  ' "$work/sse" "$cond" 2>&1)
+  [[ $verdict == ok ]] && pass "$what" || fail "$what: $verdict"
+}
+sse '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":12,"temperature":0,"stream":true,"stream_options":{"include_usage":true},"chat_template_kwargs":{"enable_thinking":false}}' /v1/chat/completions
+check_sse "chat stream" "ev[0].choices[0].delta.role === 'assistant' && ev.at(-1).choices.length === 0 && ev.at(-1).usage.completion_tokens === 12 && ev.at(-2).choices[0].finish_reason === 'length' && ev.every((e) => e.object === 'chat.completion.chunk')"
+sse '{"prompt":"Hello","max_tokens":12,"temperature":0,"stream":true}' /v1/completions
+check_sse "completion stream" "ev.at(-1).choices[0].finish_reason === 'length' && ev.slice(0, -1).every((e) => e.choices[0].finish_reason === null) && ev.map((e) => e.choices[0].text).join('').length > 0"
+sse '{"text":"Hello","sampling_params":{"max_new_tokens":10,"temperature":0},"stream":true}' /generate
+check_sse "/generate stream (cumulative text and ids)" "ev.every((e, i) => i === 0 || (e.text.startsWith(ev[i - 1].text) && e.output_ids.length >= ev[i - 1].output_ids.length)) && ev.at(-1).output_ids.length === 10 && ev.at(-1).meta_info.finish_reason.type === 'length' && ev.at(-1).meta_info.completion_tokens === 10"
+sse '{"prompt":"Hello","max_tokens":4,"stream":true,"temperature":-1}' /v1/completions
+if [[ $status == 400 ]] && grep -q '"param":"temperature"' "$work/sse"; then
+  pass "bad streaming request is a 400 JSON error before any event"
+else
+  fail "bad streaming request: HTTP $status $(head -c 200 "$work/sse")"
+fi
+
+echo "--- bad requests"
+req POST /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}'
+expect "malformed JSON" 400 "$(is_error 400) && /JSON/.test(j.error.message)"
+req POST /v1/completions '[1, 2, 3]'
+expect "JSON that is not an object" 400 "$(is_error 400)"
+req POST /v1/completions ''
+expect "empty body" 400 "$(is_error 400)"
+msgs='"messages":[{"role":"user","content":"hi"}]'
+for case in "temperature|-1" "temperature|\"hot\"" "top_p|0" "top_p|1.5" "top_k|-7" "max_tokens|0" \
+            "max_tokens|-5" "max_tokens|1.5" "n|0" "n|\"two\"" "stop|5" "seed|\"x\"" \
+            "stream|\"yes\"" "stop_token_ids|[\"a\"]" "presence_penalty|5"; do
+  field=${case%%|*}
+  value=${case#*|}
+  req POST /v1/chat/completions "{$msgs,\"$field\":$value}"
+  expect "chat $field=$value" 400 "$(is_error 400 "$field")"
+done
+req POST /v1/chat/completions '{"model":"x"}'
+expect "chat without messages" 400 "$(is_error 400 messages)"
+req POST /v1/chat/completions '{"messages":[]}'
+expect "chat with empty messages" 400 "$(is_error 400 messages)"
+req POST /v1/chat/completions '{"messages":[{"content":"no role"}]}'
+expect "message without role" 400 "$(is_error 400 'messages[0].role')"
+req POST /v1/chat/completions '{"messages":[{"role":"wizard","content":"hi"}]}'
+expect "chat template error (raise_exception) is a 400" 400 "$(is_error 400) && /wizard/.test(j.error.message)"
+req POST /v1/completions '{"max_tokens":3}'
+expect "completion without prompt" 400 "$(is_error 400 prompt)"
+req POST /v1/completions '{"prompt":{"a":1}}'
+expect "completion with an object prompt" 400 "$(is_error 400 prompt)"
+req POST /v1/completions '{"prompt":[1,2,99999999]}'
+expect "token id outside the vocabulary" 400 "$(is_error 400) && /vocabulary/.test(j.error.message)"
+req POST /v1/completions '{"prompt":"hi","return_hidden_states":true}'
+expect "return_hidden_states without the server flag" 400 "$(is_error 400 return_hidden_states)"
+req POST /generate '{"text":"hi","sampling_params":{"max_new_tokens":0}}'
+expect "/generate max_new_tokens=0" 400 "$(is_error 400 sampling_params.max_new_tokens)"
+req POST /generate '{"text":"hi","input_ids":[1]}'
+expect "/generate with text and input_ids" 400 "$(is_error 400)"
+req POST /generate '{"sampling_params":{}}'
+expect "/generate without input" 400 "$(is_error 400)"
+
+echo "--- context length"
+long_ids=$(node -p "JSON.stringify(Array(5000).fill(40))")
+req POST /v1/completions "{\"prompt\":$long_ids,\"max_tokens\":8}"
+expect "prompt of 5000 tokens (context 4096)" 400 "$(is_error 400) && /4096/.test(j.error.message) && /5000/.test(j.error.message)"
+long_text=$(node -p "'It is a truth universally acknowledged. '.repeat(700)")
+req POST /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"$long_text\"}]}"
+expect "chat messages beyond the context" 400 "$(is_error 400) && /4096/.test(j.error.message) && /messages/.test(j.error.message)"
+# curl -d without a Content-Type sends a form-encoded body; it is read as JSON all the same.
+status=$(curl -s --max-time 60 -o "$work/body" -w '%{http_code}' -d "{\"messages\":[{\"role\":\"user\",\"content\":\"$long_text\"}]}" "$url/v1/chat/completions")
+expect "large body without a JSON Content-Type" 400 "/4096/.test(j.error.message)"
+head -c $((33 * 1024 * 1024)) /dev/zero | tr '\0' ' ' >"$work/huge"
+status=$(curl -s --max-time 60 -o "$work/body" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @"$work/huge" "$url/v1/completions")
+expect "body over 32 MiB" 413 "$(is_error 413)"
+req POST /v1/completions '{"prompt":"hi","max_tokens":100000}'
+expect "max_tokens beyond the context" 400 "$(is_error 400 max_tokens) && /100000/.test(j.error.message) && /4096/.test(j.error.message)"
+req POST /generate "{\"input_ids\":$long_ids}"
+expect "/generate input beyond the context" 400 "$(is_error 400) && /4096/.test(j.error.message)"
+
+echo "--- unknown routes and methods"
+req GET /no/such/route
+expect "unknown route" 404 "$(is_error 404)"
+req GET /v1/chat/completions
+expect "GET on a POST route" 405 "$(is_error 405)"
+if grep -qi '^allow: POST' "$work/headers"; then pass "405 names the allowed method"; else fail "405 without Allow header"; fi
+req DELETE /v1/models
+expect "DELETE on a GET route" 405 "$(is_error 405)"
+req POST /health '{}'
+expect "POST /health" 405 "$(is_error 405)"
+
+echo "--- OpenAI client (openai@$want_openai)"
+if node "$e2e/openai_client.mjs" "$url"; then
+  pass "OpenAI client checks"
+else
+  fail "OpenAI client checks"
+fi
+
+echo "--- clients that disconnect mid-stream (curl)"
+before=$(info generation_tokens_total)
+clients=()
+for i in 1 2 3 4; do
+  # --max-time 1 makes curl hang up mid-stream.
+  curl -s -N --max-time 1 -H 'Content-Type: application/json' \
+    --data-binary "{\"prompt\":\"Chapter $i\",\"max_tokens\":3800,\"temperature\":0,\"ignore_eos\":true,\"stream\":true}" \
+    "$url/v1/completions" >"$work/cut$i" 2>/dev/null &
+  clients+=($!)
+done
+# A non-streamed request whose client gives up is aborted too.
+curl -s --max-time 1 -H 'Content-Type: application/json' \
+  --data-binary '{"prompt":"Chapter 5","max_tokens":3800,"temperature":0,"ignore_eos":true}' \
+  "$url/v1/completions" >/dev/null 2>&1 &
+clients+=($!)
+for c in "${clients[@]}"; do wait "$c" 2>/dev/null; done
+if wait_idle; then
+  pass "disconnected streams are aborted"
+else
+  fail "requests still running after their clients left: $(info num_running_reqs)"
+fi
+after=$(info generation_tokens_total)
+if ((after - before < 5 * 3800)); then
+  pass "aborted requests stopped early ($((after - before)) tokens generated)"
+else
+  fail "aborted requests ran to completion ($((after - before)) tokens)"
+fi
+for i in 1 2 3 4; do
+  grep -q '^data: {' "$work/cut$i" || fail "disconnect client $i got no events before leaving"
+done
+
+echo "--- no KV pages leaked"
+wait_idle || fail "server not idle before the leak check"
+req GET /metrics
+expect "GET /metrics" 200
+metrics_ok=true
+for name in sglang:num_running_reqs sglang:num_queue_reqs sglang:token_usage sglang:num_used_tokens \
+            sglang:gen_throughput sglang:cache_hit_rate sglang:spec_accept_length sglang:spec_accept_rate \
+            sglang:prompt_tokens_total sglang:generation_tokens_total sglang:num_requests_total \
+            sglang:time_to_first_token_seconds_bucket sglang:inter_token_latency_seconds_bucket \
+            sglang:e2e_request_latency_seconds_bucket tandem:kv_pages_used tandem:kv_pages_cached \
+            vllm:spec_decode_num_drafts_total vllm:spec_decode_num_draft_tokens_total \
+            vllm:spec_decode_num_accepted_tokens_total; do
+  grep -q "^$name{" "$work/body" || { fail "/metrics lacks $name"; metrics_ok=false; }
+done
+bad_lines=$(grep -v '^#' "$work/body" | grep -Ev '^[a-zA-Z_:][a-zA-Z0-9_:]*\{[^}]*\} [-+0-9.eE]+$|^[a-zA-Z_:][a-zA-Z0-9_:]*\{[^}]*\} (NaN|[+-]Inf)$' | head -3)
+[[ -n $bad_lines ]] && { fail "/metrics lines not in the Prometheus text format: $bad_lines"; metrics_ok=false; }
+$metrics_ok && pass "/metrics has the SGLang/vLLM series in the text format"
+metric() { grep "^$1{" "$work/body" | head -1 | awk '{print $2}'; }
+used=$(metric tandem:kv_pages_used)
+cached=$(metric tandem:kv_pages_cached)
+if [[ -n $used && $used == "$cached" ]]; then
+  pass "idle server: KV pages in use ($used) are exactly the prefix cache's ($cached)"
+else
+  fail "KV pages leaked: $used in use, $cached held by the prefix cache"
+fi
+req POST /flush_cache
+expect "POST /flush_cache (no body)" 200
+zero=false
+for _ in $(seq 1 50); do
+  [[ $(info kv_pages_used) == 0 ]] && { zero=true; break; }
+  sleep 0.1
+done
+$zero && pass "after /flush_cache no KV page is in use" || fail "after /flush_cache $(info kv_pages_used) pages in use"
+req GET /health
+expect "server still healthy" 200
+req POST /v1/completions '{"prompt":"And so","max_tokens":4,"temperature":0}'
+expect "server still generates" 200 "j.usage.completion_tokens === 4"
+# The greedy output the speculative server must reproduce.
+req POST /v1/completions '{"prompt":"It is a truth universally acknowledged","max_tokens":48,"temperature":0,"ignore_eos":true}'
+plain_text=$(js "j.choices[0].text")
+stop_server
+
+# --- speculative decoding ---------------------------------------------------------------------
+echo "--- MTP speculative decoding"
+start_server spec --speculative-algorithm EAGLE --speculative-num-steps 3 \
+  --speculative-eagle-topk 1 --speculative-num-draft-tokens 4 \
+  --speculative-draft-attention-backend aiter --max-total-tokens 16384 \
+  --enable-return-hidden-states
+req POST /v1/completions '{"prompt":"It is a truth universally acknowledged","max_tokens":48,"temperature":0,"ignore_eos":true}'
+expect "speculative greedy output equals plain decoding" 200 "j.choices[0].text === $(node -p 'JSON.stringify(process.argv[1])' "$plain_text")"
+sse '{"prompt":"It is a truth universally acknowledged","max_tokens":48,"temperature":0,"ignore_eos":true,"stream":true}' /v1/completions
+check_sse "speculative stream equals plain decoding" "ev.map((e) => e.choices[0].text).join('') === $(node -p 'JSON.stringify(process.argv[1])' "$plain_text")"
+req POST /generate '{"text":"Emma Woodhouse, handsome, clever, and rich,","sampling_params":{"max_new_tokens":32,"temperature":0,"ignore_eos":true}}'
+expect "/generate reports spec_verify_ct and spec_accept_length" 200 "j.meta_info.spec_verify_ct > 0 && j.meta_info.spec_accept_length >= 1 && j.meta_info.spec_accept_rate >= 0 && j.meta_info.completion_tokens === 32"
+req POST /generate '{"text":"Hello","sampling_params":{"max_new_tokens":5,"temperature":0},"return_hidden_states":true}'
+expect "/generate return_hidden_states (one row per token)" 200 "j.meta_info.hidden_states.length === 5 && j.meta_info.hidden_states.every((h) => h.length === 256)"
+req POST /v1/completions '{"prompt":"Hello","max_tokens":6,"temperature":0,"return_hidden_states":true}'
+expect "completions return_hidden_states" 200 "j.choices[0].hidden_states.length === 6"
+req GET /get_server_info
+expect "/get_server_info avg_spec_accept_length" 200 "j.speculative_algorithm === 'EAGLE' && j.internal_states[0].avg_spec_accept_length >= 1"
+req GET /metrics
+drafts=$(grep '^vllm:spec_decode_num_drafts_total{' "$work/body" | awk '{print $2}')
+[[ -n $drafts && $drafts -gt 0 ]] && pass "spec counters in /metrics ($drafts drafts)" || fail "spec counters: '$drafts'"
+grep -q '^vllm:spec_decode_num_accepted_tokens_per_pos_total{.*position="2"}' "$work/body" &&
+  pass "per-position acceptance series" || fail "no per-position acceptance series"
+if node "$e2e/openai_client.mjs" "$url" >"$work/spec_client.log" 2>&1; then
+  pass "OpenAI client checks with speculative decoding"
+else
+  fail "OpenAI client checks with speculative decoding:"
+  grep FAIL "$work/spec_client.log"
+fi
+wait_idle
+req POST /flush_cache
+expect "spec server: flush_cache" 200
+zero=false
+for _ in $(seq 1 50); do
+  [[ $(info kv_pages_used) == 0 ]] && { zero=true; break; }
+  sleep 0.1
+done
+$zero && pass "spec server: no KV page in use after flush" || fail "spec server: $(info kv_pages_used) pages in use"
+stop_server
+
+echo
+if ((failures)); then
+  echo "e2e: $failures check(s) FAILED"
+  exit 1
+fi
+echo "e2e: all checks passed"

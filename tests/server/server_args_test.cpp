@@ -1,0 +1,94 @@
+// SGLang launch flags mapped onto EngineOptions, and the start-up errors for what this build
+// cannot do.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "server/server_args.h"
+
+namespace tandem::server {
+namespace {
+
+TEST(ServerArgs, MapsOntoEngineOptions) {
+  ServerArgs a;
+  a.max_running_requests = 8;
+  a.page_size = 4;
+  a.chunked_prefill_size = 128;
+  a.max_total_tokens = 4096;
+  a.context_length = 1024;
+  a.disable_radix_cache = true;
+  const EngineOptions o = engine_options(a, false);
+  EXPECT_EQ(o.max_running_requests, 8);
+  EXPECT_EQ(o.page_size, 4);
+  EXPECT_EQ(o.chunked_prefill_size, 128);
+  EXPECT_EQ(o.max_total_tokens, 4096);
+  EXPECT_EQ(o.context_length, 1024);
+  EXPECT_FALSE(o.enable_prefix_cache);
+  EXPECT_FALSE(o.spec.enabled());
+}
+
+TEST(ServerArgs, Speculative) {
+  ServerArgs a;
+  a.speculative_algorithm = "EAGLE";
+  a.speculative_num_steps = 2;
+  a.speculative_num_draft_tokens = 8;  // SGLang adjusts this to steps + 1 for topk 1
+  std::vector<std::string> warnings;
+  const EngineOptions o = engine_options(a, false, &warnings);
+  EXPECT_EQ(o.spec.algorithm, "EAGLE");
+  EXPECT_EQ(o.spec.num_steps, 2);
+  EXPECT_EQ(o.spec.num_draft_tokens, 3);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("--speculative-num-draft-tokens"), std::string::npos);
+  a.speculative_algorithm = "nextn";
+  EXPECT_EQ(engine_options(a, false).spec.algorithm, "NEXTN");
+}
+
+void expect_invalid(const ServerArgs& a, const std::string& needle) {
+  try {
+    engine_options(a, false);
+    ADD_FAILURE() << "accepted; expected an error about " << needle;
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(ServerArgs, StartupErrors) {
+  ServerArgs a;
+  a.speculative_algorithm = "EAGLE";
+  a.speculative_eagle_topk = 4;
+  expect_invalid(a, "--speculative-eagle-topk");
+  a = ServerArgs{};
+  a.speculative_algorithm = "EAGLE3";
+  expect_invalid(a, "--speculative-algorithm");
+  a = ServerArgs{};
+  a.tp_size = 8;
+  expect_invalid(a, "--tp-size");
+  a = ServerArgs{};
+  a.device = "cuda";
+  expect_invalid(a, "--device cuda");
+  a = ServerArgs{};
+  a.device = "tpu";
+  expect_invalid(a, "--device");
+  a = ServerArgs{};
+  a.page_size = 0;
+  expect_invalid(a, "--page-size");
+  a = ServerArgs{};
+  a.model_loader_extra_config = "{not json";
+  expect_invalid(a, "--model-loader-extra-config");
+}
+
+TEST(ServerArgs, CpuNotes) {
+  ServerArgs a;
+  a.mem_fraction_static = 0.8;
+  a.kv_cache_dtype = "fp8_e4m3";
+  a.disable_cuda_graph = true;
+  std::vector<std::string> warnings;
+  engine_options(a, false, &warnings);
+  EXPECT_EQ(warnings.size(), 3u);
+  const Json j = a.to_json();
+  EXPECT_EQ(j["mem_fraction_static"], 0.8);
+  EXPECT_EQ(j["port"], 30000);
+  EXPECT_EQ(j["host"], "127.0.0.1");
+}
+
+}  // namespace
+}  // namespace tandem::server
