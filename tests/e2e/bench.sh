@@ -33,8 +33,8 @@ for backend in sglang openai openai-chat; do
     --random-output-len 32 --random-range-ratio 1 --max-concurrency 4 --seed 3 \
     --output-file "$work/results.jsonl" >"$out" 2>"$work/$backend.err"
   rc=$?
-  ok=$(grep -E "^Successful requests: +12$" "$out")
-  acc=$(grep -E "^Accept length:" "$out")
+  ok=$(grep -E "^Successful requests: +12 *$" "$out")
+  acc=$(grep -E "^Accept length:" "$out" | tr -s " ")
   if [[ $rc -eq 0 && -n $ok && -n $acc ]]; then
     echo "ok   tandem bench --backend $backend: 12/12 requests, $acc"
   else
