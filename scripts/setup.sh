@@ -7,10 +7,15 @@ cd "$(dirname "$0")/.."
 if [[ "${1:-}" != "--no-install" ]]; then
   pkgs=(build-essential cmake ninja-build pkg-config git curl ca-certificates
         libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev libfmt-dev
-        libpcre2-dev libutf8proc-dev libcpp-httplib-dev libxxhash-dev
-        nodejs npm python3 python3-jinja2)
+        libpcre2-dev libutf8proc-dev libcpp-httplib-dev libxxhash-dev)
   missing=()
   for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  # Node, npm and Python may come from elsewhere than Debian (nodesource, pyenv): only install
+  # Debian's when the commands are missing.
+  command -v node >/dev/null 2>&1 || missing+=(nodejs)
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
+  command -v python3 >/dev/null 2>&1 || missing+=(python3)
+  python3 -c "import jinja2" >/dev/null 2>&1 || missing+=(python3-jinja2)
   if ((${#missing[@]})); then
     sudo=""
     [[ $(id -u) -ne 0 ]] && sudo="sudo"
