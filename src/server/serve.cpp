@@ -48,7 +48,11 @@ LoadedModel load_model(const ServerArgs& args, const EngineOptions& eo, bool cud
   lo.device = cuda ? Device::cuda(0) : Device::cpu();
   lo.dtype = cuda ? DType::BF16 : DType::F32;
   lo.load_mtp = eo.spec.enabled();
-  std::shared_ptr<const Model> model = Model::load(args.model_path, lo);
+  std::shared_ptr<const Model> model =
+      args.load_format == "dummy"
+          ? std::shared_ptr<const Model>(Model::dummy(
+                ModelConfig::from_file((std::filesystem::path(args.model_path) / "config.json").string()), lo))
+          : std::shared_ptr<const Model>(Model::load(args.model_path, lo));
   lm.engine = std::make_unique<Engine>(model, eo);
   return lm;
 }

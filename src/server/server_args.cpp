@@ -27,6 +27,7 @@ Json ServerArgs::to_json() const {
   j["trust_remote_code"] = trust_remote_code;
   j["disable_radix_cache"] = disable_radix_cache;
   j["disable_cuda_graph"] = disable_cuda_graph;
+  j["load_format"] = load_format;
   j["enable_return_hidden_states"] = enable_return_hidden_states;
   j["max_running_requests"] = max_running_requests;
   j["page_size"] = page_size;
@@ -110,6 +111,9 @@ EngineOptions engine_options(const ServerArgs& a, bool cuda_available,
   o.max_prefill_tokens = std::max(a.max_prefill_tokens, a.chunked_prefill_size);
   o.enable_prefix_cache = !a.disable_radix_cache;
   o.context_length = a.context_length;
+  o.disable_cuda_graph = a.disable_cuda_graph;
+  if (a.load_format != "auto" && a.load_format != "dummy")
+    throw InvalidArgument(fmt::format("--load-format must be auto or dummy, got '{}'", a.load_format));
 
   if (!a.speculative_algorithm.empty()) {
     std::string alg = a.speculative_algorithm;
