@@ -202,6 +202,9 @@ class Recorder final : public Backend {
   }
   void argmax(const Tensor& l, Tensor& o) override { b_.argmax(l, o); }
   void fill_random(Tensor& t, uint64_t seed, float scale) override { b_.fill_random(t, seed, scale); }
+  void sample(const Tensor& l, const Tensor& t, const Tensor& k, const Tensor& p, const Tensor& u, Tensor& o) override {
+    b_.sample(l, t, k, p, u, o);
+  }
 
  private:
   Backend& b_;
@@ -254,6 +257,9 @@ class OpTimer final : public Backend {
   }
   void argmax(const Tensor& l, Tensor& o) override { time("argmax", [&] { b_.argmax(l, o); }); }
   void fill_random(Tensor& t, uint64_t seed, float scale) override { b_.fill_random(t, seed, scale); }
+  void sample(const Tensor& l, const Tensor& t, const Tensor& k, const Tensor& p, const Tensor& u, Tensor& o) override {
+    b_.sample(l, t, k, p, u, o);
+  }
 
   // Sums per op name after the recorded work finished, largest first.
   std::vector<std::pair<std::string, double>> totals() {

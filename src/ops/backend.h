@@ -88,6 +88,15 @@ class Backend {
   // out[t] = argmax_v logits[t, v] (lowest index on ties). logits: [T, V] f32; out: [T] i32
   virtual void argmax(const Tensor& logits, Tensor& out) = 0;
 
+  // Sampling, one row per token: softmax(logits / temperature) restricted to the top_k most
+  // likely tokens (top_k <= 0: all) and then to the smallest most-likely set whose mass reaches
+  // top_p (ties broken toward the lower index), renormalised; the token is the first, in
+  // vocabulary order, whose cumulative kept probability exceeds u * (kept mass). Rows with
+  // temperature <= 0 or top_k == 1 take the argmax (lowest index on ties).
+  // logits: [T, V] f32; temperature, top_p, u: [T] f32; top_k: [T] i32; out: [T] i32
+  virtual void sample(const Tensor& logits, const Tensor& temperature, const Tensor& top_k,
+                      const Tensor& top_p, const Tensor& u, Tensor& out) = 0;
+
   // Deterministic random values, mean 0 and standard deviation `scale` (dummy weights).
   virtual void fill_random(Tensor& t, uint64_t seed, float scale) = 0;
   // The workspace a forward should allocate from: plain allocations, or an arena whose

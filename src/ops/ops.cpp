@@ -232,6 +232,22 @@ Tensor argmax(Workspace& ws, const Tensor& logits) {
 
 
 
+Tensor sample(Workspace& ws, const Tensor& logits, const Tensor& temperature, const Tensor& top_k,
+              const Tensor& top_p, const Tensor& u) {
+  expect("sample", "logits", logits, "[T, V]", {-1, -1});
+  expect_dtype("sample", "logits", logits, DType::F32);
+  const int64_t T = logits.size(0);
+  expect("sample", "temperature", temperature, "[T]", {T});
+  expect("sample", "top_k", top_k, "[T]", {T});
+  expect("sample", "top_p", top_p, "[T]", {T});
+  expect("sample", "u", u, "[T]", {T});
+  expect_dtype("sample", "top_k", top_k, DType::I32);
+  expect_dtype("sample", "u", u, DType::F32);
+  Tensor out = ws.alloc({T}, DType::I32);
+  backend_for(logits.device()).sample(logits, temperature, top_k, top_p, u, out);
+  return out;
+}
+
 void fill_random(Tensor& t, uint64_t seed, float scale) {
   TD_CHECK(t.is_contiguous(), "fill_random: needs a contiguous tensor, got {}", t.str());
   backend_for(t.device()).fill_random(t, seed, scale);

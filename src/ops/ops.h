@@ -59,6 +59,9 @@ Tensor moe_experts(Workspace& ws, const Tensor& x, const Tensor& gate_up, const 
                    const Routing& r);
 // [T, V] -> [T] i32
 Tensor argmax(Workspace& ws, const Tensor& logits);
+// One sampled token per row (see Backend::sample). logits: [T, V] f32; params: [T] -> [T] i32
+Tensor sample(Workspace& ws, const Tensor& logits, const Tensor& temperature, const Tensor& top_k,
+              const Tensor& top_p, const Tensor& u);
 // Fills a contiguous float tensor with N(0, scale^2) values from seed.
 void fill_random(Tensor& t, uint64_t seed, float scale);
 // The backend's workspace for forwards on device d (an arena of `bytes` on GPUs).

@@ -87,6 +87,9 @@ class Bf16CpuBackend final : public Backend {
   }
   void argmax(const Tensor& l, Tensor& out) override { cpu().argmax(l, out); }
   void fill_random(Tensor& t, uint64_t seed, float scale) override { cpu().fill_random(t, seed, scale); }
+  void sample(const Tensor& l, const Tensor& t, const Tensor& k, const Tensor& p, const Tensor& u, Tensor& o) override {
+    cpu().sample(l, t, k, p, u, o);
+  }
 
  private:
   static Backend& cpu() { return cpu::cpu_backend(); }

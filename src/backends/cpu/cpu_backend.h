@@ -36,6 +36,8 @@ class CpuBackend final : public Backend {
   void moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, const Tensor& idx,
                    const Tensor& weights, Tensor& out) override;
   void argmax(const Tensor& logits, Tensor& out) override;
+  void sample(const Tensor& logits, const Tensor& temperature, const Tensor& top_k,
+              const Tensor& top_p, const Tensor& u, Tensor& out) override;
   void fill_random(Tensor& t, uint64_t seed, float scale) override;
 };
 
