@@ -50,6 +50,10 @@ step() {  # step NAME TIMEOUT CMD...
 step ops_tests "${OPS_TIMEOUT:-100}" "$CARRY/ops_tests" --gtest_color=no
 step gpu_model_tests "${MODEL_TIMEOUT:-100}" "$CARRY/gpu_model_tests" --gtest_color=no
 step kernel_bench "${BENCH_TIMEOUT:-150}" "$CARRY/kernel_bench" $BENCH_ARGS
+# Baseline: transformers' own GlmMoeDsa modules at the same shapes, timed in this same run.
+if [ "${HF_BASELINE:-1}" = "1" ]; then
+  step hf_baseline "${HF_TIMEOUT:-150}" env PYTHONUNBUFFERED=1 python3 python/hf_baseline.py
+fi
 # MTP speculative decoding on the GPU through the engine: the shipped model (real acceptance;
 # greedy outputs compared with plain decoding) and a real-shape GLM-5.2 slice with dummy weights
 # and simulated acceptance.
@@ -74,7 +78,7 @@ fi
   echo
   echo "==================== GPU SUITE SUMMARY ===================="
   head -1 "$OUTDIR/gpu.txt" >/dev/null; sed -n 2p "$OUTDIR/gpu.txt"
-  for n in ops_tests gpu_model_tests kernel_bench spec_austen spec_austen_eager spec_glm52 memcheck racecheck; do
+  for n in ops_tests gpu_model_tests kernel_bench hf_baseline spec_austen spec_austen_eager spec_glm52 memcheck racecheck; do
     [ -f "$OUTDIR/$n.log" ] || continue
     printf "%-16s rc=%-4s %4ss  " "$n" "${RC[$n]}" "${SECS[$n]}"
     grep -E "^\[  (PASSED|FAILED)  \]|ERROR SUMMARY|RACECHECK SUMMARY" "$OUTDIR/$n.log" | head -3 | tr '\n' ' '
@@ -89,6 +93,7 @@ fi
   echo
   grep -h -E "^ceilings" "$OUTDIR/kernel_bench.log"
   sed -n '/^SUMMARY/,$p' "$OUTDIR/kernel_bench.log"
+  [ -f "$OUTDIR/hf_baseline.log" ] && { echo; echo "-- hf_baseline (transformers, same GPU, same run)"; cat "$OUTDIR/hf_baseline.log"; }
   for n in spec_austen spec_austen_eager spec_glm52; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -9; }; done
   grep -h -E "error|Error|what\(\)" "$OUTDIR"/*.log | head -10
 } | tee "$OUTDIR/summary.txt"

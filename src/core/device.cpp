@@ -1,5 +1,6 @@
 #include "core/device.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -30,6 +31,19 @@ class CpuDeviceInterface final : public DeviceInterface {
   }
   void memset(Device, void* p, int value, size_t bytes) override { std::memset(p, value, bytes); }
   void synchronize(Device) override {}
+  void memory_info(Device, size_t* free, size_t* total) override {
+    // MemAvailable / MemTotal from /proc/meminfo (kB).
+    *free = *total = 0;
+    if (FILE* f = std::fopen("/proc/meminfo", "r")) {
+      char key[64];
+      unsigned long long kb;
+      while (std::fscanf(f, "%63s %llu kB\n", key, &kb) == 2) {
+        if (!std::strcmp(key, "MemTotal:")) *total = kb << 10;
+        if (!std::strcmp(key, "MemAvailable:")) *free = kb << 10;
+      }
+      std::fclose(f);
+    }
+  }
 };
 
 CpuDeviceInterface g_cpu;

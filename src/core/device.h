@@ -32,6 +32,8 @@ class DeviceInterface {
   virtual void copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) = 0;
   virtual void memset(Device d, void* p, int value, size_t bytes) = 0;
   virtual void synchronize(Device d) = 0;
+  // Bytes free and in total on the device (host RAM for the CPU).
+  virtual void memory_info(Device d, size_t* free, size_t* total) = 0;
 };
 
 void register_device_interface(DeviceType t, DeviceInterface* iface);

@@ -82,8 +82,8 @@ EngineOptions engine_options(const ServerArgs& a, bool cuda_available,
   if (a.mem_fraction_static < 0 || a.mem_fraction_static > 1)
     throw InvalidArgument(
         fmt::format("--mem-fraction-static must be in (0, 1], got {}", a.mem_fraction_static));
-  if (a.mem_fraction_static > 0)
-    warn(fmt::format("--mem-fraction-static {}: the KV cache is sized by --max-total-tokens ({})",
+  if (a.mem_fraction_static > 0 && !cuda)
+    warn(fmt::format("--mem-fraction-static {}: on the CPU the KV cache is sized by --max-total-tokens ({})",
                      a.mem_fraction_static, a.max_total_tokens));
   if (a.kv_cache_dtype != "auto" && a.kv_cache_dtype != "bf16" && a.kv_cache_dtype != "bfloat16")
     warn(

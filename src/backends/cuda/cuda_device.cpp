@@ -34,6 +34,10 @@ class CudaDeviceInterface final : public DeviceInterface {
     TD_CUDA_CHECK(cudaMemset(p, value, bytes));
   }
   void synchronize(Device d) override { TD_CUDA_CHECK(cudaDeviceSynchronize()); }
+  void memory_info(Device d, size_t* free, size_t* total) override {
+    TD_CUDA_CHECK(cudaSetDevice(d.index));
+    TD_CUDA_CHECK(cudaMemGetInfo(free, total));
+  }
 };
 
 CudaDeviceInterface g_iface;
