@@ -223,10 +223,24 @@ Runner add_bench_offline(CLI::App& app) {
                     fmt::format("MTP S={}", a->steps).c_str(), s.tokens_per_s, s.tpot_ms, s.ttft_ms,
                     s.accept_length, per.c_str());
         if (!a->no_plain) {
-          std::printf(" speedup %.2fx, outputs %s", s.tokens_per_s / p.tokens_per_s,
-                      a->simulate > 0          ? "(simulated)"
-                      : s.outputs == p.outputs ? "identical"
-                                               : "DIFFER");
+          std::string verdict = "identical";
+          if (a->simulate > 0) {
+            verdict = "(simulated)";
+          } else if (s.outputs != p.outputs) {
+            // Which requests diverge, and at which generated token.
+            int differ = 0;
+            std::string where;
+            for (size_t i = 0; i < s.outputs.size(); ++i) {
+              if (s.outputs[i] == p.outputs[i]) continue;
+              ++differ;
+              size_t k = 0;
+              while (k < s.outputs[i].size() && k < p.outputs[i].size() && s.outputs[i][k] == p.outputs[i][k]) ++k;
+              where += fmt::format("{}{}", where.empty() ? "" : ",", k);
+            }
+            verdict = fmt::format("DIFFER in {}/{} requests (first divergence at token {})", differ,
+                                  s.outputs.size(), where);
+          }
+          std::printf(" speedup %.2fx, outputs %s", s.tokens_per_s / p.tokens_per_s, verdict.c_str());
         }
         std::printf("\n");
         std::fflush(stdout);
