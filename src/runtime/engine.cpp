@@ -735,18 +735,35 @@ struct Engine::Impl {
   std::vector<int32_t> sample_rows(Workspace& ws, const Tensor& logits,
                                    const std::vector<Sequence*>& seqs,
                                    const std::vector<int64_t>& rows) {
-    const std::vector<int32_t> am = to_int_vector(ops::argmax(ws, logits));
-    std::vector<int32_t> out(seqs.size());
-    const int64_t V = logits.size(1);
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      Sequence& s = *seqs[i];
-      if (s.req.sampling.greedy()) {
-        out[i] = am[static_cast<size_t>(rows[i])];
-        continue;
+    bool all_greedy = true;
+    for (auto* s : seqs) all_greedy &= s->req.sampling.greedy();
+    std::vector<int32_t> picked;
+    if (all_greedy) {
+      picked = to_int_vector(ops::argmax(ws, logits));
+    } else {
+      // One sampling op on the device for every row; the uniforms come from each request's
+      // seeded RNG, so a seed reproduces its tokens whatever else is batched with it.
+      const int64_t R = logits.size(0);
+      std::vector<float> temp(static_cast<size_t>(R), 0.0f), top_p(static_cast<size_t>(R), 1.0f),
+          u(static_cast<size_t>(R), 0.0f);
+      std::vector<int32_t> top_k(static_cast<size_t>(R), -1);
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        const SamplingParams& sp = seqs[i]->req.sampling;
+        const size_t r = static_cast<size_t>(rows[i]);
+        temp[r] = sp.greedy() ? 0.0f : sp.temperature;
+        top_k[r] = sp.top_k;
+        top_p[r] = sp.top_p;
+        u[r] = sp.greedy() ? 0.0f : static_cast<float>(seqs[i]->rng.uniform());
       }
-      const std::vector<float> row = to_float_vector(logits.narrow(0, rows[i], 1).contiguous());
-      out[i] = sample_token(row.data(), V, s.req.sampling, s.rng);
+      const Device dev = model->device();
+      auto put = [&](const std::vector<float>& v) {
+        Tensor t = Tensor::from_vector(v, {R});
+        return dev.is_cpu() ? t : t.to(dev);
+      };
+      picked = to_int_vector(ops::sample(ws, logits, put(temp), to_device(top_k, dev), put(top_p), put(u)));
     }
+    std::vector<int32_t> out(seqs.size());
+    for (size_t i = 0; i < seqs.size(); ++i) out[i] = picked[static_cast<size_t>(rows[i])];
     return out;
   }
 
