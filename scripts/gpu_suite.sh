@@ -91,6 +91,7 @@ fi
   echo
   sed -n '/^OPS SUMMARY/,/^(ids rows/p' "$OUTDIR/ops_tests.log"
   grep -h "indexer_topk (.*rows exact" "$OUTDIR/ops_tests.log"
+  sed -n '/^SAMPLE SUMMARY/,/^$/p' "$OUTDIR/ops_tests.log"
   echo
   grep -h -E "^GPU_MODEL|^GPU_GRAPHS" "$OUTDIR/gpu_model_tests.log"
   echo

@@ -33,16 +33,18 @@ void CpuBackend::sample(const Tensor& logits, const Tensor& temperature, const T
     }
     float mx = -std::numeric_limits<float>::infinity();
     for (int64_t v = 0; v < V; ++v) mx = std::max(mx, row[v]);
-    float sum = 0;
+    // Masses are summed in double: over 150K-token vocabularies fp32 running sums drift enough
+    // to move u * mass across a token boundary.
+    double sum = 0;
     for (int64_t v = 0; v < V; ++v) sum += p[v] = std::exp((row[v] - mx) / temp[t]);
-    for (int64_t v = 0; v < V; ++v) p[v] /= sum;
+    for (int64_t v = 0; v < V; ++v) p[v] = static_cast<float>(p[v] / sum);
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return p[a] > p[b]; });
     int64_t keep = tk[t] > 0 ? std::min<int64_t>(tk[t], V) : V;
-    float kmass = 0;
+    double kmass = 0;
     for (int64_t i = 0; i < keep; ++i) kmass += p[order[i]];
     if (tp[t] < 1.0f) {
-      float acc = 0;
+      double acc = 0;
       for (int64_t i = 0; i < keep; ++i) {
         acc += p[order[i]];
         if (acc >= tp[t] * kmass) {
@@ -53,10 +55,10 @@ void CpuBackend::sample(const Tensor& logits, const Tensor& temperature, const T
     }
     // The kept set, then an inverse CDF over it in vocabulary order.
     std::vector<char> kept(static_cast<size_t>(V), 0);
-    float mass = 0;
+    double mass = 0;
     for (int64_t i = 0; i < keep; ++i) kept[order[i]] = 1, mass += p[order[i]];
-    const float target = uu[t] * mass;
-    float acc = 0;
+    const double target = static_cast<double>(uu[t]) * mass;
+    double acc = 0;
     int32_t pick = order[0];
     for (int64_t v = 0; v < V; ++v) {
       if (!kept[v]) continue;

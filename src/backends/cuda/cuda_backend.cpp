@@ -227,6 +227,30 @@ void CudaBackend::argmax(const Tensor& logits, Tensor& out) {
   TD_CUDA_LAUNCH_CHECK();
 }
 
+void CudaBackend::sample(const Tensor& logits, const Tensor& temperature, const Tensor& top_k, const Tensor& top_p,
+                         const Tensor& u, Tensor& out) {
+  const char* op = "sample";
+  need_dtype(logits, DType::F32, op, "logits");
+  need_cuda(logits, op, "logits");
+  need_unit_last(logits, op, "logits");
+  need_dtype(temperature, DType::F32, op, "temperature");
+  need_dtype(top_p, DType::F32, op, "top_p");
+  need_dtype(u, DType::F32, op, "u");
+  need_dtype(top_k, DType::I32, op, "top_k");
+  need_dtype(out, DType::I32, op, "out");
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&temperature, &top_k, &top_p, &u, &out}) {
+    need_cuda(*t, op, "every sampling parameter and out");
+    need_contiguous(*t, op, "every sampling parameter and out");
+  }
+  const int64_t T = logits.size(0), V = logits.size(1);
+  TD_CHECK(V < (int64_t{1} << 31), "cuda sample: vocabulary {} too large", V);
+  if (T == 0) return;
+  TD_CHECK(V > 0, "cuda sample: empty vocabulary");
+  k::sample(logits.data<float>(), logits.stride(0), T, V, temperature.data<float>(), top_k.data<int32_t>(),
+            top_p.data<float>(), u.data<float>(), out.data<int32_t>(), stream_);
+  TD_CUDA_LAUNCH_CHECK();
+}
+
 // ---- KV cache --------------------------------------------------------------------------------
 
 void CudaBackend::kv_store(const Tensor& rows, const Tensor& slot_mapping, Tensor& pool) {

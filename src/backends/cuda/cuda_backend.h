@@ -57,6 +57,8 @@ class CudaBackend final : public Backend {
   void moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, const Tensor& idx,
                    const Tensor& weights, Tensor& out) override;
   void argmax(const Tensor& logits, Tensor& out) override;
+  void sample(const Tensor& logits, const Tensor& temperature, const Tensor& top_k, const Tensor& top_p,
+              const Tensor& u, Tensor& out) override;
   void fill_random(Tensor& t, uint64_t seed, float scale) override;
   std::unique_ptr<Workspace> make_workspace(Device d, size_t bytes) override;
   std::unique_ptr<GraphRunner> make_graph_runner(Workspace& ws) override;

@@ -57,6 +57,12 @@ void argmax(const float* logits, int64_t ls, int64_t T, int64_t V, int32_t* out,
 // Deterministic N(0, scale^2)-ish values (sum of uniforms), for benchmarks and tests.
 void fill_random(void* p, int64_t n, uint64_t seed, float scale, DT dt, cudaStream_t s);
 
+// ---- sample.cu ------------------------------------------------------------------------------
+// Backend::sample, one CTA per row: logits [T, V] f32 rows strided by ls; temperature, top_p,
+// u: [T] f32; top_k: [T] i32; out: [T] i32. Reads the parameters on the device.
+void sample(const float* logits, int64_t ls, int64_t T, int64_t V, const float* temperature, const int32_t* top_k,
+            const float* top_p, const float* u, int32_t* out, cudaStream_t s);
+
 // ---- gemm.cu ------------------------------------------------------------------------------
 // Skinny GEMM: out[b][m, n] = sum_k x[b][m, k] * w[b][n, k], fp32 accumulation. x bf16; w bf16
 // or f32; out bf16 or f32. Streams each weight row once per 16 rows of x (the decode case).
