@@ -61,8 +61,8 @@ def main():
         for B in (1, 8, 32, 128):
             x = torch.randn(B, 1, D)
             with torch.no_grad():
-                logits = moe.gate(x.view(-1, D))
-                idx, _ = moe.route_tokens_to_experts(logits)
+                out = moe.gate(x.view(-1, D))  # transformers 5.17: (logits, weights, indices)
+                idx = out[-1] if isinstance(out, tuple) else moe.route_tokens_to_experts(out)[0]
             used = len(torch.unique(idx))
             gb = (used * expert_bytes + expert_bytes + 256 * D * 4) / 1e9
             ms = time_ms(lambda: moe(x))
