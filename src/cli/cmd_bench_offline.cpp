@@ -134,9 +134,12 @@ Runner add_bench_offline(CLI::App& app) {
   app.add_flag("--no-plain", a->no_plain, "Skip the runs without speculation");
   app.add_option("--device", a->device, "cpu | cuda");
   app.add_flag("--disable-cuda-graph", a->disable_cuda_graph, "Run decode-shaped forwards eagerly");
-  app.add_option("--load-format", a->load_format, "auto (the checkpoint) | dummy (random weights on the device)");
-  app.add_option("--preset", a->preset, "With --load-format dummy: the configuration (e.g. glm5.2)");
-  app.add_option("--num-layers", a->num_layers, "With --load-format dummy: keep this many decoder layers (a slice)");
+  app.add_option("--load-format", a->load_format,
+                 "auto (the checkpoint) | dummy (random weights on the device)");
+  app.add_option("--preset", a->preset,
+                 "With --load-format dummy: the configuration (e.g. glm5.2)");
+  app.add_option("--num-layers", a->num_layers,
+                 "With --load-format dummy: keep this many decoder layers (a slice)");
   app.add_option("--max-total-tokens", a->max_total_tokens, "KV cache capacity in tokens");
   return [a]() {
     const std::string dir = a->model_path.empty() ? default_model_path() : a->model_path;
@@ -150,7 +153,8 @@ Runner add_bench_offline(CLI::App& app) {
     }
     std::shared_ptr<const Model> model;
     if (a->load_format == "dummy") {
-      ModelConfig c = a->preset.empty() ? ModelConfig::from_file(dir + "/config.json") : preset_config(a->preset);
+      ModelConfig c = a->preset.empty() ? ModelConfig::from_file(dir + "/config.json")
+                                        : preset_config(a->preset);
       if (a->num_layers > 0 && a->num_layers < c.num_hidden_layers) {
         c.num_hidden_layers = a->num_layers;
         c.layer_is_moe.resize(static_cast<size_t>(a->num_layers));
@@ -204,7 +208,9 @@ Runner add_bench_offline(CLI::App& app) {
     sp.spec.num_draft_tokens = a->steps + 1;
     sp.spec.simulate_accept_length = a->simulate;
     std::printf("model %s on %s: %zu prompts, %lld new tokens each, greedy\n",
-                a->load_format == "dummy" ? ("dummy " + (a->preset.empty() ? dir : a->preset)).c_str() : dir.c_str(),
+                a->load_format == "dummy"
+                    ? ("dummy " + (a->preset.empty() ? dir : a->preset)).c_str()
+                    : dir.c_str(),
                 model->device().str().c_str(), prompts.size(), static_cast<long long>(a->max_new));
     std::printf("%-11s %-10s %10s %10s %10s %8s %s\n", "concurrency", "mode", "tok/s", "TPOT ms",
                 "TTFT ms", "accept", "per-position");
@@ -234,13 +240,16 @@ Runner add_bench_offline(CLI::App& app) {
               if (s.outputs[i] == p.outputs[i]) continue;
               ++differ;
               size_t k = 0;
-              while (k < s.outputs[i].size() && k < p.outputs[i].size() && s.outputs[i][k] == p.outputs[i][k]) ++k;
+              while (k < s.outputs[i].size() && k < p.outputs[i].size() &&
+                     s.outputs[i][k] == p.outputs[i][k])
+                ++k;
               where += fmt::format("{}{}", where.empty() ? "" : ",", k);
             }
             verdict = fmt::format("DIFFER in {}/{} requests (first divergence at token {})", differ,
                                   s.outputs.size(), where);
           }
-          std::printf(" speedup %.2fx, outputs %s", s.tokens_per_s / p.tokens_per_s, verdict.c_str());
+          std::printf(" speedup %.2fx, outputs %s", s.tokens_per_s / p.tokens_per_s,
+                      verdict.c_str());
         }
         std::printf("\n");
         std::fflush(stdout);

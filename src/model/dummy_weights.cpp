@@ -15,11 +15,16 @@ class Filler {
   // A [.., in] weight at unit activation scale: N(0, 1/in).
   Tensor weight(const Shape& s, DType dt) {
     Tensor t = Tensor::empty(s, dt, o_.device);
-    ops::fill_random(t, seed_++, static_cast<float>(1.0 / std::sqrt(static_cast<double>(s[s.ndim() - 1]))));
+    ops::fill_random(t, seed_++,
+                     static_cast<float>(1.0 / std::sqrt(static_cast<double>(s[s.ndim() - 1]))));
     return t;
   }
-  Weight linear(int64_t out, int64_t in) { return Weight{weight({out, in}, o_.dtype), {}, WeightFormat::kDense}; }
-  Weight linear_f32(int64_t out, int64_t in) { return Weight{weight({out, in}, DType::F32), {}, WeightFormat::kDense}; }
+  Weight linear(int64_t out, int64_t in) {
+    return Weight{weight({out, in}, o_.dtype), {}, WeightFormat::kDense};
+  }
+  Weight linear_f32(int64_t out, int64_t in) {
+    return Weight{weight({out, in}, DType::F32), {}, WeightFormat::kDense};
+  }
   Tensor vec(int64_t n, float scale) {
     Tensor t = Tensor::empty({n}, DType::F32, o_.device);
     ops::fill_random(t, seed_++, scale);
@@ -32,7 +37,8 @@ class Filler {
 };
 
 LayerWeights layer(const ModelConfig& c, Filler& f, bool moe, bool indexer) {
-  const int64_t D = c.hidden_size, H = c.num_attention_heads, dn = c.qk_nope_head_dim, dr = c.qk_rope_head_dim;
+  const int64_t D = c.hidden_size, H = c.num_attention_heads, dn = c.qk_nope_head_dim,
+                dr = c.qk_rope_head_dim;
   const int64_t dv = c.v_head_dim, rkv = c.kv_lora_rank, rq = c.q_lora_rank;
   LayerWeights w;
   w.input_norm = f.vec(D, 1.0f);
@@ -88,7 +94,8 @@ ModelWeights dummy_weights(const ModelConfig& c, const LoadOptions& o, uint64_t 
   mw.embed = Tensor::empty({c.vocab_size, D}, o.dtype, o.device);
   ops::fill_random(mw.embed, seed + 1000003, 1.0f);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l)
-    mw.layers.push_back(layer(c, f, c.is_moe_layer(l), !c.has_indexer || c.indexer_full[static_cast<size_t>(l)]));
+    mw.layers.push_back(
+        layer(c, f, c.is_moe_layer(l), !c.has_indexer || c.indexer_full[static_cast<size_t>(l)]));
   mw.final_norm = f.vec(D, 1.0f);
   mw.lm_head = f.linear(c.vocab_size, D);
   if (o.load_mtp && c.has_mtp()) {

@@ -230,8 +230,6 @@ Tensor argmax(Workspace& ws, const Tensor& logits) {
   return out;
 }
 
-
-
 Tensor sample(Workspace& ws, const Tensor& logits, const Tensor& temperature, const Tensor& top_k,
               const Tensor& top_p, const Tensor& u) {
   expect("sample", "logits", logits, "[T, V]", {-1, -1});
@@ -278,6 +276,8 @@ std::unique_ptr<GraphRunner> make_graph_runner(Workspace& ws, bool disable_graph
 
 namespace tandem::ops {
 
-std::unique_ptr<Workspace> make_workspace(Device d, size_t bytes) { return backend_for(d).make_workspace(d, bytes); }
+std::unique_ptr<Workspace> make_workspace(Device d, size_t bytes) {
+  return backend_for(d).make_workspace(d, bytes);
+}
 
 }  // namespace tandem::ops

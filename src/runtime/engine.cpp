@@ -462,7 +462,6 @@ struct Engine::Impl {
     }
   }
 
-
   // ---------------------------------------------------------------- decode-shaped forwards
 
   enum class Kind { kTarget = 0, kDraft = 1, kDraftReuse = 2 };
@@ -501,10 +500,12 @@ struct Engine::Impl {
         fb.logit_rows = Tensor();
       }
       if (kind == Kind::kTarget) return model->forward(*workspace, fb, *cache);
-      return model->forward_mtp(*workspace, fb, hidden, *cache, kind == Kind::kDraftReuse ? reuse : Tensor());
+      return model->forward_mtp(*workspace, fb, hidden, *cache,
+                                kind == Kind::kDraftReuse ? reuse : Tensor());
     }
     const int64_t Bb = bucket_for(B);
-    const int64_t key = (static_cast<int64_t>(kind) << 48) | (Bb << 16) | (q << 1) | (logit_pos.empty() ? 1 : 0);
+    const int64_t key =
+        (static_cast<int64_t>(kind) << 48) | (Bb << 16) | (q << 1) | (logit_pos.empty() ? 1 : 0);
     std::unique_ptr<StaticBatch>& slot = statics[key];
     const int64_t maxp = pages_for(ctx_len + S + 2, opt.page_size);
     if (!slot) {
@@ -525,19 +526,22 @@ struct Engine::Impl {
       sb.fb.attn.max_seq_len = ctx_len + S + 1;
       if (!logit_pos.empty()) sb.fb.logit_rows = Tensor::zeros({Bb}, DType::I32, dev);
       if (kind != Kind::kTarget)
-        sb.hidden = Tensor::zeros({T, model->config().hidden_size}, model->weights().embed.dtype(), dev);
+        sb.hidden =
+            Tensor::zeros({T, model->config().hidden_size}, model->weights().embed.dtype(), dev);
       if (kind == Kind::kDraftReuse) sb.reuse = Tensor::zeros({T, reuse.size(1)}, DType::I32, dev);
     }
     StaticBatch& sb = *slot;
     const int64_t T = Bb * q;
-    std::vector<int32_t> ids(T, 0), seq(T), pos(T, 0), slots(T, -1), table(Bb * maxp, 0), lens(Bb, 1),
-        rows(Bb, 0);
+    std::vector<int32_t> ids(T, 0), seq(T), pos(T, 0), slots(T, -1), table(Bb * maxp, 0),
+        lens(Bb, 1), rows(Bb, 0);
     for (int64_t b = 0; b < Bb; ++b)
       for (int64_t i = 0; i < q; ++i) seq[b * q + i] = static_cast<int32_t>(b);
     for (int64_t b = 0; b < B; ++b) {
       const SequenceChunk& ch = chunks[b];
-      TD_CHECK(static_cast<int64_t>(ch.tokens.size()) == q, "forward_fixed: {} tokens, expected {}", ch.tokens.size(), q);
-      TD_CHECK(static_cast<int64_t>(ch.pages->size()) <= maxp, "sequence holds more pages than the context allows");
+      TD_CHECK(static_cast<int64_t>(ch.tokens.size()) == q, "forward_fixed: {} tokens, expected {}",
+               ch.tokens.size(), q);
+      TD_CHECK(static_cast<int64_t>(ch.pages->size()) <= maxp,
+               "sequence holds more pages than the context allows");
       for (int64_t i = 0; i < q; ++i) {
         const int64_t p = ch.start_pos + i;
         ids[b * q + i] = ch.tokens[i];
@@ -549,7 +553,9 @@ struct Engine::Impl {
       lens[b] = static_cast<int32_t>(ch.start_pos + q);
       if (!logit_pos.empty()) rows[b] = static_cast<int32_t>(b * q + logit_pos[b]);
     }
-    auto put = [&](Tensor& dst, const std::vector<int32_t>& v) { dst.copy_from(Tensor::from_vector(v, dst.shape())); };
+    auto put = [&](Tensor& dst, const std::vector<int32_t>& v) {
+      dst.copy_from(Tensor::from_vector(v, dst.shape()));
+    };
     put(sb.fb.input_ids, ids);
     put(sb.fb.attn.token_seq, seq);
     put(sb.fb.attn.token_pos, pos);
@@ -566,9 +572,10 @@ struct Engine::Impl {
       dst.copy_from(reuse.contiguous());
     }
     runner->run(key, [&](Workspace& w) {
-      sb.out = kind == Kind::kTarget ? model->forward(w, sb.fb, *cache)
-                                     : model->forward_mtp(w, sb.fb, sb.hidden, *cache,
-                                                          kind == Kind::kDraftReuse ? sb.reuse : Tensor());
+      sb.out = kind == Kind::kTarget
+                   ? model->forward(w, sb.fb, *cache)
+                   : model->forward_mtp(w, sb.fb, sb.hidden, *cache,
+                                        kind == Kind::kDraftReuse ? sb.reuse : Tensor());
     });
     return sb.out;
   }
@@ -760,7 +767,8 @@ struct Engine::Impl {
         Tensor t = Tensor::from_vector(v, {R});
         return dev.is_cpu() ? t : t.to(dev);
       };
-      picked = to_int_vector(ops::sample(ws, logits, put(temp), to_device(top_k, dev), put(top_p), put(u)));
+      picked = to_int_vector(
+          ops::sample(ws, logits, put(temp), to_device(top_k, dev), put(top_p), put(u)));
     }
     std::vector<int32_t> out(seqs.size());
     for (size_t i = 0; i < seqs.size(); ++i) out[i] = picked[static_cast<size_t>(rows[i])];
@@ -850,7 +858,8 @@ struct Engine::Impl {
     if (!s.pages.empty()) {
       // An abort arrives between steps, so the KV of the committed tokens is complete and
       // worth keeping (the server aborts requests that hit a stop string); a failed step's is not.
-      if (why == FinishReason::kAbort && opt.enable_prefix_cache) prefix.insert(s.tokens, s.kv_len, s.pages);
+      if (why == FinishReason::kAbort && opt.enable_prefix_cache)
+        prefix.insert(s.tokens, s.kv_len, s.pages);
       pages.release(s.pages);
       s.pages.clear();
     }

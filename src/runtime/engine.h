@@ -38,7 +38,7 @@ struct EngineOptions {
   int64_t chunked_prefill_size = 512;  // largest prefill chunk of one request per step
   int64_t max_prefill_tokens = 2048;   // prefill token budget of one step
   bool enable_prefix_cache = true;
-  int64_t context_length = 0;  // longest prompt + output; 0: the model's max_position_embeddings
+  int64_t context_length = 0;   // longest prompt + output; 0: the model's max_position_embeddings
   int64_t workspace_mb = 4096;  // activation arena of one step on GPUs
   bool disable_cuda_graph = false;  // run decode-shaped forwards eagerly on GPUs
   // Run decode-shaped forwards from padded static batches even on the CPU (what GPUs capture as
