@@ -38,7 +38,8 @@
 namespace tandem::bench {
 namespace {
 
-#define CK(x) TD_CHECK((x) == cudaSuccess, "CUDA call failed: {}", cudaGetErrorString(cudaGetLastError()))
+#define CK(x) \
+  TD_CHECK((x) == cudaSuccess, "CUDA call failed: {}", cudaGetErrorString(cudaGetLastError()))
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -73,7 +74,8 @@ double measure_copy_gbps() {
 
 double measure_gemm_tflops() {
   const int64_t n = 8192;
-  Tensor x = Tensor::empty({n, n}, DType::BF16, Device::cuda()), w = Tensor::empty({n, n}, DType::BF16, Device::cuda()),
+  Tensor x = Tensor::empty({n, n}, DType::BF16, Device::cuda()),
+         w = Tensor::empty({n, n}, DType::BF16, Device::cuda()),
          d = Tensor::empty({n, n}, DType::BF16, Device::cuda());
   cuda::fill_random(x, 1, 1.0f);
   cuda::fill_random(w, 2, 1.0f);
@@ -84,7 +86,8 @@ double measure_gemm_tflops() {
   std::vector<double> ms;
   for (int i = 0; i < 12; ++i) {
     cudaEventRecord(e0);
-    TD_CHECK(lt.gemm(x.raw(), n, w.raw(), n, d.raw(), n, false, n, n, n, nullptr), "no cuBLASLt algorithm");
+    TD_CHECK(lt.gemm(x.raw(), n, w.raw(), n, d.raw(), n, false, n, n, n, nullptr),
+             "no cuBLASLt algorithm");
     cudaEventRecord(e1);
     cudaEventSynchronize(e1);
     float t = 0;
@@ -108,8 +111,12 @@ Tensor dev_ones_ish(int64_t n) {  // norm weights around 1
   for (int64_t i = 0; i < n; ++i) v[i] = 1.0f + 0.01f * static_cast<float>(i % 7);
   return Tensor::from_vector(v, {n}).to(Device::cuda());
 }
-Weight wt(const Shape& s, float scale, DType dt = DType::BF16) { return Weight{dev_rand(s, scale, dt), {}, WeightFormat::kDense}; }
-int64_t wbytes(const Weight& w) { return w.w.nbytes(); }
+Weight wt(const Shape& s, float scale, DType dt = DType::BF16) {
+  return Weight{dev_rand(s, scale, dt), {}, WeightFormat::kDense};
+}
+int64_t wbytes(const Weight& w) {
+  return w.w.nbytes();
+}
 
 struct Layer {
   LayerWeights w;
@@ -120,7 +127,8 @@ struct Layer {
 
 Layer make_layer(const ModelConfig& c, bool moe) {
   Layer L;
-  const int64_t D = c.hidden_size, H = c.num_attention_heads, rq = c.q_lora_rank, rkv = c.kv_lora_rank;
+  const int64_t D = c.hidden_size, H = c.num_attention_heads, rq = c.q_lora_rank,
+                rkv = c.kv_lora_rank;
   const int64_t dn = c.qk_nope_head_dim, dr = c.qk_rope_head_dim, dv = c.v_head_dim;
   const float s = 0.02f;
   AttentionWeights& a = L.w.attn;
@@ -143,8 +151,9 @@ Layer make_layer(const ModelConfig& c, bool moe) {
   ix.weights_proj = wt({c.index_n_heads, D}, s, DType::F32);
   a.indexer = ix;
   // Decode reads the absorbed W_UK/W_UV, not kv_b_proj.
-  L.attn_bytes = wbytes(a.q_a_proj) + wbytes(a.q_b_proj) + wbytes(a.kv_a_proj) + a.w_uk_t.nbytes() + a.w_uv.nbytes() +
-                 wbytes(a.o_proj) + wbytes(ix.wq_b) + wbytes(ix.wk) + wbytes(ix.weights_proj);
+  L.attn_bytes = wbytes(a.q_a_proj) + wbytes(a.q_b_proj) + wbytes(a.kv_a_proj) + a.w_uk_t.nbytes() +
+                 a.w_uv.nbytes() + wbytes(a.o_proj) + wbytes(ix.wq_b) + wbytes(ix.wk) +
+                 wbytes(ix.weights_proj);
   if (moe) {
     MoeWeights m;
     const int64_t E = c.n_routed_experts, I = c.moe_intermediate_size;
@@ -172,37 +181,58 @@ class Recorder final : public Backend {
   explicit Recorder(Backend& b) : b_(b) {}
   Tensor last_idx;
   void embedding(const Tensor& i, const Tensor& t, Tensor& o) override { b_.embedding(i, t, o); }
-  void rms_norm(const Tensor& x, const Tensor& w, float e, Tensor& o) override { b_.rms_norm(x, w, e, o); }
-  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float e, Tensor& o) override { b_.layer_norm(x, w, b, e, o); }
-  void rope(Tensor& x, const Tensor& p, const Tensor& f, const RopeParams& r) override { b_.rope(x, p, f, r); }
+  void rms_norm(const Tensor& x, const Tensor& w, float e, Tensor& o) override {
+    b_.rms_norm(x, w, e, o);
+  }
+  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float e, Tensor& o) override {
+    b_.layer_norm(x, w, b, e, o);
+  }
+  void rope(Tensor& x, const Tensor& p, const Tensor& f, const RopeParams& r) override {
+    b_.rope(x, p, f, r);
+  }
   void linear(const Tensor& x, const Weight& w, Tensor& o) override { b_.linear(x, w, o); }
-  void head_matmul(const Tensor& x, const Tensor& w, Tensor& o) override { b_.head_matmul(x, w, o); }
+  void head_matmul(const Tensor& x, const Tensor& w, Tensor& o) override {
+    b_.head_matmul(x, w, o);
+  }
   void silu_mul(const Tensor& x, Tensor& o) override { b_.silu_mul(x, o); }
   void add(const Tensor& a, const Tensor& b, Tensor& o) override { b_.add(a, b, o); }
-  void concat_cols(const Tensor& a, const Tensor& b, Tensor& o) override { b_.concat_cols(a, b, o); }
-  void gather_rows(const Tensor& s, const Tensor& r, Tensor& o) override { b_.gather_rows(s, r, o); }
+  void concat_cols(const Tensor& a, const Tensor& b, Tensor& o) override {
+    b_.concat_cols(a, b, o);
+  }
+  void gather_rows(const Tensor& s, const Tensor& r, Tensor& o) override {
+    b_.gather_rows(s, r, o);
+  }
   void kv_store(const Tensor& r, const Tensor& s, Tensor& p) override { b_.kv_store(r, s, p); }
-  void kv_gather(const Tensor& p, const AttentionMeta& m, Tensor& o) override { b_.kv_gather(p, m, o); }
-  void mla_decode(const Tensor& q, const Tensor& p, const AttentionMeta& m, const Tensor& k, float s, Tensor& o) override {
+  void kv_gather(const Tensor& p, const AttentionMeta& m, Tensor& o) override {
+    b_.kv_gather(p, m, o);
+  }
+  void mla_decode(const Tensor& q, const Tensor& p, const AttentionMeta& m, const Tensor& k,
+                  float s, Tensor& o) override {
     b_.mla_decode(q, p, m, k, s, o);
   }
-  void mla_prefill(const Tensor& q, const Tensor& kv, const Tensor& pe, const AttentionMeta& m, const Tensor& k, float s,
-                   Tensor& o) override {
+  void mla_prefill(const Tensor& q, const Tensor& kv, const Tensor& pe, const AttentionMeta& m,
+                   const Tensor& k, float s, Tensor& o) override {
     b_.mla_prefill(q, kv, pe, m, k, s, o);
   }
-  void indexer_topk(const Tensor& q, const Tensor& w, const Tensor& p, const AttentionMeta& m, Tensor& o) override {
+  void indexer_topk(const Tensor& q, const Tensor& w, const Tensor& p, const AttentionMeta& m,
+                    Tensor& o) override {
     b_.indexer_topk(q, w, p, m, o);
   }
-  void moe_route(const Tensor& l, const Tensor& b, const RouteParams& p, Tensor& i, Tensor& w) override {
+  void moe_route(const Tensor& l, const Tensor& b, const RouteParams& p, Tensor& i,
+                 Tensor& w) override {
     b_.moe_route(l, b, p, i, w);
     last_idx = i;
   }
-  void moe_experts(const Tensor& x, const Tensor& gu, const Tensor& d, const Tensor& i, const Tensor& w, Tensor& o) override {
+  void moe_experts(const Tensor& x, const Tensor& gu, const Tensor& d, const Tensor& i,
+                   const Tensor& w, Tensor& o) override {
     b_.moe_experts(x, gu, d, i, w, o);
   }
   void argmax(const Tensor& l, Tensor& o) override { b_.argmax(l, o); }
-  void fill_random(Tensor& t, uint64_t seed, float scale) override { b_.fill_random(t, seed, scale); }
-  void sample(const Tensor& l, const Tensor& t, const Tensor& k, const Tensor& p, const Tensor& u, Tensor& o) override {
+  void fill_random(Tensor& t, uint64_t seed, float scale) override {
+    b_.fill_random(t, seed, scale);
+  }
+  void sample(const Tensor& l, const Tensor& t, const Tensor& k, const Tensor& p, const Tensor& u,
+              Tensor& o) override {
     b_.sample(l, t, k, p, u, o);
   }
 
@@ -218,46 +248,76 @@ class OpTimer final : public Backend {
   ~OpTimer() override {
     for (cudaEvent_t e : pool_) cudaEventDestroy(e);
   }
-  void embedding(const Tensor& i, const Tensor& t, Tensor& o) override { time("embedding", [&] { b_.embedding(i, t, o); }); }
-  void rms_norm(const Tensor& x, const Tensor& w, float e, Tensor& o) override { time("rms_norm", [&] { b_.rms_norm(x, w, e, o); }); }
+  void embedding(const Tensor& i, const Tensor& t, Tensor& o) override {
+    time("embedding", [&] { b_.embedding(i, t, o); });
+  }
+  void rms_norm(const Tensor& x, const Tensor& w, float e, Tensor& o) override {
+    time("rms_norm", [&] { b_.rms_norm(x, w, e, o); });
+  }
   void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float e, Tensor& o) override {
     time("layer_norm", [&] { b_.layer_norm(x, w, b, e, o); });
   }
-  void rope(Tensor& x, const Tensor& p, const Tensor& f, const RopeParams& r) override { time("rope", [&] { b_.rope(x, p, f, r); }); }
+  void rope(Tensor& x, const Tensor& p, const Tensor& f, const RopeParams& r) override {
+    time("rope", [&] { b_.rope(x, p, f, r); });
+  }
   void linear(const Tensor& x, const Weight& w, Tensor& o) override {
-    const std::string n = "linear " + std::to_string(w.out_features()) + "x" + std::to_string(w.in_features()) +
-                          (w.w.dtype() == DType::F32 ? " f32" : "") +
-                          (x.size(0) > cuda::CudaBackend::kSkinnyMaxRows && w.w.dtype() == DType::BF16 ? " (cublasLt)" : "");
+    const std::string n =
+        "linear " + std::to_string(w.out_features()) + "x" + std::to_string(w.in_features()) +
+        (w.w.dtype() == DType::F32 ? " f32" : "") +
+        (x.size(0) > cuda::CudaBackend::kSkinnyMaxRows && w.w.dtype() == DType::BF16 ? " (cublasLt)"
+                                                                                     : "");
     time(n, [&] { b_.linear(x, w, o); });
   }
   void head_matmul(const Tensor& x, const Tensor& w, Tensor& o) override {
-    time("head_matmul " + std::to_string(w.size(1)) + "x" + std::to_string(w.size(2)), [&] { b_.head_matmul(x, w, o); });
+    time("head_matmul " + std::to_string(w.size(1)) + "x" + std::to_string(w.size(2)),
+         [&] { b_.head_matmul(x, w, o); });
   }
-  void silu_mul(const Tensor& x, Tensor& o) override { time("silu_mul", [&] { b_.silu_mul(x, o); }); }
-  void add(const Tensor& a, const Tensor& b, Tensor& o) override { time("add", [&] { b_.add(a, b, o); }); }
-  void concat_cols(const Tensor& a, const Tensor& b, Tensor& o) override { time("concat_cols", [&] { b_.concat_cols(a, b, o); }); }
-  void gather_rows(const Tensor& s, const Tensor& r, Tensor& o) override { time("gather_rows", [&] { b_.gather_rows(s, r, o); }); }
-  void kv_store(const Tensor& r, const Tensor& s, Tensor& p) override { time("kv_store", [&] { b_.kv_store(r, s, p); }); }
-  void kv_gather(const Tensor& p, const AttentionMeta& m, Tensor& o) override { time("kv_gather", [&] { b_.kv_gather(p, m, o); }); }
-  void mla_decode(const Tensor& q, const Tensor& p, const AttentionMeta& m, const Tensor& k, float s, Tensor& o) override {
+  void silu_mul(const Tensor& x, Tensor& o) override {
+    time("silu_mul", [&] { b_.silu_mul(x, o); });
+  }
+  void add(const Tensor& a, const Tensor& b, Tensor& o) override {
+    time("add", [&] { b_.add(a, b, o); });
+  }
+  void concat_cols(const Tensor& a, const Tensor& b, Tensor& o) override {
+    time("concat_cols", [&] { b_.concat_cols(a, b, o); });
+  }
+  void gather_rows(const Tensor& s, const Tensor& r, Tensor& o) override {
+    time("gather_rows", [&] { b_.gather_rows(s, r, o); });
+  }
+  void kv_store(const Tensor& r, const Tensor& s, Tensor& p) override {
+    time("kv_store", [&] { b_.kv_store(r, s, p); });
+  }
+  void kv_gather(const Tensor& p, const AttentionMeta& m, Tensor& o) override {
+    time("kv_gather", [&] { b_.kv_gather(p, m, o); });
+  }
+  void mla_decode(const Tensor& q, const Tensor& p, const AttentionMeta& m, const Tensor& k,
+                  float s, Tensor& o) override {
     time("mla_decode", [&] { b_.mla_decode(q, p, m, k, s, o); });
   }
-  void mla_prefill(const Tensor& q, const Tensor& kv, const Tensor& pe, const AttentionMeta& m, const Tensor& k, float s,
-                   Tensor& o) override {
+  void mla_prefill(const Tensor& q, const Tensor& kv, const Tensor& pe, const AttentionMeta& m,
+                   const Tensor& k, float s, Tensor& o) override {
     time("mla_prefill", [&] { b_.mla_prefill(q, kv, pe, m, k, s, o); });
   }
-  void indexer_topk(const Tensor& q, const Tensor& w, const Tensor& p, const AttentionMeta& m, Tensor& o) override {
+  void indexer_topk(const Tensor& q, const Tensor& w, const Tensor& p, const AttentionMeta& m,
+                    Tensor& o) override {
     time("indexer_topk", [&] { b_.indexer_topk(q, w, p, m, o); });
   }
-  void moe_route(const Tensor& l, const Tensor& b, const RouteParams& p, Tensor& i, Tensor& w) override {
+  void moe_route(const Tensor& l, const Tensor& b, const RouteParams& p, Tensor& i,
+                 Tensor& w) override {
     time("moe_route", [&] { b_.moe_route(l, b, p, i, w); });
   }
-  void moe_experts(const Tensor& x, const Tensor& gu, const Tensor& d, const Tensor& i, const Tensor& w, Tensor& o) override {
+  void moe_experts(const Tensor& x, const Tensor& gu, const Tensor& d, const Tensor& i,
+                   const Tensor& w, Tensor& o) override {
     time("moe_experts", [&] { b_.moe_experts(x, gu, d, i, w, o); });
   }
-  void argmax(const Tensor& l, Tensor& o) override { time("argmax", [&] { b_.argmax(l, o); }); }
-  void fill_random(Tensor& t, uint64_t seed, float scale) override { b_.fill_random(t, seed, scale); }
-  void sample(const Tensor& l, const Tensor& t, const Tensor& k, const Tensor& p, const Tensor& u, Tensor& o) override {
+  void argmax(const Tensor& l, Tensor& o) override {
+    time("argmax", [&] { b_.argmax(l, o); });
+  }
+  void fill_random(Tensor& t, uint64_t seed, float scale) override {
+    b_.fill_random(t, seed, scale);
+  }
+  void sample(const Tensor& l, const Tensor& t, const Tensor& k, const Tensor& p, const Tensor& u,
+              Tensor& o) override {
     b_.sample(l, t, k, p, u, o);
   }
 
@@ -400,7 +460,8 @@ void print_breakdown(Env& env, Layer& layer, const ForwardBatch& fb, const std::
   std::printf("\n");
 }
 
-ForwardBatch decode_batch(const Env& env, int64_t batch, int64_t ctx, std::vector<std::vector<int32_t>>& pages) {
+ForwardBatch decode_batch(const Env& env, int64_t batch, int64_t ctx,
+                          std::vector<std::vector<int32_t>>& pages) {
   const int64_t pp = (ctx + env.page_size - 1) / env.page_size;
   pages.assign(static_cast<size_t>(batch), {});
   std::vector<SequenceChunk> chunks;
@@ -436,11 +497,13 @@ int main(int argc, char** argv) {
     }
     cudaDeviceProp prop;
     cudaGetDeviceProperties(&prop, 0);
-    std::printf("device: %s, %d SMs, L2 %.0f MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6);
+    std::printf("device: %s, %d SMs, L2 %.0f MB\n", prop.name, prop.multiProcessorCount,
+                prop.l2CacheSize / 1e6);
     const double copy_gbps = measure_copy_gbps();
     const double gemm_tf = measure_gemm_tflops();
-    std::printf("ceilings: HBM copy %.0f GB/s (read + write), bf16 GEMM 8192^3 %.0f TFLOP/s (cuBLASLt)\n\n", copy_gbps,
-                gemm_tf);
+    std::printf(
+        "ceilings: HBM copy %.0f GB/s (read + write), bf16 GEMM 8192^3 %.0f TFLOP/s (cuBLASLt)\n\n",
+        copy_gbps, gemm_tf);
 
     Env env;
     env.c = preset_config("glm5.2");
@@ -449,10 +512,14 @@ int main(int argc, char** argv) {
     env.c.indexer_full = {true};
     env.c.num_nextn_predict_layers = 0;
     const RopeTables rt = compute_rope_tables(env.c);
-    env.mw.rope_inv_freq = Tensor::from_vector(rt.inv_freq, {static_cast<int64_t>(rt.inv_freq.size())}).to(Device::cuda());
+    env.mw.rope_inv_freq =
+        Tensor::from_vector(rt.inv_freq, {static_cast<int64_t>(rt.inv_freq.size())})
+            .to(Device::cuda());
     env.mw.rope_attention_factor = rt.attention_factor;
-    const std::vector<int64_t> batches = quick ? std::vector<int64_t>{1, 32} : std::vector<int64_t>{1, 8, 32, 128};
-    const std::vector<int64_t> ctxs = quick ? std::vector<int64_t>{1024, 8192} : std::vector<int64_t>{1024, 8192, 32768};
+    const std::vector<int64_t> batches =
+        quick ? std::vector<int64_t>{1, 32} : std::vector<int64_t>{1, 8, 32, 128};
+    const std::vector<int64_t> ctxs =
+        quick ? std::vector<int64_t>{1024, 8192} : std::vector<int64_t>{1024, 8192, 32768};
     const int64_t max_slots = std::max<int64_t>(batches.back() * ctxs.back(), 8192);
     KvCacheOptions ko;
     ko.page_size = env.page_size;
@@ -467,14 +534,18 @@ int main(int argc, char** argv) {
     CK(cudaStreamCreateWithFlags(&env.stream, cudaStreamNonBlocking));
 
     Layer moe = make_layer(env.c, true), dense = make_layer(env.c, false);
-    const int64_t topk = env.c.index_topk, latent_row = env.c.latent_dim() * 2, index_row = env.c.index_head_dim * 2;
-    std::printf("GLM-5.2 layer: attention+indexer weights %.1f MB, router+shared expert %.1f MB, one routed expert "
-                "%.1f MB, dense MLP %.1f MB\n\n",
-                moe.attn_bytes / 1e6, moe.shared_bytes / 1e6, moe.expert_bytes / 1e6, dense.shared_bytes / 1e6);
+    const int64_t topk = env.c.index_topk, latent_row = env.c.latent_dim() * 2,
+                  index_row = env.c.index_head_dim * 2;
+    std::printf(
+        "GLM-5.2 layer: attention+indexer weights %.1f MB, router+shared expert %.1f MB, one "
+        "routed expert "
+        "%.1f MB, dense MLP %.1f MB\n\n",
+        moe.attn_bytes / 1e6, moe.shared_bytes / 1e6, moe.expert_bytes / 1e6,
+        dense.shared_bytes / 1e6);
 
     std::vector<DecodeRow> rows;
-    std::printf("%-6s %5s %6s %7s %10s %10s %10s %9s %8s %6s\n", "layer", "batch", "ctx", "experts", "eager us",
-                "graph us", "weights MB", "KV MB", "GB/s", "%copy");
+    std::printf("%-6s %5s %6s %7s %10s %10s %10s %9s %8s %6s\n", "layer", "batch", "ctx", "experts",
+                "eager us", "graph us", "weights MB", "KV MB", "GB/s", "%copy");
     for (Layer* L : {&moe, &dense}) {
       const bool is_moe = L == &moe;
       for (int64_t ctx : ctxs)
@@ -482,58 +553,77 @@ int main(int argc, char** argv) {
           std::vector<std::vector<int32_t>> pages;
           ForwardBatch fb = decode_batch(env, b, ctx, pages);
           const Timing t = time_layer(env, *L, fb, quick ? 5 : 15, true);
-          const double wbytes = static_cast<double>(L->attn_bytes + L->shared_bytes + t.unique_experts * L->expert_bytes);
+          const double wbytes = static_cast<double>(L->attn_bytes + L->shared_bytes +
+                                                    t.unique_experts * L->expert_bytes);
           // KV read per token: every visible indexer key; the latent rows of min(ctx, top-k) keys.
-          const double kv = static_cast<double>(b) * (ctx * index_row + std::min(ctx, topk) * latent_row);
+          const double kv =
+              static_cast<double>(b) * (ctx * index_row + std::min(ctx, topk) * latent_row);
           const double best = t.graph_us > 0 ? t.graph_us : t.eager_us;
           const double gbps = (wbytes + kv) / (best * 1e-6) / 1e9;
-          rows.push_back({is_moe ? "moe" : "dense", b, ctx, t.unique_experts, t.eager_us, t.graph_us, wbytes / 1e6, kv / 1e6, gbps});
+          rows.push_back({is_moe ? "moe" : "dense", b, ctx, t.unique_experts, t.eager_us,
+                          t.graph_us, wbytes / 1e6, kv / 1e6, gbps});
           if ((b == 1 || b == batches.back()) && ctx == 8192)
-            print_breakdown(env, *L, fb, std::string(is_moe ? "moe" : "dense") + " b=" + std::to_string(b) + " ctx=8192");
-          if (!is_moe && b == batches.back() && ctx == 8192) {  // the SIMT attention kernels, for comparison
+            print_breakdown(
+                env, *L, fb,
+                std::string(is_moe ? "moe" : "dense") + " b=" + std::to_string(b) + " ctx=8192");
+          if (!is_moe && b == batches.back() &&
+              ctx == 8192) {  // the SIMT attention kernels, for comparison
             cuda::cuda_backend()->set_mla_tensor_cores(false);
             const Timing ts = time_layer(env, *L, fb, quick ? 3 : 5, true);
             cuda::cuda_backend()->set_mla_tensor_cores(true);
-            std::printf("  (same step with the SIMT mla_decode kernel: graph %.1f us)\n", ts.graph_us);
+            std::printf("  (same step with the SIMT mla_decode kernel: graph %.1f us)\n",
+                        ts.graph_us);
           }
-          std::printf("%-6s %5lld %6lld %7lld %10.1f %10.1f %10.1f %9.1f %8.0f %5.1f%%\n", is_moe ? "moe" : "dense",
-                      static_cast<long long>(b), static_cast<long long>(ctx), static_cast<long long>(t.unique_experts),
-                      t.eager_us, t.graph_us, wbytes / 1e6, kv / 1e6, gbps, 100.0 * gbps / copy_gbps);
+          std::printf("%-6s %5lld %6lld %7lld %10.1f %10.1f %10.1f %9.1f %8.0f %5.1f%%\n",
+                      is_moe ? "moe" : "dense", static_cast<long long>(b),
+                      static_cast<long long>(ctx), static_cast<long long>(t.unique_experts),
+                      t.eager_us, t.graph_us, wbytes / 1e6, kv / 1e6, gbps,
+                      100.0 * gbps / copy_gbps);
           std::fflush(stdout);
         }
     }
 
     // Prefill: one sequence of T tokens through the layer (naive MLA, indexer, grouped experts).
     std::vector<PrefillRow> prows;
-    const std::vector<int64_t> ptoks = quick ? std::vector<int64_t>{1024} : std::vector<int64_t>{1024, 4096};
-    std::printf("\n%-6s %7s %10s %10s %9s %6s\n", "layer", "tokens", "ms", "tok/s", "TFLOP/s", "%gemm");
+    const std::vector<int64_t> ptoks =
+        quick ? std::vector<int64_t>{1024} : std::vector<int64_t>{1024, 4096};
+    std::printf("\n%-6s %7s %10s %10s %9s %6s\n", "layer", "tokens", "ms", "tok/s", "TFLOP/s",
+                "%gemm");
     for (Layer* L : {&moe, &dense}) {
       const bool is_moe = L == &moe;
       for (int64_t T : ptoks) {
         std::vector<int32_t> pg;
-        for (int64_t i = 0; i < (T + env.page_size - 1) / env.page_size; ++i) pg.push_back(static_cast<int32_t>(i));
+        for (int64_t i = 0; i < (T + env.page_size - 1) / env.page_size; ++i)
+          pg.push_back(static_cast<int32_t>(i));
         std::vector<int32_t> toks(static_cast<size_t>(T));
         for (int64_t i = 0; i < T; ++i) toks[i] = static_cast<int32_t>(i % 1000);
-        ForwardBatch fb = build_forward_batch(ForwardMode::kExtend, {SequenceChunk{&pg, 0, toks, false}}, env.page_size,
-                                              Device::cuda());
+        ForwardBatch fb =
+            build_forward_batch(ForwardMode::kExtend, {SequenceChunk{&pg, 0, toks, false}},
+                                env.page_size, Device::cuda());
         const Timing t = time_layer(env, *L, fb, 3, false);
         if (T == ptoks.back()) {
-          print_breakdown(env, *L, fb, std::string(is_moe ? "moe" : "dense") + " prefill T=" + std::to_string(T));
+          print_breakdown(
+              env, *L, fb,
+              std::string(is_moe ? "moe" : "dense") + " prefill T=" + std::to_string(T));
           if (!is_moe) {
             cuda::cuda_backend()->set_mla_tensor_cores(false);
             const Timing ts = time_layer(env, *L, fb, 2, false);
             cuda::cuda_backend()->set_mla_tensor_cores(true);
-            std::printf("  (same prefill with the SIMT mla_prefill kernel: %.2f ms)\n", ts.eager_us / 1e3);
+            std::printf("  (same prefill with the SIMT mla_prefill kernel: %.2f ms)\n",
+                        ts.eager_us / 1e3);
           }
         }
         const ModelConfig& c = env.c;
-        const double D = c.hidden_size, H = c.num_attention_heads, rq = c.q_lora_rank, rkv = c.kv_lora_rank;
+        const double D = c.hidden_size, H = c.num_attention_heads, rq = c.q_lora_rank,
+                     rkv = c.kv_lora_rank;
         const double dn = c.qk_nope_head_dim, dr = c.qk_rope_head_dim, dv = c.v_head_dim;
         // Linear layers (2 flops per multiply-add), kv_b_proj over every gathered latent.
-        double lin = rq * D + H * (dn + dr) * rq + (rkv + dr) * D + H * (dn + dv) * rkv + D * H * dv +
-                     c.index_n_heads * c.index_head_dim * rq + c.index_head_dim * D + c.index_n_heads * D;
+        double lin = rq * D + H * (dn + dr) * rq + (rkv + dr) * D + H * (dn + dv) * rkv +
+                     D * H * dv + c.index_n_heads * c.index_head_dim * rq + c.index_head_dim * D +
+                     c.index_n_heads * D;
         if (is_moe)
-          lin += c.n_routed_experts * D + 3.0 * D * c.moe_intermediate_size * (c.num_experts_per_tok + c.n_shared_experts);
+          lin += c.n_routed_experts * D +
+                 3.0 * D * c.moe_intermediate_size * (c.num_experts_per_tok + c.n_shared_experts);
         else
           lin += 3.0 * D * c.intermediate_size;
         double flops = 2.0 * T * lin;
@@ -542,28 +632,31 @@ int main(int argc, char** argv) {
           keys += static_cast<double>(std::min<int64_t>(p + 1, topk));
           if (p + 1 > topk) scored += static_cast<double>(p + 1);
         }
-        flops += keys * H * 2.0 * (dn + dr + dv) + scored * 2.0 * c.index_n_heads * c.index_head_dim;
+        flops +=
+            keys * H * 2.0 * (dn + dr + dv) + scored * 2.0 * c.index_n_heads * c.index_head_dim;
         const double ms = t.eager_us / 1e3;
         const double tf = flops / (ms * 1e-3) / 1e12;
         prows.push_back({is_moe ? "moe" : "dense", T, ms, T / (ms * 1e-3), tf});
-        std::printf("%-6s %7lld %10.2f %10.0f %9.1f %5.1f%%\n", is_moe ? "moe" : "dense", static_cast<long long>(T), ms,
-                    T / (ms * 1e-3), tf, 100.0 * tf / gemm_tf);
+        std::printf("%-6s %7lld %10.2f %10.0f %9.1f %5.1f%%\n", is_moe ? "moe" : "dense",
+                    static_cast<long long>(T), ms, T / (ms * 1e-3), tf, 100.0 * tf / gemm_tf);
         std::fflush(stdout);
       }
     }
 
     // The short table.
-    std::printf("\nSUMMARY (GLM-5.2 layer, H200; ceilings: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s)\n", copy_gbps, gemm_tf);
+    std::printf(
+        "\nSUMMARY (GLM-5.2 layer, H200; ceilings: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s)\n",
+        copy_gbps, gemm_tf);
     std::printf("%-28s %10s %10s %8s\n", "decode step (graph)", "us", "GB/s", "%copy");
     for (const DecodeRow& r : rows)
       if (r.batch == 1 || r.batch == batches.back())
         std::printf("%-6s b=%-4lld ctx=%-6lld        %10.1f %10.0f %7.1f%%\n", r.layer.c_str(),
-                    static_cast<long long>(r.batch), static_cast<long long>(r.ctx), r.graph_us, r.gbps,
-                    100.0 * r.gbps / copy_gbps);
+                    static_cast<long long>(r.batch), static_cast<long long>(r.ctx), r.graph_us,
+                    r.gbps, 100.0 * r.gbps / copy_gbps);
     std::printf("%-28s %10s %10s %8s\n", "prefill", "ms", "tok/s", "%gemm");
     for (const PrefillRow& r : prows)
-      std::printf("%-6s T=%-20lld %10.2f %10.0f %7.1f%%\n", r.layer.c_str(), static_cast<long long>(r.tokens), r.ms,
-                  r.tok_s, 100.0 * r.tflops / gemm_tf);
+      std::printf("%-6s T=%-20lld %10.2f %10.0f %7.1f%%\n", r.layer.c_str(),
+                  static_cast<long long>(r.tokens), r.ms, r.tok_s, 100.0 * r.tflops / gemm_tf);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kernel_bench: %s\n", e.what());

@@ -29,7 +29,8 @@ Runner add_serve(CLI::App& app) {
   app.add_flag("--disable-radix-cache", a->disable_radix_cache, "Turn the prefix cache off");
   app.add_flag("--disable-cuda-graph", a->disable_cuda_graph, "Do not capture CUDA graphs");
   app.add_option("--load-format", a->load_format,
-                 "auto (read the checkpoint) or dummy (random weights of its config.json, created on the device)");
+                 "auto (read the checkpoint) or dummy (random weights of its config.json, created "
+                 "on the device)");
   app.add_flag("--enable-return-hidden-states", a->enable_return_hidden_states,
                "Allow requests to ask for return_hidden_states");
   app.add_option("--max-running-requests", a->max_running_requests, "Largest running batch")

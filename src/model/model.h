@@ -22,7 +22,8 @@ class Model {
   // Reads config.json and the checkpoint in dir.
   static std::unique_ptr<Model> load(const std::string& dir, const LoadOptions& o);
   // Random weights of the configuration, created on o.device (no checkpoint).
-  static std::unique_ptr<Model> dummy(const ModelConfig& c, const LoadOptions& o, uint64_t seed = 0);
+  static std::unique_ptr<Model> dummy(const ModelConfig& c, const LoadOptions& o,
+                                      uint64_t seed = 0);
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }

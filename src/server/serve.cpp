@@ -53,8 +53,10 @@ LoadedModel load_model(const ServerArgs& args, const EngineOptions& eo, bool cud
   lo.load_mtp = eo.spec.enabled();
   std::shared_ptr<const Model> model =
       args.load_format == "dummy"
-          ? std::shared_ptr<const Model>(Model::dummy(
-                ModelConfig::from_file((std::filesystem::path(args.model_path) / "config.json").string()), lo))
+          ? std::shared_ptr<const Model>(
+                Model::dummy(ModelConfig::from_file(
+                                 (std::filesystem::path(args.model_path) / "config.json").string()),
+                             lo))
           : std::shared_ptr<const Model>(Model::load(args.model_path, lo));
   EngineOptions opts = eo;
   if (cuda && args.mem_fraction_static > 0) {
@@ -62,16 +64,19 @@ LoadedModel load_model(const ServerArgs& args, const EngineOptions& eo, bool cud
     // activations and graphs live in the rest.
     size_t free = 0, total = 0;
     device_interface(DeviceType::CUDA).memory_info(lo.device, &free, &total);
-    const double budget = args.mem_fraction_static * static_cast<double>(total) - static_cast<double>(total - free);
+    const double budget =
+        args.mem_fraction_static * static_cast<double>(total) - static_cast<double>(total - free);
     const int64_t per_page =
         KvCache::bytes_per_token(model->config(), DType::BF16, eo.spec.enabled()) * eo.page_size;
     if (budget < static_cast<double>(per_page) * 4)
       throw InvalidArgument(fmt::format(
-          "--mem-fraction-static {}: the weights already use {:.1f} of {:.1f} GiB, nothing is left for the KV cache",
+          "--mem-fraction-static {}: the weights already use {:.1f} of {:.1f} GiB, nothing is left "
+          "for the KV cache",
           args.mem_fraction_static, (total - free) / 1073741824.0, total / 1073741824.0));
     opts.num_pages = static_cast<int64_t>(budget / static_cast<double>(per_page));
-    log_info("KV cache: {} pages of {} tokens ({:.1f} GiB) from --mem-fraction-static {}", opts.num_pages,
-             eo.page_size, opts.num_pages * per_page / 1073741824.0, args.mem_fraction_static);
+    log_info("KV cache: {} pages of {} tokens ({:.1f} GiB) from --mem-fraction-static {}",
+             opts.num_pages, eo.page_size, opts.num_pages * per_page / 1073741824.0,
+             args.mem_fraction_static);
   }
   lm.engine = std::make_unique<Engine>(model, opts);
   return lm;

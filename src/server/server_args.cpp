@@ -83,8 +83,9 @@ EngineOptions engine_options(const ServerArgs& a, bool cuda_available,
     throw InvalidArgument(
         fmt::format("--mem-fraction-static must be in (0, 1], got {}", a.mem_fraction_static));
   if (a.mem_fraction_static > 0 && !cuda)
-    warn(fmt::format("--mem-fraction-static {}: on the CPU the KV cache is sized by --max-total-tokens ({})",
-                     a.mem_fraction_static, a.max_total_tokens));
+    warn(fmt::format(
+        "--mem-fraction-static {}: on the CPU the KV cache is sized by --max-total-tokens ({})",
+        a.mem_fraction_static, a.max_total_tokens));
   if (a.kv_cache_dtype != "auto" && a.kv_cache_dtype != "bf16" && a.kv_cache_dtype != "bfloat16")
     warn(
         fmt::format("--kv-cache-dtype {}: not implemented yet, the KV cache keeps the compute "
@@ -113,7 +114,8 @@ EngineOptions engine_options(const ServerArgs& a, bool cuda_available,
   o.context_length = a.context_length;
   o.disable_cuda_graph = a.disable_cuda_graph;
   if (a.load_format != "auto" && a.load_format != "dummy")
-    throw InvalidArgument(fmt::format("--load-format must be auto or dummy, got '{}'", a.load_format));
+    throw InvalidArgument(
+        fmt::format("--load-format must be auto or dummy, got '{}'", a.load_format));
 
   if (!a.speculative_algorithm.empty()) {
     std::string alg = a.speculative_algorithm;

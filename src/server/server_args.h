@@ -17,7 +17,7 @@ struct ServerArgs {
   std::string served_model_name;  // default: model_path
   std::string host = "127.0.0.1";
   int port = 30000;
-  std::string device = "auto";  // auto | cpu | cuda
+  std::string device = "auto";       // auto | cpu | cuda
   std::string load_format = "auto";  // auto (the checkpoint) | dummy (random weights on the device)
   int64_t tp_size = 1;
   double mem_fraction_static = 0;  // 0: unset

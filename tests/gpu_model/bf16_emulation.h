@@ -35,7 +35,8 @@ class Bf16CpuBackend final : public Backend {
     cpu().rms_norm(x, w, eps, out);
     round(out);
   }
-  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& out) override {
+  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps,
+                  Tensor& out) override {
     cpu().layer_norm(x, w, b, eps, out);
     round(out);
   }
@@ -60,34 +61,45 @@ class Bf16CpuBackend final : public Backend {
     cpu().add(a, b, out);
     round(out);
   }
-  void concat_cols(const Tensor& a, const Tensor& b, Tensor& out) override { cpu().concat_cols(a, b, out); }
-  void gather_rows(const Tensor& s, const Tensor& r, Tensor& out) override { cpu().gather_rows(s, r, out); }
+  void concat_cols(const Tensor& a, const Tensor& b, Tensor& out) override {
+    cpu().concat_cols(a, b, out);
+  }
+  void gather_rows(const Tensor& s, const Tensor& r, Tensor& out) override {
+    cpu().gather_rows(s, r, out);
+  }
   void kv_store(const Tensor& r, const Tensor& s, Tensor& p) override { cpu().kv_store(r, s, p); }
-  void kv_gather(const Tensor& p, const AttentionMeta& m, Tensor& out) override { cpu().kv_gather(p, m, out); }
-  void mla_decode(const Tensor& q, const Tensor& p, const AttentionMeta& m, const Tensor& k, float s,
-                  Tensor& out) override {
+  void kv_gather(const Tensor& p, const AttentionMeta& m, Tensor& out) override {
+    cpu().kv_gather(p, m, out);
+  }
+  void mla_decode(const Tensor& q, const Tensor& p, const AttentionMeta& m, const Tensor& k,
+                  float s, Tensor& out) override {
     cpu().mla_decode(q, p, m, k, s, out);
     round(out);
   }
-  void mla_prefill(const Tensor& q, const Tensor& kv, const Tensor& pe, const AttentionMeta& m, const Tensor& k,
-                   float s, Tensor& out) override {
+  void mla_prefill(const Tensor& q, const Tensor& kv, const Tensor& pe, const AttentionMeta& m,
+                   const Tensor& k, float s, Tensor& out) override {
     cpu().mla_prefill(q, kv, pe, m, k, s, out);
     round(out);
   }
-  void indexer_topk(const Tensor& q, const Tensor& w, const Tensor& p, const AttentionMeta& m, Tensor& out) override {
+  void indexer_topk(const Tensor& q, const Tensor& w, const Tensor& p, const AttentionMeta& m,
+                    Tensor& out) override {
     cpu().indexer_topk(q, w, p, m, out);
   }
-  void moe_route(const Tensor& l, const Tensor& b, const RouteParams& p, Tensor& i, Tensor& w) override {
+  void moe_route(const Tensor& l, const Tensor& b, const RouteParams& p, Tensor& i,
+                 Tensor& w) override {
     cpu().moe_route(l, b, p, i, w);
   }
-  void moe_experts(const Tensor& x, const Tensor& gu, const Tensor& d, const Tensor& i, const Tensor& w,
-                   Tensor& out) override {
+  void moe_experts(const Tensor& x, const Tensor& gu, const Tensor& d, const Tensor& i,
+                   const Tensor& w, Tensor& out) override {
     cpu().moe_experts(x, rounded(gu), rounded(d), i, w, out);
     round(out);
   }
   void argmax(const Tensor& l, Tensor& out) override { cpu().argmax(l, out); }
-  void fill_random(Tensor& t, uint64_t seed, float scale) override { cpu().fill_random(t, seed, scale); }
-  void sample(const Tensor& l, const Tensor& t, const Tensor& k, const Tensor& p, const Tensor& u, Tensor& o) override {
+  void fill_random(Tensor& t, uint64_t seed, float scale) override {
+    cpu().fill_random(t, seed, scale);
+  }
+  void sample(const Tensor& l, const Tensor& t, const Tensor& k, const Tensor& p, const Tensor& u,
+              Tensor& o) override {
     cpu().sample(l, t, k, p, u, o);
   }
 
@@ -102,8 +114,10 @@ class Bf16CpuBackend final : public Backend {
   // In place, any strides (2 or 3 dims).
   static void round(Tensor& t) {
     float* p = t.data<float>();
-    const int64_t d0 = t.size(0), d1 = t.ndim() > 1 ? t.size(1) : 1, d2 = t.ndim() > 2 ? t.size(2) : 1;
-    const int64_t s0 = t.stride(0), s1 = t.ndim() > 1 ? t.stride(1) : 0, s2 = t.ndim() > 2 ? t.stride(2) : 0;
+    const int64_t d0 = t.size(0), d1 = t.ndim() > 1 ? t.size(1) : 1,
+                  d2 = t.ndim() > 2 ? t.size(2) : 1;
+    const int64_t s0 = t.stride(0), s1 = t.ndim() > 1 ? t.stride(1) : 0,
+                  s2 = t.ndim() > 2 ? t.stride(2) : 0;
     for (int64_t i = 0; i < d0; ++i)
       for (int64_t j = 0; j < d1; ++j)
         for (int64_t k = 0; k < d2; ++k) {

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "backends/cuda/cuda_graph.h"
-#include "bf16_emulation.h"
 #include "backends/init.h"
+#include "bf16_emulation.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 #include "runtime/batch_builder.h"
@@ -55,7 +55,8 @@ struct Side {
   int64_t page_size;
   int64_t next_page = 0;
 
-  Side(const std::string& dir, Device d, int64_t max_tokens, int64_t ps = 16) : dev(d), page_size(ps) {
+  Side(const std::string& dir, Device d, int64_t max_tokens, int64_t ps = 16)
+      : dev(d), page_size(ps) {
     LoadOptions lo;
     lo.device = d;
     lo.dtype = d.is_cpu() ? DType::F32 : DType::BF16;
@@ -70,7 +71,8 @@ struct Side {
   }
   std::vector<int32_t> pages_for(int64_t len) {
     std::vector<int32_t> p;
-    for (int64_t i = 0; i < (len + page_size - 1) / page_size; ++i) p.push_back(static_cast<int32_t>(next_page++));
+    for (int64_t i = 0; i < (len + page_size - 1) / page_size; ++i)
+      p.push_back(static_cast<int32_t>(next_page++));
     return p;
   }
   ForwardResult run(ForwardMode mode, const std::vector<int32_t>& pages, int64_t start,
@@ -92,7 +94,8 @@ class GpuModel : public ::testing::TestWithParam<std::string> {
 };
 
 std::string model_dir(const std::string& name) {
-  return name == "austen" ? source_path("models/tandem-austen") : source_path("tests/data/golden/" + name);
+  return name == "austen" ? source_path("models/tandem-austen")
+                          : source_path("tests/data/golden/" + name);
 }
 std::string golden_file(const std::string& name) {
   return name == "austen" ? source_path("tests/data/austen/golden.safetensors")
@@ -133,9 +136,11 @@ TEST_P(GpuModel, PromptDecodeAndMtpLogitsMatchTheCpu) {
     // Prefill of the whole prompt, logits at every position.
     auto pc = cpu.pages_for(n), pe = emu.pages_for(n), pg = gpu.pages_for(n);
     ForwardResult rc = cpu.run(ForwardMode::kExtend, pc, 0, prompt, true);
-    ForwardResult re = emulated(bf16, [&] { return emu.run(ForwardMode::kExtend, pe, 0, prompt, true); });
+    ForwardResult re =
+        emulated(bf16, [&] { return emu.run(ForwardMode::kExtend, pe, 0, prompt, true); });
     ForwardResult rg = gpu.run(ForwardMode::kExtend, pg, 0, prompt, true);
-    const auto lc = to_float_vector(rc.logits), le = to_float_vector(re.logits), lg = to_float_vector(rg.logits);
+    const auto lc = to_float_vector(rc.logits), le = to_float_vector(re.logits),
+               lg = to_float_vector(rg.logits);
     prefill.add(lg, le, lc);
     if (name == "austen") {
       EXPECT_LT(rel_err(lg, lc), kLogitTol) << name << " prompt " << p << " prefill logits";
@@ -153,10 +158,14 @@ TEST_P(GpuModel, PromptDecodeAndMtpLogitsMatchTheCpu) {
     emulated(bf16, [&] { return emu.run(ForwardMode::kExtend, de, 0, head, false); });
     gpu.run(ForwardMode::kExtend, dg, 0, head, false);
     for (int64_t i = cut; i < n; ++i) {
-      const auto a = to_float_vector(gpu.run(ForwardMode::kDecode, dg, i, {prompt[i]}, false).logits);
-      const auto e = to_float_vector(
-          emulated(bf16, [&] { return emu.run(ForwardMode::kDecode, de, i, {prompt[i]}, false); }).logits);
-      const auto b = to_float_vector(cpu.run(ForwardMode::kDecode, dc, i, {prompt[i]}, false).logits);
+      const auto a =
+          to_float_vector(gpu.run(ForwardMode::kDecode, dg, i, {prompt[i]}, false).logits);
+      const auto e =
+          to_float_vector(emulated(bf16, [&] {
+                            return emu.run(ForwardMode::kDecode, de, i, {prompt[i]}, false);
+                          }).logits);
+      const auto b =
+          to_float_vector(cpu.run(ForwardMode::kDecode, dc, i, {prompt[i]}, false).logits);
       decode.add(a, e, b);
       if (name == "austen") {
         EXPECT_LT(rel_err(a, b), kLogitTol) << name << " prompt " << p << " decode step at " << i;
@@ -186,17 +195,21 @@ TEST_P(GpuModel, PromptDecodeAndMtpLogitsMatchTheCpu) {
   // on the CPU's own kernels) moves their logits by tens of percent; the GPU must stay inside
   // that envelope (the trained Austen model is checked tightly above).
   if (name != "austen") {
-    for (const auto& [what, e] : {std::pair<const char*, const Errors*>{"prefill", &prefill}, {"decode", &decode},
+    for (const auto& [what, e] : {std::pair<const char*, const Errors*>{"prefill", &prefill},
+                                  {"decode", &decode},
                                   {"MTP", &mtp_err}}) {
       EXPECT_LE(e->gpu_f32, std::max(kLogitTol, 3.0 * e->emu_f32))
-          << name << " " << what << ": GPU error " << e->gpu_f32 << " against bf16's own " << e->emu_f32;
+          << name << " " << what << ": GPU error " << e->gpu_f32 << " against bf16's own "
+          << e->emu_f32;
     }
   }
-  std::printf("GPU_MODEL %-14s logits rel err, GPU vs CPU fp32 / GPU vs bf16-emulated CPU / emulated vs fp32: "
-              "prefill %.1e / %.1e / %.1e | decode %.1e / %.1e / %.1e | MTP %.1e / %.1e / %.1e | GPU vs "
-              "transformers %.1e\n",
-              name.c_str(), prefill.gpu_f32, prefill.gpu_emu, prefill.emu_f32, decode.gpu_f32, decode.gpu_emu,
-              decode.emu_f32, mtp_err.gpu_f32, mtp_err.gpu_emu, mtp_err.emu_f32, worst_hf);
+  std::printf(
+      "GPU_MODEL %-14s logits rel err, GPU vs CPU fp32 / GPU vs bf16-emulated CPU / emulated vs "
+      "fp32: "
+      "prefill %.1e / %.1e / %.1e | decode %.1e / %.1e / %.1e | MTP %.1e / %.1e / %.1e | GPU vs "
+      "transformers %.1e\n",
+      name.c_str(), prefill.gpu_f32, prefill.gpu_emu, prefill.emu_f32, decode.gpu_f32,
+      decode.gpu_emu, decode.emu_f32, mtp_err.gpu_f32, mtp_err.gpu_emu, mtp_err.emu_f32, worst_hf);
 }
 
 // Greedy continuation on the GPU against the CPU (fp32 for the trained Austen model; the
@@ -221,29 +234,35 @@ TEST_P(GpuModel, GreedyTokensAgreeWhereTheMarginIsClear) {
     req.prompt = to_int_vector(gold->tensor("prompt_" + std::to_string(p)));
     req.max_new_tokens = steps;
     Generator gc(*mc, 512, 16), gg(*mg, 512, 16);
-    const GenerateResult a = vs_f32 ? gc.generate(req) : emulated(bf16, [&] { return gc.generate(req); });
+    const GenerateResult a =
+        vs_f32 ? gc.generate(req) : emulated(bf16, [&] { return gc.generate(req); });
     const GenerateResult b = gg.generate(req);
     int64_t same = 0;
-    while (same < static_cast<int64_t>(std::min(a.tokens.size(), b.tokens.size())) && a.tokens[same] == b.tokens[same]) ++same;
+    while (same < static_cast<int64_t>(std::min(a.tokens.size(), b.tokens.size())) &&
+           a.tokens[same] == b.tokens[same])
+      ++same;
     if (same < static_cast<int64_t>(a.tokens.size())) {
       const auto& l = a.logits[static_cast<size_t>(same)];
       std::vector<float> sorted = l;
       std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
       const float margin = sorted[0] - sorted[1];
-      std::printf("GPU_MODEL %-14s prompt %d greedy vs %s: first divergence at step %lld of %lld, reference top-1 "
-                  "margin %.4f (GPU token %d, reference token %d)\n",
-                  name.c_str(), p, vs_f32 ? "CPU fp32" : "bf16-emulated CPU", static_cast<long long>(same),
-                  static_cast<long long>(steps), margin,
-                  same < static_cast<int64_t>(b.tokens.size()) ? b.tokens[same] : -1, a.tokens[same]);
+      std::printf(
+          "GPU_MODEL %-14s prompt %d greedy vs %s: first divergence at step %lld of %lld, "
+          "reference top-1 "
+          "margin %.4f (GPU token %d, reference token %d)\n",
+          name.c_str(), p, vs_f32 ? "CPU fp32" : "bf16-emulated CPU", static_cast<long long>(same),
+          static_cast<long long>(steps), margin,
+          same < static_cast<int64_t>(b.tokens.size()) ? b.tokens[same] : -1, a.tokens[same]);
       // Asserted on the trained model only: the random checkpoints' near-ties make bf16 greedy
       // paths diverge from any reference (reported above).
       if (vs_f32) {
-        EXPECT_LT(margin, kMargin) << name << " prompt " << p << ": greedy diverged at step " << same
-                                   << " where the reference's margin is clear";
+        EXPECT_LT(margin, kMargin) << name << " prompt " << p << ": greedy diverged at step "
+                                   << same << " where the reference's margin is clear";
       }
     } else {
-      std::printf("GPU_MODEL %-14s prompt %d greedy vs %s: %lld of %lld tokens identical\n", name.c_str(), p,
-                  vs_f32 ? "CPU fp32" : "bf16-emulated CPU", static_cast<long long>(same), static_cast<long long>(steps));
+      std::printf("GPU_MODEL %-14s prompt %d greedy vs %s: %lld of %lld tokens identical\n",
+                  name.c_str(), p, vs_f32 ? "CPU fp32" : "bf16-emulated CPU",
+                  static_cast<long long>(same), static_cast<long long>(steps));
     }
   }
 }
@@ -257,18 +276,25 @@ TEST(Bf16Sensitivity, EmulatedBf16AgainstFp32OnTheCpu) {
     Bf16CpuBackend bf16(*emu.model);
     double worst = 0;
     for (int p = 0; gold->has("prompt_" + std::to_string(p)); ++p) {
-      const std::vector<int32_t> prompt = to_int_vector(gold->tensor("prompt_" + std::to_string(p)));
+      const std::vector<int32_t> prompt =
+          to_int_vector(gold->tensor("prompt_" + std::to_string(p)));
       const int64_t n = static_cast<int64_t>(prompt.size());
       auto pc = cpu.pages_for(n), pe = emu.pages_for(n);
       const auto a = to_float_vector(cpu.run(ForwardMode::kExtend, pc, 0, prompt, true).logits);
-      const auto b = to_float_vector(emulated(bf16, [&] { return emu.run(ForwardMode::kExtend, pe, 0, prompt, true); }).logits);
+      const auto b = to_float_vector(emulated(bf16, [&] {
+                                       return emu.run(ForwardMode::kExtend, pe, 0, prompt, true);
+                                     }).logits);
       worst = std::max(worst, rel_err(b, a));
     }
-    std::printf("BF16_SENSITIVITY %-14s prefill logits rel err, bf16-emulated CPU vs fp32 CPU: %.2e\n", name.c_str(), worst);
+    std::printf(
+        "BF16_SENSITIVITY %-14s prefill logits rel err, bf16-emulated CPU vs fp32 CPU: %.2e\n",
+        name.c_str(), worst);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, GpuModel, ::testing::Values("austen", "glm5.2", "glm5", "deepseek-v3.2", "deepseek-v3"),
+INSTANTIATE_TEST_SUITE_P(Models, GpuModel,
+                         ::testing::Values("austen", "glm5.2", "glm5", "deepseek-v3.2",
+                                           "deepseek-v3"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& c : s)
@@ -294,7 +320,8 @@ TEST(GpuGraphs, DecodeReplayIsIdenticalToEager) {
   auto step_batch = [&](int64_t step) {
     std::vector<SequenceChunk> chunks;
     for (int64_t b = 0; b < B; ++b)
-      chunks.push_back(SequenceChunk{&pages[b], len[b] + step, {text[static_cast<size_t>((len[b] + step) % 80)]}, false});
+      chunks.push_back(SequenceChunk{
+          &pages[b], len[b] + step, {text[static_cast<size_t>((len[b] + step) % 80)]}, false});
     ForwardBatch fb = build_forward_batch(ForwardMode::kDecode, chunks, 16, Device::cuda());
     fb.attn.max_seq_len = kCap;  // baked into the capture: the bucket's capacity
     return fb;
@@ -307,23 +334,30 @@ TEST(GpuGraphs, DecodeReplayIsIdenticalToEager) {
   for (int64_t step = 0; step < 40; ++step) {
     ForwardBatch fb = step_batch(step);
     const std::pair<Tensor*, const Tensor*> io[] = {
-        {&stat.input_ids, &fb.input_ids},       {&stat.attn.token_seq, &fb.attn.token_seq},
-        {&stat.attn.token_pos, &fb.attn.token_pos}, {&stat.attn.slot_mapping, &fb.attn.slot_mapping},
-        {&stat.attn.page_table, &fb.attn.page_table}, {&stat.attn.seq_lens, &fb.attn.seq_lens},
+        {&stat.input_ids, &fb.input_ids},
+        {&stat.attn.token_seq, &fb.attn.token_seq},
+        {&stat.attn.token_pos, &fb.attn.token_pos},
+        {&stat.attn.slot_mapping, &fb.attn.slot_mapping},
+        {&stat.attn.page_table, &fb.attn.page_table},
+        {&stat.attn.seq_lens, &fb.attn.seq_lens},
         {&stat.logit_rows, &fb.logit_rows}};
     for (auto [dst, src] : io) dst->copy_from(*src);
     eager_ws.reset();
     const auto eager = to_float_vector(gpu.model->forward(eager_ws, stat, *gpu.cache).logits);
-    const bool ran = graphs.run(B, [&](Workspace& w) { from_graph = gpu.model->forward(w, stat, *gpu.cache); });
+    const bool ran =
+        graphs.run(B, [&](Workspace& w) { from_graph = gpu.model->forward(w, stat, *gpu.cache); });
     if (!ran) ++replays;
     const auto replay = to_float_vector(from_graph.logits);
     ASSERT_EQ(eager.size(), replay.size());
     int64_t diff = 0;
     for (size_t i = 0; i < eager.size(); ++i) diff += eager[i] != replay[i];
-    EXPECT_EQ(diff, 0) << "step " << step << ": graph replay differs from eager in " << diff << " logits";
+    EXPECT_EQ(diff, 0) << "step " << step << ": graph replay differs from eager in " << diff
+                       << " logits";
   }
-  std::printf("GPU_GRAPHS 40 decode steps of 4 sequences: %d pure replays, arena high water %.1f MiB, "
-              "replay == eager bitwise\n", replays, graph_ws.high_water() / 1048576.0);
+  std::printf(
+      "GPU_GRAPHS 40 decode steps of 4 sequences: %d pure replays, arena high water %.1f MiB, "
+      "replay == eager bitwise\n",
+      replays, graph_ws.high_water() / 1048576.0);
   EXPECT_GE(replays, 38);
 }
 

@@ -147,7 +147,8 @@ TEST(Spec, StaticPaddedBatchesChangeNothing) {
     }
     Engine e(model, o);
     const auto got = run_all(e, reqs);
-    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got[i].tokens, ref[i].tokens) << (spec ? "spec " : "plain ") << i;
+    for (size_t i = 0; i < reqs.size(); ++i)
+      EXPECT_EQ(got[i].tokens, ref[i].tokens) << (spec ? "spec " : "plain ") << i;
   }
 }
 

@@ -11,10 +11,10 @@
 namespace tandem::test {
 namespace {
 
-constexpr double kBf16Out = 5e-3;   // one bf16 rounding of the output
-constexpr double kF32Out = 1e-4;    // bf16 inputs, f32 accumulation and output
+constexpr double kBf16Out = 5e-3;  // one bf16 rounding of the output
+constexpr double kF32Out = 1e-4;   // bf16 inputs, f32 accumulation and output
 constexpr double kAttention = 1e-2;
-constexpr double kMoe = 1.5e-2;     // bf16 intermediate h as well
+constexpr double kMoe = 1.5e-2;  // bf16 intermediate h as well
 
 TEST_F(CudaOps, EmbeddingNormsAndElementwise) {
   for (int64_t T : {1, 7}) {
@@ -22,8 +22,9 @@ TEST_F(CudaOps, EmbeddingNormsAndElementwise) {
     std::vector<int32_t> ids;
     for (int64_t t = 0; t < T; ++t) ids.push_back(static_cast<int32_t>(rng_.next_u64() % 1000));
     Pair id = ints(ids);
-    expect_close(ops::embedding(gpu_ws_, id.gpu, table.gpu), ops::embedding(cpu_ws_, id.cpu, table.cpu), 0,
-                 "embedding", "T=" + std::to_string(T));
+    expect_close(ops::embedding(gpu_ws_, id.gpu, table.gpu),
+                 ops::embedding(cpu_ws_, id.cpu, table.cpu), 0, "embedding",
+                 "T=" + std::to_string(T));
   }
   for (int64_t T : {1, 3, 17}) {
     for (int64_t D : {64, 130, 6144}) {
@@ -31,12 +32,14 @@ TEST_F(CudaOps, EmbeddingNormsAndElementwise) {
       Pair x = big.narrow(1, 8, D);  // strided rows
       Pair w = rand({D}, 1.0f, DType::F32), b = rand({D}, 0.5f, DType::F32);
       const std::string what = "T=" + std::to_string(T) + " D=" + std::to_string(D);
-      expect_close(ops::rms_norm(gpu_ws_, x.gpu, w.gpu, 1e-6f), ops::rms_norm(cpu_ws_, x.cpu, w.cpu, 1e-6f), kBf16Out,
-                   "rms_norm", what);
+      expect_close(ops::rms_norm(gpu_ws_, x.gpu, w.gpu, 1e-6f),
+                   ops::rms_norm(cpu_ws_, x.cpu, w.cpu, 1e-6f), kBf16Out, "rms_norm", what);
       expect_close(ops::layer_norm(gpu_ws_, x.gpu, w.gpu, b.gpu, 1e-6f),
-                   ops::layer_norm(cpu_ws_, x.cpu, w.cpu, b.cpu, 1e-6f), kBf16Out, "layer_norm", what);
+                   ops::layer_norm(cpu_ws_, x.cpu, w.cpu, b.cpu, 1e-6f), kBf16Out, "layer_norm",
+                   what);
       Pair gu = rand({T, 2 * D}, 3.0f);
-      expect_close(ops::silu_mul(gpu_ws_, gu.gpu), ops::silu_mul(cpu_ws_, gu.cpu), kBf16Out, "silu_mul", what);
+      expect_close(ops::silu_mul(gpu_ws_, gu.gpu), ops::silu_mul(cpu_ws_, gu.cpu), kBf16Out,
+                   "silu_mul", what);
       Pair a = rand({T, D}), c = rand({T, D});
       Tensor ag = a.gpu.clone(), ac = a.cpu.clone();
       ops::add_inplace(ag, c.gpu);
@@ -46,13 +49,14 @@ TEST_F(CudaOps, EmbeddingNormsAndElementwise) {
       Pair lat = rand({T, D + 64});
       Pair pe = rand({T, 1, 64});
       expect_close(ops::concat_cols(gpu_ws_, lat.gpu.narrow(1, 0, D), pe.gpu.select(1, 0)),
-                   ops::concat_cols(cpu_ws_, lat.cpu.narrow(1, 0, D), pe.cpu.select(1, 0)), 0, "concat_cols", what);
+                   ops::concat_cols(cpu_ws_, lat.cpu.narrow(1, 0, D), pe.cpu.select(1, 0)), 0,
+                   "concat_cols", what);
     }
   }
   Pair src = rand({50, 96});
   Pair rows = ints({3, 49, 0, 3, 17});
-  expect_close(ops::gather_rows(gpu_ws_, src.gpu, rows.gpu), ops::gather_rows(cpu_ws_, src.cpu, rows.cpu), 0,
-               "gather_rows", "5 of 50");
+  expect_close(ops::gather_rows(gpu_ws_, src.gpu, rows.gpu),
+               ops::gather_rows(cpu_ws_, src.cpu, rows.cpu), 0, "gather_rows", "5 of 50");
 }
 
 TEST_F(CudaOps, RopeBothPairingsOnStridedViews) {
@@ -63,7 +67,8 @@ TEST_F(CudaOps, RopeBothPairingsOnStridedViews) {
         Pair x = rand({T, H, d + 192}, 2.0f);
         Pair xr = x.narrow(2, 192, d);  // the rope slice of [nope | rope] heads
         std::vector<float> inv(static_cast<size_t>(d / 2));
-        for (int64_t j = 0; j < d / 2; ++j) inv[j] = static_cast<float>(std::pow(8e6, -2.0 * j / d));
+        for (int64_t j = 0; j < d / 2; ++j)
+          inv[j] = static_cast<float>(std::pow(8e6, -2.0 * j / d));
         Tensor invc = Tensor::from_vector(inv, {d / 2});
         std::vector<int32_t> pv;
         for (int64_t t = 0; t < T; ++t) pv.push_back(static_cast<int32_t>(rng_.next_u64() % 40000));
@@ -71,7 +76,8 @@ TEST_F(CudaOps, RopeBothPairingsOnStridedViews) {
         const RopeParams rp{inter, 1.25f};
         ops::rope(xr.gpu, pos.gpu, invc.to(Device::cuda()), rp);
         ops::rope(xr.cpu, pos.cpu, invc, rp);
-        expect_close(x.gpu, x.cpu, kBf16Out, "rope", std::string(inter ? "interleaved" : "neox") + " d=" + std::to_string(d));
+        expect_close(x.gpu, x.cpu, kBf16Out, "rope",
+                     std::string(inter ? "interleaved" : "neox") + " d=" + std::to_string(d));
       }
     }
   }
@@ -79,13 +85,15 @@ TEST_F(CudaOps, RopeBothPairingsOnStridedViews) {
 
 TEST_F(CudaOps, ArgmaxLowestIndexOnTies) {
   Pair l = rand({3, 154880}, 10.0f, DType::F32);
-  expect_equal_ints(ops::argmax(gpu_ws_, l.gpu), ops::argmax(cpu_ws_, l.cpu), "argmax", "vocab 154880");
+  expect_equal_ints(ops::argmax(gpu_ws_, l.gpu), ops::argmax(cpu_ws_, l.cpu), "argmax",
+                    "vocab 154880");
   std::vector<float> v(2 * 1000);
   for (auto& x : v) x = static_cast<float>(rng_.uniform());
-  v[700] = v[300] = 5.0f;  // tie: 300 wins
+  v[700] = v[300] = 5.0f;                              // tie: 300 wins
   for (int i = 1000; i < 2000; ++i) v[i] = -INFINITY;  // all -inf: index 0, as on the CPU
   Tensor c = Tensor::from_vector(v, {2, 1000});
-  expect_equal_ints(ops::argmax(gpu_ws_, c.to(Device::cuda())), ops::argmax(cpu_ws_, c), "argmax", "ties");
+  expect_equal_ints(ops::argmax(gpu_ws_, c.to(Device::cuda())), ops::argmax(cpu_ws_, c), "argmax",
+                    "ties");
 }
 
 TEST_F(CudaOps, KvStoreAndGatherOverPartialPages) {
@@ -97,8 +105,9 @@ TEST_F(CudaOps, KvStoreAndGatherOverPartialPages) {
     ops::kv_store(rows.gpu, m.gpu, pool.gpu);
     ops::kv_store(rows.cpu, m.cpu, pool.cpu);
     expect_close(pool.gpu, pool.cpu, 0, "kv_store", "page " + std::to_string(ps));
-    expect_close(ops::kv_gather(gpu_ws_, pool.gpu, m.gpu, 168), ops::kv_gather(cpu_ws_, pool.cpu, m.cpu, 168), 0,
-                 "kv_gather", "page " + std::to_string(ps));
+    expect_close(ops::kv_gather(gpu_ws_, pool.gpu, m.gpu, 168),
+                 ops::kv_gather(cpu_ws_, pool.cpu, m.cpu, 168), 0, "kv_gather",
+                 "page " + std::to_string(ps));
   }
 }
 
@@ -109,27 +118,30 @@ TEST_F(CudaOps, LinearSkinnyAndCublasLt) {
     int64_t x_stride;  // 0: contiguous
   };
   const std::vector<Case> cases = {
-      {1, 2048, 6144, DType::BF16, DType::BF16, 0},    // q_a at batch 1 (split-K)
-      {3, 576, 6144, DType::BF16, DType::BF16, 0},     // kv_a (split-K)
-      {16, 4096, 2048, DType::BF16, DType::BF16, 0},   // largest skinny batch
-      {17, 1000, 640, DType::BF16, DType::F32, 0},     // cuBLASLt, f32 logits
-      {64, 2048, 6144, DType::BF16, DType::BF16, 0},   // cuBLASLt
-      {1, 256, 6144, DType::F32, DType::F32, 0},       // fp32 router
-      {130, 32, 6144, DType::F32, DType::F32, 0},      // indexer head weights at prefill size
-      {300, 256, 6144, DType::F32, DType::F32, 0},     // router at prefill size (row tiles in the grid)
-      {5, 13, 100, DType::BF16, DType::BF16, 0},       // K % 8 != 0: scalar path
-      {2, 77, 264, DType::BF16, DType::BF16, 300},     // misaligned rows: scalar path
-      {4, 640, 512, DType::BF16, DType::BF16, 576},    // latent slice (skinny, strided)
-      {20, 640, 512, DType::BF16, DType::BF16, 576},   // latent slice (cuBLASLt, ld 576)
+      {1, 2048, 6144, DType::BF16, DType::BF16, 0},   // q_a at batch 1 (split-K)
+      {3, 576, 6144, DType::BF16, DType::BF16, 0},    // kv_a (split-K)
+      {16, 4096, 2048, DType::BF16, DType::BF16, 0},  // largest skinny batch
+      {17, 1000, 640, DType::BF16, DType::F32, 0},    // cuBLASLt, f32 logits
+      {64, 2048, 6144, DType::BF16, DType::BF16, 0},  // cuBLASLt
+      {1, 256, 6144, DType::F32, DType::F32, 0},      // fp32 router
+      {130, 32, 6144, DType::F32, DType::F32, 0},     // indexer head weights at prefill size
+      {300, 256, 6144, DType::F32, DType::F32,
+       0},                                        // router at prefill size (row tiles in the grid)
+      {5, 13, 100, DType::BF16, DType::BF16, 0},  // K % 8 != 0: scalar path
+      {2, 77, 264, DType::BF16, DType::BF16, 300},    // misaligned rows: scalar path
+      {4, 640, 512, DType::BF16, DType::BF16, 576},   // latent slice (skinny, strided)
+      {20, 640, 512, DType::BF16, DType::BF16, 576},  // latent slice (cuBLASLt, ld 576)
   };
   for (const Case& c : cases) {
     if (small_only() && c.M * c.N * c.K > (int64_t{64} << 20)) continue;
     Pair x = c.x_stride ? rand({c.M, c.x_stride}).narrow(1, 0, c.K) : rand({c.M, c.K});
     Pair w = rand({c.N, c.K}, 0.05f, c.w);
-    const std::string what = std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K);
+    const std::string what =
+        std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K);
     Tensor g = ops::linear(gpu_ws_, x.gpu, Weight{w.gpu, {}, WeightFormat::kDense}, c.out);
     Tensor r = ops::linear(cpu_ws_, x.cpu, Weight{w.cpu, {}, WeightFormat::kDense}, DType::F32);
-    expect_close(g, r, c.out == DType::F32 ? kF32Out : kBf16Out, c.out == DType::F32 ? "linear f32 out" : "linear", what);
+    expect_close(g, r, c.out == DType::F32 ? kF32Out : kBf16Out,
+                 c.out == DType::F32 ? "linear f32 out" : "linear", what);
   }
 }
 
@@ -140,25 +152,28 @@ TEST_F(CudaOps, HeadMatmulAbsorbedShapes) {
     Pair q = rand({T, 64, 256});
     Pair wuk = rand({64, 512, 192}, 0.1f);
     expect_close(ops::head_matmul(gpu_ws_, q.gpu.narrow(2, 0, 192), wuk.gpu),
-                 ops::head_matmul(cpu_ws_, q.cpu.narrow(2, 0, 192), wuk.cpu), kBf16Out, "head_matmul",
-                 "W_UK T=" + std::to_string(T));
+                 ops::head_matmul(cpu_ws_, q.cpu.narrow(2, 0, 192), wuk.cpu), kBf16Out,
+                 "head_matmul", "W_UK T=" + std::to_string(T));
     Pair z = rand({T, 64, 512});
     Pair wuv = rand({64, 256, 512}, 0.1f);
-    expect_close(ops::head_matmul(gpu_ws_, z.gpu, wuv.gpu), ops::head_matmul(cpu_ws_, z.cpu, wuv.cpu), kBf16Out,
-                 "head_matmul", "W_UV T=" + std::to_string(T));
+    expect_close(ops::head_matmul(gpu_ws_, z.gpu, wuv.gpu),
+                 ops::head_matmul(cpu_ws_, z.cpu, wuv.cpu), kBf16Out, "head_matmul",
+                 "W_UV T=" + std::to_string(T));
   }
   Pair x = rand({5, 4, 19}), w = rand({4, 7, 19});  // odd K: scalar path
-  expect_close(ops::head_matmul(gpu_ws_, x.gpu, w.gpu), ops::head_matmul(cpu_ws_, x.cpu, w.cpu), kBf16Out,
-               "head_matmul", "odd");
+  expect_close(ops::head_matmul(gpu_ws_, x.gpu, w.gpu), ops::head_matmul(cpu_ws_, x.cpu, w.cpu),
+               kBf16Out, "head_matmul", "odd");
 }
 
 // Random top-k rows for decode: a shuffled subset of [0, pos] plus out-of-range entries and -1.
-std::vector<int32_t> random_topk(Rng& rng, const std::vector<int32_t>& pos_of, int64_t K, bool ascending) {
+std::vector<int32_t> random_topk(Rng& rng, const std::vector<int32_t>& pos_of, int64_t K,
+                                 bool ascending) {
   std::vector<int32_t> out;
   for (int32_t pos : pos_of) {
     std::set<int32_t> pick;
     const int64_t want = std::min<int64_t>(K - K / 8, pos + 1);
-    while (static_cast<int64_t>(pick.size()) < want) pick.insert(static_cast<int32_t>(rng.next_u64() % (pos + 1)));
+    while (static_cast<int64_t>(pick.size()) < want)
+      pick.insert(static_cast<int32_t>(rng.next_u64() % (pos + 1)));
     std::vector<int32_t> row(pick.begin(), pick.end());
     if (!ascending) {
       row.push_back(pos + 5);  // beyond the token: skipped
@@ -177,13 +192,13 @@ TEST_F(CudaOps, MlaDecodeDenseSparseAndSplit) {
     int64_t H, L, Lc, K, ps;  // K = 0: dense
   };
   const std::vector<Case> cases = {
-      {{1, 9, 23}, {1, 3, 5}, 4, 40, 32, 0, 4},            // tiny golden dims
-      {{1, 9, 23}, {1, 3, 5}, 4, 40, 32, 8, 4},            // tiny, sparse
-      {{300}, {1}, 5, 144, 128, 0, 16},                    // batch 1, odd heads
-      {{4100, 37}, {2, 3}, 64, 576, 512, 0, 64},           // GLM-5.2 dims, dense, past 2048
-      {{9000}, {1}, 64, 576, 512, 0, 64},                  // batch 1, long: many splits
+      {{1, 9, 23}, {1, 3, 5}, 4, 40, 32, 0, 4},               // tiny golden dims
+      {{1, 9, 23}, {1, 3, 5}, 4, 40, 32, 8, 4},               // tiny, sparse
+      {{300}, {1}, 5, 144, 128, 0, 16},                       // batch 1, odd heads
+      {{4100, 37}, {2, 3}, 64, 576, 512, 0, 64},              // GLM-5.2 dims, dense, past 2048
+      {{9000}, {1}, 64, 576, 512, 0, 64},                     // batch 1, long: many splits
       {{5000, 2500, 17}, {1, 2, 1}, 64, 576, 512, 2048, 64},  // top-2048 sparse
-      {{700, 90, 1500}, {4, 4, 4}, 64, 576, 512, 0, 64},       // verify: 4 query tokens per sequence
+      {{700, 90, 1500}, {4, 4, 4}, 64, 576, 512, 0, 64},      // verify: 4 query tokens per sequence
   };
   for (const Case& c : cases) {
     if (small_only() && c.H == 64) continue;
@@ -194,13 +209,13 @@ TEST_F(CudaOps, MlaDecodeDenseSparseAndSplit) {
     Pair topk;
     if (c.K) topk = ints(random_topk(rng_, m.pos_of, c.K, false), {T, c.K});
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.L));
-    const std::string what = "H=" + std::to_string(c.H) + " L=" + std::to_string(c.L) + " len0=" +
-                             std::to_string(c.lens[0]) + (c.K ? " sparse" : " dense");
+    const std::string what = "H=" + std::to_string(c.H) + " L=" + std::to_string(c.L) +
+                             " len0=" + std::to_string(c.lens[0]) + (c.K ? " sparse" : " dense");
     const Tensor want = ops::mla_decode(cpu_ws_, q.cpu, pool.cpu, m.cpu, topk.cpu, scale, c.Lc);
     for (bool tc : {true, false}) {  // the tensor-core kernel and the SIMT one
       cuda::cuda_backend()->set_mla_tensor_cores(tc);
-      expect_close(ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, c.Lc), want, kAttention,
-                   tc ? "mla_decode (mma)" : "mla_decode (simt)", what);
+      expect_close(ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, c.Lc), want,
+                   kAttention, tc ? "mla_decode (mma)" : "mla_decode (simt)", what);
     }
     cuda::cuda_backend()->set_mla_tensor_cores(true);
   }
@@ -230,12 +245,14 @@ TEST_F(CudaOps, MlaPrefillCausalAndSparse) {
     Pair topk;
     if (c.K) topk = ints(random_topk(rng_, m.pos_of, c.K, true), {T, c.K});
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.dn + c.dr));
-    const std::string what = "H=" + std::to_string(c.H) + " dqk=" + std::to_string(c.dn + c.dr) + (c.K ? " sparse" : " causal");
-    const Tensor want = ops::mla_prefill(cpu_ws_, q.cpu, kv.cpu, kpe.cpu, m.cpu, topk.cpu, scale, c.dv);
+    const std::string what = "H=" + std::to_string(c.H) + " dqk=" + std::to_string(c.dn + c.dr) +
+                             (c.K ? " sparse" : " causal");
+    const Tensor want =
+        ops::mla_prefill(cpu_ws_, q.cpu, kv.cpu, kpe.cpu, m.cpu, topk.cpu, scale, c.dv);
     for (bool tc : {true, false}) {
       cuda::cuda_backend()->set_mla_tensor_cores(tc);
-      expect_close(ops::mla_prefill(gpu_ws_, q.gpu, kv.gpu, kpe.gpu, m.gpu, topk.gpu, scale, c.dv), want, kAttention,
-                   tc ? "mla_prefill (mma)" : "mla_prefill (simt)", what);
+      expect_close(ops::mla_prefill(gpu_ws_, q.gpu, kv.gpu, kpe.gpu, m.gpu, topk.gpu, scale, c.dv),
+                   want, kAttention, tc ? "mla_prefill (mma)" : "mla_prefill (simt)", what);
     }
     cuda::cuda_backend()->set_mla_tensor_cores(true);
   }
@@ -243,25 +260,29 @@ TEST_F(CudaOps, MlaPrefillCausalAndSparse) {
 
 // Indices must match exactly; a difference is tolerated only where the two scores it swaps are
 // within rounding of the K-th score (checked against a double-precision recomputation).
-void check_topk(const Tensor& gpu, const Tensor& cpu, const std::vector<float>& q, const std::vector<float>& w,
-                const std::vector<float>& pool, bool exact_required, const std::vector<int32_t>& seq_of,
-                const std::vector<int32_t>& pos_of, const std::vector<int32_t>& table, int64_t max_pages, int64_t ps,
-                int64_t Hi, int64_t Di, int64_t K, const std::string& op, const std::string& what) {
+void check_topk(const Tensor& gpu, const Tensor& cpu, const std::vector<float>& q,
+                const std::vector<float>& w, const std::vector<float>& pool, bool exact_required,
+                const std::vector<int32_t>& seq_of, const std::vector<int32_t>& pos_of,
+                const std::vector<int32_t>& table, int64_t max_pages, int64_t ps, int64_t Hi,
+                int64_t Di, int64_t K, const std::string& op, const std::string& what) {
   const std::vector<int32_t> g = to_int_vector(gpu), c = to_int_vector(cpu);
   const int64_t T = static_cast<int64_t>(seq_of.size());
   int64_t exact = 0, near_tie = 0, wrong = 0;
   for (int64_t t = 0; t < T; ++t) {
-    std::vector<int32_t> gr(g.begin() + t * K, g.begin() + (t + 1) * K), cr(c.begin() + t * K, c.begin() + (t + 1) * K);
+    std::vector<int32_t> gr(g.begin() + t * K, g.begin() + (t + 1) * K),
+        cr(c.begin() + t * K, c.begin() + (t + 1) * K);
     if (gr == cr) {
       ++exact;
       continue;
     }
     auto score = [&](int32_t j) {
-      const int64_t slot = static_cast<int64_t>(table[seq_of[t] * max_pages + j / ps]) * ps + j % ps;
+      const int64_t slot =
+          static_cast<int64_t>(table[seq_of[t] * max_pages + j / ps]) * ps + j % ps;
       double s = 0, mag = 0;
       for (int64_t h = 0; h < Hi; ++h) {
         double d = 0;
-        for (int64_t i = 0; i < Di; ++i) d += static_cast<double>(q[(t * Hi + h) * Di + i]) * pool[slot * Di + i];
+        for (int64_t i = 0; i < Di; ++i)
+          d += static_cast<double>(q[(t * Hi + h) * Di + i]) * pool[slot * Di + i];
         s += w[t * Hi + h] * std::max(d, 0.0);
         mag += std::fabs(w[t * Hi + h] * d);
       }
@@ -275,7 +296,8 @@ void check_topk(const Tensor& gpu, const Tensor& cpu, const std::vector<float>& 
       mag = std::max(mag, m);
     }
     std::vector<double> sorted = all;
-    std::nth_element(sorted.begin(), sorted.begin() + (K - 1), sorted.end(), std::greater<double>());
+    std::nth_element(sorted.begin(), sorted.begin() + (K - 1), sorted.end(),
+                     std::greater<double>());
     const double thr = sorted[K - 1];
     std::set<int32_t> gs(gr.begin(), gr.end()), cs(cr.begin(), cr.end());
     bool ok = gs.size() == cs.size() && std::is_sorted(gr.begin(), gr.end());
@@ -299,11 +321,11 @@ TEST_F(CudaOps, IndexerTopKExactSelection) {
     int mode;  // 0 random, 1 q = 0 (all scores tie at 0), 2 repeated key rows (exact ties)
   };
   const std::vector<Case> cases = {
-      {{3, 30, 50}, {3, 6, 50}, 16, 16, 8, 0},               // tiny golden dims, prefill-like
-      {{5000, 2100, 100}, {2, 1, 1}, 32, 128, 2048, 0},      // GLM-5.2 dims
-      {{3000}, {3}, 32, 128, 2048, 1},                       // all-zero scores: first 2048
-      {{2600, 70}, {2, 2}, 32, 128, 2048, 2},                // repeated keys: ties by position
-      {{700}, {1}, 64, 128, 256, 0},                         // DeepSeek-V3.2: 64 index heads
+      {{3, 30, 50}, {3, 6, 50}, 16, 16, 8, 0},           // tiny golden dims, prefill-like
+      {{5000, 2100, 100}, {2, 1, 1}, 32, 128, 2048, 0},  // GLM-5.2 dims
+      {{3000}, {3}, 32, 128, 2048, 1},                   // all-zero scores: first 2048
+      {{2600, 70}, {2, 2}, 32, 128, 2048, 2},            // repeated keys: ties by position
+      {{700}, {1}, 64, 128, 256, 0},                     // DeepSeek-V3.2: 64 index heads
   };
   for (const Case& c : cases) {
     if (small_only() && c.Di == 128) continue;
@@ -317,7 +339,8 @@ TEST_F(CudaOps, IndexerTopKExactSelection) {
       for (size_t b = 0; b < c.lens.size(); ++b)
         for (int32_t j = 0; j < c.lens[b]; ++j) {
           const int64_t slot = static_cast<int64_t>(table[b * mp + j / 64]) * 64 + j % 64;
-          std::copy(base.data<float>() + (j * 7 % 5) * c.Di, base.data<float>() + (j * 7 % 5 + 1) * c.Di,
+          std::copy(base.data<float>() + (j * 7 % 5) * c.Di,
+                    base.data<float>() + (j * 7 % 5 + 1) * c.Di,
                     pool.cpu.data<float>() + slot * c.Di);
         }
       pool.gpu = pool.cpu.to_dtype(DType::BF16).to(Device::cuda());
@@ -328,14 +351,15 @@ TEST_F(CudaOps, IndexerTopKExactSelection) {
       q.gpu = q.cpu.to_dtype(DType::BF16).to(Device::cuda());
     }
     Pair w = rand({T, c.Hi}, 0.2f, DType::F32);
-    const std::string what = "Hi=" + std::to_string(c.Hi) + " Di=" + std::to_string(c.Di) + " K=" +
-                             std::to_string(c.K) + " mode " + std::to_string(c.mode);
+    const std::string what = "Hi=" + std::to_string(c.Hi) + " Di=" + std::to_string(c.Di) +
+                             " K=" + std::to_string(c.K) + " mode " + std::to_string(c.mode);
     Tensor r = ops::indexer_topk(cpu_ws_, q.cpu, w.cpu, pool.cpu, m.cpu, c.K);
     for (bool tc : {true, false}) {  // tensor-core and SIMT scores
       cuda::cuda_backend()->set_mla_tensor_cores(tc);
       Tensor g = ops::indexer_topk(gpu_ws_, q.gpu, w.gpu, pool.gpu, m.gpu, c.K);
-      check_topk(g, r, to_float_vector(q.cpu), to_float_vector(w.cpu), to_float_vector(pool.cpu), c.mode != 0, m.seq_of,
-                 m.pos_of, to_int_vector(m.cpu.page_table), m.cpu.page_table.size(1), 64, c.Hi, c.Di, c.K,
+      check_topk(g, r, to_float_vector(q.cpu), to_float_vector(w.cpu), to_float_vector(pool.cpu),
+                 c.mode != 0, m.seq_of, m.pos_of, to_int_vector(m.cpu.page_table),
+                 m.cpu.page_table.size(1), 64, c.Hi, c.Di, c.K,
                  tc ? "indexer_topk (mma)" : "indexer_topk (simt)", what);
     }
     cuda::cuda_backend()->set_mla_tensor_cores(true);
@@ -348,8 +372,8 @@ TEST_F(CudaOps, MoeRouteIdsExact) {
     bool bias;
   };
   const std::vector<Case> cases = {
-      {1, 256, 8, 1, 1, true},   {7, 256, 8, 1, 1, true},  {130, 256, 8, 8, 4, true},
-      {5, 16, 4, 4, 2, true},    {3, 8, 2, 1, 1, false},
+      {1, 256, 8, 1, 1, true}, {7, 256, 8, 1, 1, true}, {130, 256, 8, 8, 4, true},
+      {5, 16, 4, 4, 2, true},  {3, 8, 2, 1, 1, false},
   };
   for (const Case& c : cases) {
     Pair logits = rand({c.T, c.E}, 3.0f, DType::F32);
@@ -357,7 +381,8 @@ TEST_F(CudaOps, MoeRouteIdsExact) {
     const RouteParams rp{c.k, c.groups, c.topk_group, true, 2.5f};
     ops::Routing g = ops::moe_route(gpu_ws_, logits.gpu, bias.gpu, rp);
     ops::Routing r = ops::moe_route(cpu_ws_, logits.cpu, bias.cpu, rp);
-    const std::string what = "T=" + std::to_string(c.T) + " E=" + std::to_string(c.E) + " groups=" + std::to_string(c.groups);
+    const std::string what = "T=" + std::to_string(c.T) + " E=" + std::to_string(c.E) +
+                             " groups=" + std::to_string(c.groups);
     expect_equal_ints(g.idx, r.idx, "moe_route ids", what);
     expect_close(g.weights, r.weights, 1e-5, "moe_route weights", what);
   }
@@ -368,11 +393,10 @@ TEST_F(CudaOps, MoeExpertsDeviceAndHostPaths) {
     int64_t T, E, k, D, I;
   };
   const std::vector<Case> cases = {
-      {1, 16, 4, 256, 128},    // decode: 4 experts of one token
-      {5, 16, 4, 256, 128},
-      {37, 8, 2, 64, 32},      // golden dims
-      {3, 16, 8, 6144, 512},   // GLM hidden size
-      {200, 16, 4, 256, 128},  // 800 pairs over 16 experts: cuBLASLt per expert
+      {1, 16, 4, 256, 128},                        // decode: 4 experts of one token
+      {5, 16, 4, 256, 128},   {37, 8, 2, 64, 32},  // golden dims
+      {3, 16, 8, 6144, 512},                       // GLM hidden size
+      {200, 16, 4, 256, 128},                      // 800 pairs over 16 experts: cuBLASLt per expert
   };
   for (const Case& c : cases) {
     if (small_only() && c.D == 6144) continue;
@@ -382,18 +406,22 @@ TEST_F(CudaOps, MoeExpertsDeviceAndHostPaths) {
     ops::Routing rg{rc.idx.to(Device::cuda()), rc.weights.to(Device::cuda())};
     Pair x = rand({c.T, c.D});
     Pair gu = rand({c.E, 2 * c.I, c.D}, 0.08f), dn = rand({c.E, c.D, c.I}, 0.08f);
-    const std::string what = "T=" + std::to_string(c.T) + " E=" + std::to_string(c.E) + " D=" + std::to_string(c.D);
-    expect_close(ops::moe_experts(gpu_ws_, x.gpu, gu.gpu, dn.gpu, rg), ops::moe_experts(cpu_ws_, x.cpu, gu.cpu, dn.cpu, rc),
-                 kMoe, "moe_experts", what);
+    const std::string what =
+        "T=" + std::to_string(c.T) + " E=" + std::to_string(c.E) + " D=" + std::to_string(c.D);
+    expect_close(ops::moe_experts(gpu_ws_, x.gpu, gu.gpu, dn.gpu, rg),
+                 ops::moe_experts(cpu_ws_, x.cpu, gu.cpu, dn.cpu, rc), kMoe, "moe_experts", what);
   }
 }
 
 // Last (gtest runs a file's tests in order): the per-op table.
 TEST_F(CudaOps, ZzSummaryTable) {
-  std::printf("\nOPS SUMMARY (CUDA vs CPU)\n%-22s %6s %12s %10s %s\n", "op", "cases", "max err", "threshold", "result");
+  std::printf("\nOPS SUMMARY (CUDA vs CPU)\n%-22s %6s %12s %10s %s\n", "op", "cases", "max err",
+              "threshold", "result");
   for (const auto& [op, r] : ErrorTable::get().rows)
-    std::printf("%-22s %6d %12.3e %10.1e %s\n", op.c_str(), r.cases, r.worst, r.tol, r.failures ? "FAIL" : "ok");
-  std::printf("(ids rows: max err = number of differing indices; attention/norm rows: relative L2)\n");
+    std::printf("%-22s %6d %12.3e %10.1e %s\n", op.c_str(), r.cases, r.worst, r.tol,
+                r.failures ? "FAIL" : "ok");
+  std::printf(
+      "(ids rows: max err = number of differing indices; attention/norm rows: relative L2)\n");
 }
 
 }  // namespace

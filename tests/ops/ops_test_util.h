@@ -29,7 +29,8 @@ class PoisonWorkspace final : public Workspace {
   Tensor alloc(const Shape& shape, DType dtype) override {
     Tensor t = Tensor::empty(shape, dtype, Device::cuda());
     const int v = dtype == DType::I32 ? 0x7f : 0xff;
-    device_interface(DeviceType::CUDA).memset(Device::cuda(), t.raw(), v, static_cast<size_t>(t.nbytes()));
+    device_interface(DeviceType::CUDA)
+        .memset(Device::cuda(), t.raw(), v, static_cast<size_t>(t.nbytes()));
     return t;
   }
 };
@@ -37,7 +38,9 @@ class PoisonWorkspace final : public Workspace {
 // The same values on both sides: cpu is f32, gpu is bf16 (or f32 where the op keeps f32).
 struct Pair {
   Tensor cpu, gpu;
-  Pair narrow(int d, int64_t s, int64_t n) const { return {cpu.narrow(d, s, n), gpu.narrow(d, s, n)}; }
+  Pair narrow(int d, int64_t s, int64_t n) const {
+    return {cpu.narrow(d, s, n), gpu.narrow(d, s, n)};
+  }
   Pair view(const Shape& s) const { return {cpu.view(s), gpu.view(s)}; }
 };
 
@@ -95,11 +98,13 @@ inline void expect_close(const Tensor& gpu, const Tensor& cpu, double tol, const
   const CompareResult r = compare(g, c);
   const bool ok = r.nan == 0 && r.rel <= tol;
   ErrorTable::get().add(op, r.rel, tol, ok);
-  EXPECT_EQ(r.nan, 0) << op << " " << what << ": " << r.nan << " NaN (unwritten or invalid) elements";
+  EXPECT_EQ(r.nan, 0) << op << " " << what << ": " << r.nan
+                      << " NaN (unwritten or invalid) elements";
   EXPECT_LE(r.rel, tol) << op << " " << what << ": rel err " << r.rel;
 }
 
-inline void expect_equal_ints(const Tensor& gpu, const Tensor& cpu, const std::string& op, const std::string& what) {
+inline void expect_equal_ints(const Tensor& gpu, const Tensor& cpu, const std::string& op,
+                              const std::string& what) {
   const std::vector<int32_t> g = to_int_vector(gpu), c = to_int_vector(cpu);
   ASSERT_EQ(g.size(), c.size());
   int64_t bad = 0, first = -1;
@@ -109,8 +114,9 @@ inline void expect_equal_ints(const Tensor& gpu, const Tensor& cpu, const std::s
       ++bad;
     }
   ErrorTable::get().add(op, static_cast<double>(bad), 0, bad == 0);
-  EXPECT_EQ(bad, 0) << op << " " << what << ": " << bad << " of " << g.size() << " differ, first at " << first
-                    << " (gpu " << (first >= 0 ? g[first] : 0) << ", cpu " << (first >= 0 ? c[first] : 0) << ")";
+  EXPECT_EQ(bad, 0) << op << " " << what << ": " << bad << " of " << g.size()
+                    << " differ, first at " << first << " (gpu " << (first >= 0 ? g[first] : 0)
+                    << ", cpu " << (first >= 0 ? c[first] : 0) << ")";
 }
 
 // TANDEM_OPS_SMALL=1 skips the real-dimension cases (for runs under compute-sanitizer).
@@ -134,10 +140,12 @@ class CudaOps : public ::testing::Test {
     for (int64_t i = 0; i < n; i += 4) {
       const uint64_t z = rng_.next_u64();
       for (int j = 0; j < 4 && i + j < n; ++j)
-        p[i + j] = (static_cast<float>((z >> (16 * j)) & 0xffff) * (2.0f / 65536.0f) - 1.0f) * scale;
+        p[i + j] =
+            (static_cast<float>((z >> (16 * j)) & 0xffff) * (2.0f / 65536.0f) - 1.0f) * scale;
     }
     if (gpu_dt == DType::BF16) h = h.to_dtype(DType::BF16).to_f32();
-    return {h, gpu_dt == DType::BF16 ? h.to_dtype(DType::BF16).to(Device::cuda()) : h.to(Device::cuda())};
+    return {h, gpu_dt == DType::BF16 ? h.to_dtype(DType::BF16).to(Device::cuda())
+                                     : h.to(Device::cuda())};
   }
   Pair ints(const std::vector<int32_t>& v, const Shape& s) {
     Tensor h = Tensor::from_vector(v, s);
@@ -152,7 +160,8 @@ class CudaOps : public ::testing::Test {
     int64_t slots = 0;
     std::vector<int32_t> seq_of, pos_of, start;  // host copies
   };
-  Meta make_meta(const std::vector<int32_t>& lens, const std::vector<int32_t>& q_per_seq, int64_t page_size) {
+  Meta make_meta(const std::vector<int32_t>& lens, const std::vector<int32_t>& q_per_seq,
+                 int64_t page_size) {
     Meta m;
     const int64_t B = static_cast<int64_t>(lens.size());
     int64_t max_pages = 1, total_pages = 0, max_len = 0;
@@ -164,7 +173,8 @@ class CudaOps : public ::testing::Test {
     total_pages += 3;  // a few pages nobody owns
     std::vector<int32_t> order(static_cast<size_t>(total_pages));
     std::iota(order.begin(), order.end(), 0);
-    for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[rng_.next_u64() % (i + 1)]);
+    for (size_t i = order.size() - 1; i > 0; --i)
+      std::swap(order[i], order[rng_.next_u64() % (i + 1)]);
     std::vector<int32_t> table(static_cast<size_t>(B * max_pages), 0), slot_map;
     size_t next = 0;
     int32_t start = 0;

@@ -82,7 +82,8 @@ void CpuBackend::argmax(const Tensor& logits, Tensor& out) {
 void CpuBackend::fill_random(Tensor& t, uint64_t seed, float scale) {
   Rng rng(seed);
   if (t.dtype() == DType::F32) {
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(scale * rng.normal());
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.data<float>()[i] = static_cast<float>(scale * rng.normal());
     return;
   }
   std::vector<float> v(static_cast<size_t>(t.numel()));

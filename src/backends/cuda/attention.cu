@@ -38,10 +38,10 @@ __global__ void __launch_bounds__(kDecodeThreads) mla_decode_kernel(MlaDecodePar
   const int LP = static_cast<int>(p.L) + 8;  // padded rows: 16 heads' q rows hit different banks
   bf16* qs = reinterpret_cast<bf16*>(smem);  // [HB][LP]
   bf16* ks = qs + HB * LP;                   // [NK][LP]
-  float* ps = reinterpret_cast<float*>(ks + NK * LP);  // [HB][NK] scores, then probabilities
-  float* corr = ps + HB * NK;                          // [HB] rescale of the running output
-  float* mfin = corr + HB;                             // [HB]
-  float* lfin = mfin + HB;                             // [HB]
+  float* ps = reinterpret_cast<float*>(ks + NK * LP);      // [HB][NK] scores, then probabilities
+  float* corr = ps + HB * NK;                              // [HB] rescale of the running output
+  float* mfin = corr + HB;                                 // [HB]
+  float* lfin = mfin + HB;                                 // [HB]
   int64_t* slots = reinterpret_cast<int64_t*>(lfin + HB);  // [NK] cache slot of each key, -1 = none
 
   const int t = blockIdx.x, h0 = blockIdx.y * HB, split = blockIdx.z;
@@ -60,7 +60,8 @@ __global__ void __launch_bounds__(kDecodeThreads) mla_decode_kernel(MlaDecodePar
   for (int i = tid; i < HB * vpr; i += kDecodeThreads) {
     const int h = i / vpr, v = i - h * vpr;
     uint4 val = make_uint4(0, 0, 0, 0);
-    if (h0 + h < p.H) val = *reinterpret_cast<const uint4*>(q + t * p.q_s0 + (h0 + h) * p.q_s1 + v * 8);
+    if (h0 + h < p.H)
+      val = *reinterpret_cast<const uint4*>(q + t * p.q_s0 + (h0 + h) * p.q_s1 + v * 8);
     *reinterpret_cast<uint4*>(qs + h * LP + v * 8) = val;
   }
 
@@ -169,7 +170,8 @@ __global__ void __launch_bounds__(kDecodeThreads) mla_decode_kernel(MlaDecodePar
     }
   if (p.num_splits > 1 && tid < HB && h0 + tid < p.H) {
     const int64_t th = static_cast<int64_t>(t) * p.H + h0 + tid;
-    p.part_lse[th * p.num_splits + split] = lfin[tid] > 0.f ? mfin[tid] + logf(lfin[tid]) : -INFINITY;
+    p.part_lse[th * p.num_splits + split] =
+        lfin[tid] > 0.f ? mfin[tid] + logf(lfin[tid]) : -INFINITY;
   }
 }
 
@@ -206,16 +208,17 @@ size_t prefill_smem(int64_t dqk, int64_t dv) {
 // grid (ceil(T / 16), H), 128 threads.
 __global__ void __launch_bounds__(kPrefillThreads) mla_prefill_kernel(MlaPrefillParams p) {
   extern __shared__ __align__(16) unsigned char smem[];
-  const int dqk = static_cast<int>(p.dn + p.dr), dv = static_cast<int>(p.dv), dn = static_cast<int>(p.dn);
+  const int dqk = static_cast<int>(p.dn + p.dr), dv = static_cast<int>(p.dv),
+            dn = static_cast<int>(p.dn);
   const int QP = dqk + 8, VP = dv + 8;
-  bf16* qs = reinterpret_cast<bf16*>(smem);  // [QT][QP]
-  bf16* ks = qs + QT * QP;                   // [PNK][QP]
-  bf16* vs = ks + PNK * QP;                  // [PNK][VP]
+  bf16* qs = reinterpret_cast<bf16*>(smem);             // [QT][QP]
+  bf16* ks = qs + QT * QP;                              // [PNK][QP]
+  bf16* vs = ks + PNK * QP;                             // [PNK][VP]
   float* ps = reinterpret_cast<float*>(vs + PNK * VP);  // [QT][PNK]
   float* corr = ps + QT * PNK;
   float* mfin = corr + QT;
   float* lfin = mfin + QT;
-  int64_t* rows = reinterpret_cast<int64_t*>(lfin + QT);  // [PNK] kv row of each key, -1 = none
+  int64_t* rows = reinterpret_cast<int64_t*>(lfin + QT);     // [PNK] kv row of each key, -1 = none
   uint32_t* mask = reinterpret_cast<uint32_t*>(rows + PNK);  // [QT]
   int* qpos = reinterpret_cast<int*>(mask + QT);
   int* qseq = qpos + QT;
@@ -295,8 +298,9 @@ __global__ void __launch_bounds__(kPrefillThreads) mla_prefill_kernel(MlaPrefill
         const int64_t r = rows[j];
         uint4 val = make_uint4(0, 0, 0, 0);
         if (r >= 0)
-          val = d < dn ? __ldg(reinterpret_cast<const uint4*>(kv + r * kv_row + h * (p.dn + p.dv) + d))
-                       : __ldg(reinterpret_cast<const uint4*>(pe + r * p.pe_rs + d - dn));
+          val = d < dn
+                    ? __ldg(reinterpret_cast<const uint4*>(kv + r * kv_row + h * (p.dn + p.dv) + d))
+                    : __ldg(reinterpret_cast<const uint4*>(pe + r * p.pe_rs + d - dn));
         *reinterpret_cast<uint4*>(ks + j * QP + d) = val;
       }
       const int vv = dv / 8;
@@ -304,7 +308,9 @@ __global__ void __launch_bounds__(kPrefillThreads) mla_prefill_kernel(MlaPrefill
         const int j = i / vv, v = i - j * vv;
         const int64_t r = rows[j];
         uint4 val = make_uint4(0, 0, 0, 0);
-        if (r >= 0) val = __ldg(reinterpret_cast<const uint4*>(kv + r * kv_row + h * (p.dn + p.dv) + dn + v * 8));
+        if (r >= 0)
+          val = __ldg(
+              reinterpret_cast<const uint4*>(kv + r * kv_row + h * (p.dn + p.dv) + dn + v * 8));
         *reinterpret_cast<uint4*>(vs + j * VP + v * 8) = val;
       }
       __syncthreads();
@@ -394,7 +400,8 @@ void mla_decode(const MlaDecodeParams& p, cudaStream_t s) {
   const size_t smem = decode_smem(p.L);
   static size_t configured = 0;
   if (smem > 48 * 1024 && smem > configured) {
-    cudaFuncSetAttribute(mla_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    cudaFuncSetAttribute(mla_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(smem));
     configured = smem;
   }
   const dim3 g(static_cast<unsigned>(p.T), cdiv(p.H, HB), static_cast<unsigned>(p.num_splits));
@@ -411,7 +418,8 @@ void mla_prefill(const MlaPrefillParams& p, cudaStream_t s) {
   const size_t smem = prefill_smem(p.dn + p.dr, p.dv);
   static size_t configured = 0;
   if (smem > 48 * 1024 && smem > configured) {
-    cudaFuncSetAttribute(mla_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    cudaFuncSetAttribute(mla_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(smem));
     configured = smem;
   }
   const dim3 g(cdiv(p.T, QT), static_cast<unsigned>(p.H));

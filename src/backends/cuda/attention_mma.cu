@@ -13,15 +13,17 @@ namespace tandem::cuda::k {
 
 namespace {
 
-constexpr int HB = kMlaHeadsPerBlock;   // 16 = the mma M dimension
-constexpr int NK = kMlaKeysPerChunk;    // 64 = 8 warps x 8 keys
-constexpr int PB = NK + 8;              // padded row of P (bf16)
+constexpr int HB = kMlaHeadsPerBlock;  // 16 = the mma M dimension
+constexpr int NK = kMlaKeysPerChunk;   // 64 = 8 warps x 8 keys
+constexpr int PB = NK + 8;             // padded row of P (bf16)
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ uint32_t ld32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
+__device__ __forceinline__ uint32_t ld32(const bf16* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
 
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
@@ -30,15 +32,17 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1
 }
 
 // Four 8x8 bf16 matrices, transposed: thread 8m + r gives the address of row r of matrix m.
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3,
-                                                  const bf16* p) {
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t& r0, uint32_t& r1, uint32_t& r2,
+                                                  uint32_t& r3, const bf16* p) {
   const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
                : "r"(a));
 }
 
-__host__ __device__ __forceinline__ int64_t padded_dims(int64_t L) { return (L + 15) / 16 * 16; }
+__host__ __device__ __forceinline__ int64_t padded_dims(int64_t L) {
+  return (L + 15) / 16 * 16;
+}
 
 size_t mma_smem(int64_t L) {
   const int64_t LP = padded_dims(L) + 8;
@@ -48,7 +52,7 @@ size_t mma_smem(int64_t L) {
 // grid (T, ceil(H / 16), num_splits), 256 threads.
 __global__ void __launch_bounds__(kThreads) mla_decode_mma_kernel(MlaDecodeParams p) {
   extern __shared__ __align__(16) unsigned char smem[];
-  const int LK = static_cast<int>(padded_dims(p.L));  // dims the mma steps cover (zero padded)
+  const int LK = static_cast<int>(padded_dims(p.L));   // dims the mma steps cover (zero padded)
   const int LP = LK + 8;                               // row stride: rows land on different banks
   bf16* qs = reinterpret_cast<bf16*>(smem);            // [HB][LP]
   bf16* ks = qs + HB * LP;                             // [NK][LP]
@@ -74,12 +78,13 @@ __global__ void __launch_bounds__(kThreads) mla_decode_mma_kernel(MlaDecodeParam
   for (int i = tid; i < HB * vpad; i += kThreads) {
     const int h = i / vpad, v = i - h * vpad;
     uint4 val = make_uint4(0, 0, 0, 0);
-    if (h0 + h < p.H && v < vpr) val = *reinterpret_cast<const uint4*>(q + t * p.q_s0 + (h0 + h) * p.q_s1 + v * 8);
+    if (h0 + h < p.H && v < vpr)
+      val = *reinterpret_cast<const uint4*>(q + t * p.q_s0 + (h0 + h) * p.q_s1 + v * 8);
     *reinterpret_cast<uint4*>(qs + h * LP + v * 8) = val;
   }
 
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // softmax: heads 2*warp + r
-  const int cb = warp * 64;                                          // P.V: columns [cb, cb + 64)
+  const int cb = warp * 64;                                        // P.V: columns [cb, cb + 64)
   float acc[8][4] = {};
 
   for (int64_t c0 = it0; c0 < it1; c0 += NK) {
@@ -107,9 +112,12 @@ __global__ void __launch_bounds__(kThreads) mla_decode_mma_kernel(MlaDecodeParam
       float s[4] = {0.f, 0.f, 0.f, 0.f};
       const int n0 = warp * 8;
       for (int k0 = 0; k0 < LK; k0 += 16) {
-        const uint32_t a0 = ld32(qs + g * LP + k0 + 2 * c), a1 = ld32(qs + (g + 8) * LP + k0 + 2 * c);
-        const uint32_t a2 = ld32(qs + g * LP + k0 + 8 + 2 * c), a3 = ld32(qs + (g + 8) * LP + k0 + 8 + 2 * c);
-        const uint32_t b0 = ld32(ks + (n0 + g) * LP + k0 + 2 * c), b1 = ld32(ks + (n0 + g) * LP + k0 + 8 + 2 * c);
+        const uint32_t a0 = ld32(qs + g * LP + k0 + 2 * c),
+                       a1 = ld32(qs + (g + 8) * LP + k0 + 2 * c);
+        const uint32_t a2 = ld32(qs + g * LP + k0 + 8 + 2 * c),
+                       a3 = ld32(qs + (g + 8) * LP + k0 + 8 + 2 * c);
+        const uint32_t b0 = ld32(ks + (n0 + g) * LP + k0 + 2 * c),
+                       b1 = ld32(ks + (n0 + g) * LP + k0 + 8 + 2 * c);
         mma_bf16(s, a0, a1, a2, a3, b0, b1);
       }
       const int j0 = n0 + 2 * c;
@@ -143,17 +151,21 @@ __global__ void __launch_bounds__(kThreads) mla_decode_mma_kernel(MlaDecodeParam
     if (cb < p.Lc) {  // O[16 heads, cb .. cb + 64) = O * corr + P V
       const float cg0 = corr[g], cg1 = corr[g + 8];
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) acc[nt][0] *= cg0, acc[nt][1] *= cg0, acc[nt][2] *= cg1, acc[nt][3] *= cg1;
+      for (int nt = 0; nt < 8; ++nt)
+        acc[nt][0] *= cg0, acc[nt][1] *= cg0, acc[nt][2] *= cg1, acc[nt][3] *= cg1;
 #pragma unroll
       for (int kk = 0; kk < NK; kk += 16) {
-        const uint32_t a0 = ld32(pb + g * PB + kk + 2 * c), a1 = ld32(pb + (g + 8) * PB + kk + 2 * c);
-        const uint32_t a2 = ld32(pb + g * PB + kk + 8 + 2 * c), a3 = ld32(pb + (g + 8) * PB + kk + 8 + 2 * c);
+        const uint32_t a0 = ld32(pb + g * PB + kk + 2 * c),
+                       a1 = ld32(pb + (g + 8) * PB + kk + 2 * c);
+        const uint32_t a2 = ld32(pb + g * PB + kk + 8 + 2 * c),
+                       a3 = ld32(pb + (g + 8) * PB + kk + 8 + 2 * c);
         const int m = lane >> 3, r = lane & 7;  // this thread's ldmatrix row: matrix m, row r
 #pragma unroll
         for (int np = 0; np < 4; ++np) {
           if (cb + 16 * np >= p.Lc) break;
           uint32_t b0, b1, b2, b3;
-          ldmatrix_x4_trans(b0, b1, b2, b3, ks + (kk + (m & 1) * 8 + r) * LP + cb + 16 * np + (m >> 1) * 8);
+          ldmatrix_x4_trans(b0, b1, b2, b3,
+                            ks + (kk + (m & 1) * 8 + r) * LP + cb + 16 * np + (m >> 1) * 8);
           mma_bf16(acc[2 * np], a0, a1, a2, a3, b0, b1);
           mma_bf16(acc[2 * np + 1], a0, a1, a2, a3, b2, b3);
         }
@@ -190,7 +202,8 @@ __global__ void __launch_bounds__(kThreads) mla_decode_mma_kernel(MlaDecodeParam
   }
   if (p.num_splits > 1 && tid < HB && h0 + tid < p.H) {
     const int64_t th = static_cast<int64_t>(t) * p.H + h0 + tid;
-    p.part_lse[th * p.num_splits + split] = lfin[tid] > 0.f ? mfin[tid] + logf(lfin[tid]) : -INFINITY;
+    p.part_lse[th * p.num_splits + split] =
+        lfin[tid] > 0.f ? mfin[tid] + logf(lfin[tid]) : -INFINITY;
   }
 }
 
@@ -206,17 +219,21 @@ constexpr int PNK = 32;
 constexpr int PPB = PNK + 8;  // padded row of P (bf16)
 constexpr int kPrefillThreads = 128;
 
-__host__ __device__ __forceinline__ int64_t round16(int64_t x) { return (x + 15) / 16 * 16; }
+__host__ __device__ __forceinline__ int64_t round16(int64_t x) {
+  return (x + 15) / 16 * 16;
+}
 
 size_t prefill_mma_smem(int64_t dqk, int64_t dv) {
   const int64_t QP = round16(dqk) + 8, VP = round16(dv) + 8;
-  return (QT + PNK) * QP * 2 + PNK * VP * 2 + QT * PNK * 4 + QT * PPB * 2 + 3 * QT * 4 + PNK * 8 + QT * 4 * 3;
+  return (QT + PNK) * QP * 2 + PNK * VP * 2 + QT * PNK * 4 + QT * PPB * 2 + 3 * QT * 4 + PNK * 8 +
+         QT * 4 * 3;
 }
 
 // grid (ceil(T / 16), H), 128 threads.
 __global__ void __launch_bounds__(kPrefillThreads) mla_prefill_mma_kernel(MlaPrefillParams p) {
   extern __shared__ __align__(16) unsigned char smem[];
-  const int dqk = static_cast<int>(p.dn + p.dr), dv = static_cast<int>(p.dv), dn = static_cast<int>(p.dn);
+  const int dqk = static_cast<int>(p.dn + p.dr), dv = static_cast<int>(p.dv),
+            dn = static_cast<int>(p.dn);
   const int DK = static_cast<int>(round16(dqk)), DVK = static_cast<int>(round16(dv));
   const int QP = DK + 8, VP = DVK + 8;
   bf16* qs = reinterpret_cast<bf16*>(smem);             // [QT][QP]
@@ -250,7 +267,8 @@ __global__ void __launch_bounds__(kPrefillThreads) mla_prefill_mma_kernel(MlaPre
   for (int i = tid; i < QT * qvp; i += kPrefillThreads) {
     const int r = i / qvp, v = i - r * qvp;
     uint4 val = make_uint4(0, 0, 0, 0);
-    if (r < nq && v < qv) val = *reinterpret_cast<const uint4*>(q + (t0 + r) * p.q_s0 + h * p.q_s1 + v * 8);
+    if (r < nq && v < qv)
+      val = *reinterpret_cast<const uint4*>(q + (t0 + r) * p.q_s0 + h * p.q_s1 + v * 8);
     *reinterpret_cast<uint4*>(qs + r * QP + v * 8) = val;
   }
   __syncthreads();
@@ -303,8 +321,9 @@ __global__ void __launch_bounds__(kPrefillThreads) mla_prefill_mma_kernel(MlaPre
         const int64_t r = rows[j];
         uint4 val = make_uint4(0, 0, 0, 0);
         if (r >= 0 && v < qv)
-          val = d < dn ? __ldg(reinterpret_cast<const uint4*>(kv + r * kv_row + h * (p.dn + p.dv) + d))
-                       : __ldg(reinterpret_cast<const uint4*>(pe + r * p.pe_rs + d - dn));
+          val = d < dn
+                    ? __ldg(reinterpret_cast<const uint4*>(kv + r * kv_row + h * (p.dn + p.dv) + d))
+                    : __ldg(reinterpret_cast<const uint4*>(pe + r * p.pe_rs + d - dn));
         *reinterpret_cast<uint4*>(ks + j * QP + d) = val;
       }
       const int vv = dv / 8, vvp = DVK / 8;
@@ -312,7 +331,9 @@ __global__ void __launch_bounds__(kPrefillThreads) mla_prefill_mma_kernel(MlaPre
         const int j = i / vvp, v = i - j * vvp;
         const int64_t r = rows[j];
         uint4 val = make_uint4(0, 0, 0, 0);
-        if (r >= 0 && v < vv) val = __ldg(reinterpret_cast<const uint4*>(kv + r * kv_row + h * (p.dn + p.dv) + dn + v * 8));
+        if (r >= 0 && v < vv)
+          val = __ldg(
+              reinterpret_cast<const uint4*>(kv + r * kv_row + h * (p.dn + p.dv) + dn + v * 8));
         *reinterpret_cast<uint4*>(vs + j * VP + v * 8) = val;
       }
       __syncthreads();
@@ -321,9 +342,12 @@ __global__ void __launch_bounds__(kPrefillThreads) mla_prefill_mma_kernel(MlaPre
         float sc[4] = {0.f, 0.f, 0.f, 0.f};
         const int n0 = warp * 8;
         for (int k0 = 0; k0 < DK; k0 += 16) {
-          const uint32_t a0 = ld32(qs + g * QP + k0 + 2 * c), a1 = ld32(qs + (g + 8) * QP + k0 + 2 * c);
-          const uint32_t a2 = ld32(qs + g * QP + k0 + 8 + 2 * c), a3 = ld32(qs + (g + 8) * QP + k0 + 8 + 2 * c);
-          const uint32_t b0 = ld32(ks + (n0 + g) * QP + k0 + 2 * c), b1 = ld32(ks + (n0 + g) * QP + k0 + 8 + 2 * c);
+          const uint32_t a0 = ld32(qs + g * QP + k0 + 2 * c),
+                         a1 = ld32(qs + (g + 8) * QP + k0 + 2 * c);
+          const uint32_t a2 = ld32(qs + g * QP + k0 + 8 + 2 * c),
+                         a3 = ld32(qs + (g + 8) * QP + k0 + 8 + 2 * c);
+          const uint32_t b0 = ld32(ks + (n0 + g) * QP + k0 + 2 * c),
+                         b1 = ld32(ks + (n0 + g) * QP + k0 + 8 + 2 * c);
           mma_bf16(sc, a0, a1, a2, a3, b0, b1);
         }
         const int j = n0 + 2 * c;
@@ -355,17 +379,21 @@ __global__ void __launch_bounds__(kPrefillThreads) mla_prefill_mma_kernel(MlaPre
       if (cb < dv) {
         const float cg0 = corr[g], cg1 = corr[g + 8];
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) acc[nt][0] *= cg0, acc[nt][1] *= cg0, acc[nt][2] *= cg1, acc[nt][3] *= cg1;
+        for (int nt = 0; nt < 8; ++nt)
+          acc[nt][0] *= cg0, acc[nt][1] *= cg0, acc[nt][2] *= cg1, acc[nt][3] *= cg1;
         const int m = lane >> 3, r = lane & 7;
 #pragma unroll
         for (int kk = 0; kk < PNK; kk += 16) {
-          const uint32_t a0 = ld32(pb + g * PPB + kk + 2 * c), a1 = ld32(pb + (g + 8) * PPB + kk + 2 * c);
-          const uint32_t a2 = ld32(pb + g * PPB + kk + 8 + 2 * c), a3 = ld32(pb + (g + 8) * PPB + kk + 8 + 2 * c);
+          const uint32_t a0 = ld32(pb + g * PPB + kk + 2 * c),
+                         a1 = ld32(pb + (g + 8) * PPB + kk + 2 * c);
+          const uint32_t a2 = ld32(pb + g * PPB + kk + 8 + 2 * c),
+                         a3 = ld32(pb + (g + 8) * PPB + kk + 8 + 2 * c);
 #pragma unroll
           for (int np = 0; np < 4; ++np) {
             if (cb + 16 * np >= dv) break;
             uint32_t b0, b1, b2, b3;
-            ldmatrix_x4_trans(b0, b1, b2, b3, vs + (kk + (m & 1) * 8 + r) * VP + cb + 16 * np + (m >> 1) * 8);
+            ldmatrix_x4_trans(b0, b1, b2, b3,
+                              vs + (kk + (m & 1) * 8 + r) * VP + cb + 16 * np + (m >> 1) * 8);
             mma_bf16(acc[2 * np], a0, a1, a2, a3, b0, b1);
             mma_bf16(acc[2 * np + 1], a0, a1, a2, a3, b2, b3);
           }
@@ -403,7 +431,8 @@ void mla_decode_mma(const MlaDecodeParams& p, cudaStream_t s) {
   const size_t smem = mma_smem(p.L);
   static size_t configured = 0;
   if (smem > 48 * 1024 && smem > configured) {
-    cudaFuncSetAttribute(mla_decode_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    cudaFuncSetAttribute(mla_decode_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(smem));
     configured = smem;
   }
   const dim3 g(static_cast<unsigned>(p.T), cdiv(p.H, HB), static_cast<unsigned>(p.num_splits));
@@ -419,7 +448,8 @@ void mla_prefill_mma(const MlaPrefillParams& p, cudaStream_t s) {
   const size_t smem = prefill_mma_smem(p.dn + p.dr, p.dv);
   static size_t configured = 0;
   if (smem > 48 * 1024 && smem > configured) {
-    cudaFuncSetAttribute(mla_prefill_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    cudaFuncSetAttribute(mla_prefill_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(smem));
     configured = smem;
   }
   const dim3 g(cdiv(p.T, QT), static_cast<unsigned>(p.H));

@@ -36,18 +36,23 @@ void need_contiguous(const Tensor& t, const char* op, const char* what) {
 }
 
 void need_unit_last(const Tensor& t, const char* op, const char* what) {
-  if (t.stride(-1) != 1) fail("cuda {}: {} must have unit stride in its last dim, got {}", op, what, t.str());
+  if (t.stride(-1) != 1)
+    fail("cuda {}: {} must have unit stride in its last dim, got {}", op, what, t.str());
 }
 
-bool aligned16(const Tensor& t) { return (reinterpret_cast<uintptr_t>(t.raw()) & 15) == 0; }
+bool aligned16(const Tensor& t) {
+  return (reinterpret_cast<uintptr_t>(t.raw()) & 15) == 0;
+}
 
 // 16-byte vector access: the base aligned and every listed stride a multiple of 8 elements.
-void need_vec(const Tensor& t, std::initializer_list<int64_t> strides, const char* op, const char* what) {
+void need_vec(const Tensor& t, std::initializer_list<int64_t> strides, const char* op,
+              const char* what) {
   bool ok = aligned16(t);
   for (int64_t s : strides) ok = ok && s % 8 == 0;
   if (!ok)
-    fail("cuda {}: {} needs 16-byte aligned rows (base and strides multiples of 8 elements), got {}",
-         op, what, t.str());
+    fail(
+        "cuda {}: {} needs 16-byte aligned rows (base and strides multiples of 8 elements), got {}",
+        op, what, t.str());
 }
 
 k::PagedMeta paged(const AttentionMeta& m, const char* op) {
@@ -68,7 +73,9 @@ k::PagedMeta paged(const AttentionMeta& m, const char* op) {
   return p;
 }
 
-int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+int64_t round_up(int64_t a, int64_t b) {
+  return (a + b - 1) / b * b;
+}
 
 }  // namespace
 
@@ -97,9 +104,10 @@ bool CudaBackend::capturing() const {
 void* CudaBackend::scratch(size_t bytes) {
   if (bytes <= scratch_bytes_) return scratch_;
   if (capturing())
-    fail("cuda backend: an op needs {} MiB of scratch during CUDA graph capture but only {} MiB "
-         "exist; run the same forward once eagerly before capturing it",
-         bytes >> 20, scratch_bytes_ >> 20);
+    fail(
+        "cuda backend: an op needs {} MiB of scratch during CUDA graph capture but only {} MiB "
+        "exist; run the same forward once eagerly before capturing it",
+        bytes >> 20, scratch_bytes_ >> 20);
   if (scratch_) retired_.push_back(scratch_);
   const size_t want = std::max(bytes, scratch_bytes_ + scratch_bytes_ / 2);
   void* p = nullptr;
@@ -119,7 +127,8 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out)
   need_dtype(out, table.dtype(), "embedding", "out");
   need_contiguous(table, "embedding", "table");
   need_contiguous(ids, "embedding", "ids");
-  k::embedding(ids.data<int32_t>(), ids.size(0), table.raw(), table.size(0), table.size(1), out.raw(), dt, stream_);
+  k::embedding(ids.data<int32_t>(), ids.size(0), table.raw(), table.size(0), table.size(1),
+               out.raw(), dt, stream_);
   TD_CUDA_LAUNCH_CHECK();
 }
 
@@ -129,11 +138,13 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& 
   need_dtype(out, x.dtype(), "rms_norm", "out");
   need_contiguous(w, "rms_norm", "w");
   need_unit_last(out, "rms_norm", "out");
-  k::rms_norm(x.raw(), x.stride(0), w.data<float>(), eps, out.raw(), out.stride(0), x.size(0), x.size(1), dt, stream_);
+  k::rms_norm(x.raw(), x.stride(0), w.data<float>(), eps, out.raw(), out.stride(0), x.size(0),
+              x.size(1), dt, stream_);
   TD_CUDA_LAUNCH_CHECK();
 }
 
-void CudaBackend::layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& out) {
+void CudaBackend::layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps,
+                             Tensor& out) {
   const DT dt = kdt(x, "layer_norm", "x");
   need_dtype(w, DType::F32, "layer_norm", "w");
   need_dtype(b, DType::F32, "layer_norm", "b");
@@ -141,17 +152,19 @@ void CudaBackend::layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, 
   need_contiguous(w, "layer_norm", "w");
   need_contiguous(b, "layer_norm", "b");
   need_unit_last(out, "layer_norm", "out");
-  k::layer_norm(x.raw(), x.stride(0), w.data<float>(), b.data<float>(), eps, out.raw(), out.stride(0),
-                x.size(0), x.size(1), dt, stream_);
+  k::layer_norm(x.raw(), x.stride(0), w.data<float>(), b.data<float>(), eps, out.raw(),
+                out.stride(0), x.size(0), x.size(1), dt, stream_);
   TD_CUDA_LAUNCH_CHECK();
 }
 
-void CudaBackend::rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq, const RopeParams& p) {
+void CudaBackend::rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq,
+                       const RopeParams& p) {
   const DT dt = kdt(x, "rope", "x");
   need_contiguous(positions, "rope", "positions");
   need_contiguous(inv_freq, "rope", "inv_freq");
-  k::rope(x.raw(), x.stride(0), x.stride(1), x.size(0), x.size(1), x.size(2), positions.data<int32_t>(),
-          inv_freq.data<float>(), p.interleaved, p.attention_factor, dt, stream_);
+  k::rope(x.raw(), x.stride(0), x.stride(1), x.size(0), x.size(1), x.size(2),
+          positions.data<int32_t>(), inv_freq.data<float>(), p.interleaved, p.attention_factor, dt,
+          stream_);
   TD_CUDA_LAUNCH_CHECK();
 }
 
@@ -168,7 +181,8 @@ void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   const DT dt = kdt(a, "add", "a");
   need_dtype(b, a.dtype(), "add", "b");
   need_dtype(out, a.dtype(), "add", "out");
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&a, &b, &out}) need_contiguous(*t, "add", "every operand");
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&a, &b, &out})
+    need_contiguous(*t, "add", "every operand");
   k::add(a.raw(), b.raw(), out.raw(), a.numel(), dt, stream_);
   TD_CUDA_LAUNCH_CHECK();
 }
@@ -181,7 +195,8 @@ void CudaBackend::concat_cols(const Tensor& a, const Tensor& b, Tensor& out) {
   need_contiguous(out, "concat_cols", "out");
   const int64_t es = dtype_size(a.dtype());
   TD_CHECK(es == 2 || es == 4, "cuda concat_cols: 2- or 4-byte elements only, got {}", a.str());
-  k::concat_cols(a.raw(), a.stride(0), b.raw(), b.stride(0), out.raw(), a.size(0), a.size(1), b.size(1), es, stream_);
+  k::concat_cols(a.raw(), a.stride(0), b.raw(), b.stride(0), out.raw(), a.size(0), a.size(1),
+                 b.size(1), es, stream_);
   TD_CUDA_LAUNCH_CHECK();
 }
 
@@ -191,12 +206,14 @@ void CudaBackend::gather_rows(const Tensor& src, const Tensor& rows, Tensor& out
   need_contiguous(out, "gather_rows", "out");
   const int64_t es = dtype_size(src.dtype());
   TD_CHECK(es == 2 || es == 4, "cuda gather_rows: 2- or 4-byte elements only, got {}", src.str());
-  k::gather_rows(src.raw(), src.stride(0), src.size(0), rows.data<int32_t>(), out.raw(), rows.size(0),
-                 src.size(1), es, stream_);
+  k::gather_rows(src.raw(), src.stride(0), src.size(0), rows.data<int32_t>(), out.raw(),
+                 rows.size(0), src.size(1), es, stream_);
   TD_CUDA_LAUNCH_CHECK();
 }
 
-void CudaBackend::fill_random(Tensor& t, uint64_t seed, float scale) { cuda::fill_random(t, seed, scale); }
+void CudaBackend::fill_random(Tensor& t, uint64_t seed, float scale) {
+  cuda::fill_random(t, seed, scale);
+}
 
 std::unique_ptr<Workspace> CudaBackend::make_workspace(Device d, size_t bytes) {
   return std::make_unique<ArenaWorkspace>(d, bytes);
@@ -206,7 +223,9 @@ namespace {
 class CudaGraphRunner final : public GraphRunner {
  public:
   explicit CudaGraphRunner(ArenaWorkspace& ws) : graphs_(ws) {}
-  void run(int64_t key, const std::function<void(Workspace&)>& fn) override { graphs_.run(key, fn); }
+  void run(int64_t key, const std::function<void(Workspace&)>& fn) override {
+    graphs_.run(key, fn);
+  }
 
  private:
   DecodeGraphs graphs_;
@@ -223,12 +242,13 @@ void CudaBackend::argmax(const Tensor& logits, Tensor& out) {
   need_dtype(logits, DType::F32, "argmax", "logits");
   need_unit_last(logits, "argmax", "logits");
   need_contiguous(out, "argmax", "out");
-  k::argmax(logits.data<float>(), logits.stride(0), logits.size(0), logits.size(1), out.data<int32_t>(), stream_);
+  k::argmax(logits.data<float>(), logits.stride(0), logits.size(0), logits.size(1),
+            out.data<int32_t>(), stream_);
   TD_CUDA_LAUNCH_CHECK();
 }
 
-void CudaBackend::sample(const Tensor& logits, const Tensor& temperature, const Tensor& top_k, const Tensor& top_p,
-                         const Tensor& u, Tensor& out) {
+void CudaBackend::sample(const Tensor& logits, const Tensor& temperature, const Tensor& top_k,
+                         const Tensor& top_p, const Tensor& u, Tensor& out) {
   const char* op = "sample";
   need_dtype(logits, DType::F32, op, "logits");
   need_cuda(logits, op, "logits");
@@ -238,7 +258,8 @@ void CudaBackend::sample(const Tensor& logits, const Tensor& temperature, const 
   need_dtype(u, DType::F32, op, "u");
   need_dtype(top_k, DType::I32, op, "top_k");
   need_dtype(out, DType::I32, op, "out");
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&temperature, &top_k, &top_p, &u, &out}) {
+  for (const Tensor* t :
+       std::initializer_list<const Tensor*>{&temperature, &top_k, &top_p, &u, &out}) {
     need_cuda(*t, op, "every sampling parameter and out");
     need_contiguous(*t, op, "every sampling parameter and out");
   }
@@ -246,8 +267,9 @@ void CudaBackend::sample(const Tensor& logits, const Tensor& temperature, const 
   TD_CHECK(V < (int64_t{1} << 31), "cuda sample: vocabulary {} too large", V);
   if (T == 0) return;
   TD_CHECK(V > 0, "cuda sample: empty vocabulary");
-  k::sample(logits.data<float>(), logits.stride(0), T, V, temperature.data<float>(), top_k.data<int32_t>(),
-            top_p.data<float>(), u.data<float>(), out.data<int32_t>(), stream_);
+  k::sample(logits.data<float>(), logits.stride(0), T, V, temperature.data<float>(),
+            top_k.data<int32_t>(), top_p.data<float>(), u.data<float>(), out.data<int32_t>(),
+            stream_);
   TD_CUDA_LAUNCH_CHECK();
 }
 
@@ -260,8 +282,8 @@ void CudaBackend::kv_store(const Tensor& rows, const Tensor& slot_mapping, Tenso
   need_cuda(slot_mapping, "kv_store", "slot_mapping");
   const int64_t es = dtype_size(pool.dtype());
   TD_CHECK(es == 2 || es == 4, "cuda kv_store: 2- or 4-byte rows only, got {}", pool.str());
-  k::kv_store(rows.raw(), rows.stride(0), slot_mapping.data<int32_t>(), pool.raw(), rows.size(0), pool.size(0),
-              pool.size(1), es, stream_);
+  k::kv_store(rows.raw(), rows.stride(0), slot_mapping.data<int32_t>(), pool.raw(), rows.size(0),
+              pool.size(0), pool.size(1), es, stream_);
   TD_CUDA_LAUNCH_CHECK();
 }
 
@@ -271,7 +293,8 @@ void CudaBackend::kv_gather(const Tensor& pool, const AttentionMeta& meta, Tenso
   need_contiguous(out, "kv_gather", "out");
   const int64_t es = dtype_size(pool.dtype());
   TD_CHECK(es == 2 || es == 4, "cuda kv_gather: 2- or 4-byte rows only, got {}", pool.str());
-  k::kv_gather(pool.raw(), paged(meta, "kv_gather"), meta.max_seq_len, out.raw(), pool.size(1), es, stream_);
+  k::kv_gather(pool.raw(), paged(meta, "kv_gather"), meta.max_seq_len, out.raw(), pool.size(1), es,
+               stream_);
   TD_CUDA_LAUNCH_CHECK();
 }
 
@@ -289,15 +312,18 @@ void CudaBackend::skinny(const void* x, int64_t x_rs, int64_t x_bs, const Tensor
   p.M = M, p.N = N, p.K = K, p.batch = batch;
   p.splits = k::skinny_splits(p, wdt, num_sms_);
   if (p.splits > 1)
-    p.partial = static_cast<float*>(scratch(static_cast<size_t>(p.splits * batch * M * N) * sizeof(float)));
+    p.partial =
+        static_cast<float*>(scratch(static_cast<size_t>(p.splits * batch * M * N) * sizeof(float)));
   k::skinny_gemm(p, wdt, odt, stream_);
   TD_CUDA_LAUNCH_CHECK();
 }
 
 void CudaBackend::linear(const Tensor& x, const Weight& w, Tensor& out) {
   if (w.format != WeightFormat::kDense)
-    fail("cuda linear: only dense bf16/f32 weights are supported so far (FP8 block and MXFP4 "
-         "checkpoints must be loaded with dtype bf16, which dequantizes them), got {}", w.w.str());
+    fail(
+        "cuda linear: only dense bf16/f32 weights are supported so far (FP8 block and MXFP4 "
+        "checkpoints must be loaded with dtype bf16, which dequantizes them), got {}",
+        w.w.str());
   need_dtype(x, DType::BF16, "linear", "x");
   need_contiguous(w.w, "linear", "weight");
   need_cuda(w.w, "linear", "weight");
@@ -305,8 +331,8 @@ void CudaBackend::linear(const Tensor& x, const Weight& w, Tensor& out) {
   const int64_t M = x.size(0), K = x.size(1), N = w.out_features();
   if (M == 0) return;
   if (w.w.dtype() == DType::BF16 && M > kSkinnyMaxRows) {
-    if (lt_->gemm(x.raw(), x.stride(0), w.w.raw(), K, out.raw(), out.stride(0), out.dtype() == DType::F32, M,
-                  N, K, stream_))
+    if (lt_->gemm(x.raw(), x.stride(0), w.w.raw(), K, out.raw(), out.stride(0),
+                  out.dtype() == DType::F32, M, N, K, stream_))
       return;
   }
   skinny(x.raw(), x.stride(0), 0, w.w, 0, out, out.stride(0), 0, M, N, K, 1);
@@ -322,8 +348,8 @@ void CudaBackend::head_matmul(const Tensor& x, const Tensor& w, Tensor& out) {
   if (T == 0) return;
   // Many tokens: one strided-batched cuBLASLt GEMM (a batch per head) instead of re-streaming
   // each head's weights once per 16 tokens.
-  if (T > kSkinnyMaxRows && lt_->gemm(x.raw(), x.stride(0), w.raw(), K, out.raw(), H * N, false, T, N, K, stream_,
-                                      H, x.stride(1), N * K, N))
+  if (T > kSkinnyMaxRows && lt_->gemm(x.raw(), x.stride(0), w.raw(), K, out.raw(), H * N, false, T,
+                                      N, K, stream_, H, x.stride(1), N * K, N))
     return;
   skinny(x.raw(), x.stride(0), x.stride(1), w, N * K, out, H * N, N, T, N, K, H);
 }
@@ -357,7 +383,8 @@ void CudaBackend::mla_decode(const Tensor& q, const Tensor& pool, const Attentio
   need_vec(q, {q.stride(0), q.stride(1), q.size(2)}, op, "q");
   need_vec(pool, {pool.size(1)}, op, "pool");
   const int64_t T = q.size(0), H = q.size(1), L = q.size(2), Lc = out.size(2);
-  TD_CHECK(Lc % 8 == 0 && Lc <= 512, "cuda mla_decode: kv_lora_rank {} must be a multiple of 8 and at most 512", Lc);
+  TD_CHECK(Lc % 8 == 0 && Lc <= 512,
+           "cuda mla_decode: kv_lora_rank {} must be a multiple of 8 and at most 512", Lc);
   if (T == 0) return;
   k::MlaDecodeParams p;
   p.q = q.raw(), p.q_s0 = q.stride(0), p.q_s1 = q.stride(1);
@@ -372,7 +399,8 @@ void CudaBackend::mla_decode(const Tensor& q, const Tensor& pool, const Attentio
   p.meta = paged(meta, op);
   p.T = T, p.H = H, p.L = L, p.Lc = Lc, p.scale = scale;
   p.tensor_cores = mla_tensor_cores_;
-  const MlaDecodePlan plan = plan_mla_decode(T, H, topk.defined() ? topk.size(1) : meta.max_seq_len, Lc);
+  const MlaDecodePlan plan =
+      plan_mla_decode(T, H, topk.defined() ? topk.size(1) : meta.max_seq_len, Lc);
   p.split_len = plan.split_len, p.num_splits = plan.num_splits;
   if (plan.num_splits > 1) {
     auto* s = static_cast<float*>(scratch(plan.scratch_bytes));
@@ -383,8 +411,9 @@ void CudaBackend::mla_decode(const Tensor& q, const Tensor& pool, const Attentio
   TD_CUDA_LAUNCH_CHECK();
 }
 
-void CudaBackend::mla_prefill(const Tensor& q, const Tensor& kv, const Tensor& k_pe, const AttentionMeta& meta,
-                              const Tensor& topk, float scale, Tensor& out) {
+void CudaBackend::mla_prefill(const Tensor& q, const Tensor& kv, const Tensor& k_pe,
+                              const AttentionMeta& meta, const Tensor& topk, float scale,
+                              Tensor& out) {
   const char* op = "mla_prefill";
   need_dtype(q, DType::BF16, op, "q");
   need_dtype(kv, DType::BF16, op, "kv");
@@ -394,9 +423,12 @@ void CudaBackend::mla_prefill(const Tensor& q, const Tensor& kv, const Tensor& k
   need_contiguous(out, op, "out");
   need_unit_last(q, op, "q");
   need_unit_last(k_pe, op, "k_pe");
-  const int64_t T = q.size(0), H = q.size(1), dqk = q.size(2), dr = k_pe.size(1), dn = dqk - dr, dv = out.size(2);
-  TD_CHECK(dn % 8 == 0 && dr % 8 == 0 && dv % 8 == 0 && dv <= 256 && dqk <= 512,
-           "cuda mla_prefill: head dims nope {} rope {} v {} must be multiples of 8 (v at most 256)", dn, dr, dv);
+  const int64_t T = q.size(0), H = q.size(1), dqk = q.size(2), dr = k_pe.size(1), dn = dqk - dr,
+                dv = out.size(2);
+  TD_CHECK(
+      dn % 8 == 0 && dr % 8 == 0 && dv % 8 == 0 && dv <= 256 && dqk <= 512,
+      "cuda mla_prefill: head dims nope {} rope {} v {} must be multiples of 8 (v at most 256)", dn,
+      dr, dv);
   need_vec(q, {q.stride(0), q.stride(1)}, op, "q");
   need_vec(kv, {}, op, "kv");
   need_vec(k_pe, {k_pe.stride(0)}, op, "k_pe");
@@ -419,8 +451,8 @@ void CudaBackend::mla_prefill(const Tensor& q, const Tensor& kv, const Tensor& k
   TD_CUDA_LAUNCH_CHECK();
 }
 
-void CudaBackend::indexer_topk(const Tensor& q, const Tensor& w, const Tensor& pool, const AttentionMeta& meta,
-                               Tensor& out) {
+void CudaBackend::indexer_topk(const Tensor& q, const Tensor& w, const Tensor& pool,
+                               const AttentionMeta& meta, Tensor& out) {
   const char* op = "indexer_topk";
   need_dtype(q, DType::BF16, op, "q");
   need_dtype(pool, DType::BF16, op, "pool (indexer keys must be bf16 on the GPU)");
@@ -431,7 +463,8 @@ void CudaBackend::indexer_topk(const Tensor& q, const Tensor& w, const Tensor& p
   need_contiguous(out, op, "out");
   need_vec(pool, {pool.size(1)}, op, "pool");
   const int64_t T = q.size(0), Di = q.size(2);
-  TD_CHECK(k::indexer_supports_head_dim(Di), "cuda indexer_topk: index_head_dim {} not supported (16, 32, 64, 128)", Di);
+  TD_CHECK(k::indexer_supports_head_dim(Di),
+           "cuda indexer_topk: index_head_dim {} not supported (16, 32, 64, 128)", Di);
   if (T == 0) return;
   k::IndexerParams p;
   p.q = q.raw(), p.q_s0 = q.stride(0), p.q_s1 = q.stride(1);
@@ -446,7 +479,8 @@ void CudaBackend::indexer_topk(const Tensor& q, const Tensor& w, const Tensor& p
   // Scores of up to 64M floats at a time: token chunks bound the scratch for long prefills.
   constexpr int64_t kMaxScores = int64_t{64} << 20;
   const int64_t Tc = std::clamp<int64_t>(kMaxScores / p.max_len, 1, T);
-  if (p.max_len > p.K) p.scores = static_cast<float*>(scratch(static_cast<size_t>(Tc * p.max_len) * sizeof(float)));
+  if (p.max_len > p.K)
+    p.scores = static_cast<float*>(scratch(static_cast<size_t>(Tc * p.max_len) * sizeof(float)));
   for (int64_t t0 = 0; t0 < T; t0 += Tc) {
     k::indexer_topk(p, t0, std::min(Tc, T - t0), stream_);
     TD_CUDA_LAUNCH_CHECK();
@@ -455,8 +489,8 @@ void CudaBackend::indexer_topk(const Tensor& q, const Tensor& w, const Tensor& p
 
 // ---- MoE -------------------------------------------------------------------------------------
 
-void CudaBackend::moe_route(const Tensor& logits, const Tensor& bias, const RouteParams& p, Tensor& idx,
-                            Tensor& weights) {
+void CudaBackend::moe_route(const Tensor& logits, const Tensor& bias, const RouteParams& p,
+                            Tensor& idx, Tensor& weights) {
   need_dtype(logits, DType::F32, "moe_route", "logits");
   need_unit_last(logits, "moe_route", "logits");
   need_contiguous(idx, "moe_route", "idx");
@@ -465,14 +499,15 @@ void CudaBackend::moe_route(const Tensor& logits, const Tensor& bias, const Rout
     need_dtype(bias, DType::F32, "moe_route", "bias");
     need_contiguous(bias, "moe_route", "bias");
   }
-  k::moe_route(logits.data<float>(), logits.stride(0), bias.defined() ? bias.data<float>() : nullptr,
-               logits.size(0), logits.size(1), p.top_k, p.n_group, p.topk_group, p.normalize, p.scaling,
-               idx.data<int32_t>(), weights.data<float>(), stream_);
+  k::moe_route(logits.data<float>(), logits.stride(0),
+               bias.defined() ? bias.data<float>() : nullptr, logits.size(0), logits.size(1),
+               p.top_k, p.n_group, p.topk_group, p.normalize, p.scaling, idx.data<int32_t>(),
+               weights.data<float>(), stream_);
   TD_CUDA_LAUNCH_CHECK();
 }
 
-void CudaBackend::moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, const Tensor& idx,
-                              const Tensor& weights, Tensor& out) {
+void CudaBackend::moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down,
+                              const Tensor& idx, const Tensor& weights, Tensor& out) {
   const char* op = "moe_experts";
   need_dtype(x, DType::BF16, op, "x");
   need_dtype(gate_up, DType::BF16, op, "gate_up");
@@ -480,26 +515,33 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& gate_up, const Tens
   need_dtype(out, DType::BF16, op, "out");
   need_dtype(idx, DType::I32, op, "idx");
   need_dtype(weights, DType::F32, op, "weights");
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&gate_up, &down, &idx, &weights, &out}) need_contiguous(*t, op, "weights, routing and out");
+  for (const Tensor* t :
+       std::initializer_list<const Tensor*>{&gate_up, &down, &idx, &weights, &out})
+    need_contiguous(*t, op, "weights, routing and out");
   need_unit_last(x, op, "x");
-  const int64_t T = x.size(0), D = x.size(1), E = gate_up.size(0), I = down.size(2), kk = idx.size(1);
-  TD_CHECK(D % 8 == 0 && I % 8 == 0, "cuda moe_experts: hidden {} and expert intermediate {} must be multiples of 8", D, I);
+  const int64_t T = x.size(0), D = x.size(1), E = gate_up.size(0), I = down.size(2),
+                kk = idx.size(1);
+  TD_CHECK(D % 8 == 0 && I % 8 == 0,
+           "cuda moe_experts: hidden {} and expert intermediate {} must be multiples of 8", D, I);
   need_vec(x, {x.stride(0)}, op, "x");
   if (T == 0) return;
   // Token chunks bound the intermediates (about 16 KB per (token, slot) at GLM-5 sizes).
   const int64_t per_pair = 2 * I * 2 + I * 2 + D * 4 + D * 2;
-  const int64_t Tc = std::clamp<int64_t>((int64_t{512} << 20) / std::max<int64_t>(1, per_pair * kk), 1, T);
+  const int64_t Tc =
+      std::clamp<int64_t>((int64_t{512} << 20) / std::max<int64_t>(1, per_pair * kk), 1, T);
   for (int64_t t0 = 0; t0 < T; t0 += Tc) {
     const int64_t n = std::min(Tc, T - t0);
     Tensor xo = out.narrow(0, t0, n);
     const bool host = n * kk >= kMoeHostPathRowsPerExpert * E && !capturing();
-    moe_chunk(x.narrow(0, t0, n), gate_up, down, idx.narrow(0, t0, n), weights.narrow(0, t0, n), xo, host);
+    moe_chunk(x.narrow(0, t0, n), gate_up, down, idx.narrow(0, t0, n), weights.narrow(0, t0, n), xo,
+              host);
   }
 }
 
-void CudaBackend::moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor& down, const Tensor& idx,
-                            const Tensor& weights, Tensor& out, bool host_path) {
-  const int64_t T = x.size(0), D = x.size(1), E = gate_up.size(0), I = down.size(2), kk = idx.size(1);
+void CudaBackend::moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor& down,
+                            const Tensor& idx, const Tensor& weights, Tensor& out, bool host_path) {
+  const int64_t T = x.size(0), D = x.size(1), E = gate_up.size(0), I = down.size(2),
+                kk = idx.size(1);
   const int64_t P = T * kk;
   // Scratch: ints (counts E, offsets E+1, perm P, inv P, active E, num_active 1), then
   // h [P, I] bf16, y [P, D] f32, and on the host path xs [P, D] bf16 and g [P, 2I] bf16.
@@ -520,12 +562,13 @@ void CudaBackend::moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor
   void* xs = base + ints * 4 + h_bytes + y_bytes;
   void* g = base + ints * 4 + h_bytes + y_bytes + xs_bytes;
 
-  k::moe_prepare(idx.data<int32_t>(), P, E, counts, offsets, perm, inv, active, num_active, stream_);
+  k::moe_prepare(idx.data<int32_t>(), P, E, counts, offsets, perm, inv, active, num_active,
+                 stream_);
   TD_CUDA_LAUNCH_CHECK();
   if (!host_path) {
     const int64_t max_active = std::min(E, P);
-    k::moe_gate_up(x.raw(), x.stride(0), kk, gate_up.raw(), counts, offsets, perm, active, num_active, max_active,
-                   I, D, h, stream_);
+    k::moe_gate_up(x.raw(), x.stride(0), kk, gate_up.raw(), counts, offsets, perm, active,
+                   num_active, max_active, I, D, h, stream_);
     TD_CUDA_LAUNCH_CHECK();
     k::moe_down(h, down.raw(), counts, offsets, active, num_active, max_active, I, D, y, stream_);
     TD_CUDA_LAUNCH_CHECK();
@@ -544,7 +587,8 @@ void CudaBackend::moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor
     for (int64_t e = 0; e < E; ++e) {
       const int64_t n = cnt[static_cast<size_t>(e)], o = off[static_cast<size_t>(e)];
       if (n == 0) continue;
-      if (!lt_->gemm(xs16 + o * D, D, gu + e * 2 * I * D, D, g16 + o * 2 * I, 2 * I, false, n, 2 * I, D, stream_)) {
+      if (!lt_->gemm(xs16 + o * D, D, gu + e * 2 * I * D, D, g16 + o * 2 * I, 2 * I, false, n,
+                     2 * I, D, stream_)) {
         Tensor ge = Tensor::wrap(g16 + o * 2 * I, {n, 2 * I}, DType::BF16, Device::cuda());
         skinny(xs16 + o * D, D, 0, gate_up.select(0, e), 0, ge, 2 * I, 0, n, 2 * I, D, 1);
       }
@@ -568,7 +612,9 @@ namespace {
 CudaBackend* g_backend = nullptr;
 }
 
-CudaBackend* cuda_backend() { return g_backend; }
+CudaBackend* cuda_backend() {
+  return g_backend;
+}
 
 // Called by init_cuda_backend (cuda_device.cpp).
 void install_cuda_backend() {

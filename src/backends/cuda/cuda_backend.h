@@ -36,8 +36,10 @@ class CudaBackend final : public Backend {
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
-  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& out) override;
-  void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq, const RopeParams& p) override;
+  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps,
+                  Tensor& out) override;
+  void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq,
+            const RopeParams& p) override;
   void linear(const Tensor& x, const Weight& w, Tensor& out) override;
   void head_matmul(const Tensor& x, const Tensor& w, Tensor& out) override;
   void silu_mul(const Tensor& x, Tensor& out) override;
@@ -46,8 +48,8 @@ class CudaBackend final : public Backend {
   void gather_rows(const Tensor& src, const Tensor& rows, Tensor& out) override;
   void kv_store(const Tensor& rows, const Tensor& slot_mapping, Tensor& pool) override;
   void kv_gather(const Tensor& pool, const AttentionMeta& meta, Tensor& out) override;
-  void mla_decode(const Tensor& q, const Tensor& pool, const AttentionMeta& meta, const Tensor& topk,
-                  float scale, Tensor& out) override;
+  void mla_decode(const Tensor& q, const Tensor& pool, const AttentionMeta& meta,
+                  const Tensor& topk, float scale, Tensor& out) override;
   void mla_prefill(const Tensor& q, const Tensor& kv, const Tensor& k_pe, const AttentionMeta& meta,
                    const Tensor& topk, float scale, Tensor& out) override;
   void indexer_topk(const Tensor& q, const Tensor& w, const Tensor& pool, const AttentionMeta& meta,
@@ -57,8 +59,8 @@ class CudaBackend final : public Backend {
   void moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, const Tensor& idx,
                    const Tensor& weights, Tensor& out) override;
   void argmax(const Tensor& logits, Tensor& out) override;
-  void sample(const Tensor& logits, const Tensor& temperature, const Tensor& top_k, const Tensor& top_p,
-              const Tensor& u, Tensor& out) override;
+  void sample(const Tensor& logits, const Tensor& temperature, const Tensor& top_k,
+              const Tensor& top_p, const Tensor& u, Tensor& out) override;
   void fill_random(Tensor& t, uint64_t seed, float scale) override;
   std::unique_ptr<Workspace> make_workspace(Device d, size_t bytes) override;
   std::unique_ptr<GraphRunner> make_graph_runner(Workspace& ws) override;

@@ -25,9 +25,12 @@ class CudaDeviceInterface final : public DeviceInterface {
   void deallocate(Device d, void* p) override { cudaFree(p); }
   void copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) override {
     cudaMemcpyKind kind = cudaMemcpyDefault;
-    if (dst_dev.is_cpu() && src_dev.is_cuda()) kind = cudaMemcpyDeviceToHost;
-    else if (dst_dev.is_cuda() && src_dev.is_cpu()) kind = cudaMemcpyHostToDevice;
-    else if (dst_dev.is_cuda() && src_dev.is_cuda()) kind = cudaMemcpyDeviceToDevice;
+    if (dst_dev.is_cpu() && src_dev.is_cuda())
+      kind = cudaMemcpyDeviceToHost;
+    else if (dst_dev.is_cuda() && src_dev.is_cpu())
+      kind = cudaMemcpyHostToDevice;
+    else if (dst_dev.is_cuda() && src_dev.is_cuda())
+      kind = cudaMemcpyDeviceToDevice;
     TD_CUDA_CHECK(cudaMemcpy(dst, src, bytes, kind));
   }
   void memset(Device d, void* p, int value, size_t bytes) override {

@@ -12,7 +12,9 @@
 namespace tandem::cuda {
 
 ArenaWorkspace::ArenaWorkspace(Device d, size_t bytes)
-    : Workspace(d), buf_(Tensor::empty({static_cast<int64_t>(bytes)}, DType::U8, d)), bytes_(bytes) {
+    : Workspace(d),
+      buf_(Tensor::empty({static_cast<int64_t>(bytes)}, DType::U8, d)),
+      bytes_(bytes) {
   TD_CHECK(d.is_cuda(), "ArenaWorkspace is for GPU memory, got {}", d.str());
 }
 
@@ -20,8 +22,8 @@ Tensor ArenaWorkspace::alloc(const Shape& shape, DType dtype) {
   const size_t n = static_cast<size_t>(shape.numel() * dtype_size(dtype));
   const size_t at = (used_ + 255) / 256 * 256;
   if (at + n > bytes_)
-    fail("arena workspace exhausted: {} bytes for {} {} at offset {} of {} (make the arena larger)", n,
-         dtype_name(dtype), shape.str(), at, bytes_);
+    fail("arena workspace exhausted: {} bytes for {} {} at offset {} of {} (make the arena larger)",
+         n, dtype_name(dtype), shape.str(), at, bytes_);
   used_ = at + n;
   high_ = std::max(high_, used_);
   // A view of the arena buffer: shares (and keeps alive) its storage.
@@ -51,8 +53,12 @@ DecodeGraphs::~DecodeGraphs() {
   if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }
 
-void DecodeGraphs::clear() { graphs_.clear(); }
-size_t DecodeGraphs::num_graphs() const { return graphs_.size(); }
+void DecodeGraphs::clear() {
+  graphs_.clear();
+}
+size_t DecodeGraphs::num_graphs() const {
+  return graphs_.size();
+}
 
 bool DecodeGraphs::run(int64_t key, const std::function<void(Workspace&)>& fn) {
   CudaBackend* be = cuda_backend();
@@ -102,12 +108,17 @@ bool DecodeGraphs::run(int64_t key, const std::function<void(Workspace&)>& fn) {
 }
 
 void fill_random(Tensor& t, uint64_t seed, float scale) {
-  TD_CHECK(t.device().is_cuda() && t.is_contiguous(), "fill_random: needs a contiguous GPU tensor, got {}", t.str());
-  TD_CHECK(t.dtype() == DType::BF16 || t.dtype() == DType::F32, "fill_random: bf16 or f32, got {}", t.str());
-  k::fill_random(t.raw(), t.numel(), seed, scale, t.dtype() == DType::BF16 ? k::DT::BF16 : k::DT::F32, nullptr);
+  TD_CHECK(t.device().is_cuda() && t.is_contiguous(),
+           "fill_random: needs a contiguous GPU tensor, got {}", t.str());
+  TD_CHECK(t.dtype() == DType::BF16 || t.dtype() == DType::F32, "fill_random: bf16 or f32, got {}",
+           t.str());
+  k::fill_random(t.raw(), t.numel(), seed, scale,
+                 t.dtype() == DType::BF16 ? k::DT::BF16 : k::DT::F32, nullptr);
   TD_CUDA_LAUNCH_CHECK();
 }
 
-void synchronize() { TD_CUDA_CHECK(cudaDeviceSynchronize()); }
+void synchronize() {
+  TD_CUDA_CHECK(cudaDeviceSynchronize());
+}
 
 }  // namespace tandem::cuda

@@ -19,8 +19,8 @@ __global__ void embedding_kernel(const int32_t* ids, const T* table, int64_t V, 
 
 // One block per row: fp32 sum of squares, then out = w * (x * inv), as the CPU computes it.
 template <typename T>
-__global__ void rms_norm_kernel(const T* x, int64_t xs, const float* w, float eps, T* out, int64_t os,
-                                int64_t D) {
+__global__ void rms_norm_kernel(const T* x, int64_t xs, const float* w, float eps, T* out,
+                                int64_t os, int64_t D) {
   __shared__ float red[32];
   const T* r = x + blockIdx.x * xs;
   float ss = 0.f;
@@ -100,7 +100,8 @@ __global__ void gather_rows_kernel(const E* src, int64_t ss, int64_t N, const in
   const int64_t i = blockIdx.x;
   const int32_t r = rows[i];
   const bool ok = r >= 0 && r < N;
-  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) out[i * D + d] = ok ? src[r * ss + d] : E(0);
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x)
+    out[i * D + d] = ok ? src[r * ss + d] : E(0);
 }
 
 template <typename E>
@@ -109,12 +110,14 @@ __global__ void kv_store_kernel(const E* rows, int64_t rs, const int32_t* slots,
   const int64_t t = blockIdx.x;
   const int32_t slot = slots[t];
   if (slot < 0 || slot >= S) return;  // padding tokens write nowhere
-  for (int64_t i = threadIdx.x; i < R; i += blockDim.x) pool[static_cast<int64_t>(slot) * R + i] = rows[t * rs + i];
+  for (int64_t i = threadIdx.x; i < R; i += blockDim.x)
+    pool[static_cast<int64_t>(slot) * R + i] = rows[t * rs + i];
 }
 
 // grid (ceil(max_len / rows_per_block), B): each block copies up to rows_per_block positions.
 template <typename E>
-__global__ void kv_gather_kernel(const E* pool, PagedMeta m, int64_t rows_per_block, E* out, int64_t R) {
+__global__ void kv_gather_kernel(const E* pool, PagedMeta m, int64_t rows_per_block, E* out,
+                                 int64_t R) {
   const int b = blockIdx.y;
   int64_t start = 0;
   for (int i = 0; i < b; ++i) start += m.seq_lens[i];
@@ -122,7 +125,8 @@ __global__ void kv_gather_kernel(const E* pool, PagedMeta m, int64_t rows_per_bl
   const int64_t p0 = blockIdx.x * rows_per_block;
   for (int64_t p = p0; p < p0 + rows_per_block && p < len; ++p) {
     const int64_t slot = paged_slot(m, b, p);
-    for (int64_t i = threadIdx.x; i < R; i += blockDim.x) out[(start + p) * R + i] = pool[slot * R + i];
+    for (int64_t i = threadIdx.x; i < R; i += blockDim.x)
+      out[(start + p) * R + i] = pool[slot * R + i];
   }
 }
 
@@ -134,7 +138,8 @@ __global__ void argmax_kernel(const float* logits, int64_t ls, int64_t V, int32_
   int bi = 0;
   for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
     const float x = row[v];
-    if (x > bv) bv = x, bi = static_cast<int>(v);  // ascending v per thread: strict keeps the lowest
+    if (x > bv)
+      bv = x, bi = static_cast<int>(v);  // ascending v per thread: strict keeps the lowest
   }
   // (value desc, index asc); NaN never compares greater, so it never wins.
   auto better = [](float va, int ia, float vb, int ib) { return va > vb || (va == vb && ia < ib); };
@@ -167,7 +172,8 @@ __global__ void fill_random_kernel(T* p, int64_t n, uint64_t seed, float scale) 
     const uint64_t z = mix64(seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(i));
     // Sum of four uniforms in [0, 1): mean 2, variance 1/3; centred and scaled to unit variance.
     float s = 0.f;
-    for (int k = 0; k < 4; ++k) s += static_cast<float>((z >> (16 * k)) & 0xffff) * (1.0f / 65536.0f);
+    for (int k = 0; k < 4; ++k)
+      s += static_cast<float>((z >> (16 * k)) & 0xffff) * (1.0f / 65536.0f);
     p[i] = from_f<T>((s - 2.0f) * 1.7320508f * scale);
   }
 }
@@ -178,7 +184,9 @@ unsigned grid_for(int64_t n) {
   return static_cast<unsigned>(g < 1 ? 1 : (g > 65535 * 16 ? 65535 * 16 : g));
 }
 
-unsigned row_threads(int64_t D) { return D >= 1024 ? 512 : D >= 256 ? 256 : 128; }
+unsigned row_threads(int64_t D) {
+  return D >= 1024 ? 512 : D >= 256 ? 256 : 128;
+}
 
 }  // namespace
 
@@ -186,27 +194,33 @@ void embedding(const int32_t* ids, int64_t T, const void* table, int64_t V, int6
                DT dt, cudaStream_t s) {
   if (T == 0) return;
   if (dt == DT::BF16)
-    embedding_kernel<<<T, row_threads(D), 0, s>>>(ids, static_cast<const bf16*>(table), V, D, static_cast<bf16*>(out));
+    embedding_kernel<<<T, row_threads(D), 0, s>>>(ids, static_cast<const bf16*>(table), V, D,
+                                                  static_cast<bf16*>(out));
   else
-    embedding_kernel<<<T, row_threads(D), 0, s>>>(ids, static_cast<const float*>(table), V, D, static_cast<float*>(out));
+    embedding_kernel<<<T, row_threads(D), 0, s>>>(ids, static_cast<const float*>(table), V, D,
+                                                  static_cast<float*>(out));
 }
 
-void rms_norm(const void* x, int64_t xs, const float* w, float eps, void* out, int64_t os, int64_t T,
-              int64_t D, DT dt, cudaStream_t s) {
+void rms_norm(const void* x, int64_t xs, const float* w, float eps, void* out, int64_t os,
+              int64_t T, int64_t D, DT dt, cudaStream_t s) {
   if (T == 0) return;
   if (dt == DT::BF16)
-    rms_norm_kernel<<<T, row_threads(D), 0, s>>>(static_cast<const bf16*>(x), xs, w, eps, static_cast<bf16*>(out), os, D);
+    rms_norm_kernel<<<T, row_threads(D), 0, s>>>(static_cast<const bf16*>(x), xs, w, eps,
+                                                 static_cast<bf16*>(out), os, D);
   else
-    rms_norm_kernel<<<T, row_threads(D), 0, s>>>(static_cast<const float*>(x), xs, w, eps, static_cast<float*>(out), os, D);
+    rms_norm_kernel<<<T, row_threads(D), 0, s>>>(static_cast<const float*>(x), xs, w, eps,
+                                                 static_cast<float*>(out), os, D);
 }
 
 void layer_norm(const void* x, int64_t xs, const float* w, const float* b, float eps, void* out,
                 int64_t os, int64_t T, int64_t D, DT dt, cudaStream_t s) {
   if (T == 0) return;
   if (dt == DT::BF16)
-    layer_norm_kernel<<<T, row_threads(D), 0, s>>>(static_cast<const bf16*>(x), xs, w, b, eps, static_cast<bf16*>(out), os, D);
+    layer_norm_kernel<<<T, row_threads(D), 0, s>>>(static_cast<const bf16*>(x), xs, w, b, eps,
+                                                   static_cast<bf16*>(out), os, D);
   else
-    layer_norm_kernel<<<T, row_threads(D), 0, s>>>(static_cast<const float*>(x), xs, w, b, eps, static_cast<float*>(out), os, D);
+    layer_norm_kernel<<<T, row_threads(D), 0, s>>>(static_cast<const float*>(x), xs, w, b, eps,
+                                                   static_cast<float*>(out), os, D);
 }
 
 void rope(void* x, int64_t s0, int64_t s1, int64_t T, int64_t H, int64_t d, const int32_t* pos,
@@ -215,64 +229,80 @@ void rope(void* x, int64_t s0, int64_t s1, int64_t T, int64_t H, int64_t d, cons
   if (n == 0) return;
   const unsigned g = cdiv(n, kThreads);
   if (dt == DT::BF16)
-    rope_kernel<<<g, kThreads, 0, s>>>(static_cast<bf16*>(x), s0, s1, T, H, d / 2, pos, inv_freq, interleaved, af);
+    rope_kernel<<<g, kThreads, 0, s>>>(static_cast<bf16*>(x), s0, s1, T, H, d / 2, pos, inv_freq,
+                                       interleaved, af);
   else
-    rope_kernel<<<g, kThreads, 0, s>>>(static_cast<float*>(x), s0, s1, T, H, d / 2, pos, inv_freq, interleaved, af);
+    rope_kernel<<<g, kThreads, 0, s>>>(static_cast<float*>(x), s0, s1, T, H, d / 2, pos, inv_freq,
+                                       interleaved, af);
 }
 
 void silu_mul(const void* x, int64_t xs, void* out, int64_t T, int64_t I, DT dt, cudaStream_t s) {
   if (T == 0 || I == 0) return;
   const dim3 g(cdiv(I, kThreads) > 64 ? 64 : cdiv(I, kThreads), static_cast<unsigned>(T));
   if (dt == DT::BF16)
-    silu_mul_kernel<<<g, kThreads, 0, s>>>(static_cast<const bf16*>(x), xs, static_cast<bf16*>(out), I);
+    silu_mul_kernel<<<g, kThreads, 0, s>>>(static_cast<const bf16*>(x), xs, static_cast<bf16*>(out),
+                                           I);
   else
-    silu_mul_kernel<<<g, kThreads, 0, s>>>(static_cast<const float*>(x), xs, static_cast<float*>(out), I);
+    silu_mul_kernel<<<g, kThreads, 0, s>>>(static_cast<const float*>(x), xs,
+                                           static_cast<float*>(out), I);
 }
 
 void add(const void* a, const void* b, void* out, int64_t n, DT dt, cudaStream_t s) {
   if (n == 0) return;
   if (dt == DT::BF16)
-    add_kernel<<<grid_for(n), kThreads, 0, s>>>(static_cast<const bf16*>(a), static_cast<const bf16*>(b), static_cast<bf16*>(out), n);
+    add_kernel<<<grid_for(n), kThreads, 0, s>>>(
+        static_cast<const bf16*>(a), static_cast<const bf16*>(b), static_cast<bf16*>(out), n);
   else
-    add_kernel<<<grid_for(n), kThreads, 0, s>>>(static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(out), n);
+    add_kernel<<<grid_for(n), kThreads, 0, s>>>(
+        static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(out), n);
 }
 
 void concat_cols(const void* a, int64_t as, const void* b, int64_t bs, void* out, int64_t T,
                  int64_t D1, int64_t D2, int64_t eb, cudaStream_t s) {
   if (T == 0) return;
   if (eb == 2)
-    concat_kernel<<<T, 256, 0, s>>>(static_cast<const uint16_t*>(a), as, static_cast<const uint16_t*>(b), bs, static_cast<uint16_t*>(out), D1, D2);
+    concat_kernel<<<T, 256, 0, s>>>(static_cast<const uint16_t*>(a), as,
+                                    static_cast<const uint16_t*>(b), bs,
+                                    static_cast<uint16_t*>(out), D1, D2);
   else
-    concat_kernel<<<T, 256, 0, s>>>(static_cast<const uint32_t*>(a), as, static_cast<const uint32_t*>(b), bs, static_cast<uint32_t*>(out), D1, D2);
+    concat_kernel<<<T, 256, 0, s>>>(static_cast<const uint32_t*>(a), as,
+                                    static_cast<const uint32_t*>(b), bs,
+                                    static_cast<uint32_t*>(out), D1, D2);
 }
 
 void gather_rows(const void* src, int64_t ss, int64_t N, const int32_t* rows, void* out, int64_t M,
                  int64_t D, int64_t eb, cudaStream_t s) {
   if (M == 0) return;
   if (eb == 2)
-    gather_rows_kernel<<<M, row_threads(D), 0, s>>>(static_cast<const uint16_t*>(src), ss, N, rows, static_cast<uint16_t*>(out), D);
+    gather_rows_kernel<<<M, row_threads(D), 0, s>>>(static_cast<const uint16_t*>(src), ss, N, rows,
+                                                    static_cast<uint16_t*>(out), D);
   else
-    gather_rows_kernel<<<M, row_threads(D), 0, s>>>(static_cast<const uint32_t*>(src), ss, N, rows, static_cast<uint32_t*>(out), D);
+    gather_rows_kernel<<<M, row_threads(D), 0, s>>>(static_cast<const uint32_t*>(src), ss, N, rows,
+                                                    static_cast<uint32_t*>(out), D);
 }
 
 void kv_store(const void* rows, int64_t rs, const int32_t* slots, void* pool, int64_t T, int64_t S,
               int64_t R, int64_t eb, cudaStream_t s) {
   if (T == 0) return;
   if (eb == 2)
-    kv_store_kernel<<<T, 128, 0, s>>>(static_cast<const uint16_t*>(rows), rs, slots, static_cast<uint16_t*>(pool), S, R);
+    kv_store_kernel<<<T, 128, 0, s>>>(static_cast<const uint16_t*>(rows), rs, slots,
+                                      static_cast<uint16_t*>(pool), S, R);
   else
-    kv_store_kernel<<<T, 128, 0, s>>>(static_cast<const uint32_t*>(rows), rs, slots, static_cast<uint32_t*>(pool), S, R);
+    kv_store_kernel<<<T, 128, 0, s>>>(static_cast<const uint32_t*>(rows), rs, slots,
+                                      static_cast<uint32_t*>(pool), S, R);
 }
 
-void kv_gather(const void* pool, const PagedMeta& m, int64_t max_len, void* out, int64_t R, int64_t eb,
-               cudaStream_t s) {
+void kv_gather(const void* pool, const PagedMeta& m, int64_t max_len, void* out, int64_t R,
+               int64_t eb, cudaStream_t s) {
   if (m.num_seqs == 0 || max_len == 0) return;
   constexpr int64_t kRows = 8;
   const dim3 g(cdiv(max_len, kRows), static_cast<unsigned>(m.num_seqs));
   if (eb == 2)
-    kv_gather_kernel<<<g, 128, 0, s>>>(static_cast<const uint16_t*>(pool), m, kRows, static_cast<uint16_t*>(out), R);
+    kv_gather_kernel<<<g, 128, 0, s>>>(static_cast<const uint16_t*>(pool), m, kRows,
+                                       static_cast<uint16_t*>(out), R);
   else
-    kv_gather_kernel<<<g, 128, 0, s>>>(static_cast<const uint32_t*>(pool), m, kRows, static_cast<uint32_t*>(out), R);
+    kv_gather_kernel<<<g, 128, 0, s>>>(static_cast<const uint32_t*>(pool), m, kRows,
+                                       static_cast<uint32_t*>(out), R);
 }
 
 void argmax(const float* logits, int64_t ls, int64_t T, int64_t V, int32_t* out, cudaStream_t s) {

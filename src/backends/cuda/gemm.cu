@@ -96,7 +96,8 @@ __global__ void skinny_scalar_kernel(SkinnyParams p) {
 bool vector_path(const SkinnyParams& p, DT w_dt) {
   auto al = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) == 0; };
   const int64_t wv = w_dt == DT::BF16 ? 8 : 4;
-  return p.K % 8 == 0 && p.x_rs % 8 == 0 && p.x_bs % 8 == 0 && p.w_bs % wv == 0 && al(p.x) && al(p.w);
+  return p.K % 8 == 0 && p.x_rs % 8 == 0 && p.x_bs % 8 == 0 && p.w_bs % wv == 0 && al(p.x) &&
+         al(p.w);
 }
 
 int64_t split_len(const SkinnyParams& p) {
@@ -107,7 +108,8 @@ int64_t split_len(const SkinnyParams& p) {
 template <typename TW, typename TO, int MT>
 void launch(const SkinnyParams& p, cudaStream_t s) {
   const int64_t ks = p.splits == 1 ? p.K : split_len(p);
-  const dim3 g(cdiv(p.N, kRowsPerBlock), static_cast<unsigned>(p.batch), static_cast<unsigned>(p.splits) * cdiv(p.M, MT));
+  const dim3 g(cdiv(p.N, kRowsPerBlock), static_cast<unsigned>(p.batch),
+               static_cast<unsigned>(p.splits) * cdiv(p.M, MT));
   skinny_kernel<TW, TO, MT><<<g, kSkinnyThreads, 0, s>>>(p, ks);
   if (p.splits > 1) {
     const int64_t total = p.batch * p.M * p.N;
@@ -122,11 +124,16 @@ void dispatch_mt(const SkinnyParams& p, cudaStream_t s) {
     skinny_scalar_kernel<TW, TO><<<g, 256, 0, s>>>(p);
     return;
   }
-  if (p.M <= 1) launch<TW, TO, 1>(p, s);
-  else if (p.M <= 2) launch<TW, TO, 2>(p, s);
-  else if (p.M <= 4) launch<TW, TO, 4>(p, s);
-  else if (p.M <= 8) launch<TW, TO, 8>(p, s);
-  else launch<TW, TO, 16>(p, s);
+  if (p.M <= 1)
+    launch<TW, TO, 1>(p, s);
+  else if (p.M <= 2)
+    launch<TW, TO, 2>(p, s);
+  else if (p.M <= 4)
+    launch<TW, TO, 4>(p, s);
+  else if (p.M <= 8)
+    launch<TW, TO, 8>(p, s);
+  else
+    launch<TW, TO, 16>(p, s);
 }
 
 }  // namespace
@@ -148,11 +155,15 @@ int64_t skinny_splits(const SkinnyParams& p, DT w_dt, int num_sms) {
 void skinny_gemm(const SkinnyParams& p, DT w_dt, DT out_dt, cudaStream_t s) {
   if (p.M == 0 || p.N == 0 || p.batch == 0) return;
   if (w_dt == DT::BF16) {
-    if (out_dt == DT::BF16) dispatch_mt<bf16, bf16>(p, s);
-    else dispatch_mt<bf16, float>(p, s);
+    if (out_dt == DT::BF16)
+      dispatch_mt<bf16, bf16>(p, s);
+    else
+      dispatch_mt<bf16, float>(p, s);
   } else {
-    if (out_dt == DT::BF16) dispatch_mt<float, bf16>(p, s);
-    else dispatch_mt<float, float>(p, s);
+    if (out_dt == DT::BF16)
+      dispatch_mt<float, bf16>(p, s);
+    else
+      dispatch_mt<float, float>(p, s);
   }
 }
 

@@ -16,7 +16,8 @@ constexpr int kSelectThreads = 1024;
 
 // grid (ceil(max_len / 128), Tc); dynamic smem q [Hi][DI] f32 + w [Hi].
 template <int DI>
-__global__ void __launch_bounds__(kKeysPerBlock) indexer_scores_kernel(IndexerParams p, int64_t t0) {
+__global__ void __launch_bounds__(kKeysPerBlock)
+    indexer_scores_kernel(IndexerParams p, int64_t t0) {
   extern __shared__ float sm[];
   float* qsm = sm;
   float* wsm = sm + p.Hi * DI;
@@ -38,7 +39,8 @@ __global__ void __launch_bounds__(kKeysPerBlock) indexer_scores_kernel(IndexerPa
   const bf16* krow = static_cast<const bf16*>(p.pool) + slot * DI;
   float kf[DI];
 #pragma unroll
-  for (int v = 0; v < DI / 8; ++v) bf16x8_to_f(__ldg(reinterpret_cast<const uint4*>(krow) + v), kf + 8 * v);
+  for (int v = 0; v < DI / 8; ++v)
+    bf16x8_to_f(__ldg(reinterpret_cast<const uint4*>(krow) + v), kf + 8 * v);
   float score = 0.f;
   for (int64_t h = 0; h < p.Hi; ++h) {
     const float* qh = qsm + h * DI;
@@ -51,10 +53,12 @@ __global__ void __launch_bounds__(kKeysPerBlock) indexer_scores_kernel(IndexerPa
   p.scores[static_cast<int64_t>(blockIdx.y) * p.max_len + j] = score;
 }
 
-__device__ __forceinline__ uint32_t ld32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
+__device__ __forceinline__ uint32_t ld32(const bf16* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
 
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
@@ -68,7 +72,8 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1
 // grid (ceil(max_len / 128), Tc), 128 threads; dynamic smem q [Hi][DI + 8] bf16, k [128][DI + 8]
 // bf16, w [Hi] f32.
 template <int DI>
-__global__ void __launch_bounds__(kKeysPerBlock) indexer_scores_mma_kernel(IndexerParams p, int64_t t0) {
+__global__ void __launch_bounds__(kKeysPerBlock)
+    indexer_scores_mma_kernel(IndexerParams p, int64_t t0) {
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int RP = DI + 8;  // padded rows: the 8 rows of a fragment load hit different banks
   const int Hi = static_cast<int>(p.Hi);
@@ -140,7 +145,8 @@ __device__ __forceinline__ uint32_t order_key(float f) {
 }
 
 // grid (Tc), 1024 threads.
-__global__ void __launch_bounds__(kSelectThreads) indexer_select_kernel(IndexerParams p, int64_t t0) {
+__global__ void __launch_bounds__(kSelectThreads)
+    indexer_select_kernel(IndexerParams p, int64_t t0) {
   __shared__ unsigned hist[256];
   __shared__ int red[32];
   __shared__ uint32_t s_prefix;
@@ -150,7 +156,8 @@ __global__ void __launch_bounds__(kSelectThreads) indexer_select_kernel(IndexerP
   const int64_t K = p.K;
   int32_t* out = p.out + t * K;
   if (visible <= K) {
-    for (int64_t j = threadIdx.x; j < K; j += kSelectThreads) out[j] = j < visible ? static_cast<int32_t>(j) : -1;
+    for (int64_t j = threadIdx.x; j < K; j += kSelectThreads)
+      out[j] = j < visible ? static_cast<int32_t>(j) : -1;
     return;
   }
   const float* sc = p.scores + static_cast<int64_t>(blockIdx.x) * p.max_len;
@@ -167,7 +174,8 @@ __global__ void __launch_bounds__(kSelectThreads) indexer_select_kernel(IndexerP
       const bool act = j < visible && (u & pmask) == prefix;
       const uint32_t bin = act ? (u >> shift) & 255u : 256u;
       const unsigned same = __match_any_sync(0xffffffffu, bin);
-      if (act && (threadIdx.x & 31) == __ffs(same) - 1) atomicAdd(&hist[bin], static_cast<unsigned>(__popc(same)));
+      if (act && (threadIdx.x & 31) == __ffs(same) - 1)
+        atomicAdd(&hist[bin], static_cast<unsigned>(__popc(same)));
     }
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -207,7 +215,8 @@ void launch_scores(const IndexerParams& p, int64_t t0, int64_t Tc, cudaStream_t 
     const size_t smem = (p.Hi + kKeysPerBlock) * (DI + 8) * 2 + p.Hi * sizeof(float);
     static size_t configured = 0;
     if (smem > 48 * 1024 && smem > configured) {
-      cudaFuncSetAttribute(indexer_scores_mma_kernel<DI>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+      cudaFuncSetAttribute(indexer_scores_mma_kernel<DI>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
       configured = smem;
     }
     const dim3 g(cdiv(p.max_len, kKeysPerBlock), static_cast<unsigned>(Tc));
@@ -217,7 +226,8 @@ void launch_scores(const IndexerParams& p, int64_t t0, int64_t Tc, cudaStream_t 
   const size_t smem = (p.Hi * DI + p.Hi) * sizeof(float);
   static size_t configured = 0;
   if (smem > 48 * 1024 && smem > configured) {
-    cudaFuncSetAttribute(indexer_scores_kernel<DI>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    cudaFuncSetAttribute(indexer_scores_kernel<DI>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(smem));
     configured = smem;
   }
   const dim3 g(cdiv(p.max_len, kKeysPerBlock), static_cast<unsigned>(Tc));
@@ -226,16 +236,26 @@ void launch_scores(const IndexerParams& p, int64_t t0, int64_t Tc, cudaStream_t 
 
 }  // namespace
 
-bool indexer_supports_head_dim(int64_t Di) { return Di == 16 || Di == 32 || Di == 64 || Di == 128; }
+bool indexer_supports_head_dim(int64_t Di) {
+  return Di == 16 || Di == 32 || Di == 64 || Di == 128;
+}
 
 void indexer_topk(const IndexerParams& p, int64_t t0, int64_t Tc, cudaStream_t s) {
   if (Tc == 0) return;
   if (p.max_len > p.K) {  // otherwise every token selects all it sees
     switch (p.Di) {
-      case 16: launch_scores<16>(p, t0, Tc, s); break;
-      case 32: launch_scores<32>(p, t0, Tc, s); break;
-      case 64: launch_scores<64>(p, t0, Tc, s); break;
-      default: launch_scores<128>(p, t0, Tc, s); break;
+      case 16:
+        launch_scores<16>(p, t0, Tc, s);
+        break;
+      case 32:
+        launch_scores<32>(p, t0, Tc, s);
+        break;
+      case 64:
+        launch_scores<64>(p, t0, Tc, s);
+        break;
+      default:
+        launch_scores<128>(p, t0, Tc, s);
+        break;
     }
   }
   indexer_select_kernel<<<static_cast<unsigned>(Tc), kSelectThreads, 0, s>>>(p, t0);

@@ -29,8 +29,8 @@ struct PagedMeta {
 void embedding(const int32_t* ids, int64_t T, const void* table, int64_t V, int64_t D, void* out,
                DT dt, cudaStream_t s);
 // w: [D] f32. x rows strided by xs, out rows by os.
-void rms_norm(const void* x, int64_t xs, const float* w, float eps, void* out, int64_t os, int64_t T,
-              int64_t D, DT dt, cudaStream_t s);
+void rms_norm(const void* x, int64_t xs, const float* w, float eps, void* out, int64_t os,
+              int64_t T, int64_t D, DT dt, cudaStream_t s);
 void layer_norm(const void* x, int64_t xs, const float* w, const float* b, float eps, void* out,
                 int64_t os, int64_t T, int64_t D, DT dt, cudaStream_t s);
 // In place on x: [T, H, d] with strides (s0, s1, 1).
@@ -60,8 +60,8 @@ void fill_random(void* p, int64_t n, uint64_t seed, float scale, DT dt, cudaStre
 // ---- sample.cu ------------------------------------------------------------------------------
 // Backend::sample, one CTA per row: logits [T, V] f32 rows strided by ls; temperature, top_p,
 // u: [T] f32; top_k: [T] i32; out: [T] i32. Reads the parameters on the device.
-void sample(const float* logits, int64_t ls, int64_t T, int64_t V, const float* temperature, const int32_t* top_k,
-            const float* top_p, const float* u, int32_t* out, cudaStream_t s);
+void sample(const float* logits, int64_t ls, int64_t T, int64_t V, const float* temperature,
+            const int32_t* top_k, const float* top_p, const float* u, int32_t* out, cudaStream_t s);
 
 // ---- gemm.cu ------------------------------------------------------------------------------
 // Skinny GEMM: out[b][m, n] = sum_k x[b][m, k] * w[b][n, k], fp32 accumulation. x bf16; w bf16
@@ -106,8 +106,8 @@ void moe_down(const void* h, const void* down, const int32_t* counts, const int3
               const int32_t* active, const int32_t* num_active, int64_t max_active, int64_t I,
               int64_t D, float* y, cudaStream_t s);
 // xs[sorted] = x[perm[sorted] / k] (bf16 rows).
-void moe_gather_x(const void* x, int64_t xs, int64_t k, const int32_t* perm, int64_t pairs, int64_t D,
-                  void* out, cudaStream_t s);
+void moe_gather_x(const void* x, int64_t xs, int64_t k, const int32_t* perm, int64_t pairs,
+                  int64_t D, void* out, cudaStream_t s);
 // out[t, d] = sum_j w[t, j] * y[inv[t * k + j], d] (y f32 or bf16 rows of length D).
 void moe_combine(const void* y, DT y_dt, const int32_t* inv, const float* w, int64_t T, int64_t k,
                  int64_t D, void* out, cudaStream_t s);
@@ -120,7 +120,7 @@ void moe_combine(const void* y, DT y_dt, const int32_t* inv, const float* w, int
 struct MlaDecodeParams {
   const void* q = nullptr;  // bf16 [T, H, L], strides (q_s0, q_s1, 1)
   int64_t q_s0 = 0, q_s1 = 0;
-  const void* pool = nullptr;  // bf16 [S, L]
+  const void* pool = nullptr;     // bf16 [S, L]
   const int32_t* topk = nullptr;  // [T, K] or null (dense)
   int64_t topk_k = 0;
   void* out = nullptr;  // bf16 [T, H, Lc] contiguous
@@ -167,7 +167,7 @@ struct IndexerParams {
   int64_t w_s0 = 0;
   const void* pool = nullptr;  // bf16 [S, Di]
   PagedMeta meta;
-  int32_t* out = nullptr;  // [T, K]
+  int32_t* out = nullptr;   // [T, K]
   float* scores = nullptr;  // scratch [Tc, max_len]
   int64_t T = 0, Hi = 0, Di = 0, K = 0, max_len = 0;
   bool tensor_cores = true;  // mma.sync scores when Hi is a multiple of 16; false: SIMT scores

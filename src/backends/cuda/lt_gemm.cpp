@@ -6,10 +6,10 @@ namespace tandem::cuda {
 
 namespace {
 
-#define TD_LT_CHECK(expr)                                                                     \
-  do {                                                                                        \
-    cublasStatus_t st_ = (expr);                                                              \
-    if (st_ != CUBLAS_STATUS_SUCCESS)                                                         \
+#define TD_LT_CHECK(expr)                                                                      \
+  do {                                                                                         \
+    cublasStatus_t st_ = (expr);                                                               \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                          \
       ::tandem::fail("cuBLASLt error {} at {}:{}", static_cast<int>(st_), __FILE__, __LINE__); \
   } while (0)
 
@@ -57,9 +57,11 @@ LtGemm::Plan& LtGemm::plan(const Key& key) {
     const int64_t strides[3] = {sw, sx, sd};
     cublasLtMatrixLayout_t layouts[3] = {p.a, p.b, p.c};
     for (int i = 0; i < 3; ++i) {
-      TD_LT_CHECK(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-      TD_LT_CHECK(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &strides[i],
-                                                   sizeof(strides[i])));
+      TD_LT_CHECK(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                   &count, sizeof(count)));
+      TD_LT_CHECK(cublasLtMatrixLayoutSetAttribute(layouts[i],
+                                                   CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                   &strides[i], sizeof(strides[i])));
     }
   }
   cublasLtMatmulPreference_t pref;
@@ -67,10 +69,14 @@ LtGemm::Plan& LtGemm::plan(const Key& key) {
   TD_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                    &workspace_bytes_, sizeof(workspace_bytes_)));
   const uint32_t ax = al_x, aw = al_w, ad = al_d;
-  TD_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aw, sizeof(aw)));
-  TD_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ax, sizeof(ax)));
-  TD_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ad, sizeof(ad)));
-  TD_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ad, sizeof(ad)));
+  TD_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                   &aw, sizeof(aw)));
+  TD_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                   &ax, sizeof(ax)));
+  TD_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                   &ad, sizeof(ad)));
+  TD_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                   &ad, sizeof(ad)));
   cublasLtMatmulHeuristicResult_t res{};
   int found = 0;
   const cublasStatus_t st =
@@ -84,13 +90,24 @@ LtGemm::Plan& LtGemm::plan(const Key& key) {
 }
 
 bool LtGemm::gemm(const void* x, int64_t ldx, const void* w, int64_t ldw, void* d, int64_t ldd,
-                  bool d_f32, int64_t M, int64_t N, int64_t K, cudaStream_t s, int64_t batch, int64_t stride_x,
-                  int64_t stride_w, int64_t stride_d) {
+                  bool d_f32, int64_t M, int64_t N, int64_t K, cudaStream_t s, int64_t batch,
+                  int64_t stride_x, int64_t stride_w, int64_t stride_d) {
   const int64_t de = d_f32 ? 4 : 2;
   // Every batch's operands must meet the alignment the algorithm is chosen for.
-  const Key key{M, N, K, ldx, ldw, ldd, d_f32,
-                alignment(x, ldx * 2 | stride_x * 2), alignment(w, ldw * 2 | stride_w * 2),
-                alignment(d, ldd * de | stride_d * de), batch, stride_x, stride_w, stride_d};
+  const Key key{M,
+                N,
+                K,
+                ldx,
+                ldw,
+                ldd,
+                d_f32,
+                alignment(x, ldx * 2 | stride_x * 2),
+                alignment(w, ldw * 2 | stride_w * 2),
+                alignment(d, ldd * de | stride_d * de),
+                batch,
+                stride_x,
+                stride_w,
+                stride_d};
   Plan& p = plan(key);
   if (!p.ok) return false;
   const float alpha = 1.0f, beta = 0.0f;

@@ -24,9 +24,9 @@ class LtGemm {
   // Returns false when cuBLASLt offers no algorithm for the shape (the caller falls back).
   // batch > 1: `batch` independent GEMMs whose operands start stride_x / stride_w / stride_d
   // elements apart (head_matmul: one per head).
-  bool gemm(const void* x, int64_t ldx, const void* w, int64_t ldw, void* d, int64_t ldd, bool d_f32,
-            int64_t M, int64_t N, int64_t K, cudaStream_t s, int64_t batch = 1, int64_t stride_x = 0,
-            int64_t stride_w = 0, int64_t stride_d = 0);
+  bool gemm(const void* x, int64_t ldx, const void* w, int64_t ldw, void* d, int64_t ldd,
+            bool d_f32, int64_t M, int64_t N, int64_t K, cudaStream_t s, int64_t batch = 1,
+            int64_t stride_x = 0, int64_t stride_w = 0, int64_t stride_d = 0);
 
  private:
   struct Plan {
@@ -35,8 +35,8 @@ class LtGemm {
     cublasLtMatmulAlgo_t algo{};
     bool ok = false;
   };
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, int, int, int, int64_t,
-                         int64_t, int64_t, int64_t>;
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, int, int, int,
+                         int64_t, int64_t, int64_t, int64_t>;
   Plan& plan(const Key& key);
 
   cublasLtHandle_t handle_ = nullptr;

@@ -18,12 +18,12 @@ __global__ void moe_route_kernel(const float* logits, int64_t ls, const float* b
                                  int n_group, int topk_group, bool normalize, float scaling,
                                  int32_t* idx, float* wout) {
   extern __shared__ float sm[];
-  float* s = sm;                                            // [E] sigmoid scores
-  float* choice = s + E;                                    // [E] selection scores
-  float* gscore = choice + E;                               // [n_group]
-  int* taken = reinterpret_cast<int*>(gscore + n_group);    // [E]
-  int* gkeep = taken + E;                                   // [n_group]
-  int* sel = gkeep + n_group;                               // [k]
+  float* s = sm;                                          // [E] sigmoid scores
+  float* choice = s + E;                                  // [E] selection scores
+  float* gscore = choice + E;                             // [n_group]
+  int* taken = reinterpret_cast<int*>(gscore + n_group);  // [E]
+  int* gkeep = taken + E;                                 // [n_group]
+  int* sel = gkeep + n_group;                             // [k]
   __shared__ float rv[32];
   __shared__ int ri[32];
   const int64_t t = blockIdx.x;
@@ -40,8 +40,10 @@ __global__ void moe_route_kernel(const float* logits, int64_t ls, const float* b
     for (int g = tid; g < n_group; g += blockDim.x) {
       float a = -INFINITY, b = -INFINITY;
       for (int e = g * per; e < (g + 1) * per; ++e) {
-        if (choice[e] > a) b = a, a = choice[e];
-        else if (choice[e] > b) b = choice[e];
+        if (choice[e] > a)
+          b = a, a = choice[e];
+        else if (choice[e] > b)
+          b = choice[e];
       }
       gscore[g] = a + b;
       gkeep[g] = 0;
@@ -95,8 +97,9 @@ __global__ void moe_route_kernel(const float* logits, int64_t ls, const float* b
 }
 
 // One block. Counting sort of pairs by expert, stable (pair order within an expert).
-__global__ void moe_prepare_kernel(const int32_t* idx, int P, int E, int32_t* counts, int32_t* offsets,
-                                   int32_t* perm, int32_t* inv, int32_t* active, int32_t* num_active) {
+__global__ void moe_prepare_kernel(const int32_t* idx, int P, int E, int32_t* counts,
+                                   int32_t* offsets, int32_t* perm, int32_t* inv, int32_t* active,
+                                   int32_t* num_active) {
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
     int c = 0;
     for (int p = 0; p < P; ++p) c += idx[p] == e;
@@ -161,7 +164,8 @@ __global__ void __launch_bounds__(kSkinnyThreads)
 // grid (ceil(D / 16), max_active): y[sorted, d] = down_e[d] . h[sorted].
 __global__ void __launch_bounds__(kSkinnyThreads)
     moe_down_kernel(const bf16* h, const bf16* down, const int32_t* counts, const int32_t* offsets,
-                    const int32_t* active, const int32_t* num_active, int64_t I, int64_t D, float* y) {
+                    const int32_t* active, const int32_t* num_active, int64_t I, int64_t D,
+                    float* y) {
   constexpr int KC = skinny_chunk<bf16, kMoeMT>();
   __shared__ __align__(16) bf16 xsm[kMoeMT * KC];
   if (static_cast<int>(blockIdx.y) >= *num_active) return;
@@ -177,7 +181,8 @@ __global__ void __launch_bounds__(kSkinnyThreads)
     float acc[2][kMoeMT] = {};
     for (int64_t kc0 = 0; kc0 < I; kc0 += KC) {
       const int kcl = static_cast<int>(min64(KC, I - kc0));
-      stage_x(xsm, KC, mt, kc0, kcl, [&](int m) { return h + static_cast<int64_t>(off + m0 + m) * I; });
+      stage_x(xsm, KC, mt, kc0, kcl,
+              [&](int m) { return h + static_cast<int64_t>(off + m0 + m) * I; });
       const bf16* wr[2] = {wrow[0] + kc0, wrow[1] + kc0};
       skinny_chunk_dot<bf16, kMoeMT, 2>(wr, ok, xsm, KC, mt, kcl, lane, acc);
     }
@@ -200,8 +205,8 @@ __global__ void moe_gather_x_kernel(const uint16_t* x, int64_t xs, int k, const 
 }
 
 template <typename TY>
-__global__ void moe_combine_kernel(const TY* y, const int32_t* inv, const float* w, int k, int64_t D,
-                                   bf16* out) {
+__global__ void moe_combine_kernel(const TY* y, const int32_t* inv, const float* w, int k,
+                                   int64_t D, bf16* out) {
   const int64_t t = blockIdx.y;
   const int64_t d = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (d >= D) return;
@@ -226,7 +231,8 @@ void moe_route(const float* logits, int64_t ls, const float* bias, int64_t T, in
 }
 
 void moe_prepare(const int32_t* idx, int64_t pairs, int64_t E, int32_t* counts, int32_t* offsets,
-                 int32_t* perm, int32_t* inv, int32_t* active, int32_t* num_active, cudaStream_t s) {
+                 int32_t* perm, int32_t* inv, int32_t* active, int32_t* num_active,
+                 cudaStream_t s) {
   moe_prepare_kernel<<<1, 1024, 0, s>>>(idx, static_cast<int>(pairs), static_cast<int>(E), counts,
                                         offsets, perm, inv, active, num_active);
 }
@@ -237,9 +243,9 @@ void moe_gate_up(const void* x, int64_t xs, int64_t k, const void* gate_up, cons
                  cudaStream_t s) {
   if (max_active == 0) return;
   const dim3 g(cdiv(I, 8), static_cast<unsigned>(max_active));
-  moe_gate_up_kernel<<<g, kSkinnyThreads, 0, s>>>(static_cast<const bf16*>(x), xs, static_cast<int>(k),
-                                                  static_cast<const bf16*>(gate_up), counts, offsets,
-                                                  perm, active, num_active, I, D, static_cast<bf16*>(h));
+  moe_gate_up_kernel<<<g, kSkinnyThreads, 0, s>>>(
+      static_cast<const bf16*>(x), xs, static_cast<int>(k), static_cast<const bf16*>(gate_up),
+      counts, offsets, perm, active, num_active, I, D, static_cast<bf16*>(h));
 }
 
 void moe_down(const void* h, const void* down, const int32_t* counts, const int32_t* offsets,
@@ -247,15 +253,17 @@ void moe_down(const void* h, const void* down, const int32_t* counts, const int3
               int64_t D, float* y, cudaStream_t s) {
   if (max_active == 0) return;
   const dim3 g(cdiv(D, 16), static_cast<unsigned>(max_active));
-  moe_down_kernel<<<g, kSkinnyThreads, 0, s>>>(static_cast<const bf16*>(h), static_cast<const bf16*>(down),
-                                               counts, offsets, active, num_active, I, D, y);
+  moe_down_kernel<<<g, kSkinnyThreads, 0, s>>>(static_cast<const bf16*>(h),
+                                               static_cast<const bf16*>(down), counts, offsets,
+                                               active, num_active, I, D, y);
 }
 
-void moe_gather_x(const void* x, int64_t xs, int64_t k, const int32_t* perm, int64_t pairs, int64_t D,
-                  void* out, cudaStream_t s) {
+void moe_gather_x(const void* x, int64_t xs, int64_t k, const int32_t* perm, int64_t pairs,
+                  int64_t D, void* out, cudaStream_t s) {
   if (pairs == 0) return;
-  moe_gather_x_kernel<<<pairs, 256, 0, s>>>(static_cast<const uint16_t*>(x), xs, static_cast<int>(k),
-                                            perm, D, static_cast<uint16_t*>(out));
+  moe_gather_x_kernel<<<pairs, 256, 0, s>>>(static_cast<const uint16_t*>(x), xs,
+                                            static_cast<int>(k), perm, D,
+                                            static_cast<uint16_t*>(out));
 }
 
 void moe_combine(const void* y, DT y_dt, const int32_t* inv, const float* w, int64_t T, int64_t k,
@@ -263,9 +271,11 @@ void moe_combine(const void* y, DT y_dt, const int32_t* inv, const float* w, int
   if (T == 0) return;
   const dim3 g(cdiv(D, 256), static_cast<unsigned>(T));
   if (y_dt == DT::F32)
-    moe_combine_kernel<<<g, 256, 0, s>>>(static_cast<const float*>(y), inv, w, static_cast<int>(k), D, static_cast<bf16*>(out));
+    moe_combine_kernel<<<g, 256, 0, s>>>(static_cast<const float*>(y), inv, w, static_cast<int>(k),
+                                         D, static_cast<bf16*>(out));
   else
-    moe_combine_kernel<<<g, 256, 0, s>>>(static_cast<const bf16*>(y), inv, w, static_cast<int>(k), D, static_cast<bf16*>(out));
+    moe_combine_kernel<<<g, 256, 0, s>>>(static_cast<const bf16*>(y), inv, w, static_cast<int>(k),
+                                         D, static_cast<bf16*>(out));
 }
 
 }  // namespace tandem::cuda::k

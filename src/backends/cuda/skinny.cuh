@@ -8,9 +8,9 @@
 
 namespace tandem::cuda::k {
 
-constexpr int kSkinnyThreads = 256;            // 8 warps
-constexpr int kSkinnySmemBytes = 48 * 1024;    // staged activations
-constexpr int kSkinnyUnroll = 4;               // weight loads in flight per row
+constexpr int kSkinnyThreads = 256;          // 8 warps
+constexpr int kSkinnySmemBytes = 48 * 1024;  // staged activations
+constexpr int kSkinnyUnroll = 4;             // weight loads in flight per row
 
 template <typename TW>
 struct WeightVec;
@@ -66,8 +66,10 @@ __device__ __forceinline__ void skinny_chunk_dot(const TW* const (&w)[RW], const
 #pragma unroll
       for (int r = 0; r < RW; ++r) {
         const int kk = k + u * STEP;
-        if (kk < kcl && ok[r]) raw[u][r] = __ldg(reinterpret_cast<const typename V::Raw*>(w[r] + kk));
-        else raw[u][r] = typename V::Raw{};
+        if (kk < kcl && ok[r])
+          raw[u][r] = __ldg(reinterpret_cast<const typename V::Raw*>(w[r] + kk));
+        else
+          raw[u][r] = typename V::Raw{};
       }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
