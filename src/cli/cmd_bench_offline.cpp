@@ -16,6 +16,7 @@
 #include "core/rng.h"
 #include "model/presets.h"
 #include "runtime/engine.h"
+#include "runtime/generator.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tandem::cli {
@@ -235,7 +236,7 @@ Runner add_bench_offline(CLI::App& app) {
           } else if (s.outputs != p.outputs) {
             // Which requests diverge, and at which generated token.
             int differ = 0;
-            std::string where;
+            std::string where, gaps;
             for (size_t i = 0; i < s.outputs.size(); ++i) {
               if (s.outputs[i] == p.outputs[i]) continue;
               ++differ;
@@ -244,9 +245,24 @@ Runner add_bench_offline(CLI::App& app) {
                      s.outputs[i][k] == p.outputs[i][k])
                 ++k;
               where += fmt::format("{}{}", where.empty() ? "" : ",", k);
+              // How close the two choices were: the plain run's logit gap between its token and
+              // the speculative run's, recomputed on the common prefix in one forward.
+              if (k < s.outputs[i].size() && k < p.outputs[i].size()) {
+                GenerateRequest g;
+                g.prompt = prompts[i];
+                g.prompt.insert(g.prompt.end(), p.outputs[i].begin(),
+                                p.outputs[i].begin() + static_cast<long>(k));
+                g.max_new_tokens = 1;
+                Generator gen(*model, static_cast<int64_t>(g.prompt.size()) + 1, 16);
+                const std::vector<float> l = gen.generate(g).logits[0];
+                gaps += fmt::format("{}{:.4f}", gaps.empty() ? "" : ",",
+                                    l[p.outputs[i][k]] - l[s.outputs[i][k]]);
+              }
             }
-            verdict = fmt::format("DIFFER in {}/{} requests (first divergence at token {})", differ,
-                                  s.outputs.size(), where);
+            verdict = fmt::format(
+                "DIFFER in {}/{} requests (first divergence at token {}; plain-minus-spec logit "
+                "gap there {})",
+                differ, s.outputs.size(), where, gaps);
           }
           std::printf(" speedup %.2fx, outputs %s", s.tokens_per_s / p.tokens_per_s,
                       verdict.c_str());
