@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "runtime/generator.h"
+#include "server/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tandem::cli {
@@ -60,30 +61,24 @@ Runner add_generate(CLI::App& app) {
     Generator gen(*model, static_cast<int64_t>(req.prompt.size()) + req.max_new_tokens);
     if (tok) std::printf("%s", a->prompt.c_str());
     std::fflush(stdout);
-    std::string pending;  // bytes of an incomplete UTF-8 character
+    // The server's incremental detokenizer: never prints half a UTF-8 character.
+    std::optional<server::IncrementalDetokenizer> detok;
+    if (tok) detok.emplace(*tok, /*skip_special_tokens=*/true);
     const auto t0 = std::chrono::steady_clock::now();
     GenerateResult r = gen.generate(req, [&](int32_t id) {
-      if (tok) {
-        if (tok->is_special(id)) return true;
-        pending += tok->token_bytes(id);
-        // Print only complete UTF-8 characters.
-        size_t cut = pending.size();
-        for (size_t back = 1; back <= 4 && back <= pending.size(); ++back) {
-          const unsigned char ch = static_cast<unsigned char>(pending[pending.size() - back]);
-          if ((ch & 0xc0) == 0x80) continue;
-          const size_t need = ch >= 0xf0 ? 4 : ch >= 0xe0 ? 3 : ch >= 0xc0 ? 2 : 1;
-          if (need > back) cut = pending.size() - back;
-          break;
-        }
-        std::fwrite(pending.data(), 1, cut, stdout);
-        pending.erase(0, cut);
+      if (detok) {
+        const std::string text = detok->push(id);
+        std::fwrite(text.data(), 1, text.size(), stdout);
       } else {
         std::printf(" %d", id);
       }
       std::fflush(stdout);
       return true;
     });
-    std::fwrite(pending.data(), 1, pending.size(), stdout);
+    if (detok) {
+      const std::string rest = detok->flush();
+      std::fwrite(rest.data(), 1, rest.size(), stdout);
+    }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("\n");
     log_info("{} prompt tokens, {} generated in {:.2f} s ({:.1f} tokens/s){}", req.prompt.size(),

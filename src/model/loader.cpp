@@ -176,7 +176,6 @@ ModelWeights load_weights(const Checkpoint& ck, const ModelConfig& c, const Load
                        : is_mtp    ? &mtp->layer
                                    : &mw.layers[static_cast<size_t>(s.layer)];
     Pending& p = pending[s.layer];
-    auto& attn = lw ? lw->attn : mw.layers[0].attn;
     auto indexer = [&]() -> IndexerWeights& {
       if (!lw->attn.indexer) lw->attn.indexer.emplace();
       return *lw->attn.indexer;
@@ -202,29 +201,29 @@ ModelWeights load_weights(const Checkpoint& ck, const ModelConfig& c, const Load
         lw->post_attn_norm = ld.small(t);
         break;
       case Slot::kQaProj:
-        attn.q_a_proj = ld.dense(t);
+        lw->attn.q_a_proj = ld.dense(t);
         break;
       case Slot::kQaNorm:
-        attn.q_a_layernorm = ld.small(t);
+        lw->attn.q_a_layernorm = ld.small(t);
         break;
       case Slot::kQbProj:
-        attn.q_b_proj = ld.dense(t);
+        lw->attn.q_b_proj = ld.dense(t);
         break;
       case Slot::kQProj:
-        attn.q_proj = ld.dense(t);
+        lw->attn.q_proj = ld.dense(t);
         break;
       case Slot::kKvaProj:
-        attn.kv_a_proj = ld.dense(t);
+        lw->attn.kv_a_proj = ld.dense(t);
         break;
       case Slot::kKvaNorm:
-        attn.kv_a_layernorm = ld.small(t);
+        lw->attn.kv_a_layernorm = ld.small(t);
         break;
       case Slot::kKvbProj:
-        attn.kv_b_proj = ld.dense(t);
+        lw->attn.kv_b_proj = ld.dense(t);
         p.kvb = t;
         break;
       case Slot::kOProj:
-        attn.o_proj = ld.dense(t);
+        lw->attn.o_proj = ld.dense(t);
         break;
       case Slot::kIdxWqb:
         indexer().wq_b = ld.dense(t);

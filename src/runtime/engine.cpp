@@ -383,7 +383,7 @@ struct Engine::Impl {
         Sequence& s = *done[i];
         s.prefilled = true;
         if (s.req.return_hidden_states)
-          s.pending_hidden.push_back(hidden_row(r.hidden, last_token_row(fb, batch, s)));
+          s.pending_hidden.push_back(hidden_row(r.hidden, last_token_row(batch, s)));
         commit(s, {next[i]});
       }
     }
@@ -392,8 +392,7 @@ struct Engine::Impl {
     return true;
   }
 
-  static int64_t last_token_row(const ForwardBatch&, const std::vector<Scheduled>& batch,
-                                const Sequence& s) {
+  static int64_t last_token_row(const std::vector<Scheduled>& batch, const Sequence& s) {
     int64_t row = 0;
     for (auto& b : batch) {
       row += b.end - b.start;
@@ -413,7 +412,7 @@ struct Engine::Impl {
     for (auto& b : batch) {
       Sequence& s = *b.s;
       const int64_t len = b.end - b.start;
-      if (!s.finished && static_cast<int64_t>(s.tokens.size()) > b.end - 1 + 1) {
+      if (!s.finished && static_cast<int64_t>(s.tokens.size()) > b.end) {
         chunks.push_back({&s.pages,
                           b.start,
                           {s.tokens.begin() + b.start + 1, s.tokens.begin() + b.end + 1},
@@ -431,13 +430,12 @@ struct Engine::Impl {
     std::vector<int64_t> ends;
     int64_t off = 0;
     for (auto& ch : chunks) ends.push_back(off += static_cast<int64_t>(ch.tokens.size()));
-    set_next_drafts(ws, seqs, d, /*logit rows are the chunks' last tokens*/ nullptr, ends);
+    set_next_drafts(ws, seqs, d, ends);
   }
 
   // From a draft forward: d1 = argmax of each sequence's logit row, and the draft hidden state
   // and indexer top-k of the token that produced it.
   void set_next_drafts(Workspace& ws, const std::vector<Sequence*>& seqs, const ForwardResult& d,
-                       const std::vector<int64_t>* logit_index,
                        const std::vector<int64_t>& token_end) {
     const std::vector<int32_t> am = to_int_vector(ops::argmax(ws, d.logits));
     std::vector<int32_t> rows;
@@ -453,7 +451,7 @@ struct Engine::Impl {
     }
     for (size_t i = 0; i < seqs.size(); ++i) {
       Sequence& s = *seqs[i];
-      s.next_draft = am[logit_index ? static_cast<size_t>((*logit_index)[i]) : i];
+      s.next_draft = am[i];  // one logit row per sequence, in order
       s.draft_hidden.assign(hid.begin() + static_cast<int64_t>(i) * D,
                             hid.begin() + static_cast<int64_t>(i + 1) * D);
       if (K)
@@ -730,7 +728,7 @@ struct Engine::Impl {
     if (!ext.empty()) {
       Tensor h = ops::gather_rows(ws, v.hidden, to_device(hidden_rows, dev));
       ForwardResult d = forward_fixed(Kind::kDraft, ext, S + 1, logit_pos, h, Tensor());
-      set_next_drafts(ws, live, d, nullptr, ends);
+      set_next_drafts(ws, live, d, ends);
     }
     flush_outputs();
   }

@@ -46,6 +46,24 @@ Json model_card(const ServerState& st) {
   return card;
 }
 
+// The end of a stream: an error event if a choice failed, else the optional usage chunk
+// (empty choices) and [DONE]. chunk builds the route's chunk object from a choices array.
+template <typename ChunkFn>
+auto stream_tail(std::shared_ptr<Generation> gen, ResponseMeta m, StreamOptions so, ChunkFn chunk) {
+  return [gen, m, so, chunk](std::string& out) {
+    if (const ChoiceResult* failed = gen->failed_choice()) {
+      out += sse_error(500, "Generation failed: " + failed->error);
+      return;
+    }
+    if (so.include_usage) {
+      Json c = chunk(m, Json::array());
+      c["usage"] = usage_json(*gen);
+      out += sse_event(c);
+    }
+    out += sse_done();
+  };
+}
+
 HttpResponse models(ServerState& st, const HttpRequest&) {
   return HttpResponse::json(Json{{"object", "list"}, {"data", Json::array({model_card(st)})}});
 }
@@ -125,18 +143,7 @@ HttpResponse chat_completions(ServerState& st, const HttpRequest& req) {
       }
     }
   };
-  auto on_done = [gen, m, so](std::string& out) {
-    if (const ChoiceResult* failed = gen->failed_choice()) {
-      out += sse_error(500, "Generation failed: " + failed->error);
-      return;
-    }
-    if (so.include_usage) {
-      Json chunk = chat_chunk_json(m, Json::array());
-      chunk["usage"] = usage_json(*gen);
-      out += sse_event(chunk);
-    }
-    out += sse_done();
-  };
+  auto on_done = stream_tail(gen, m, so, chat_chunk_json);
   res.content_type = kEventStream;
   res.stream = std::make_shared<GenerationBody>(gen, on_start, on_deltas, on_done);
   return res;
@@ -206,18 +213,7 @@ HttpResponse completions(ServerState& st, const HttpRequest& req) {
       }
     }
   };
-  auto on_done = [gen, m, so](std::string& out) {
-    if (const ChoiceResult* failed = gen->failed_choice()) {
-      out += sse_error(500, "Generation failed: " + failed->error);
-      return;
-    }
-    if (so.include_usage) {
-      Json chunk = completion_chunk_json(m, Json::array());
-      chunk["usage"] = usage_json(*gen);
-      out += sse_event(chunk);
-    }
-    out += sse_done();
-  };
+  auto on_done = stream_tail(gen, m, so, completion_chunk_json);
   res.content_type = kEventStream;
   res.stream = std::make_shared<GenerationBody>(gen, on_start, on_deltas, on_done);
   return res;
