@@ -1,6 +1,7 @@
 // tandem bench-offline: the engine in-process (no HTTP) on a set of prompts, with and without
 // MTP speculative decoding, at several concurrencies. Reports output tokens/s, TPOT and accept
 // length, and checks that greedy outputs are identical with and without speculation.
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -29,6 +30,8 @@ struct RunStats {
   double seconds = 0, tokens_per_s = 0, tpot_ms = 0, ttft_ms = 0, accept_length = 0;
   std::vector<double> accept_per_position;
   std::vector<std::vector<int32_t>> outputs;
+  std::array<double, 4> phase_ms{};  // mean ms per speculative round (--profile-spec-phases)
+  uint64_t profiled_rounds = 0;
 };
 
 // Closed loop: keeps `concurrency` requests in flight until every prompt has run.
@@ -96,7 +99,22 @@ RunStats run(std::shared_ptr<const Model> model, const EngineOptions& eo,
   for (uint64_t a : m.spec_accepted_per_position)
     st.accept_per_position.push_back(
         m.spec_verify_steps ? static_cast<double>(a) / m.spec_verify_steps : 0.0);
+  st.profiled_rounds = m.spec_profiled_rounds;
+  for (size_t i = 0; i < st.phase_ms.size() && m.spec_profiled_rounds; ++i)
+    st.phase_ms[i] = 1e3 * m.spec_phase_seconds[i] / static_cast<double>(m.spec_profiled_rounds);
   return st;
+}
+
+// One line under a speculative run: where a round's time goes.
+void print_phases(const RunStats& s) {
+  std::string line;
+  double total = 0;
+  for (size_t i = 0; i < s.phase_ms.size(); ++i) {
+    line += fmt::format("{} {:.3f}  ", EngineMetrics::kSpecPhaseNames[i], s.phase_ms[i]);
+    total += s.phase_ms[i];
+  }
+  std::printf("%-11s phases, ms per round: %stotal %.3f (%llu rounds, device synchronized)\n", "",
+              line.c_str(), total, static_cast<unsigned long long>(s.profiled_rounds));
 }
 
 std::vector<int64_t> parse_list(const std::string& s) {
@@ -114,6 +132,7 @@ Runner add_bench_offline(CLI::App& app) {
     std::string model_path, prompts, write_ids, concurrency = "1,8,32";
     int64_t prompt_tokens = 64, max_new = 96, num_prompts = 16, steps = 3;
     double simulate = 0;
+    bool profile_phases = false;
     bool no_plain = false, disable_cuda_graph = false;
     std::string device = "cpu", load_format = "auto", preset;
     int64_t num_layers = 0, max_total_tokens = 1 << 16;
@@ -135,6 +154,9 @@ Runner add_bench_offline(CLI::App& app) {
   app.add_flag("--no-plain", a->no_plain, "Skip the runs without speculation");
   app.add_option("--device", a->device, "cpu | cuda");
   app.add_flag("--disable-cuda-graph", a->disable_cuda_graph, "Run decode-shaped forwards eagerly");
+  app.add_flag("--profile-spec-phases", a->profile_phases,
+               "Print the mean ms per speculative round of each phase (draft, verify, accept, "
+               "extend); synchronizes the device between phases, which costs some speed");
   app.add_option("--load-format", a->load_format,
                  "auto (the checkpoint) | dummy (random weights on the device)");
   app.add_option("--preset", a->preset,
@@ -208,6 +230,7 @@ Runner add_bench_offline(CLI::App& app) {
     sp.spec.num_steps = a->steps;
     sp.spec.num_draft_tokens = a->steps + 1;
     sp.spec.simulate_accept_length = a->simulate;
+    sp.profile_spec_phases = a->profile_phases;
     std::printf("model %s on %s: %zu prompts, %lld new tokens each, greedy\n",
                 a->load_format == "dummy"
                     ? ("dummy " + (a->preset.empty() ? dir : a->preset)).c_str()
@@ -268,6 +291,7 @@ Runner add_bench_offline(CLI::App& app) {
                       verdict.c_str());
         }
         std::printf("\n");
+        if (a->profile_phases) print_phases(s);
         std::fflush(stdout);
       }
     }

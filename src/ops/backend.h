@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "core/device.h"
 #include "core/tensor.h"
 #include "ops/attention_meta.h"
 #include "ops/graph_runner.h"
@@ -54,6 +55,13 @@ class Backend {
   virtual void concat_cols(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   // out[i] = src[rows[i]]. src: [N, D], rows: [M] i32, out: [M, D]
   virtual void gather_rows(const Tensor& src, const Tensor& rows, Tensor& out) = 0;
+  // dst = src, both contiguous with the same shape and dtype, on this backend's device. The
+  // default is the device's synchronous copy; backends that capture graphs override it with a
+  // copy on their stream (a synchronous copy cannot be captured).
+  virtual void copy(const Tensor& src, Tensor& dst) {
+    device_interface(src.device().type)
+        .copy(dst.raw(), dst.device(), src.raw(), src.device(), static_cast<size_t>(src.nbytes()));
+  }
 
   // pool[slot_mapping[t]] = rows[t]. rows: [T, R] (strided ok), pool: [S, R]
   virtual void kv_store(const Tensor& rows, const Tensor& slot_mapping, Tensor& pool) = 0;

@@ -142,6 +142,17 @@ Tensor gather_rows(Workspace& ws, const Tensor& src, const Tensor& rows) {
   return out;
 }
 
+void copy(const Tensor& src, Tensor& dst) {
+  TD_CHECK(src.defined() && dst.defined(), "copy: src and dst must be defined");
+  TD_CHECK(src.shape() == dst.shape(), "copy: shapes differ: src {}, dst {}", src.str(), dst.str());
+  if (src.dtype() != dst.dtype()) fail("copy: dtypes differ: src {}, dst {}", src.str(), dst.str());
+  expect_same_device("copy", src, dst);
+  TD_CHECK(src.is_contiguous() && dst.is_contiguous(),
+           "copy: src and dst must be contiguous, got src {}, dst {}", src.str(), dst.str());
+  if (src.numel() == 0) return;
+  backend_for(src.device()).copy(src, dst);
+}
+
 void kv_store(const Tensor& rows, const AttentionMeta& meta, Tensor& pool) {
   expect("kv_store", "pool", pool, "[S, R]", {-1, -1});
   expect("kv_store", "rows", rows, "[T, R]", {meta.num_tokens(), pool.size(1)});

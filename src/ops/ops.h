@@ -32,6 +32,9 @@ void add_inplace(Tensor& a, const Tensor& b);
 Tensor concat_cols(Workspace& ws, const Tensor& a, const Tensor& b);
 // [N, D], rows [M] -> [M, D]
 Tensor gather_rows(Workspace& ws, const Tensor& src, const Tensor& rows);
+// dst = src: same shape and dtype, both contiguous, on one device. Asynchronous on the backend's
+// stream (graph-capturable), unlike Tensor::copy_from.
+void copy(const Tensor& src, Tensor& dst);
 
 // rows: [T, R] written to pool: [S, R] at meta.slot_mapping
 void kv_store(const Tensor& rows, const AttentionMeta& meta, Tensor& pool);

@@ -462,7 +462,8 @@ struct Engine::Impl {
 
   // ---------------------------------------------------------------- decode-shaped forwards
 
-  enum class Kind { kTarget = 0, kDraft = 1, kDraftReuse = 2 };
+  // kDraftLoop: all S - 1 draft decode steps of a round in one forward (see draft_loop).
+  enum class Kind { kTarget = 0, kDraft = 1, kDraftReuse = 2, kDraftLoop = 3 };
 
   // The device inputs of one captured shape: (kind, padded batch, tokens per sequence).
   struct StaticBatch {
@@ -471,12 +472,89 @@ struct Engine::Impl {
     Tensor hidden;  // [bucket * q, D]: the draft's hidden-state input
     Tensor reuse;   // [bucket * q, index_topk]: reused top-k rows
     ForwardResult out;
+    // kDraftLoop only: one batch per draft step, sharing token_seq and the page table. Their
+    // ids, positions, slots and lengths are views of step_meta, uploaded in one copy.
+    std::vector<ForwardBatch> steps;  // [S - 1]
+    Tensor step_meta;                 // [S - 1, 4, bucket] i32: ids, positions, slots, lengths
+    Tensor drafts;                    // [S - 1, bucket] i32: d_2 .. d_S, written on the device
   };
 
   static int64_t bucket_for(int64_t b) {
     for (int64_t x : {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256})
       if (b <= x) return x;
     return (b + 63) / 64 * 64;
+  }
+
+  // flag: every token's logits (kTarget, kDraft*); reused top-k (kDraftLoop, whose q is S).
+  static int64_t shape_key(Kind kind, int64_t bucket, int64_t q, bool flag) {
+    return (static_cast<int64_t>(kind) << 48) | (bucket << 16) | (q << 1) | (flag ? 1 : 0);
+  }
+
+  // Page-table width of static batches: the longest context plus a round's tokens.
+  int64_t static_max_pages() const { return pages_for(ctx_len + S + 2, opt.page_size); }
+
+  // Device buffers of a fixed-width batch of Bb sequences with q tokens each.
+  ForwardBatch static_forward_batch(int64_t Bb, int64_t q, bool logit_rows) const {
+    const Device dev = model->device();
+    const int64_t T = Bb * q;
+    ForwardBatch fb;
+    fb.mode = ForwardMode::kDecode;
+    fb.input_ids = Tensor::zeros({T}, DType::I32, dev);
+    // The batch row of each token depends only on the shape: written once, here.
+    std::vector<int32_t> seq(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) seq[t] = static_cast<int32_t>(t / q);
+    fb.attn.token_seq = to_device(seq, dev);
+    fb.attn.token_pos = Tensor::zeros({T}, DType::I32, dev);
+    fb.attn.slot_mapping = Tensor::zeros({T}, DType::I32, dev);
+    fb.attn.page_table = Tensor::zeros({Bb, static_max_pages()}, DType::I32, dev);
+    fb.attn.seq_lens = Tensor::zeros({Bb}, DType::I32, dev);
+    fb.attn.page_size = opt.page_size;
+    // Kernels read real lengths from the device; the capture is sized for the longest.
+    fb.attn.max_seq_len = ctx_len + S + 1;
+    if (logit_rows) fb.logit_rows = Tensor::zeros({Bb}, DType::I32, dev);
+    return fb;
+  }
+
+  // Host values of a fixed-width batch, padded to Bb sequences: padding sequences have length 1,
+  // read page 0 and write their KV nowhere (slot -1).
+  struct FixedLayout {
+    std::vector<int32_t> ids, pos, slots;  // [Bb * q]
+    std::vector<int32_t> lens, rows;       // [Bb]
+    std::vector<int32_t> table;            // [Bb, max_pages]
+  };
+
+  FixedLayout fixed_layout(const std::vector<SequenceChunk>& chunks, int64_t Bb, int64_t q,
+                           const std::vector<int64_t>& logit_pos) const {
+    const int64_t B = static_cast<int64_t>(chunks.size()), T = Bb * q, maxp = static_max_pages();
+    FixedLayout l;
+    l.ids.assign(T, 0);
+    l.pos.assign(T, 0);
+    l.slots.assign(T, -1);
+    l.lens.assign(Bb, 1);
+    l.rows.assign(Bb, 0);
+    l.table.assign(Bb * maxp, 0);
+    for (int64_t b = 0; b < B; ++b) {
+      const SequenceChunk& ch = chunks[b];
+      TD_CHECK(static_cast<int64_t>(ch.tokens.size()) == q, "forward_fixed: {} tokens, expected {}",
+               ch.tokens.size(), q);
+      TD_CHECK(static_cast<int64_t>(ch.pages->size()) <= maxp,
+               "sequence holds more pages than the context allows");
+      for (int64_t i = 0; i < q; ++i) {
+        const int64_t p = ch.start_pos + i;
+        l.ids[b * q + i] = ch.tokens[i];
+        l.pos[b * q + i] = static_cast<int32_t>(p);
+        l.slots[b * q + i] = (*ch.pages)[p / opt.page_size] * static_cast<int32_t>(opt.page_size) +
+                             static_cast<int32_t>(p % opt.page_size);
+      }
+      std::copy(ch.pages->begin(), ch.pages->end(), l.table.begin() + b * maxp);
+      l.lens[b] = static_cast<int32_t>(ch.start_pos + q);
+      if (!logit_pos.empty()) l.rows[b] = static_cast<int32_t>(b * q + logit_pos[b]);
+    }
+    return l;
+  }
+
+  static void put(Tensor& dst, const std::vector<int32_t>& v) {
+    dst.copy_from(Tensor::from_vector(v, dst.shape()));
   }
 
   // A forward in which every sequence runs exactly q query tokens (decode, verify, draft steps,
@@ -502,65 +580,28 @@ struct Engine::Impl {
                                 kind == Kind::kDraftReuse ? reuse : Tensor());
     }
     const int64_t Bb = bucket_for(B);
-    const int64_t key =
-        (static_cast<int64_t>(kind) << 48) | (Bb << 16) | (q << 1) | (logit_pos.empty() ? 1 : 0);
+    const int64_t key = shape_key(kind, Bb, q, logit_pos.empty());
     std::unique_ptr<StaticBatch>& slot = statics[key];
-    const int64_t maxp = pages_for(ctx_len + S + 2, opt.page_size);
     if (!slot) {
       slot = std::make_unique<StaticBatch>();
       StaticBatch& sb = *slot;
       sb.bucket = Bb;
       sb.q = q;
+      sb.fb = static_forward_batch(Bb, q, !logit_pos.empty());
       const int64_t T = Bb * q;
-      sb.fb.mode = ForwardMode::kDecode;
-      sb.fb.input_ids = Tensor::zeros({T}, DType::I32, dev);
-      sb.fb.attn.token_seq = Tensor::zeros({T}, DType::I32, dev);
-      sb.fb.attn.token_pos = Tensor::zeros({T}, DType::I32, dev);
-      sb.fb.attn.slot_mapping = Tensor::zeros({T}, DType::I32, dev);
-      sb.fb.attn.page_table = Tensor::zeros({Bb, maxp}, DType::I32, dev);
-      sb.fb.attn.seq_lens = Tensor::zeros({Bb}, DType::I32, dev);
-      sb.fb.attn.page_size = opt.page_size;
-      // Kernels read real lengths from the device; the capture is sized for the longest.
-      sb.fb.attn.max_seq_len = ctx_len + S + 1;
-      if (!logit_pos.empty()) sb.fb.logit_rows = Tensor::zeros({Bb}, DType::I32, dev);
       if (kind != Kind::kTarget)
         sb.hidden =
             Tensor::zeros({T, model->config().hidden_size}, model->weights().embed.dtype(), dev);
       if (kind == Kind::kDraftReuse) sb.reuse = Tensor::zeros({T, reuse.size(1)}, DType::I32, dev);
     }
     StaticBatch& sb = *slot;
-    const int64_t T = Bb * q;
-    std::vector<int32_t> ids(T, 0), seq(T), pos(T, 0), slots(T, -1), table(Bb * maxp, 0),
-        lens(Bb, 1), rows(Bb, 0);
-    for (int64_t b = 0; b < Bb; ++b)
-      for (int64_t i = 0; i < q; ++i) seq[b * q + i] = static_cast<int32_t>(b);
-    for (int64_t b = 0; b < B; ++b) {
-      const SequenceChunk& ch = chunks[b];
-      TD_CHECK(static_cast<int64_t>(ch.tokens.size()) == q, "forward_fixed: {} tokens, expected {}",
-               ch.tokens.size(), q);
-      TD_CHECK(static_cast<int64_t>(ch.pages->size()) <= maxp,
-               "sequence holds more pages than the context allows");
-      for (int64_t i = 0; i < q; ++i) {
-        const int64_t p = ch.start_pos + i;
-        ids[b * q + i] = ch.tokens[i];
-        pos[b * q + i] = static_cast<int32_t>(p);
-        slots[b * q + i] = (*ch.pages)[p / opt.page_size] * static_cast<int32_t>(opt.page_size) +
-                           static_cast<int32_t>(p % opt.page_size);
-      }
-      std::copy(ch.pages->begin(), ch.pages->end(), table.begin() + b * maxp);
-      lens[b] = static_cast<int32_t>(ch.start_pos + q);
-      if (!logit_pos.empty()) rows[b] = static_cast<int32_t>(b * q + logit_pos[b]);
-    }
-    auto put = [&](Tensor& dst, const std::vector<int32_t>& v) {
-      dst.copy_from(Tensor::from_vector(v, dst.shape()));
-    };
-    put(sb.fb.input_ids, ids);
-    put(sb.fb.attn.token_seq, seq);
-    put(sb.fb.attn.token_pos, pos);
-    put(sb.fb.attn.slot_mapping, slots);
-    put(sb.fb.attn.page_table, table);
-    put(sb.fb.attn.seq_lens, lens);
-    if (!logit_pos.empty()) put(sb.fb.logit_rows, rows);
+    const FixedLayout l = fixed_layout(chunks, Bb, q, logit_pos);
+    put(sb.fb.input_ids, l.ids);
+    put(sb.fb.attn.token_pos, l.pos);
+    put(sb.fb.attn.slot_mapping, l.slots);
+    put(sb.fb.attn.page_table, l.table);
+    put(sb.fb.attn.seq_lens, l.lens);
+    if (!logit_pos.empty()) put(sb.fb.logit_rows, l.rows);
     if (kind != Kind::kTarget) {
       Tensor dst = sb.hidden.narrow(0, 0, B * q);
       dst.copy_from(hidden.contiguous());
@@ -576,6 +617,126 @@ struct Engine::Impl {
                                         kind == Kind::kDraftReuse ? sb.reuse : Tensor());
     });
     return sb.out;
+  }
+
+  // ---------------------------------------------------------------- draft decode
+
+  // Step 1 of a round: drafts[b] = d_1 .. d_S. Each of the S - 1 MTP steps feeds the draft's own
+  // hidden state and its previous draft token, one position further. With
+  // index_share_for_mtp_iteration the steps reuse the draft-extend token's top-k.
+  std::vector<std::vector<int32_t>> draft_decode(const std::vector<Sequence*>& seqs) {
+    const int64_t B = static_cast<int64_t>(seqs.size());
+    const int64_t D = model->config().hidden_size;
+    std::vector<std::vector<int32_t>> drafts(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) drafts[b].push_back(seqs[b]->next_draft);
+    if (S == 1) return drafts;
+    std::vector<float> hid_host(static_cast<size_t>(B * D));
+    for (int64_t b = 0; b < B; ++b)
+      std::copy(seqs[b]->draft_hidden.begin(), seqs[b]->draft_hidden.end(),
+                hid_host.begin() + b * D);
+    const Tensor hid = activations(hid_host, {B, D});  // [B, D]
+    Tensor reuse;                                      // [B, K] or undefined
+    if (model->config().index_share_for_mtp_iteration && !seqs.empty() &&
+        !seqs[0]->draft_topk.empty()) {
+      const int64_t K = static_cast<int64_t>(seqs[0]->draft_topk.size());
+      std::vector<int32_t> all;
+      for (auto* s : seqs) all.insert(all.end(), s->draft_topk.begin(), s->draft_topk.end());
+      reuse = Tensor::from_vector(all, {B, K});
+      if (!model->device().is_cpu()) reuse = reuse.to(model->device());
+    }
+    if (runner)
+      draft_loop(seqs, hid, reuse, drafts);
+    else
+      draft_steps(seqs, hid, reuse, drafts);
+    return drafts;
+  }
+
+  // Without a runner (the CPU's default): one forward per step, each draft token passing
+  // through the host to build the next step's input.
+  void draft_steps(const std::vector<Sequence*>& seqs, Tensor hid, const Tensor& reuse,
+                   std::vector<std::vector<int32_t>>& drafts) {
+    const int64_t B = static_cast<int64_t>(seqs.size());
+    for (int64_t j = 1; j < S; ++j) {
+      std::vector<SequenceChunk> chunks;
+      for (int64_t b = 0; b < B; ++b)
+        chunks.push_back({&seqs[b]->pages, seqs[b]->kv_len - 1 + j, {drafts[b].back()}, false});
+      ForwardResult d = forward_fixed(reuse.defined() ? Kind::kDraftReuse : Kind::kDraft, chunks, 1,
+                                      std::vector<int64_t>(static_cast<size_t>(B), 0), hid, reuse);
+      const std::vector<int32_t> am = to_int_vector(ops::argmax(*workspace, d.logits));
+      for (int64_t b = 0; b < B; ++b) drafts[b].push_back(am[b]);
+      hid = d.hidden.narrow(0, 0, B);  // [B, D]
+    }
+  }
+
+  // With a runner: the S - 1 steps as one forward, captured as one CUDA graph per bucket. Each
+  // step's argmax is copied on the device into the next step's input ids and into the drafts
+  // buffer, which reaches the host once, after the last step.
+  void draft_loop(const std::vector<Sequence*>& seqs, const Tensor& hid, const Tensor& reuse,
+                  std::vector<std::vector<int32_t>>& drafts) {
+    const int64_t B = static_cast<int64_t>(seqs.size()), Bb = bucket_for(B);
+    const int64_t key = shape_key(Kind::kDraftLoop, Bb, S, reuse.defined());
+    std::unique_ptr<StaticBatch>& slot = statics[key];
+    if (!slot) slot = make_draft_loop(Bb, reuse.defined() ? reuse.size(1) : 0);
+    StaticBatch& sb = *slot;
+
+    // Host values of every step: step j writes position kv_len - 1 + j. Only step 1's ids matter;
+    // later steps' ids are written by the previous step on the device.
+    std::vector<int32_t> meta;  // [S - 1, 4, Bb]
+    for (int64_t j = 1; j < S; ++j) {
+      std::vector<SequenceChunk> chunks;
+      for (int64_t b = 0; b < B; ++b)
+        chunks.push_back({&seqs[b]->pages, seqs[b]->kv_len - 1 + j, {drafts[b][0]}, false});
+      FixedLayout l = fixed_layout(chunks, Bb, 1, {});
+      for (const auto* v : {&l.ids, &l.pos, &l.slots, &l.lens})
+        meta.insert(meta.end(), v->begin(), v->end());
+      if (j == 1) put(sb.steps[0].attn.page_table, l.table);
+    }
+    put(sb.step_meta, meta);
+    Tensor h0 = sb.hidden.narrow(0, 0, B);
+    h0.copy_from(hid);
+    if (reuse.defined()) {
+      Tensor r0 = sb.reuse.narrow(0, 0, B);
+      r0.copy_from(reuse);
+    }
+    runner->run(key, [&](Workspace& w) {
+      Tensor h = sb.hidden;  // [Bb, D]: the draft hidden state that produced d_1
+      for (int64_t j = 1; j < S; ++j) {
+        const ForwardResult d = model->forward_mtp(w, sb.steps[j - 1], h, *cache, sb.reuse);
+        const Tensor am = ops::argmax(w, d.logits);  // [Bb] i32: d_{j+1}
+        Tensor row = sb.drafts.select(0, j - 1);
+        ops::copy(am, row);
+        if (j + 1 < S) ops::copy(am, sb.steps[j].input_ids);
+        h = d.hidden;  // [Bb, D]
+      }
+    });
+    const std::vector<int32_t> out = to_int_vector(sb.drafts);  // [S - 1, Bb]
+    for (int64_t j = 1; j < S; ++j)
+      for (int64_t b = 0; b < B; ++b) drafts[b].push_back(out[(j - 1) * Bb + b]);
+  }
+
+  // Static buffers of the draft loop for a bucket; K: the reused top-k width (0: the MTP
+  // indexer runs at every step).
+  std::unique_ptr<StaticBatch> make_draft_loop(int64_t Bb, int64_t K) const {
+    const Device dev = model->device();
+    auto sb = std::make_unique<StaticBatch>();
+    sb->bucket = Bb;
+    sb->q = 1;
+    sb->step_meta = Tensor::zeros({S - 1, 4, Bb}, DType::I32, dev);
+    const ForwardBatch shared = static_forward_batch(Bb, 1, /*logit_rows=*/false);
+    for (int64_t j = 0; j < S - 1; ++j) {
+      ForwardBatch fb = shared;                     // token_seq, page table and max_seq_len
+      const Tensor m = sb->step_meta.select(0, j);  // [4, Bb]
+      fb.input_ids = m.select(0, 0);
+      fb.attn.token_pos = m.select(0, 1);
+      fb.attn.slot_mapping = m.select(0, 2);
+      fb.attn.seq_lens = m.select(0, 3);
+      sb->steps.push_back(fb);
+    }
+    sb->hidden =
+        Tensor::zeros({Bb, model->config().hidden_size}, model->weights().embed.dtype(), dev);
+    if (K > 0) sb->reuse = Tensor::zeros({Bb, K}, DType::I32, dev);
+    sb->drafts = Tensor::zeros({S - 1, Bb}, DType::I32, dev);
+    return sb;
   }
 
   // ---------------------------------------------------------------- decode
@@ -608,49 +769,47 @@ struct Engine::Impl {
 
   // ---------------------------------------------------------------- speculative round
 
+  // Wall time of each phase of a speculative round, with the device synchronized at every
+  // boundary so that queued work is charged to the phase that queued it.
+  struct PhaseClock {
+    bool on = false;
+    Device dev;
+    Clock::time_point t;
+    std::array<double, 4> seconds{};
+    PhaseClock(bool enabled, Device d) : on(enabled), dev(d) {
+      if (on) t = now();
+    }
+    Clock::time_point now() const {
+      device_interface(dev.type).synchronize(dev);
+      return Clock::now();
+    }
+    // Charges the time since the previous mark to phase i.
+    void mark(int i) {
+      if (!on) return;
+      const Clock::time_point n = now();
+      seconds[static_cast<size_t>(i)] += std::chrono::duration<double>(n - t).count();
+      t = n;
+    }
+  };
+
   void spec_round() {
+    PhaseClock clock(opt.profile_spec_phases, model->device());
     ensure_decode_pages(S + 1);
     std::vector<Sequence*> seqs;
     for (auto& s : running)
       if (s->prefilled) seqs.push_back(s.get());
     const int64_t B = static_cast<int64_t>(seqs.size());
-    const int64_t D = model->config().hidden_size;
     const Device dev = model->device();
     Workspace& ws = *workspace;
 
     // 1. Draft decode: S - 1 more draft tokens, each step feeding the draft's own hidden state.
-    std::vector<std::vector<int32_t>> drafts(static_cast<size_t>(B));
-    for (int64_t b = 0; b < B; ++b) drafts[b].push_back(seqs[b]->next_draft);
-    std::vector<float> hid_host(static_cast<size_t>(B * D));
-    for (int64_t b = 0; b < B; ++b)
-      std::copy(seqs[b]->draft_hidden.begin(), seqs[b]->draft_hidden.end(),
-                hid_host.begin() + b * D);
-    Tensor hid = activations(hid_host, {B, D});
-    Tensor reuse;
-    if (model->config().index_share_for_mtp_iteration && !seqs.empty() &&
-        !seqs[0]->draft_topk.empty()) {
-      const int64_t K = static_cast<int64_t>(seqs[0]->draft_topk.size());
-      std::vector<int32_t> all;
-      for (auto* s : seqs) all.insert(all.end(), s->draft_topk.begin(), s->draft_topk.end());
-      reuse = Tensor::from_vector(all, {B, K});
-      if (!dev.is_cpu()) reuse = reuse.to(dev);
-    }
-    for (int64_t j = 1; j < S; ++j) {
-      std::vector<SequenceChunk> chunks;
-      for (int64_t b = 0; b < B; ++b)
-        chunks.push_back({&seqs[b]->pages, seqs[b]->kv_len - 1 + j, {drafts[b].back()}, false});
-      ForwardResult d = forward_fixed(reuse.defined() ? Kind::kDraftReuse : Kind::kDraft, chunks, 1,
-                                      std::vector<int64_t>(static_cast<size_t>(B), 0), hid, reuse);
-      const std::vector<int32_t> am = to_int_vector(ops::argmax(ws, d.logits));
-      for (int64_t b = 0; b < B; ++b) drafts[b].push_back(am[b]);
-      hid = d.hidden.narrow(0, 0, B);  // drop padding rows
-    }
-
+    std::vector<std::vector<int32_t>> drafts = draft_decode(seqs);
     if (opt.spec.draft_override)
       for (int64_t b = 0; b < B; ++b)
         for (int64_t j = 0; j < S; ++j)
           drafts[b][j] =
               opt.spec.draft_override(seqs[b]->id, seqs[b]->kv_len + 1 + j, drafts[b][j]);
+    clock.mark(0);
 
     // 2. Verify: the target runs [x_L, d_1 .. d_S] at positions L .. L + S.
     std::vector<SequenceChunk> chunks;
@@ -663,6 +822,7 @@ struct Engine::Impl {
     count_step();
     const std::vector<int32_t> target_am =
         to_int_vector(ops::argmax(ws, v.logits));  // [B * (S + 1)]
+    clock.mark(1);
 
     // 3. Accept, commit, and count.
     std::vector<int64_t> accepted(static_cast<size_t>(B));
@@ -703,6 +863,7 @@ struct Engine::Impl {
       s.kv_len += 1 + a.accepted;
       commit(s, a.tokens);
     }
+    clock.mark(2);
 
     // 4. Draft extend, fixed width S + 1: the draft re-reads every verified position with the
     // target's hidden states, so its KV for committed positions comes from target states.
@@ -729,6 +890,12 @@ struct Engine::Impl {
       Tensor h = ops::gather_rows(ws, v.hidden, to_device(hidden_rows, dev));
       ForwardResult d = forward_fixed(Kind::kDraft, ext, S + 1, logit_pos, h, Tensor());
       set_next_drafts(ws, live, d, ends);
+    }
+    clock.mark(3);
+    if (clock.on) {
+      std::lock_guard<std::mutex> g(metrics_mu);
+      for (size_t i = 0; i < clock.seconds.size(); ++i) m.spec_phase_seconds[i] += clock.seconds[i];
+      ++m.spec_profiled_rounds;
     }
     flush_outputs();
   }

@@ -4,6 +4,7 @@
 // stream, abort. Everything here is host bookkeeping plus calls into the model.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -44,6 +45,9 @@ struct EngineOptions {
   // Run decode-shaped forwards from padded static batches even on the CPU (what GPUs capture as
   // graphs); tests use it to check that padding never changes results.
   bool static_batches = false;
+  // Profiling aid: wait for the device after each phase of a speculative round and add the phase's
+  // wall time to EngineMetrics::spec_phase_seconds (the waits cost some speed).
+  bool profile_spec_phases = false;
   SpeculativeOptions spec;
 };
 
@@ -101,6 +105,13 @@ struct EngineMetrics {
   uint64_t spec_draft_tokens = 0;
   uint64_t spec_accepted_tokens = 0;  // accepted drafts, bonus excluded
   std::vector<uint64_t> spec_accepted_per_position;
+  // With EngineOptions::profile_spec_phases: wall seconds spent in each phase of the speculative
+  // rounds so far (draft decode, verify, accept + commit, draft extend), over spec_profiled_rounds
+  // rounds (all requests of a round together).
+  static constexpr std::array<const char*, 4> kSpecPhaseNames = {"draft", "verify", "accept",
+                                                                 "extend"};
+  std::array<double, 4> spec_phase_seconds{};
+  uint64_t spec_profiled_rounds = 0;
   double last_gen_throughput = 0.0;  // generated tokens/s over the last few seconds
   // Tokens committed per verify round, bonus included (0 if none yet).
   double avg_spec_accept_length() const {

@@ -16,8 +16,10 @@
 #include "backends/init.h"
 #include "bf16_emulation.h"
 #include "model/model.h"
+#include "model/presets.h"
 #include "model/safetensors.h"
 #include "runtime/batch_builder.h"
+#include "runtime/engine.h"
 #include "runtime/generator.h"
 
 namespace tandem::test {
@@ -359,6 +361,56 @@ TEST(GpuGraphs, DecodeReplayIsIdenticalToEager) {
       "replay == eager bitwise\n",
       replays, graph_ws.high_water() / 1048576.0);
   EXPECT_GE(replays, 38);
+}
+
+// Speculative rounds whose S - 1 draft steps run as one captured CUDA graph (each step's argmax
+// copied on the device into the next step's input ids) give the tokens of the same forwards run
+// eagerly (--disable-cuda-graph): with IndexShare (GLM-5.2) and with the MTP indexer at every
+// step (GLM-5). Graph capture failing (a host sync or an allocation inside the loop) would fail
+// the requests.
+TEST(GpuGraphs, SpecDraftLoopGraphMatchesEager) {
+  if (!init_backends()) GTEST_SKIP() << "no CUDA device";
+  for (const std::string preset : {"tiny-glm5.2", "tiny-glm5"}) {
+    LoadOptions lo;
+    lo.device = Device::cuda();
+    lo.dtype = DType::BF16;
+    lo.show_progress = false;
+    std::shared_ptr<const Model> model = Model::dummy(preset_config(preset), lo, 5);
+    std::vector<Request> reqs;
+    for (int i = 0; i < 6; ++i) {  // a bucket of 8 with padding
+      Request r;
+      for (int j = 0; j < 20 + 9 * i; ++j) r.prompt.push_back((37 * i + 11 * j) % 256);
+      r.max_new_tokens = 24;
+      reqs.push_back(r);
+    }
+    std::vector<std::vector<int32_t>> out[2];
+    for (bool graphs : {true, false}) {
+      EngineOptions o;
+      o.page_size = 64;
+      o.workspace_mb = 512;
+      o.disable_cuda_graph = !graphs;
+      o.spec.algorithm = "EAGLE";
+      o.spec.num_steps = 4;
+      o.spec.num_draft_tokens = 5;
+      Engine e(model, o);
+      std::vector<std::shared_ptr<RequestStream>> streams;
+      for (const Request& r : reqs) streams.push_back(e.submit(r));
+      for (auto& s : streams) {
+        std::vector<int32_t> toks;
+        RequestOutput ro;
+        while (s->next(ro, std::chrono::seconds(120))) {
+          toks.insert(toks.end(), ro.new_tokens.begin(), ro.new_tokens.end());
+          if (ro.finished) break;
+        }
+        EXPECT_TRUE(ro.finished && ro.finish_reason == FinishReason::kLength)
+            << preset << (graphs ? " graphs" : " eager") << ": " << ro.error;
+        out[graphs].push_back(toks);
+      }
+      EXPECT_GT(e.metrics().spec_verify_steps, 0u);
+    }
+    for (size_t i = 0; i < reqs.size(); ++i)
+      EXPECT_EQ(out[1][i], out[0][i]) << preset << " request " << i;
+  }
 }
 
 }  // namespace

@@ -4,9 +4,11 @@
 // that matches the target distribution.
 #include <cmath>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "core/rng.h"
+#include "model/presets.h"
 #include "model_test_util.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
@@ -137,20 +139,100 @@ TEST(Spec, StaticPaddedBatchesChangeNothing) {
     Engine e(model, EngineOptions{});
     ref = run_all(e, reqs);
   }
-  for (bool spec : {false, true}) {
+  for (int steps : {0, 3, 5}) {  // 0: plain decoding
     EngineOptions o;
     o.static_batches = true;
-    if (spec) {
+    if (steps > 0) {
       o.spec.algorithm = "EAGLE";
-      o.spec.num_steps = 3;
-      o.spec.num_draft_tokens = 4;
+      o.spec.num_steps = steps;
+      o.spec.num_draft_tokens = steps + 1;
     }
     Engine e(model, o);
     const auto got = run_all(e, reqs);
     for (size_t i = 0; i < reqs.size(); ++i)
-      EXPECT_EQ(got[i].tokens, ref[i].tokens) << (spec ? "spec " : "plain ") << i;
+      EXPECT_EQ(got[i].tokens, ref[i].tokens) << "S=" << steps << " request " << i;
   }
 }
+
+// Every draft token the engine proposes, per (request, position) in round order, seen through
+// the draft_override hook (which returns it unchanged).
+struct DraftLog {
+  std::mutex mu;
+  std::map<std::pair<uint64_t, int64_t>, std::vector<int32_t>> drafts;
+  void attach(EngineOptions& o) {
+    o.spec.draft_override = [this](uint64_t id, int64_t pos, int32_t d) {
+      std::lock_guard<std::mutex> g(mu);
+      drafts[{id, pos}].push_back(d);
+      return d;
+    };
+  }
+};
+
+class DraftLoop : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+// With static batches the S - 1 draft steps of a round run as one forward (one CUDA graph on
+// GPUs; the argmax passes to the next step on the device). It must draft exactly what the
+// per-step dynamic path drafts, with IndexShare (GLM-5.2: every step reuses the draft-extend
+// token's top-k) and without (GLM-5: the MTP indexer runs at every step; DeepSeek-V3: no
+// indexer), and greedy output stays that of plain decoding. Random weights: few drafts are
+// accepted, so most rounds run all S - 1 steps from fresh positions.
+TEST_P(DraftLoop, DraftsEqualTheDynamicPath) {
+  const auto [preset, steps] = GetParam();
+  init_backends();
+  LoadOptions lo;
+  lo.show_progress = false;
+  const ModelConfig c = preset_config(preset);
+  std::shared_ptr<const Model> model = Model::dummy(c, lo, 5);
+  ASSERT_TRUE(model->has_mtp());
+  EXPECT_EQ(c.index_share_for_mtp_iteration, preset == "tiny-glm5.2");
+  auto reqs = prompts(c, 11, 12, 60, 20, 40 + steps);  // 11 sequences pad to a bucket of 16
+  std::vector<Result> plain;
+  {
+    Engine e(model, EngineOptions{});
+    plain = run_all(e, reqs);
+  }
+  DraftLog logs[2];
+  for (bool stat : {false, true}) {
+    EngineOptions o;
+    o.static_batches = stat;
+    o.profile_spec_phases = stat;  // must not change anything either
+    o.spec.algorithm = "EAGLE";
+    o.spec.num_steps = steps;
+    o.spec.num_draft_tokens = steps + 1;
+    logs[stat].attach(o);
+    Engine e(model, o);
+    const auto got = run_all(e, reqs);
+    for (size_t i = 0; i < reqs.size(); ++i)
+      EXPECT_EQ(got[i].tokens, plain[i].tokens) << (stat ? "static " : "dynamic ") << i;
+    const EngineMetrics m = e.metrics();
+    EXPECT_GT(m.spec_verify_steps, 0u);
+    if (stat) {
+      EXPECT_GT(m.spec_profiled_rounds, 0u);
+      double total = 0;
+      for (double s : m.spec_phase_seconds) total += s;
+      EXPECT_GT(total, 0.0);
+    }
+  }
+  EXPECT_FALSE(logs[0].drafts.empty());
+  EXPECT_EQ(logs[0].drafts.size(), logs[1].drafts.size());
+  int64_t differ = 0;
+  for (const auto& [at, d] : logs[0].drafts) {
+    const auto it = logs[1].drafts.find(at);
+    differ += it == logs[1].drafts.end() || it->second != d;
+  }
+  EXPECT_EQ(differ, 0) << "positions whose drafts differ between the static and dynamic paths";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    PresetsAndSteps, DraftLoop,
+    ::testing::Values(std::make_tuple("tiny-glm5.2", 4), std::make_tuple("tiny-glm5.2", 5),
+                      std::make_tuple("tiny-glm5", 5), std::make_tuple("tiny-deepseek-v3", 4)),
+    [](const auto& info) {
+      std::string s = std::get<0>(info.param) + "_S" + std::to_string(std::get<1>(info.param));
+      for (char& ch : s)
+        if (ch == '.' || ch == '-') ch = '_';
+      return s;
+    });
 
 INSTANTIATE_TEST_SUITE_P(StepsAndBatch, SpecLossless,
                          ::testing::Values(std::make_tuple(1, 1), std::make_tuple(3, 1),

@@ -426,3 +426,25 @@ TEST_F(CudaOps, ZzSummaryTable) {
 
 }  // namespace
 }  // namespace tandem::test
+
+// The draft loop's device copy (cudaMemcpyAsync on the backend's stream): exact, into a row view
+// of a larger buffer, for the i32 draft tokens and bf16 activations.
+namespace tandem::test {
+namespace {
+
+TEST_F(CudaOps, CopyIntoRowViews) {
+  Pair am = ints({5, 0, 154879, 17, 3});
+  Pair drafts = ints(std::vector<int32_t>(15, -1), {3, 5});  // [steps, batch]
+  for (Tensor* t : {&drafts.gpu, &drafts.cpu}) {
+    Tensor row = t->select(0, 1);
+    ops::copy(t == &drafts.gpu ? am.gpu : am.cpu, row);
+  }
+  expect_equal_ints(drafts.gpu, drafts.cpu, "copy", "i32 row of [3, 5]");
+  Pair h = rand({7, 640});
+  Tensor hg = Tensor::zeros({7, 640}, DType::BF16, Device::cuda());
+  ops::copy(h.gpu, hg);
+  expect_close(hg, h.cpu, 0, "copy", "bf16 [7, 640]");
+}
+
+}  // namespace
+}  // namespace tandem::test

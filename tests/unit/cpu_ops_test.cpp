@@ -404,5 +404,32 @@ TEST_F(OpsTest, ShapeErrorsNameTheDimension) {
   }
 }
 
+// The draft loop's device copy: any dtype, views that are contiguous, and clear errors for
+// anything else.
+TEST_F(OpsTest, CopyBetweenContiguousTensors) {
+  Tensor am = ints({7, 0, 271, 3});
+  Tensor drafts = Tensor::zeros({3, 4}, DType::I32);  // [steps, batch]
+  Tensor row = drafts.select(0, 1);
+  ops::copy(am, row);
+  EXPECT_EQ(to_int_vector(drafts), std::vector<int32_t>({0, 0, 0, 0, 7, 0, 271, 3, 0, 0, 0, 0}));
+  Tensor h = randn({5, 6}), h2 = Tensor::zeros({5, 6}, DType::F32);
+  ops::copy(h, h2);
+  EXPECT_EQ(to_float_vector(h2), to_float_vector(h));
+  auto error_of = [](auto fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  Tensor f = Tensor::zeros({4}, DType::F32), five = Tensor::zeros({5}, DType::I32);
+  EXPECT_NE(error_of([&] { ops::copy(am, f); }).find("dtypes differ"), std::string::npos);
+  EXPECT_NE(error_of([&] { ops::copy(am, five); }).find("shapes differ"), std::string::npos);
+  Tensor col = drafts.select(1, 0);  // stride 4
+  Tensor three = ints({1, 2, 3});
+  EXPECT_NE(error_of([&] { ops::copy(three, col); }).find("contiguous"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tandem

@@ -23,6 +23,7 @@ class CpuBackend final : public Backend {
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void concat_cols(const Tensor& a, const Tensor& b, Tensor& out) override;
   void gather_rows(const Tensor& src, const Tensor& rows, Tensor& out) override;
+  void copy(const Tensor& src, Tensor& dst) override;
   void kv_store(const Tensor& rows, const Tensor& slot_mapping, Tensor& pool) override;
   void kv_gather(const Tensor& pool, const AttentionMeta& meta, Tensor& out) override;
   void mla_decode(const Tensor& q, const Tensor& pool, const AttentionMeta& meta,

@@ -65,6 +65,10 @@ void CpuBackend::gather_rows(const Tensor& src, const Tensor& rows, Tensor& out)
   }
 }
 
+void CpuBackend::copy(const Tensor& src, Tensor& dst) {
+  std::memcpy(dst.raw(), src.raw(), static_cast<size_t>(src.nbytes()));
+}
+
 void CpuBackend::argmax(const Tensor& logits, Tensor& out) {
   const int64_t T = logits.size(0), V = logits.size(1);
   const float* l = f32_ptr(logits, "argmax");

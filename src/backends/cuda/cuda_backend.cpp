@@ -608,6 +608,19 @@ void CudaBackend::moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor
   TD_CUDA_LAUNCH_CHECK();
 }
 
+// ---- device copy -----------------------------------------------------------------------------
+
+// On the compute stream, so a graph capture records it as a memcpy node (the MTP draft loop
+// passes each step's argmax to the next step's input ids this way).
+void CudaBackend::copy(const Tensor& src, Tensor& dst) {
+  need_cuda(src, "copy", "src");
+  need_cuda(dst, "copy", "dst");
+  need_contiguous(src, "copy", "src");
+  need_contiguous(dst, "copy", "dst");
+  TD_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), static_cast<size_t>(src.nbytes()),
+                                cudaMemcpyDeviceToDevice, stream_));
+}
+
 namespace {
 CudaBackend* g_backend = nullptr;
 }
