@@ -100,6 +100,10 @@ bool DecodeGraphs::run(int64_t key, const std::function<void(Workspace&)>& fn) {
     TD_CUDA_CHECK(cudaGraphInstantiate(&g->exec, g->graph, 0));
     ran = true;
   }
+  // The static inputs were just written on the legacy default stream (Tensor::copy_from, whose
+  // device-to-device copies return before they finish, and eager ops such as gather_rows), which
+  // a non-blocking stream does not wait for: finish them before the replay reads them.
+  TD_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
   TD_CUDA_CHECK(cudaGraphLaunch(g->exec, s));
   TD_CUDA_CHECK(cudaStreamSynchronize(s));
   ws_.set_used(g->used_after);  // later allocations must not overwrite the replayed outputs
