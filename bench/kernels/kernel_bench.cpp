@@ -9,7 +9,8 @@
 // the KV rows read) as GB/s against the copy bandwidth; the same for a dense layer; and prefill
 // tokens/s with TFLOP/s against the GEMM rate.
 //
-// Usage: kernel_bench [--quick]   (--quick: fewer shapes and iterations)
+// Usage: kernel_bench [--quick] [--linear-only]   (--quick: fewer shapes and iterations;
+// --linear-only: the ceilings and the linear-path table only)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_graph.h"
+#include "backends/cuda/kernels.h"
 #include "backends/cuda/lt_gemm.h"
 #include "backends/init.h"
 #include "core/error.h"
@@ -95,6 +97,96 @@ double measure_gemm_tflops() {
     if (i >= 2) ms.push_back(t);
   }
   return 2.0 * n * n * n / (median(ms) * 1e-3) / 1e12;
+}
+
+// ---- linear kernels at decode-shaped M ---------------------------------------------------------
+
+// One GLM-5.2 projection at M rows through each GEMM path: the batch-invariant tensor-core kernel
+// (every bf16 product in deterministic mode), the SIMT skinny
+// kernel and cuBLASLt. Weight bytes / time against the copy bandwidth; the L2 is flushed before
+// every timed run.
+void bench_linear_paths(double copy_gbps, double gemm_tf, bool quick) {
+  struct Shape2 {
+    const char* name;
+    int64_t N, K;
+  };
+  const std::vector<Shape2> shapes = {{"q_b 16384x2048", 16384, 2048},
+                                      {"o_proj 6144x16384", 6144, 16384},
+                                      {"dense gate_up 24576x6144", 24576, 6144},
+                                      {"lm_head 154880x6144", 154880, 6144}};
+  const std::vector<int64_t> ms =
+      quick ? std::vector<int64_t>{1, 16, 64} : std::vector<int64_t>{1, 4, 8, 16, 32, 64, 128, 256};
+  const int num_sms = cuda::cuda_backend()->num_sms();
+  Tensor flush = Tensor::empty({int64_t{256} << 20}, DType::U8, Device::cuda());
+  cuda::LtGemm lt;
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  auto time_it = [&](const std::function<void()>& fn) {
+    std::vector<double> us;
+    for (int i = 0; i < (quick ? 5 : 11); ++i) {
+      CK(cudaMemsetAsync(flush.raw(), i & 0xff, flush.nbytes()));
+      cudaEventRecord(e0);
+      fn();
+      cudaEventRecord(e1);
+      cudaEventSynchronize(e1);
+      float t = 0;
+      cudaEventElapsedTime(&t, e0, e1);
+      if (i > 0) us.push_back(t * 1e3);
+    }
+    CK(cudaGetLastError());
+    return median(us);
+  };
+  std::printf(
+      "linear paths (bf16 weights, bf16 out): us, and weight GB/s as %% of copy %.0f GB/s\n",
+      copy_gbps);
+  std::printf("%-26s %5s %16s %16s %16s %9s\n", "shape", "M", "tc (invariant)", "skinny",
+              "cuBLASLt", "tc TF/s");
+  for (const Shape2& sh : shapes) {
+    const int64_t Mmax = ms.back();
+    Tensor x = Tensor::empty({Mmax, sh.K}, DType::BF16, Device::cuda());
+    Tensor w = Tensor::empty({sh.N, sh.K}, DType::BF16, Device::cuda());
+    Tensor out = Tensor::empty({Mmax, sh.N}, DType::BF16, Device::cuda());
+    cuda::fill_random(x, 11, 1.0f);
+    cuda::fill_random(w, 12, 0.05f);
+    const double wb = static_cast<double>(sh.N * sh.K * 2);
+    for (int64_t M : ms) {
+      cuda::k::SkinnyParams p;
+      p.x = x.raw(), p.x_rs = sh.K, p.w = w.raw(), p.out = out.raw(), p.o_rs = sh.N;
+      p.M = M, p.N = sh.N, p.K = sh.K;
+      cuda::k::SkinnyParams pt = p, ps = p;
+      pt.splits = cuda::k::tc_gemm_splits(pt, num_sms);
+      ps.splits = cuda::k::skinny_splits(ps, cuda::k::DT::BF16, num_sms);
+      Tensor part_t, part_s;
+      if (pt.splits > 1) {
+        part_t = Tensor::empty({pt.splits * M * sh.N}, DType::F32, Device::cuda());
+        pt.partial = part_t.data<float>();
+      }
+      if (ps.splits > 1) {
+        part_s = Tensor::empty({ps.splits * M * sh.N}, DType::F32, Device::cuda());
+        ps.partial = part_s.data<float>();
+      }
+      const double t_tc = time_it([&] { cuda::k::tc_gemm(pt, cuda::k::DT::BF16, nullptr); });
+      const double t_sk =
+          time_it([&] { cuda::k::skinny_gemm(ps, cuda::k::DT::BF16, cuda::k::DT::BF16, nullptr); });
+      const double t_lt = time_it([&] {
+        lt.gemm(x.raw(), sh.K, w.raw(), sh.K, out.raw(), sh.N, false, M, sh.N, sh.K, nullptr);
+      });
+      auto cell = [&](double us) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%7.1f %5.1f%%", us,
+                      100.0 * wb / (us * 1e-6) / 1e9 / copy_gbps);
+        return std::string(buf);
+      };
+      std::printf("%-26s %5lld %16s %16s %16s %9.1f\n", sh.name, static_cast<long long>(M),
+                  cell(t_tc).c_str(), cell(t_sk).c_str(), cell(t_lt).c_str(),
+                  2.0 * M * sh.N * sh.K / (t_tc * 1e-6) / 1e12);
+      std::fflush(stdout);
+    }
+  }
+  std::printf("(GEMM ceiling %.0f TFLOP/s)\n\n", gemm_tf);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
 }
 
 // ---- a real-shape layer with dummy weights -----------------------------------------------------
@@ -489,7 +581,11 @@ struct PrefillRow {
 int main(int argc, char** argv) {
   using namespace tandem;
   using namespace tandem::bench;
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false, linear_only = false;
+  for (int i = 1; i < argc; ++i) {
+    quick |= std::strcmp(argv[i], "--quick") == 0;
+    linear_only |= std::strcmp(argv[i], "--linear-only") == 0;
+  }
   try {
     if (!init_backends()) {
       std::fprintf(stderr, "kernel_bench: no CUDA device\n");
@@ -504,6 +600,8 @@ int main(int argc, char** argv) {
     std::printf(
         "ceilings: HBM copy %.0f GB/s (read + write), bf16 GEMM 8192^3 %.0f TFLOP/s (cuBLASLt)\n\n",
         copy_gbps, gemm_tf);
+    bench_linear_paths(copy_gbps, gemm_tf, quick);
+    if (linear_only) return 0;
 
     Env env;
     env.c = preset_config("glm5.2");

@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/rng.h"
 #include "model/presets.h"
+#include "ops/backend.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
 #include "tokenizer/tokenizer.h"
@@ -133,7 +134,7 @@ Runner add_bench_offline(CLI::App& app) {
     int64_t prompt_tokens = 64, max_new = 96, num_prompts = 16, steps = 3;
     double simulate = 0;
     bool profile_phases = false;
-    bool no_plain = false, disable_cuda_graph = false;
+    bool no_plain = false, disable_cuda_graph = false, deterministic = false;
     std::string device = "cpu", load_format = "auto", preset;
     int64_t num_layers = 0, max_total_tokens = 1 << 16;
   };
@@ -157,6 +158,8 @@ Runner add_bench_offline(CLI::App& app) {
   app.add_flag("--profile-spec-phases", a->profile_phases,
                "Print the mean ms per speculative round of each phase (draft, verify, accept, "
                "extend); synchronizes the device between phases, which costs some speed");
+  app.add_flag("--enable-deterministic-inference", a->deterministic,
+               "Batch-invariant kernels for every batch shape (GPU)");
   app.add_option("--load-format", a->load_format,
                  "auto (the checkpoint) | dummy (random weights on the device)");
   app.add_option("--preset", a->preset,
@@ -174,6 +177,7 @@ Runner add_bench_offline(CLI::App& app) {
     } else if (a->device != "cpu") {
       fail("--device must be cpu or cuda, got {}", a->device);
     }
+    backend_for(lo.device).set_deterministic(a->deterministic);
     std::shared_ptr<const Model> model;
     if (a->load_format == "dummy") {
       ModelConfig c = a->preset.empty() ? ModelConfig::from_file(dir + "/config.json")

@@ -28,6 +28,8 @@ Runner add_serve(CLI::App& app) {
   app.add_flag("--trust-remote-code", a->trust_remote_code, "Accepted (no remote code is run)");
   app.add_flag("--disable-radix-cache", a->disable_radix_cache, "Turn the prefix cache off");
   app.add_flag("--disable-cuda-graph", a->disable_cuda_graph, "Do not capture CUDA graphs");
+  app.add_flag("--enable-deterministic-inference", a->enable_deterministic_inference,
+               "Batch-invariant kernels for every batch shape (GPU; slower at large batches)");
   app.add_option("--load-format", a->load_format,
                  "auto (read the checkpoint) or dummy (random weights of its config.json, created "
                  "on the device)");

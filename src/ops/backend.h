@@ -105,6 +105,11 @@ class Backend {
   virtual void sample(const Tensor& logits, const Tensor& temperature, const Tensor& top_k,
                       const Tensor& top_p, const Tensor& u, Tensor& out) = 0;
 
+  // Batch-invariant mode (SGLang's --enable-deterministic-inference): every op reduces a row in
+  // one fixed order whatever else is in the batch and however many rows there are, at some
+  // cost in speed. The CPU backend always is; the CUDA backend is in this mode only.
+  virtual void set_deterministic(bool on) {}
+
   // Deterministic random values, mean 0 and standard deviation `scale` (dummy weights).
   virtual void fill_random(Tensor& t, uint64_t seed, float scale) = 0;
   // The workspace a forward should allocate from: plain allocations, or an arena whose

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "model/model.h"
+#include "ops/backend.h"
 #include "server/http_server.h"
 #include "server/routes.h"
 #include "server/server_state.h"
@@ -49,6 +50,7 @@ LoadedModel load_model(const ServerArgs& args, const EngineOptions& eo, bool cud
   }
   LoadOptions lo;
   lo.device = cuda ? Device::cuda(0) : Device::cpu();
+  backend_for(lo.device).set_deterministic(args.enable_deterministic_inference);
   lo.dtype = cuda ? DType::BF16 : DType::F32;
   lo.load_mtp = eo.spec.enabled();
   std::shared_ptr<const Model> model =

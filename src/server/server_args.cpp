@@ -27,6 +27,7 @@ Json ServerArgs::to_json() const {
   j["trust_remote_code"] = trust_remote_code;
   j["disable_radix_cache"] = disable_radix_cache;
   j["disable_cuda_graph"] = disable_cuda_graph;
+  j["enable_deterministic_inference"] = enable_deterministic_inference;
   j["load_format"] = load_format;
   j["enable_return_hidden_states"] = enable_return_hidden_states;
   j["max_running_requests"] = max_running_requests;

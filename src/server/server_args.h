@@ -24,6 +24,9 @@ struct ServerArgs {
   bool trust_remote_code = false;
   bool disable_radix_cache = false;
   bool disable_cuda_graph = false;
+  // Batch-invariant kernels for every shape (SGLang's flag): identical output for a request
+  // whatever else is batched with it, at some speed cost on GPUs.
+  bool enable_deterministic_inference = false;
   bool enable_return_hidden_states = false;
   int64_t max_running_requests = EngineOptions{}.max_running_requests;
   int64_t page_size = EngineOptions{}.page_size;

@@ -318,6 +318,24 @@ void CudaBackend::skinny(const void* x, int64_t x_rs, int64_t x_bs, const Tensor
   TD_CUDA_LAUNCH_CHECK();
 }
 
+bool CudaBackend::tc(const void* x, int64_t x_rs, int64_t x_bs, const Tensor& w, int64_t w_bs,
+                     Tensor& out, int64_t o_rs, int64_t o_bs, int64_t M, int64_t N, int64_t K,
+                     int64_t batch) {
+  k::SkinnyParams p;
+  p.x = x, p.x_rs = x_rs, p.x_bs = x_bs;
+  p.w = w.raw(), p.w_bs = w_bs;
+  p.out = out.raw(), p.o_rs = o_rs, p.o_bs = o_bs;
+  p.M = M, p.N = N, p.K = K, p.batch = batch;
+  if (w.dtype() != DType::BF16 || !k::tc_gemm_applies(p)) return false;
+  p.splits = k::tc_gemm_splits(p, num_sms_);
+  if (p.splits > 1)
+    p.partial =
+        static_cast<float*>(scratch(static_cast<size_t>(p.splits * batch * M * N) * sizeof(float)));
+  k::tc_gemm(p, kdt(out, "linear", "out"), stream_);
+  TD_CUDA_LAUNCH_CHECK();
+  return true;
+}
+
 void CudaBackend::linear(const Tensor& x, const Weight& w, Tensor& out) {
   if (w.format != WeightFormat::kDense)
     fail(
@@ -330,8 +348,11 @@ void CudaBackend::linear(const Tensor& x, const Weight& w, Tensor& out) {
   need_unit_last(out, "linear", "out");
   const int64_t M = x.size(0), K = x.size(1), N = w.out_features();
   if (M == 0) return;
-  if (w.w.dtype() == DType::BF16 && M > kSkinnyMaxRows) {
-    if (lt_->gemm(x.raw(), x.stride(0), w.w.raw(), K, out.raw(), out.stride(0),
+  if (w.w.dtype() == DType::BF16) {
+    if (deterministic_ && tc(x.raw(), x.stride(0), 0, w.w, 0, out, out.stride(0), 0, M, N, K, 1))
+      return;
+    if (M > kSkinnyMaxRows && !deterministic_ &&
+        lt_->gemm(x.raw(), x.stride(0), w.w.raw(), K, out.raw(), out.stride(0),
                   out.dtype() == DType::F32, M, N, K, stream_))
       return;
   }
@@ -346,10 +367,13 @@ void CudaBackend::head_matmul(const Tensor& x, const Tensor& w, Tensor& out) {
   need_contiguous(out, "head_matmul", "out");
   const int64_t T = x.size(0), H = x.size(1), K = x.size(2), N = w.size(1);
   if (T == 0) return;
+  if (deterministic_ && tc(x.raw(), x.stride(0), x.stride(1), w, N * K, out, H * N, N, T, N, K, H))
+    return;
   // Many tokens: one strided-batched cuBLASLt GEMM (a batch per head) instead of re-streaming
   // each head's weights once per 16 tokens.
-  if (T > kSkinnyMaxRows && lt_->gemm(x.raw(), x.stride(0), w.raw(), K, out.raw(), H * N, false, T,
-                                      N, K, stream_, H, x.stride(1), N * K, N))
+  if (T > kHeadSkinnyMaxRows && !deterministic_ &&
+      lt_->gemm(x.raw(), x.stride(0), w.raw(), K, out.raw(), H * N, false, T, N, K, stream_, H,
+                x.stride(1), N * K, N))
     return;
   skinny(x.raw(), x.stride(0), x.stride(1), w, N * K, out, H * N, N, T, N, K, H);
 }
@@ -362,6 +386,14 @@ MlaDecodePlan CudaBackend::plan_mla_decode(int64_t T, int64_t H, int64_t range, 
   const int64_t blocks = T * ((H + k::kMlaHeadsPerBlock - 1) / k::kMlaHeadsPerBlock);
   const int64_t target = 2 * static_cast<int64_t>(num_sms_);
   MlaDecodePlan plan;
+  if (deterministic_) {
+    // Split boundaries fixed by the key range alone: the same for 1 or S + 1 query tokens.
+    plan.split_len = round_up(kDeterministicMlaSplit, NK);
+    plan.num_splits = (range + plan.split_len - 1) / plan.split_len;
+    if (plan.num_splits > 1)
+      plan.scratch_bytes = static_cast<size_t>(T * H * plan.num_splits) * (Lc + 1) * sizeof(float);
+    return plan;
+  }
   int64_t want = blocks >= target ? 1 : (target + blocks - 1) / blocks;
   want = std::min<int64_t>(want, 128);
   plan.split_len = std::max(NK, round_up((range + want - 1) / want, NK));
@@ -532,7 +564,9 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& gate_up, const Tens
   for (int64_t t0 = 0; t0 < T; t0 += Tc) {
     const int64_t n = std::min(Tc, T - t0);
     Tensor xo = out.narrow(0, t0, n);
-    const bool host = n * kk >= kMoeHostPathRowsPerExpert * E && !capturing();
+    // The host path's per-expert cuBLASLt GEMMs pick algorithms by row count: never when
+    // deterministic.
+    const bool host = n * kk >= kMoeHostPathRowsPerExpert * E && !capturing() && !deterministic_;
     moe_chunk(x.narrow(0, t0, n), gate_up, down, idx.narrow(0, t0, n), weights.narrow(0, t0, n), xo,
               host);
   }

@@ -80,8 +80,20 @@ class CudaBackend final : public Backend {
   void set_mla_tensor_cores(bool on) { mla_tensor_cores_ = on; }
   bool mla_tensor_cores() const { return mla_tensor_cores_; }
 
-  // Token count from which linear uses cuBLASLt instead of the skinny kernel.
-  static constexpr int64_t kSkinnyMaxRows = 16;
+  void set_deterministic(bool on) override { deterministic_ = on; }
+  bool deterministic() const { return deterministic_; }
+
+  // Default mode, bf16 weights: linear runs cuBLASLt from this many rows (it reads the weights
+  // as fast as the skinny kernel at one row and 1.3-2.5x faster at 2-16 rows on the H200,
+  // kernel_bench's linear table); head_matmul's small per-head products stay on the skinny
+  // kernel up to kHeadSkinnyMaxRows. Neither is batch-invariant across those switches: in
+  // deterministic mode every bf16 product runs the tensor-core kernel of gemm_tc.cu instead,
+  // f32 weights always take the skinny kernel (invariant at any M).
+  static constexpr int64_t kSkinnyMaxRows = 1;
+  static constexpr int64_t kHeadSkinnyMaxRows = 16;
+  // Keys per split of mla_decode in deterministic mode: a fixed split length makes the split
+  // boundaries (and so the merge's rounding) independent of the number of query tokens.
+  static constexpr int64_t kDeterministicMlaSplit = 512;
   // Rows per expert (on average) from which moe_experts runs cuBLASLt per expert (host sync).
   static constexpr int64_t kMoeHostPathRowsPerExpert = 32;
 
@@ -90,12 +102,16 @@ class CudaBackend final : public Backend {
   void* scratch(size_t bytes);
   void skinny(const void* x, int64_t x_rs, int64_t x_bs, const Tensor& w, int64_t w_bs, Tensor& out,
               int64_t o_rs, int64_t o_bs, int64_t M, int64_t N, int64_t K, int64_t batch);
+  // The tensor-core kernel for bf16 weights; false (nothing done) where it does not apply.
+  bool tc(const void* x, int64_t x_rs, int64_t x_bs, const Tensor& w, int64_t w_bs, Tensor& out,
+          int64_t o_rs, int64_t o_bs, int64_t M, int64_t N, int64_t K, int64_t batch);
   void moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor& down, const Tensor& idx,
                  const Tensor& weights, Tensor& out, bool host_path);
 
   cudaStream_t stream_ = nullptr;
   int num_sms_ = 132;
   bool mla_tensor_cores_ = true;
+  bool deterministic_ = false;
   std::unique_ptr<LtGemm> lt_;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;

@@ -111,10 +111,7 @@ void launch(const SkinnyParams& p, cudaStream_t s) {
   const dim3 g(cdiv(p.N, kRowsPerBlock), static_cast<unsigned>(p.batch),
                static_cast<unsigned>(p.splits) * cdiv(p.M, MT));
   skinny_kernel<TW, TO, MT><<<g, kSkinnyThreads, 0, s>>>(p, ks);
-  if (p.splits > 1) {
-    const int64_t total = p.batch * p.M * p.N;
-    split_reduce_kernel<TO><<<std::min<unsigned>(cdiv(total, 256), 4096), 256, 0, s>>>(p);
-  }
+  if (p.splits > 1) skinny_split_reduce(p, std::is_same_v<TO, float> ? DT::F32 : DT::BF16, s);
 }
 
 template <typename TW, typename TO>
@@ -138,8 +135,19 @@ void dispatch_mt(const SkinnyParams& p, cudaStream_t s) {
 
 }  // namespace
 
+void skinny_split_reduce(const SkinnyParams& p, DT out_dt, cudaStream_t s) {
+  const int64_t total = p.batch * p.M * p.N;
+  const unsigned blocks = std::min<unsigned>(cdiv(total, 256), 4096);
+  if (out_dt == DT::BF16)
+    split_reduce_kernel<bf16><<<blocks, 256, 0, s>>>(p);
+  else
+    split_reduce_kernel<float><<<blocks, 256, 0, s>>>(p);
+}
+
 int64_t skinny_splits(const SkinnyParams& p, DT w_dt, int num_sms) {
-  if (!vector_path(p, w_dt) || p.M > 16) return 1;
+  // Never a function of M: the split boundaries are part of every row's reduction order, and
+  // decode and speculative verify must reduce a token's row identically (batch invariance).
+  if (!vector_path(p, w_dt)) return 1;
   const int64_t blocks = static_cast<int64_t>(cdiv(p.N, kRowsPerBlock)) * p.batch;
   const int64_t target = 2 * static_cast<int64_t>(num_sms);
   if (blocks >= target) return 1;

@@ -83,6 +83,18 @@ struct SkinnyParams {
 // the vector path does not apply); the caller provides splits * batch * M * N floats of scratch.
 int64_t skinny_splits(const SkinnyParams& p, DT w_dt, int num_sms);
 void skinny_gemm(const SkinnyParams& p, DT w_dt, DT out_dt, cudaStream_t s);
+// out = the sum of the split partials in split order (p.splits > 1).
+void skinny_split_reduce(const SkinnyParams& p, DT out_dt, cudaStream_t s);
+
+// ---- gemm_tc.cu -----------------------------------------------------------------------------
+// The same product for bf16 weights on the tensor cores, batch-invariant: each output element
+// is reduced in an order fixed by N, K, batch and the GPU, whatever M is (see gemm_tc.cu).
+// Needs K, x_rs, x_bs, w_bs multiples of 8 and 16-byte aligned x and w (tc_gemm_applies).
+bool tc_gemm_applies(const SkinnyParams& p);
+// K splits for this shape (never depends on M); the caller provides splits * batch * M * N
+// floats of scratch in p.partial when it is more than 1.
+int64_t tc_gemm_splits(const SkinnyParams& p, int num_sms);
+void tc_gemm(const SkinnyParams& p, DT out_dt, cudaStream_t s);
 
 // ---- moe.cu --------------------------------------------------------------------------------
 // Sigmoid routing (see Backend::moe_route). logits [T, E] rows strided by ls.

@@ -1,0 +1,170 @@
+// Batch invariance of the CUDA ops that decode and speculative verify share: a token's output row
+// must be bit-identical whether the op runs it alone (decode) or among S + 1 tokens of its
+// sequence and other sequences' tokens (verify), or greedy speculation is not lossless. Checked
+// bitwise on fresh random inputs over a sweep of row counts in deterministic mode (the
+// tensor-core GEMM for every bf16 product, fixed mla_decode splits), plus the skinny kernel's
+// f32 products, which are invariant in both modes; and the tensor-core GEMM against the CPU.
+#include <cstring>
+
+#include "backends/cuda/cuda_backend.h"
+#include "ops_test_util.h"
+
+namespace tandem::test {
+namespace {
+
+constexpr double kBf16Out = 5e-3;
+constexpr double kF32Out = 1e-4;
+
+// Restores the default mode whatever a test does.
+struct DeterministicScope {
+  explicit DeterministicScope(bool on) { cuda::cuda_backend()->set_deterministic(on); }
+  ~DeterministicScope() { cuda::cuda_backend()->set_deterministic(false); }
+};
+
+// Row r of `part` ([rows, N]) equals row r of `full` bit for bit; returns the first bad row or -1.
+int64_t first_differing_row(const Tensor& part, const Tensor& full, int64_t rows) {
+  const std::vector<float> a = to_float_vector(part), b = to_float_vector(full);
+  const int64_t N = part.numel() / rows;
+  for (int64_t r = 0; r < rows; ++r)
+    if (std::memcmp(a.data() + r * N, b.data() + r * N, static_cast<size_t>(N) * 4) != 0) return r;
+  return -1;
+}
+
+TEST_F(CudaOps, TensorCoreLinearMatchesCpu) {
+  struct Shape2 {
+    int64_t N, K;
+  };
+  // GLM-5.2 projections, odd N (not a multiple of the 16-row tile), K not a multiple of the
+  // 32-wide step, tiny K (fewer steps than warps).
+  const std::vector<Shape2> shapes = {{2048, 6144}, {576, 6144}, {6144, 2048}, {1000, 640},
+                                      {77, 264},    {13, 40},    {300, 8}};
+  const std::vector<int64_t> ms = {1, 2, 5, 8, 9, 16, 17, 31, 32, 33, 63, 64, 65, 130};
+  {
+    DeterministicScope scope(true);
+    for (const Shape2& s : shapes)
+      for (int64_t M : ms) {
+        if (small_only() && M * s.N * s.K > (int64_t{16} << 20)) continue;
+        Pair x = rand({M, s.K});
+        Pair w = rand({s.N, s.K}, 0.05f);
+        const std::string what =
+            std::to_string(M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K);
+        const Tensor want =
+            ops::linear(cpu_ws_, x.cpu, Weight{w.cpu, {}, WeightFormat::kDense}, DType::F32);
+        for (DType out : {DType::BF16, DType::F32})
+          expect_close(ops::linear(gpu_ws_, x.gpu, Weight{w.gpu, {}, WeightFormat::kDense}, out),
+                       want, out == DType::F32 ? kF32Out : kBf16Out,
+                       out == DType::F32 ? "linear tc f32 out" : "linear tc", what);
+      }
+  }
+}
+
+// The same rows alone and inside every larger M give the same bits.
+void check_linear_rows(PoisonWorkspace& ws, const Pair& x, const Tensor& w,
+                       const std::vector<int64_t>& ms, DType out, const std::string& what) {
+  const Weight wt{w, {}, WeightFormat::kDense};
+  const int64_t Mmax = ms.back();
+  const Tensor full = ops::linear(ws, x.gpu.narrow(0, 0, Mmax), wt, out);
+  for (int64_t M : ms) {
+    const Tensor part = ops::linear(ws, x.gpu.narrow(0, 0, M), wt, out);
+    const int64_t bad = first_differing_row(part, full.narrow(0, 0, M).contiguous(), M);
+    EXPECT_EQ(bad, -1) << what << ": row " << bad << " of M=" << M << " differs from M=" << Mmax;
+  }
+}
+
+TEST_F(CudaOps, LinearRowsAreBatchInvariant) {
+  // Both modes: f32 weights (router, indexer head weights) on the skinny kernel at any M.
+  for (bool det : {false, true}) {
+    DeterministicScope scope(det);
+    const std::vector<int64_t> mf = {1, 3, 16, 17, 64, 300};
+    Pair x = rand({300, 6144});
+    Pair w = rand({256, 6144}, 0.05f, DType::F32);
+    check_linear_rows(gpu_ws_, x, w.gpu, mf, DType::F32, "f32 router 256x6144");
+  }
+  // Deterministic mode, bf16 weights: every M, every tile configuration of the kernel, with and
+  // without K splits (N = 576: split-K; 16384: none).
+  {
+    DeterministicScope scope(true);
+    const std::vector<int64_t> ms = {1, 2, 4, 5, 8, 12, 16, 17, 32, 33, 64, 65, 128, 200, 300};
+    for (auto [N, K] : std::vector<std::pair<int64_t, int64_t>>{
+             {1536, 2048}, {576, 6144}, {16384, 512}, {77, 264}}) {
+      Pair x = rand({300, K});
+      Pair w = rand({N, K}, 0.05f);
+      check_linear_rows(gpu_ws_, x, w.gpu, ms, DType::BF16,
+                        "deterministic bf16 " + std::to_string(N) + "x" + std::to_string(K));
+      check_linear_rows(
+          gpu_ws_, x, w.gpu, ms, DType::F32,
+          "deterministic bf16, f32 out " + std::to_string(N) + "x" + std::to_string(K));
+    }
+  }
+}
+
+TEST_F(CudaOps, HeadMatmulRowsAreBatchInvariant) {
+  {
+    DeterministicScope scope(true);
+    const std::vector<int64_t> ts = {1, 4, 17, 33, 100};
+    const int64_t Tmax = ts.back();
+    Pair q = rand({Tmax, 64, 256});
+    Pair wuk = rand({64, 512, 192}, 0.1f);
+    const Tensor full = ops::head_matmul(gpu_ws_, q.gpu.narrow(2, 0, 192), wuk.gpu);
+    for (int64_t T : ts) {
+      const Tensor part =
+          ops::head_matmul(gpu_ws_, q.gpu.narrow(0, 0, T).narrow(2, 0, 192), wuk.gpu);
+      const int64_t bad = first_differing_row(part, full.narrow(0, 0, T).contiguous(), T);
+      EXPECT_EQ(bad, -1) << "head_matmul W_UK T=" << T << " deterministic";
+      expect_close(part,
+                   ops::head_matmul(cpu_ws_, q.cpu.narrow(0, 0, T).narrow(2, 0, 192), wuk.cpu),
+                   kBf16Out, "head_matmul tc", "T=" + std::to_string(T));
+    }
+  }
+}
+
+// For each query position: a shuffled subset of [0, pos] (at most K), padded with -1.
+std::vector<int32_t> random_topk_rows(Rng& rng, const std::vector<int32_t>& pos_of, int64_t K) {
+  std::vector<int32_t> out;
+  for (int32_t pos : pos_of) {
+    std::vector<int32_t> all(static_cast<size_t>(pos + 1));
+    for (int32_t i = 0; i <= pos; ++i) all[static_cast<size_t>(i)] = i;
+    for (size_t i = all.size() - 1; i > 0; --i) std::swap(all[i], all[rng.next_u64() % (i + 1)]);
+    all.resize(static_cast<size_t>(std::min<int64_t>(K, pos + 1)));
+    all.resize(static_cast<size_t>(K), -1);
+    out.insert(out.end(), all.begin(), all.end());
+  }
+  return out;
+}
+
+// Deterministic mla_decode: each of a sequence's S + 1 verify tokens gives the same bits as that
+// token decoded alone (one query token, its own sequence length), dense and top-k sparse.
+TEST_F(CudaOps, MlaDecodeVerifyEqualsDecodeWhenDeterministic) {
+  DeterministicScope scope(true);
+  if (small_only()) GTEST_SKIP() << "GLM-5.2 dimensions";
+  const int64_t H = 64, L = 576, Lc = 512, Q = 4;
+  for (int64_t K : {int64_t{0}, int64_t{2048}}) {
+    for (int32_t len : {700, 3000}) {
+      Meta m = make_meta({len}, {static_cast<int32_t>(Q)}, 64);
+      Pair pool = rand({m.slots, L});
+      Pair q = rand({Q, H, L});
+      Pair topk;
+      if (K) topk = ints(random_topk_rows(rng_, m.pos_of, K), {Q, K});
+      const float scale = 1.0f / std::sqrt(static_cast<float>(L));
+      const Tensor verify = ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, Lc);
+      for (int64_t j = 0; j < Q; ++j) {
+        AttentionMeta one = m.gpu;
+        const int32_t pos = m.pos_of[static_cast<size_t>(j)];
+        one.token_seq = m.gpu.token_seq.narrow(0, j, 1);
+        one.token_pos = m.gpu.token_pos.narrow(0, j, 1);
+        one.slot_mapping = m.gpu.slot_mapping.narrow(0, j, 1);
+        one.seq_lens = Tensor::from_vector(std::vector<int32_t>{pos + 1}, {1}).to(Device::cuda());
+        one.max_seq_len = pos + 1;
+        const Tensor tk = K ? topk.gpu.narrow(0, j, 1) : Tensor();
+        const Tensor alone =
+            ops::mla_decode(gpu_ws_, q.gpu.narrow(0, j, 1), pool.gpu, one, tk, scale, Lc);
+        const int64_t bad = first_differing_row(alone, verify.narrow(0, j, 1).contiguous(), 1);
+        EXPECT_EQ(bad, -1) << "mla_decode len " << len << (K ? " sparse" : " dense") << " token "
+                           << j << ": alone differs from verify";
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem::test
