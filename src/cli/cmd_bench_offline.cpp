@@ -136,7 +136,7 @@ Runner add_bench_offline(CLI::App& app) {
     bool profile_phases = false;
     bool no_plain = false, disable_cuda_graph = false, deterministic = false;
     std::string device = "cpu", load_format = "auto", preset;
-    int64_t num_layers = 0, max_total_tokens = 1 << 16;
+    int64_t num_layers = 0, max_total_tokens = 1 << 16, workspace_mb = EngineOptions{}.workspace_mb;
   };
   auto a = std::make_shared<Args>();
   app.add_option("--model-path", a->model_path, "Checkpoint folder (default: the built-in model)");
@@ -167,6 +167,8 @@ Runner add_bench_offline(CLI::App& app) {
   app.add_option("--num-layers", a->num_layers,
                  "With --load-format dummy: keep this many decoder layers (a slice)");
   app.add_option("--max-total-tokens", a->max_total_tokens, "KV cache capacity in tokens");
+  app.add_option("--workspace-mb", a->workspace_mb,
+                 "Activation arena of one step on GPUs (long multi-sequence prefills need more)");
   return [a]() {
     const std::string dir = a->model_path.empty() ? default_model_path() : a->model_path;
     LoadOptions lo;
@@ -229,6 +231,7 @@ Runner add_bench_offline(CLI::App& app) {
     plain.max_total_tokens = a->max_total_tokens;
     plain.page_size = a->device == "cuda" ? 64 : 16;
     plain.disable_cuda_graph = a->disable_cuda_graph;
+    plain.workspace_mb = a->workspace_mb;
     EngineOptions sp = plain;
     sp.spec.algorithm = "EAGLE";
     sp.spec.num_steps = a->steps;
