@@ -30,11 +30,23 @@ Tensor Model::logits_for(Workspace& ws, const ForwardBatch& batch, const Tensor&
 
 ForwardResult Model::forward(Workspace& ws, const ForwardBatch& batch, KvCache& cache) const {
   const LayerContext ctx{config_, weights_, batch, cache, ws};
-  Tensor h = ops::embedding(ws, batch.input_ids, weights_.embed);  // [T, D]
-  Tensor topk;  // [T, K]: the last full indexer's selection, reused by shared layers
+  // [T, D] residual stream, updated in place by every layer.
+  Tensor h = ops::embedding(ws, batch.input_ids, weights_.embed);
+  Tensor topk;        // [T, K]: the last full indexer's selection, reused by shared layers
+  Tensor topk_carry;  // [T, index_topk] i32: where that selection outlives its layer
+  if (config_.has_indexer)
+    topk_carry = ws.alloc({batch.input_ids.size(0), config_.index_topk}, DType::I32);
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     const bool full = !config_.has_indexer || config_.indexer_full[static_cast<size_t>(l)];
+    const size_t mark = ws.mark();
     decoder_layer(ctx, weights_.layers[static_cast<size_t>(l)], l, full, h, topk);
+    // Only h (in place, below the mark) and the top-k selection leave the layer; the arena
+    // takes back the rest, so activations do not grow with the number of layers.
+    if (topk.defined() && topk.raw() != topk_carry.raw()) {
+      ops::copy(topk, topk_carry);
+      topk = topk_carry;
+    }
+    ws.release(mark);
   }
   ForwardResult r;
   r.hidden = ops::rms_norm(ws, h, weights_.final_norm,

@@ -16,6 +16,12 @@ class Workspace {
   }
   // Starts a new step: an arena reuses its memory from here (earlier tensors become invalid).
   virtual void reset() {}
+  // A point to come back to within a step: release(mark()) lets an arena reuse everything
+  // allocated after the mark (a layer's intermediates once the layer is done), so a forward
+  // needs one layer's activations, not the sum over all layers. Tensors allocated after the
+  // mark must not be used afterwards. The base class frees by reference count instead.
+  virtual size_t mark() const { return 0; }
+  virtual void release(size_t mark) { (void)mark; }
   Device device() const { return device_; }
 
  private:

@@ -36,6 +36,8 @@ class ArenaWorkspace final : public Workspace {
   ArenaWorkspace(Device d, size_t bytes);
   Tensor alloc(const Shape& shape, DType dtype) override;
   void reset() override { used_ = 0; }
+  size_t mark() const override { return used_; }
+  void release(size_t mark) override { used_ = mark < used_ ? mark : used_; }
   void set_used(size_t n) { used_ = n; }
   size_t used() const { return used_; }
   size_t high_water() const { return high_; }
