@@ -74,6 +74,13 @@ if [ "${SPEC:-1}" = "1" ]; then
     --concurrency 1,32 --disable-cuda-graph --enable-deterministic-inference
   identical eager-deterministic 1 spec_austen_eager
   identical eager-deterministic 32 spec_austen_eager
+  # Other draft lengths, deterministic: identical at concurrency 1 and 32.
+  for S in 1 2 5; do
+    step spec_austen_det_s$S "${SPEC_TIMEOUT:-150}" "$CARRY/tandem" bench-offline --device cuda $PROMPTS \
+      --concurrency 1,32 --enable-deterministic-inference --speculative-num-steps $S
+    identical deterministic-S$S 1 spec_austen_det_s$S
+    identical deterministic-S$S 32 spec_austen_det_s$S
+  done
   # Real GLM-5.2 shapes (dummy weights), prompts past index_topk (2048): MTP with real (near-zero)
   # acceptance on random weights must still reproduce plain greedy decoding exactly.
   step spec_glm52_det "${SPEC_TIMEOUT:-150}" "$CARRY/tandem" bench-offline --device cuda --load-format dummy \
@@ -98,7 +105,7 @@ fi
   echo
   echo "==================== GPU SUITE SUMMARY ===================="
   head -1 "$OUTDIR/gpu.txt" >/dev/null; sed -n 2p "$OUTDIR/gpu.txt"
-  for n in ops_tests gpu_model_tests kernel_bench hf_baseline spec_austen spec_austen_det spec_austen_eager spec_glm52_det spec_glm52 memcheck racecheck; do
+  for n in ops_tests gpu_model_tests kernel_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 memcheck racecheck; do
     [ -f "$OUTDIR/$n.log" ] || continue
     printf "%-16s rc=%-4s %4ss  " "$n" "${RC[$n]}" "${SECS[$n]}"
     grep -E "^\[  (PASSED|FAILED)  \]|ERROR SUMMARY|RACECHECK SUMMARY" "$OUTDIR/$n.log" | head -3 | tr '\n' ' '
@@ -115,6 +122,6 @@ fi
   grep -h -E "^ceilings" "$OUTDIR/kernel_bench.log"
   sed -n '/^SUMMARY/,$p' "$OUTDIR/kernel_bench.log"
   [ -f "$OUTDIR/hf_baseline.log" ] && { echo; echo "-- hf_baseline (transformers, same GPU, same run)"; cat "$OUTDIR/hf_baseline.log"; }
-  for n in spec_austen spec_austen_det spec_austen_eager spec_glm52_det spec_glm52; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
+  for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
   grep -h -E "error|Error|what\(\)" "$OUTDIR"/*.log | head -10
 } | tee "$OUTDIR/summary.txt"

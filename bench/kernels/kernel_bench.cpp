@@ -11,6 +11,7 @@
 //
 // Usage: kernel_bench [--quick] [--linear-only]   (--quick: fewer shapes and iterations;
 // --linear-only: the ceilings and the linear-path table only)
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -582,9 +583,16 @@ int main(int argc, char** argv) {
   using namespace tandem;
   using namespace tandem::bench;
   bool quick = false, linear_only = false;
+  std::string profile_layer;  // --profile-step moe|dense BATCH: one eager step for ncu
+  int64_t profile_batch = 1;
   for (int i = 1; i < argc; ++i) {
     quick |= std::strcmp(argv[i], "--quick") == 0;
     linear_only |= std::strcmp(argv[i], "--linear-only") == 0;
+    if (std::strcmp(argv[i], "--profile-step") == 0 && i + 2 < argc) {
+      profile_layer = argv[i + 1];
+      profile_batch = std::atoll(argv[i + 2]);
+      i += 2;
+    }
   }
   try {
     if (!init_backends()) {
@@ -600,7 +608,7 @@ int main(int argc, char** argv) {
     std::printf(
         "ceilings: HBM copy %.0f GB/s (read + write), bf16 GEMM 8192^3 %.0f TFLOP/s (cuBLASLt)\n\n",
         copy_gbps, gemm_tf);
-    bench_linear_paths(copy_gbps, gemm_tf, quick);
+    if (profile_layer.empty()) bench_linear_paths(copy_gbps, gemm_tf, quick);
     if (linear_only) return 0;
 
     Env env;
@@ -640,6 +648,28 @@ int main(int argc, char** argv) {
         "%.1f MB, dense MLP %.1f MB\n\n",
         moe.attn_bytes / 1e6, moe.shared_bytes / 1e6, moe.expert_bytes / 1e6,
         dense.shared_bytes / 1e6);
+
+    if (!profile_layer.empty()) {
+      // One warm eager decode step at context 1024 between cudaProfilerStart/Stop, for
+      // `ncu --profile-from-start off`: every kernel's own duration, no launch gaps.
+      std::vector<std::vector<int32_t>> pages;
+      ForwardBatch fb = decode_batch(env, profile_batch, 1024, pages);
+      Layer& L = profile_layer == "moe" ? moe : dense;
+      const Timing t = time_layer(env, L, fb, 3, true);
+      std::printf("profile-step %s batch %lld ctx 1024: eager %.1f us, graph %.1f us\n",
+                  profile_layer.c_str(), static_cast<long long>(profile_batch), t.eager_us,
+                  t.graph_us);
+      Tensor h = dev_rand({fb.num_tokens(), env.c.hidden_size}, 1.0f);
+      const LayerContext ctx{env.c, env.mw, fb, *env.cache, env.ws};
+      Tensor tk;
+      env.ws.reset();
+      CK(cudaDeviceSynchronize());
+      CK(cudaProfilerStart());
+      decoder_layer(ctx, L.w, 0, true, h, tk);
+      CK(cudaDeviceSynchronize());
+      CK(cudaProfilerStop());
+      return 0;
+    }
 
     std::vector<DecodeRow> rows;
     std::printf("%-6s %5s %6s %7s %10s %10s %10s %9s %8s %6s\n", "layer", "batch", "ctx", "experts",
