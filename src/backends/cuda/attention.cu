@@ -175,23 +175,41 @@ __global__ void __launch_bounds__(kDecodeThreads) mla_decode_kernel(MlaDecodePar
   }
 }
 
-// grid (T * H): out = sum_s e^(lse_s - M) o_s / sum_s e^(lse_s - M).
+// grid (T * H), dynamic smem 2 * num_splits floats: out = sum_s e^(lse_s - M) o_s /
+// sum_s e^(lse_s - M), summed in split order. The split weights are computed once per block
+// and the partial rows are loaded eight splits at a time: one token's merge is a chain of
+// dependent loads otherwise (33 us at 32 splits on the H200, for 4 MB).
 __global__ void mla_merge_kernel(MlaDecodeParams p) {
+  extern __shared__ float merge_sm[];
   const int64_t th = blockIdx.x;
-  const int64_t S = p.num_splits;
-  const float* lse = p.part_lse + th * S;
+  const int S = static_cast<int>(p.num_splits);
+  float* lse = merge_sm;  // [S]
+  float* wgt = lse + S;   // [S] e^(lse_s - M), 0 for empty splits
+  for (int s = threadIdx.x; s < S; s += blockDim.x) lse[s] = p.part_lse[th * S + s];
+  __syncthreads();
   float M = -INFINITY;
-  for (int64_t s = 0; s < S; ++s) M = fmaxf(M, lse[s]);
+  for (int s = 0; s < S; ++s) M = fmaxf(M, lse[s]);
+  for (int s = threadIdx.x; s < S; s += blockDim.x)
+    wgt[s] = lse[s] == -INFINITY ? 0.f : expf(lse[s] - M);
+  __syncthreads();
+  const float* part = p.part_o + th * S * p.Lc;
   for (int64_t c = threadIdx.x; c < p.Lc; c += blockDim.x) {
     float num = 0.f, den = 0.f;
-    for (int64_t s = 0; s < S; ++s) {
-      if (lse[s] == -INFINITY) continue;
-      const float w = expf(lse[s] - M);
-      num += w * p.part_o[(th * S + s) * p.Lc + c];
+#pragma unroll 8
+    for (int s = 0; s < S; ++s) {
+      const float v = part[static_cast<int64_t>(s) * p.Lc + c];
+      if (lse[s] == -INFINITY) continue;  // an empty split's row is never written
+      const float w = wgt[s];
+      num += w * v;
       den += w;
     }
     static_cast<bf16*>(p.out)[th * p.Lc + c] = from_f<bf16>(den > 0.f ? num / den : 0.f);
   }
+}
+
+void launch_mla_merge(const MlaDecodeParams& p, cudaStream_t s) {
+  const size_t smem = static_cast<size_t>(2 * p.num_splits) * sizeof(float);
+  mla_merge_kernel<<<static_cast<unsigned>(p.T * p.H), 128, smem, s>>>(p);
 }
 
 // ---- prefill --------------------------------------------------------------------------------
@@ -394,7 +412,7 @@ void mla_decode(const MlaDecodeParams& p, cudaStream_t s) {
   if (p.T == 0) return;
   if (p.tensor_cores) {
     mla_decode_mma(p, s);
-    if (p.num_splits > 1) mla_merge_kernel<<<static_cast<unsigned>(p.T * p.H), 128, 0, s>>>(p);
+    if (p.num_splits > 1) launch_mla_merge(p, s);
     return;
   }
   const size_t smem = decode_smem(p.L);
@@ -406,7 +424,7 @@ void mla_decode(const MlaDecodeParams& p, cudaStream_t s) {
   }
   const dim3 g(static_cast<unsigned>(p.T), cdiv(p.H, HB), static_cast<unsigned>(p.num_splits));
   mla_decode_kernel<<<g, kDecodeThreads, smem, s>>>(p);
-  if (p.num_splits > 1) mla_merge_kernel<<<static_cast<unsigned>(p.T * p.H), 128, 0, s>>>(p);
+  if (p.num_splits > 1) launch_mla_merge(p, s);
 }
 
 void mla_prefill(const MlaPrefillParams& p, cudaStream_t s) {

@@ -96,32 +96,48 @@ __global__ void moe_route_kernel(const float* logits, int64_t ls, const float* b
   }
 }
 
-// One block. Counting sort of pairs by expert, stable (pair order within an expert).
+// One block, dynamic smem 2E ints. Counting sort of pairs by expert, stable (pair order within
+// an expert). Counts and offsets stay in shared memory and the offsets come from a block scan
+// (thread t owns a run of consecutive experts): one thread walking all E experts through global
+// memory took 15 us of a 440 us MoE layer at batch 1.
 __global__ void moe_prepare_kernel(const int32_t* idx, int P, int E, int32_t* counts,
                                    int32_t* offsets, int32_t* perm, int32_t* inv, int32_t* active,
                                    int32_t* num_active) {
-  for (int e = threadIdx.x; e < E; e += blockDim.x) {
-    int c = 0;
-    for (int p = 0; p < P; ++p) c += idx[p] == e;
-    counts[e] = c;
-  }
-  for (int p = threadIdx.x; p < P; p += blockDim.x)
-    if (idx[p] < 0 || idx[p] >= E) inv[p] = -1;
+  extern __shared__ int prep_sm[];
+  int* cnt = prep_sm;      // [E]
+  int* off = prep_sm + E;  // [E]
+  __shared__ int red[32];
+  const int tid = threadIdx.x, nt = blockDim.x;
+  for (int e = tid; e < E; e += nt) cnt[e] = 0;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int run = 0, na = 0;
-    for (int e = 0; e < E; ++e) {
-      offsets[e] = run;
-      run += counts[e];
-      if (counts[e] > 0) active[na++] = e;
-    }
-    offsets[E] = run;
-    *num_active = na;
+  for (int p = tid; p < P; p += nt) {
+    const int e = idx[p];
+    if (e >= 0 && e < E)
+      atomicAdd(&cnt[e], 1);
+    else
+      inv[p] = -1;
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < E; e += blockDim.x) {
-    if (counts[e] == 0) continue;
-    int o = offsets[e];
+  const int per = (E + nt - 1) / nt, e0 = min(E, tid * per), e1 = min(E, e0 + per);
+  int rows = 0, used = 0;
+  for (int e = e0; e < e1; ++e) rows += cnt[e], used += cnt[e] > 0;
+  int total_rows = 0, total_used = 0;
+  int base = block_exclusive_scan(rows, red, &total_rows);
+  int abase = block_exclusive_scan(used, red, &total_used);
+  for (int e = e0; e < e1; ++e) {
+    counts[e] = cnt[e];
+    offsets[e] = off[e] = base;
+    base += cnt[e];
+    if (cnt[e] > 0) active[abase++] = e;
+  }
+  if (tid == 0) {
+    offsets[E] = total_rows;
+    *num_active = total_used;
+  }
+  __syncthreads();
+  for (int e = tid; e < E; e += nt) {
+    if (cnt[e] == 0) continue;
+    int o = off[e];
     for (int p = 0; p < P; ++p)
       if (idx[p] == e) perm[o] = p, inv[p] = o, ++o;
   }
@@ -233,8 +249,9 @@ void moe_route(const float* logits, int64_t ls, const float* bias, int64_t T, in
 void moe_prepare(const int32_t* idx, int64_t pairs, int64_t E, int32_t* counts, int32_t* offsets,
                  int32_t* perm, int32_t* inv, int32_t* active, int32_t* num_active,
                  cudaStream_t s) {
-  moe_prepare_kernel<<<1, 1024, 0, s>>>(idx, static_cast<int>(pairs), static_cast<int>(E), counts,
-                                        offsets, perm, inv, active, num_active);
+  moe_prepare_kernel<<<1, 1024, 2 * E * sizeof(int32_t), s>>>(idx, static_cast<int>(pairs),
+                                                              static_cast<int>(E), counts, offsets,
+                                                              perm, inv, active, num_active);
 }
 
 void moe_gate_up(const void* x, int64_t xs, int64_t k, const void* gate_up, const int32_t* counts,
