@@ -92,6 +92,11 @@ if [ "${SPEC:-1}" = "1" ]; then
   step spec_glm52 "${SPEC_TIMEOUT:-150}" "$CARRY/tandem" bench-offline --device cuda --load-format dummy \
     --preset glm5.2 --num-layers 4 --num-prompts 32 --prompt-tokens 1024 --max-new-tokens 48 \
     --concurrency 1,8,32 --simulate-accept-length 2.4 --profile-spec-phases
+  # Three more MoE layers (7 = 3 dense + 4 MoE, ~100 GB): the per-MoE-layer increments of the
+  # plain step and of each round phase, for extrapolating to the full 78-layer model.
+  step spec_glm52_7 "${SPEC_TIMEOUT:-200}" "$CARRY/tandem" bench-offline --device cuda --load-format dummy \
+    --preset glm5.2 --num-layers 7 --num-prompts 16 --prompt-tokens 1024 --max-new-tokens 48 \
+    --concurrency 1,8 --simulate-accept-length 2.4 --profile-spec-phases
 fi
 # compute-sanitizer over the small op cases: out-of-bounds / misaligned accesses, then
 # shared-memory races in the attention and indexer kernels.
@@ -105,7 +110,7 @@ fi
   echo
   echo "==================== GPU SUITE SUMMARY ===================="
   head -1 "$OUTDIR/gpu.txt" >/dev/null; sed -n 2p "$OUTDIR/gpu.txt"
-  for n in ops_tests gpu_model_tests kernel_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 memcheck racecheck; do
+  for n in ops_tests gpu_model_tests kernel_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 memcheck racecheck; do
     [ -f "$OUTDIR/$n.log" ] || continue
     printf "%-16s rc=%-4s %4ss  " "$n" "${RC[$n]}" "${SECS[$n]}"
     grep -E "^\[  (PASSED|FAILED)  \]|ERROR SUMMARY|RACECHECK SUMMARY" "$OUTDIR/$n.log" | head -3 | tr '\n' ' '
@@ -122,6 +127,6 @@ fi
   grep -h -E "^ceilings" "$OUTDIR/kernel_bench.log"
   sed -n '/^SUMMARY/,$p' "$OUTDIR/kernel_bench.log"
   [ -f "$OUTDIR/hf_baseline.log" ] && { echo; echo "-- hf_baseline (transformers, same GPU, same run)"; cat "$OUTDIR/hf_baseline.log"; }
-  for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
+  for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
   grep -h -E "error|Error|what\(\)" "$OUTDIR"/*.log | head -10
 } | tee "$OUTDIR/summary.txt"

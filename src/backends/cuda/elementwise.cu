@@ -34,6 +34,38 @@ __global__ void rms_norm_kernel(const T* x, int64_t xs, const float* w, float ep
     out[blockIdx.x * os + i] = from_f<T>(w[i] * (to_f(r[i]) * inv));
 }
 
+// The same for bf16 rows of a multiple of 8 elements on 16-byte boundaries: 16-byte loads and
+// stores, eight elements per thread per step. A decode step's norms are single rows; the scalar
+// kernel spent 6.5 us on one 6144-wide row, mostly issuing loads.
+__global__ void rms_norm_vec_kernel(const bf16* x, int64_t xs, const float* w, float eps, bf16* out,
+                                    int64_t os, int64_t D) {
+  __shared__ float red[32];
+  const bf16* r = x + blockIdx.x * xs;
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x * 8; i < D; i += blockDim.x * 8) {
+    float f[8];
+    bf16x8_to_f(*reinterpret_cast<const uint4*>(r + i), f);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) ss += f[j] * f[j];
+  }
+  ss = block_sum(ss, red);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
+  for (int64_t i = threadIdx.x * 8; i < D; i += blockDim.x * 8) {
+    float f[8];
+    bf16x8_to_f(*reinterpret_cast<const uint4*>(r + i), f);
+    const float4 w0 = *reinterpret_cast<const float4*>(w + i);
+    const float4 w1 = *reinterpret_cast<const float4*>(w + i + 4);
+    const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+    uint4 o;
+    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&o);
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      h[j] =
+          __floats2bfloat162_rn(wv[2 * j] * (f[2 * j] * inv), wv[2 * j + 1] * (f[2 * j + 1] * inv));
+    *reinterpret_cast<uint4*>(out + blockIdx.x * os + i) = o;
+  }
+}
+
 template <typename T>
 __global__ void layer_norm_kernel(const T* x, int64_t xs, const float* w, const float* b, float eps,
                                   T* out, int64_t os, int64_t D) {
@@ -204,7 +236,12 @@ void embedding(const int32_t* ids, int64_t T, const void* table, int64_t V, int6
 void rms_norm(const void* x, int64_t xs, const float* w, float eps, void* out, int64_t os,
               int64_t T, int64_t D, DT dt, cudaStream_t s) {
   if (T == 0) return;
-  if (dt == DT::BF16)
+  auto al = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) == 0; };
+  if (dt == DT::BF16 && D % 8 == 0 && xs % 8 == 0 && os % 8 == 0 && al(x) && al(out) && al(w)) {
+    const unsigned threads = D / 8 >= 512 ? 256 : D / 8 >= 128 ? 128 : 64;
+    rms_norm_vec_kernel<<<T, threads, 0, s>>>(static_cast<const bf16*>(x), xs, w, eps,
+                                              static_cast<bf16*>(out), os, D);
+  } else if (dt == DT::BF16)
     rms_norm_kernel<<<T, row_threads(D), 0, s>>>(static_cast<const bf16*>(x), xs, w, eps,
                                                  static_cast<bf16*>(out), os, D);
   else
