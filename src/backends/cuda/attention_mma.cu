@@ -7,7 +7,7 @@
 // transposed with ldmatrix). Fragment layouts: PTX ISA, "Matrix Fragments for mma.m16n8k16".
 #include <cfloat>
 
-#include "backends/cuda/common.cuh"
+#include "backends/cuda/mma.cuh"
 
 namespace tandem::cuda::k {
 
@@ -17,19 +17,6 @@ constexpr int HB = kMlaHeadsPerBlock;  // 16 = the mma M dimension
 constexpr int NK = kMlaKeysPerChunk;   // 64 = 8 warps x 8 keys
 constexpr int PB = NK + 8;             // padded row of P (bf16)
 constexpr int kThreads = 256;
-
-__device__ __forceinline__ uint32_t ld32(const bf16* p) {
-  return *reinterpret_cast<const uint32_t*>(p);
-}
-
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 // Four 8x8 bf16 matrices, transposed: thread 8m + r gives the address of row r of matrix m.
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t& r0, uint32_t& r1, uint32_t& r2,

@@ -22,7 +22,7 @@
 // Fragment layouts: PTX ISA, "Matrix Fragments for mma.m16n8k16".
 #include <algorithm>
 
-#include "backends/cuda/common.cuh"
+#include "backends/cuda/mma.cuh"
 
 namespace tandem::cuda::k {
 
@@ -34,15 +34,6 @@ constexpr int kTcStep = 32;                            // k elements per warp st
 constexpr int kTcInFlight = 2;                         // steps loaded ahead per warp
 constexpr int64_t kTcSplitAlign = kTcStep * kTcWarps;  // split boundaries: whole warp rounds
 constexpr int64_t kTcNominalRows = 64;                 // block rows assumed when choosing splits
-
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 template <typename TO>
 __device__ __forceinline__ void store(TO* p, float v) {

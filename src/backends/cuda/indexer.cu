@@ -5,7 +5,7 @@
 // CpuBackend::indexer_topk's selection.
 #include <cfloat>
 
-#include "backends/cuda/common.cuh"
+#include "backends/cuda/mma.cuh"
 
 namespace tandem::cuda::k {
 
@@ -51,19 +51,6 @@ __global__ void __launch_bounds__(kKeysPerBlock)
     score += wsm[h] * (d > 0.f ? d : 0.f);
   }
   p.scores[static_cast<int64_t>(blockIdx.y) * p.max_len + j] = score;
-}
-
-__device__ __forceinline__ uint32_t ld32(const bf16* p) {
-  return *reinterpret_cast<const uint32_t*>(p);
-}
-
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // The same scores on the tensor cores: per token, S = Q [Hi x DI] . K^T [DI x 128 keys] with
