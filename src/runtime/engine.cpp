@@ -472,6 +472,9 @@ struct Engine::Impl {
     Tensor hidden;  // [bucket * q, D]: the draft's hidden-state input
     Tensor reuse;   // [bucket * q, index_topk]: reused top-k rows
     ForwardResult out;
+    // [3 T + 2 bucket + bucket * max_pages] i32: ids, positions, slots, lengths, logit rows and
+    // the page table, which fb's tensors view, so a step uploads its inputs in one copy.
+    Tensor inputs;
     // kDraftLoop only: one batch per draft step, sharing token_seq and the page table. Their
     // ids, positions, slots and lengths are views of step_meta, uploaded in one copy.
     std::vector<ForwardBatch> steps;  // [S - 1]
@@ -493,25 +496,34 @@ struct Engine::Impl {
   // Page-table width of static batches: the longest context plus a round's tokens.
   int64_t static_max_pages() const { return pages_for(ctx_len + S + 2, opt.page_size); }
 
-  // Device buffers of a fixed-width batch of Bb sequences with q tokens each.
-  ForwardBatch static_forward_batch(int64_t Bb, int64_t q, bool logit_rows) const {
+  // Device buffers of a fixed-width batch of Bb sequences with q tokens each. Every per-step
+  // input is a view of *inputs (laid out as FixedLayout::packed()); token_seq depends only on the
+  // shape and is written once, here.
+  ForwardBatch static_forward_batch(int64_t Bb, int64_t q, bool logit_rows, Tensor* inputs) const {
     const Device dev = model->device();
-    const int64_t T = Bb * q;
+    const int64_t T = Bb * q, maxp = static_max_pages();
+    *inputs = Tensor::zeros({3 * T + 2 * Bb + Bb * maxp}, DType::I32, dev);
+    int64_t at = 0;
+    auto take = [&](int64_t n) {
+      Tensor v = inputs->narrow(0, at, n);
+      at += n;
+      return v;
+    };
     ForwardBatch fb;
     fb.mode = ForwardMode::kDecode;
-    fb.input_ids = Tensor::zeros({T}, DType::I32, dev);
-    // The batch row of each token depends only on the shape: written once, here.
+    fb.input_ids = take(T);
+    fb.attn.token_pos = take(T);
+    fb.attn.slot_mapping = take(T);
+    fb.attn.seq_lens = take(Bb);
+    const Tensor rows = take(Bb);
+    if (logit_rows) fb.logit_rows = rows;
+    fb.attn.page_table = take(Bb * maxp).view({Bb, maxp});
     std::vector<int32_t> seq(static_cast<size_t>(T));
     for (int64_t t = 0; t < T; ++t) seq[t] = static_cast<int32_t>(t / q);
     fb.attn.token_seq = to_device(seq, dev);
-    fb.attn.token_pos = Tensor::zeros({T}, DType::I32, dev);
-    fb.attn.slot_mapping = Tensor::zeros({T}, DType::I32, dev);
-    fb.attn.page_table = Tensor::zeros({Bb, static_max_pages()}, DType::I32, dev);
-    fb.attn.seq_lens = Tensor::zeros({Bb}, DType::I32, dev);
     fb.attn.page_size = opt.page_size;
     // Kernels read real lengths from the device; the capture is sized for the longest.
     fb.attn.max_seq_len = ctx_len + S + 1;
-    if (logit_rows) fb.logit_rows = Tensor::zeros({Bb}, DType::I32, dev);
     return fb;
   }
 
@@ -521,6 +533,14 @@ struct Engine::Impl {
     std::vector<int32_t> ids, pos, slots;  // [Bb * q]
     std::vector<int32_t> lens, rows;       // [Bb]
     std::vector<int32_t> table;            // [Bb, max_pages]
+    // All of it in the order of StaticBatch::inputs.
+    std::vector<int32_t> packed() const {
+      std::vector<int32_t> v;
+      v.reserve(ids.size() * 3 + lens.size() * 2 + table.size());
+      for (const auto* p : {&ids, &pos, &slots, &lens, &rows, &table})
+        v.insert(v.end(), p->begin(), p->end());
+      return v;
+    }
   };
 
   FixedLayout fixed_layout(const std::vector<SequenceChunk>& chunks, int64_t Bb, int64_t q,
@@ -587,7 +607,7 @@ struct Engine::Impl {
       StaticBatch& sb = *slot;
       sb.bucket = Bb;
       sb.q = q;
-      sb.fb = static_forward_batch(Bb, q, !logit_pos.empty());
+      sb.fb = static_forward_batch(Bb, q, !logit_pos.empty(), &sb.inputs);
       const int64_t T = Bb * q;
       if (kind != Kind::kTarget)
         sb.hidden =
@@ -595,13 +615,7 @@ struct Engine::Impl {
       if (kind == Kind::kDraftReuse) sb.reuse = Tensor::zeros({T, reuse.size(1)}, DType::I32, dev);
     }
     StaticBatch& sb = *slot;
-    const FixedLayout l = fixed_layout(chunks, Bb, q, logit_pos);
-    put(sb.fb.input_ids, l.ids);
-    put(sb.fb.attn.token_pos, l.pos);
-    put(sb.fb.attn.slot_mapping, l.slots);
-    put(sb.fb.attn.page_table, l.table);
-    put(sb.fb.attn.seq_lens, l.lens);
-    if (!logit_pos.empty()) put(sb.fb.logit_rows, l.rows);
+    put(sb.inputs, fixed_layout(chunks, Bb, q, logit_pos).packed());  // one host-to-device copy
     if (kind != Kind::kTarget) {
       Tensor dst = sb.hidden.narrow(0, 0, B * q);
       dst.copy_from(hidden.contiguous());
@@ -722,7 +736,7 @@ struct Engine::Impl {
     sb->bucket = Bb;
     sb->q = 1;
     sb->step_meta = Tensor::zeros({S - 1, 4, Bb}, DType::I32, dev);
-    const ForwardBatch shared = static_forward_batch(Bb, 1, /*logit_rows=*/false);
+    const ForwardBatch shared = static_forward_batch(Bb, 1, /*logit_rows=*/false, &sb->inputs);
     for (int64_t j = 0; j < S - 1; ++j) {
       ForwardBatch fb = shared;                     // token_seq, page table and max_seq_len
       const Tensor m = sb->step_meta.select(0, j);  // [4, Bb]
