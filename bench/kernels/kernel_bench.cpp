@@ -109,12 +109,12 @@ double measure_gemm_tflops() {
 void bench_linear_paths(double copy_gbps, double gemm_tf, bool quick) {
   struct Shape2 {
     const char* name;
-    int64_t N, K;
+    int64_t N, K, H = 1;  // H > 1: head_matmul, one [N, K] weight per head
   };
-  const std::vector<Shape2> shapes = {{"q_b 16384x2048", 16384, 2048},
-                                      {"o_proj 6144x16384", 6144, 16384},
-                                      {"dense gate_up 24576x6144", 24576, 6144},
-                                      {"lm_head 154880x6144", 154880, 6144}};
+  const std::vector<Shape2> shapes = {
+      {"q_b 16384x2048", 16384, 2048},           {"o_proj 6144x16384", 6144, 16384},
+      {"dense gate_up 24576x6144", 24576, 6144}, {"lm_head 154880x6144", 154880, 6144},
+      {"W_UK 64 x 512x128", 512, 128, 64},       {"W_UV 64 x 128x512", 128, 512, 64}};
   const std::vector<int64_t> ms =
       quick ? std::vector<int64_t>{1, 16, 64} : std::vector<int64_t>{1, 4, 8, 16, 32, 64, 128, 256};
   const int num_sms = cuda::cuda_backend()->num_sms();
@@ -145,33 +145,37 @@ void bench_linear_paths(double copy_gbps, double gemm_tf, bool quick) {
               "cuBLASLt", "tc TF/s");
   for (const Shape2& sh : shapes) {
     const int64_t Mmax = ms.back();
-    Tensor x = Tensor::empty({Mmax, sh.K}, DType::BF16, Device::cuda());
-    Tensor w = Tensor::empty({sh.N, sh.K}, DType::BF16, Device::cuda());
-    Tensor out = Tensor::empty({Mmax, sh.N}, DType::BF16, Device::cuda());
+    const int64_t H = sh.H;
+    Tensor x = Tensor::empty({Mmax, H, sh.K}, DType::BF16, Device::cuda());    // [M, H, K]
+    Tensor w = Tensor::empty({H, sh.N, sh.K}, DType::BF16, Device::cuda());    // [H, N, K]
+    Tensor out = Tensor::empty({Mmax, H, sh.N}, DType::BF16, Device::cuda());  // [M, H, N]
     cuda::fill_random(x, 11, 1.0f);
     cuda::fill_random(w, 12, 0.05f);
-    const double wb = static_cast<double>(sh.N * sh.K * 2);
+    const double wb = static_cast<double>(H * sh.N * sh.K * 2);
     for (int64_t M : ms) {
       cuda::k::SkinnyParams p;
-      p.x = x.raw(), p.x_rs = sh.K, p.w = w.raw(), p.out = out.raw(), p.o_rs = sh.N;
-      p.M = M, p.N = sh.N, p.K = sh.K;
+      p.x = x.raw(), p.x_rs = H * sh.K, p.x_bs = sh.K;
+      p.w = w.raw(), p.w_bs = sh.N * sh.K;
+      p.out = out.raw(), p.o_rs = H * sh.N, p.o_bs = sh.N;
+      p.M = M, p.N = sh.N, p.K = sh.K, p.batch = H;
       cuda::k::SkinnyParams pt = p, ps = p;
       pt.splits = cuda::k::tc_gemm_splits(pt, num_sms);
       ps.splits = cuda::k::skinny_splits(ps, cuda::k::DT::BF16, num_sms);
       Tensor part_t, part_s;
       if (pt.splits > 1) {
-        part_t = Tensor::empty({pt.splits * M * sh.N}, DType::F32, Device::cuda());
+        part_t = Tensor::empty({pt.splits * H * M * sh.N}, DType::F32, Device::cuda());
         pt.partial = part_t.data<float>();
       }
       if (ps.splits > 1) {
-        part_s = Tensor::empty({ps.splits * M * sh.N}, DType::F32, Device::cuda());
+        part_s = Tensor::empty({ps.splits * H * M * sh.N}, DType::F32, Device::cuda());
         ps.partial = part_s.data<float>();
       }
       const double t_tc = time_it([&] { cuda::k::tc_gemm(pt, cuda::k::DT::BF16, nullptr); });
       const double t_sk =
           time_it([&] { cuda::k::skinny_gemm(ps, cuda::k::DT::BF16, cuda::k::DT::BF16, nullptr); });
       const double t_lt = time_it([&] {
-        lt.gemm(x.raw(), sh.K, w.raw(), sh.K, out.raw(), sh.N, false, M, sh.N, sh.K, nullptr);
+        lt.gemm(x.raw(), H * sh.K, w.raw(), sh.K, out.raw(), H * sh.N, false, M, sh.N, sh.K,
+                nullptr, H, sh.K, sh.N * sh.K, sh.N);
       });
       auto cell = [&](double us) {
         char buf[32];
@@ -181,7 +185,7 @@ void bench_linear_paths(double copy_gbps, double gemm_tf, bool quick) {
       };
       std::printf("%-26s %5lld %16s %16s %16s %9.1f\n", sh.name, static_cast<long long>(M),
                   cell(t_tc).c_str(), cell(t_sk).c_str(), cell(t_lt).c_str(),
-                  2.0 * M * sh.N * sh.K / (t_tc * 1e-6) / 1e12);
+                  2.0 * M * H * sh.N * sh.K / (t_tc * 1e-6) / 1e12);
       std::fflush(stdout);
     }
   }
