@@ -369,8 +369,8 @@ void CudaBackend::head_matmul(const Tensor& x, const Tensor& w, Tensor& out) {
   if (T == 0) return;
   if (deterministic_ && tc(x.raw(), x.stride(0), x.stride(1), w, N * K, out, H * N, N, T, N, K, H))
     return;
-  // From 2 tokens: one strided-batched cuBLASLt GEMM (a batch per head). The skinny kernel's
-  // warps are mostly idle on these short rows (K = 128 or 512).
+  // One strided-batched cuBLASLt GEMM (a batch per head); the skinny kernel (its fallback) has
+  // its warps mostly idle on these short rows (K = 128 or 512).
   if (T > kHeadSkinnyMaxRows && !deterministic_ &&
       lt_->gemm(x.raw(), x.stride(0), w.raw(), K, out.raw(), H * N, false, T, N, K, stream_, H,
                 x.stride(1), N * K, N))

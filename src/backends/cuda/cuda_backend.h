@@ -85,12 +85,13 @@ class CudaBackend final : public Backend {
 
   // Default mode, bf16 weights: linear runs cuBLASLt from this many rows (it reads the weights
   // as fast as the skinny kernel at one row and 1.3-2.5x faster at 2-16 rows on the H200,
-  // kernel_bench's linear table), and so does head_matmul (strided-batched, one GEMM per head;
-  // the W_UK / W_UV rows of the same table). Neither is batch-invariant across that switch: in
+  // kernel_bench's linear table); head_matmul runs it at every token count (strided-batched, one
+  // GEMM per head; the W_UK / W_UV rows of the same table: 8 us where the skinny kernel takes
+  // 13-28 us). Neither is batch-invariant across that switch: in
   // deterministic mode every bf16 product runs the tensor-core kernel of gemm_tc.cu instead,
   // f32 weights always take the skinny kernel (invariant at any M).
   static constexpr int64_t kSkinnyMaxRows = 1;
-  static constexpr int64_t kHeadSkinnyMaxRows = 1;
+  static constexpr int64_t kHeadSkinnyMaxRows = 0;
   // Keys per split of mla_decode in deterministic mode: a fixed split length makes the split
   // boundaries (and so the merge's rounding) independent of the number of query tokens.
   static constexpr int64_t kDeterministicMlaSplit = 512;
