@@ -300,20 +300,34 @@ void CudaBackend::kv_gather(const Tensor& pool, const AttentionMeta& meta, Tenso
 
 // ---- GEMM ------------------------------------------------------------------------------------
 
+namespace {
+// out[b][m, n] = sum_k x[b][m, k] w[b][n, k] with the given row (rs) and batch (bs) strides.
+k::SkinnyParams gemm_params(const void* x, int64_t x_rs, int64_t x_bs, const void* w, int64_t w_bs,
+                            void* out, int64_t o_rs, int64_t o_bs, int64_t M, int64_t N, int64_t K,
+                            int64_t batch) {
+  k::SkinnyParams p;
+  p.x = x, p.x_rs = x_rs, p.x_bs = x_bs;
+  p.w = w, p.w_bs = w_bs;
+  p.out = out, p.o_rs = o_rs, p.o_bs = o_bs;
+  p.M = M, p.N = N, p.K = K, p.batch = batch;
+  return p;
+}
+
+// The K-split partial sums of p: [splits][batch][M][N] f32.
+size_t split_bytes(const k::SkinnyParams& p) {
+  return static_cast<size_t>(p.splits * p.batch * p.M * p.N) * sizeof(float);
+}
+}  // namespace
+
 void CudaBackend::skinny(const void* x, int64_t x_rs, int64_t x_bs, const Tensor& w, int64_t w_bs,
                          Tensor& out, int64_t o_rs, int64_t o_bs, int64_t M, int64_t N, int64_t K,
                          int64_t batch) {
   const DT wdt = kdt(w, "linear", "weight");
   const DT odt = kdt(out, "linear", "out");
-  k::SkinnyParams p;
-  p.x = x, p.x_rs = x_rs, p.x_bs = x_bs;
-  p.w = w.raw(), p.w_bs = w_bs;
-  p.out = out.raw(), p.o_rs = o_rs, p.o_bs = o_bs;
-  p.M = M, p.N = N, p.K = K, p.batch = batch;
+  k::SkinnyParams p =
+      gemm_params(x, x_rs, x_bs, w.raw(), w_bs, out.raw(), o_rs, o_bs, M, N, K, batch);
   p.splits = k::skinny_splits(p, wdt, num_sms_);
-  if (p.splits > 1)
-    p.partial =
-        static_cast<float*>(scratch(static_cast<size_t>(p.splits * batch * M * N) * sizeof(float)));
+  if (p.splits > 1) p.partial = static_cast<float*>(scratch(split_bytes(p)));
   k::skinny_gemm(p, wdt, odt, stream_);
   TD_CUDA_LAUNCH_CHECK();
 }
@@ -321,16 +335,11 @@ void CudaBackend::skinny(const void* x, int64_t x_rs, int64_t x_bs, const Tensor
 bool CudaBackend::tc(const void* x, int64_t x_rs, int64_t x_bs, const Tensor& w, int64_t w_bs,
                      Tensor& out, int64_t o_rs, int64_t o_bs, int64_t M, int64_t N, int64_t K,
                      int64_t batch) {
-  k::SkinnyParams p;
-  p.x = x, p.x_rs = x_rs, p.x_bs = x_bs;
-  p.w = w.raw(), p.w_bs = w_bs;
-  p.out = out.raw(), p.o_rs = o_rs, p.o_bs = o_bs;
-  p.M = M, p.N = N, p.K = K, p.batch = batch;
+  k::SkinnyParams p =
+      gemm_params(x, x_rs, x_bs, w.raw(), w_bs, out.raw(), o_rs, o_bs, M, N, K, batch);
   if (w.dtype() != DType::BF16 || !k::tc_gemm_applies(p)) return false;
   p.splits = k::tc_gemm_splits(p, num_sms_);
-  if (p.splits > 1)
-    p.partial =
-        static_cast<float*>(scratch(static_cast<size_t>(p.splits * batch * M * N) * sizeof(float)));
+  if (p.splits > 1) p.partial = static_cast<float*>(scratch(split_bytes(p)));
   k::tc_gemm(p, kdt(out, "linear", "out"), stream_);
   TD_CUDA_LAUNCH_CHECK();
   return true;
@@ -371,9 +380,8 @@ void CudaBackend::head_matmul(const Tensor& x, const Tensor& w, Tensor& out) {
     return;
   // One strided-batched cuBLASLt GEMM (a batch per head); the skinny kernel (its fallback) has
   // its warps mostly idle on these short rows (K = 128 or 512).
-  if (T > kHeadSkinnyMaxRows && !deterministic_ &&
-      lt_->gemm(x.raw(), x.stride(0), w.raw(), K, out.raw(), H * N, false, T, N, K, stream_, H,
-                x.stride(1), N * K, N))
+  if (!deterministic_ && lt_->gemm(x.raw(), x.stride(0), w.raw(), K, out.raw(), H * N, false, T, N,
+                                   K, stream_, H, x.stride(1), N * K, N))
     return;
   skinny(x.raw(), x.stride(0), x.stride(1), w, N * K, out, H * N, N, T, N, K, H);
 }

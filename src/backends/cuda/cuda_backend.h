@@ -91,7 +91,6 @@ class CudaBackend final : public Backend {
   // deterministic mode every bf16 product runs the tensor-core kernel of gemm_tc.cu instead,
   // f32 weights always take the skinny kernel (invariant at any M).
   static constexpr int64_t kSkinnyMaxRows = 1;
-  static constexpr int64_t kHeadSkinnyMaxRows = 0;
   // Keys per split of mla_decode in deterministic mode: a fixed split length makes the split
   // boundaries (and so the merge's rounding) independent of the number of query tokens.
   static constexpr int64_t kDeterministicMlaSplit = 512;
