@@ -32,6 +32,7 @@
 #include "backends/init.h"
 #include "core/error.h"
 #include "model/decoder_layer.h"
+#include "model/fused_projections.h"
 #include "model/layer_context.h"
 #include "model/presets.h"
 #include "model/rope.h"
@@ -251,6 +252,7 @@ Layer make_layer(const ModelConfig& c, bool moe) {
   L.attn_bytes = wbytes(a.q_a_proj) + wbytes(a.q_b_proj) + wbytes(a.kv_a_proj) + a.w_uk_t.nbytes() +
                  a.w_uv.nbytes() + wbytes(a.o_proj) + wbytes(ix.wq_b) + wbytes(ix.wk) +
                  wbytes(ix.weights_proj);
+  fuse_attention_projections(a);  // as Model does: q_a | kv_a | wk in one GEMM
   if (moe) {
     MoeWeights m;
     const int64_t E = c.n_routed_experts, I = c.moe_intermediate_size;

@@ -200,6 +200,21 @@ Tensor Tensor::merge_dims(int d) const {
   return t;
 }
 
+Tensor Tensor::unflatten(int d, int64_t a, int64_t b) const {
+  if (d < 0) d += ndim();
+  TD_CHECK(d >= 0 && d < ndim() && ndim() < Shape::kMaxDims, "unflatten({}) of {}", d, str());
+  TD_CHECK(a >= 0 && b >= 0 && a * b == shape_[d], "unflatten({}, {}, {}): {} elements in {}", d, a,
+           b, shape_[d], str());
+  std::vector<int64_t> dims = shape_.vec();
+  dims[d] = b;
+  dims.insert(dims.begin() + d, a);
+  Tensor t = *this;
+  t.shape_ = Shape(dims);
+  for (int i = ndim(); i > d; --i) t.strides_[i] = strides_[i - 1];
+  t.strides_[d] = strides_[d] * b;
+  return t;
+}
+
 Tensor Tensor::to(Device dev) const {
   TD_CHECK(is_contiguous(), "to({}): tensor must be contiguous: {}", dev.str(), str());
   Tensor t = empty(shape_, dtype_, dev);

@@ -97,6 +97,9 @@ class Tensor {
   Tensor unsqueeze(int dim) const;
   // Merges dims d and d+1 into one; needs stride[d] == stride[d+1] * size[d+1] (any view).
   Tensor merge_dims(int d) const;
+  // Splits dim d of size a * b into (a, b), sharing storage (any view: the split dim's stride is
+  // kept for b, so a row range of a wider matrix can become [T, H, d] per-head rows).
+  Tensor unflatten(int d, int64_t a, int64_t b) const;
 
   Tensor to(Device dev) const;  // copy (contiguous) to another device
   Tensor clone() const;         // contiguous copy on the same device

@@ -10,8 +10,9 @@ namespace tandem {
 namespace {
 
 // DSA lightning indexer: picks, per query token, the top-k cached positions to attend to.
+// k_raw: [T, Di] the wk projection of a when the fused projection computed it, else undefined.
 Tensor run_indexer(const LayerContext& ctx, const IndexerWeights& w, const Tensor& a,
-                   const Tensor& cq, int64_t cache_layer) {
+                   const Tensor& cq, const Tensor& k_raw, int64_t cache_layer) {
   const ModelConfig& c = ctx.config;
   Workspace& ws = ctx.ws;
   const int64_t T = a.size(0), Hi = c.index_n_heads, Di = c.index_head_dim, dr = c.qk_rope_head_dim;
@@ -20,9 +21,9 @@ Tensor run_indexer(const LayerContext& ctx, const IndexerWeights& w, const Tenso
   Tensor q = ops::linear(ws, cq, w.wq_b).view({T, Hi, Di});  // [T, Hi, Di], per head [rope | nope]
   Tensor q_pe = q.narrow(2, 0, dr);                          // [T, Hi, dr]
   ops::rope(q_pe, pos, ctx.weights.rope_inv_freq, rope);
-  Tensor k =
-      ops::layer_norm(ws, ops::linear(ws, a, w.wk), w.k_norm_w, w.k_norm_b, 1e-6f);  // [T, Di]
-  Tensor k_pe = k.narrow(1, 0, dr).unsqueeze(1);                                     // [T, 1, dr]
+  Tensor k = ops::layer_norm(ws, k_raw.defined() ? k_raw : ops::linear(ws, a, w.wk), w.k_norm_w,
+                             w.k_norm_b, 1e-6f);  // [T, Di]
+  Tensor k_pe = k.narrow(1, 0, dr).unsqueeze(1);  // [T, 1, dr]
   ops::rope(k_pe, pos, ctx.weights.rope_inv_freq, rope);
   ops::kv_store(k, ctx.batch.attn, ctx.cache.index_keys(cache_layer));
   Tensor head_w =
@@ -45,49 +46,70 @@ Tensor mla_attention(const LayerContext& ctx, const AttentionWeights& w, const T
   const Tensor& pos = ctx.batch.attn.token_pos;
   Tensor& pool = ctx.cache.latent(cache_layer);  // [S, rkv + dr]
 
-  // Queries: q = q_b(RMSNorm(q_a(a))), per head [nope | rope].
-  Tensor cq;  // [T, rq]: also the indexer's query input
-  Tensor q;   // [T, H, dqk]
-  if (w.q_a_proj.defined()) {
-    cq = ops::rms_norm(ws, ops::linear(ws, a, w.q_a_proj), w.q_a_layernorm,
-                       static_cast<float>(c.rms_norm_eps));
-    q = ops::linear(ws, cq, w.q_b_proj).view({T, H, dqk});
+  // The projections of a: the query latent, the cached latent row, the indexer key. One GEMM
+  // when the loader fused them (column ranges of its output), else one each.
+  Tensor cq_raw;  // [T, rq]
+  Tensor ckv;     // [T, rkv + dr]
+  Tensor k_raw;   // [T, Di] indexer key, fused path only
+  if (w.qkv_a_proj.defined()) {
+    const int64_t rq = w.q_a_proj.out_features();
+    Tensor qkv = ops::linear(ws, a, w.qkv_a_proj);  // [T, rq + rkv + dr (+ Di)]
+    cq_raw = qkv.narrow(1, 0, rq);
+    ckv = qkv.narrow(1, rq, rkv + dr);
+    if (w.indexer) k_raw = qkv.narrow(1, rq + rkv + dr, w.indexer->wk.out_features());
   } else {
-    q = ops::linear(ws, a, w.q_proj).view({T, H, dqk});
+    if (w.q_a_proj.defined()) cq_raw = ops::linear(ws, a, w.q_a_proj);
+    ckv = ops::linear(ws, a, w.kv_a_proj);
   }
-  Tensor q_pe = q.narrow(2, dn, dr);  // [T, H, dr]
+
+  Tensor cq;  // [T, rq]: the normed query latent, also the indexer's query input
+  if (w.q_a_proj.defined())
+    cq = ops::rms_norm(ws, cq_raw, w.q_a_layernorm, static_cast<float>(c.rms_norm_eps));
+
+  {
+    // Beside the query path (a GEMM that streams the q_b weights), a side branch writes the
+    // cached latent row and runs the indexer: short latency-bound kernels that would otherwise
+    // leave the memory system idle between them.
+    ops::SideBranch side(a.device());
+    // The cached latent row [c_kv | k_pe]: c_kv normalized, k_pe rotated (one shared rope head).
+    Tensor c_kv = ops::rms_norm(ws, ckv.narrow(1, 0, rkv), w.kv_a_layernorm,
+                                static_cast<float>(c.rms_norm_eps));
+    Tensor k_pe = ckv.narrow(1, rkv, dr).unsqueeze(1);  // [T, 1, dr]
+    ops::rope(k_pe, pos, ctx.weights.rope_inv_freq, rope);
+    Tensor row = ops::concat_cols(ws, c_kv, k_pe.select(1, 0));  // [T, rkv + dr]
+    ops::kv_store(row, ctx.batch.attn, pool);
+
+    if (c.has_indexer && run_idx) {
+      TD_CHECK(w.indexer.has_value(), "layer {} runs an indexer but has no indexer weights",
+               cache_layer);
+      topk = run_indexer(ctx, *w.indexer, a, cq, k_raw, cache_layer);
+    }
+  }
+
+  // Queries: q = q_b(RMSNorm(q_a(a))), per head [nope | rope].
+  Tensor q = w.q_a_proj.defined() ? ops::linear(ws, cq, w.q_b_proj).view({T, H, dqk})
+                                  : ops::linear(ws, a, w.q_proj).view({T, H, dqk});  // [T, H, dqk]
+  Tensor q_pe = q.narrow(2, dn, dr);                                                 // [T, H, dr]
   ops::rope(q_pe, pos, ctx.weights.rope_inv_freq, rope);
-
-  // The cached latent row [c_kv | k_pe]: c_kv normalized, k_pe rotated (one shared rope head).
-  Tensor ckv = ops::linear(ws, a, w.kv_a_proj);  // [T, rkv + dr]
-  Tensor c_kv = ops::rms_norm(ws, ckv.narrow(1, 0, rkv), w.kv_a_layernorm,
-                              static_cast<float>(c.rms_norm_eps));
-  Tensor k_pe = ckv.narrow(1, rkv, dr).unsqueeze(1);  // [T, 1, dr]
-  ops::rope(k_pe, pos, ctx.weights.rope_inv_freq, rope);
-  Tensor row = ops::concat_cols(ws, c_kv, k_pe.select(1, 0));  // [T, rkv + dr]
-  ops::kv_store(row, ctx.batch.attn, pool);
-
-  if (c.has_indexer && run_idx) {
-    TD_CHECK(w.indexer.has_value(), "layer {} runs an indexer but has no indexer weights",
-             cache_layer);
-    topk = run_indexer(ctx, *w.indexer, a, cq, cache_layer);
-  }
-  const Tensor sparse = c.has_indexer ? topk : Tensor();
 
   Tensor o;  // [T, H, dv]
   if (ctx.batch.mode == ForwardMode::kExtend) {
+    ops::join_side(a.device());  // the gather reads the rows the branch stored
     // Naive form: expand every cached latent of each sequence to per-head keys and values.
     Tensor lat = ops::kv_gather(ws, pool, ctx.batch.attn, ctx.batch.total_kv);  // [sumL, rkv + dr]
     Tensor kv = ops::linear(ws, lat.narrow(1, 0, rkv), w.kv_b_proj).view({lat.size(0), H, dn + dv});
-    o = ops::mla_prefill(ws, q, kv, lat.narrow(1, rkv, dr), ctx.batch.attn, sparse, scale, dv);
+    o = ops::mla_prefill(ws, q, kv, lat.narrow(1, rkv, dr), ctx.batch.attn,
+                         c.has_indexer ? topk : Tensor(), scale, dv);
   } else {
     // Absorbed form: q_nope . W_UK turns each head's query into the latent space, attention
     // runs over the 576-dim rows directly, and W_UV maps the attended latent to values.
     Tensor q_lat = ops::head_matmul(ws, q.narrow(2, 0, dn), w.w_uk_t);  // [T, H, rkv]
     Tensor q_abs = ops::concat_cols(ws, q_lat.view({T * H, rkv}), q_pe.merge_dims(0))
                        .view({T, H, rkv + dr});  // [T, H, rkv + dr]
-    Tensor z = ops::mla_decode(ws, q_abs, pool, ctx.batch.attn, sparse, scale, rkv);  // [T, H, rkv]
-    o = ops::head_matmul(ws, z, w.w_uv);                                              // [T, H, dv]
+    ops::join_side(a.device());  // attention reads the stored row and the indexer's top-k
+    Tensor z = ops::mla_decode(ws, q_abs, pool, ctx.batch.attn, c.has_indexer ? topk : Tensor(),
+                               scale, rkv);  // [T, H, rkv]
+    o = ops::head_matmul(ws, z, w.w_uv);     // [T, H, dv]
   }
   return ops::linear(ws, o.view({T, H * dv}), w.o_proj);  // [T, D]
 }

@@ -13,14 +13,24 @@ Tensor dense_mlp(Workspace& ws, const MlpWeights& w, const Tensor& f) {
 Tensor moe_block(const LayerContext& ctx, const MoeWeights& w, const Tensor& f) {
   const ModelConfig& c = ctx.config;
   Workspace& ws = ctx.ws;
+  // The shared expert sees every token and is not scaled by the routing weights. It runs as a
+  // side branch: its weight stream overlaps the router GEMV, routing and expert grouping, small
+  // kernels that wait on each other and read almost nothing.
+  Tensor shared;  // [T, D]
+  if (w.shared) {
+    ops::SideBranch side(f.device());
+    shared = dense_mlp(ws, *w.shared, f);
+  }
   // The router runs in fp32 (GLM-5.2's moe_router_dtype; the reference upcasts too).
   Tensor logits = ops::linear(ws, f, w.router, DType::F32);  // [T, E]
   const RouteParams rp{c.num_experts_per_tok, c.n_group, c.topk_group, c.norm_topk_prob,
                        static_cast<float>(c.routed_scaling_factor)};
   const ops::Routing r = ops::moe_route(ws, logits, w.score_bias, rp);       // [T, k] ids, weights
   Tensor y = ops::moe_experts(ws, f, w.experts_gate_up, w.experts_down, r);  // [T, D]
-  // The shared expert sees every token and is not scaled by the routing weights.
-  if (w.shared) ops::add_inplace(y, dense_mlp(ws, *w.shared, f));
+  if (w.shared) {
+    ops::join_side(f.device());
+    ops::add_inplace(y, shared);
+  }
   return y;
 }
 

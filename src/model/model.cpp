@@ -6,9 +6,15 @@
 #include "model/checkpoint.h"
 #include "model/decoder_layer.h"
 #include "model/dummy_weights.h"
+#include "model/fused_projections.h"
 #include "ops/ops.h"
 
 namespace tandem {
+
+Model::Model(ModelConfig config, ModelWeights weights, Device device)
+    : config_(std::move(config)), weights_(std::move(weights)), device_(device) {
+  fuse_projections(weights_);
+}
 
 std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& o) {
   ModelConfig c = ModelConfig::from_file((std::filesystem::path(dir) / "config.json").string());

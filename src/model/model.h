@@ -16,8 +16,8 @@ namespace tandem {
 
 class Model {
  public:
-  Model(ModelConfig config, ModelWeights weights, Device device)
-      : config_(std::move(config)), weights_(std::move(weights)), device_(device) {}
+  // Merges the attention projections that share an input (fused_projections.h).
+  Model(ModelConfig config, ModelWeights weights, Device device);
 
   // Reads config.json and the checkpoint in dir.
   static std::unique_ptr<Model> load(const std::string& dir, const LoadOptions& o);

@@ -19,11 +19,14 @@ struct IndexerWeights {
 };
 
 struct AttentionWeights {
-  Weight q_a_proj;                        // [rq, D]; undefined when q_lora_rank == 0
-  Tensor q_a_layernorm;                   // [rq]
-  Weight q_b_proj;                        // [H * (dn + dr), rq]
-  Weight q_proj;                          // [H * (dn + dr), D] when q_lora_rank == 0
-  Weight kv_a_proj;                       // [rkv + dr, D]
+  Weight q_a_proj;       // [rq, D]; undefined when q_lora_rank == 0
+  Tensor q_a_layernorm;  // [rq]
+  Weight q_b_proj;       // [H * (dn + dr), rq]
+  Weight q_proj;         // [H * (dn + dr), D] when q_lora_rank == 0
+  Weight kv_a_proj;      // [rkv + dr, D]
+  // [rq + rkv + dr (+ Di), D]: q_a | kv_a (| indexer wk), one GEMM over the normed hidden state;
+  // set by fuse_attention_projections, which turns those parts into row views of it.
+  Weight qkv_a_proj;
   Tensor kv_a_layernorm;                  // [rkv]
   Weight kv_b_proj;                       // [H * (dn + dv), rkv]
   Tensor w_uk_t;                          // [H, rkv, dn]: q_nope -> latent query (absorbed form)

@@ -105,6 +105,16 @@ class Backend {
   virtual void sample(const Tensor& logits, const Tensor& temperature, const Tensor& top_k,
                       const Tensor& top_p, const Tensor& u, Tensor& out) = 0;
 
+  // A side branch within one forward. The ops issued between begin_side() and end_side() run
+  // after everything issued before begin_side() and may overlap the main line's ops issued after
+  // end_side(); join_side() makes the main line wait for the branch. One branch at a time; what
+  // the branch reads must not be written by the main line before the join. Backends that run
+  // ops in order (the CPU) need nothing; the CUDA backend puts the branch on a second stream, so
+  // a latency-bound chain (the indexer, the routing) hides behind a bandwidth-bound one.
+  virtual void begin_side() {}
+  virtual void end_side() {}
+  virtual void join_side() {}
+
   // Batch-invariant mode (SGLang's --enable-deterministic-inference): every op reduces a row in
   // one fixed order whatever else is in the batch and however many rows there are, at some
   // cost in speed. The CPU backend always is; the CUDA backend is in this mode only.

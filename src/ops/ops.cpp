@@ -291,4 +291,16 @@ std::unique_ptr<Workspace> make_workspace(Device d, size_t bytes) {
   return backend_for(d).make_workspace(d, bytes);
 }
 
+SideBranch::SideBranch(Device d) : device_(d) {
+  backend_for(d).begin_side();
+}
+
+SideBranch::~SideBranch() {
+  backend_for(device_).end_side();
+}
+
+void join_side(Device d) {
+  backend_for(d).join_side();
+}
+
 }  // namespace tandem::ops

@@ -65,6 +65,20 @@ Tensor argmax(Workspace& ws, const Tensor& logits);
 // One sampled token per row (see Backend::sample). logits: [T, V] f32; params: [T] -> [T] i32
 Tensor sample(Workspace& ws, const Tensor& logits, const Tensor& temperature, const Tensor& top_k,
               const Tensor& top_p, const Tensor& u);
+// The ops issued on device d during this object's lifetime form a side branch
+// (Backend::begin_side); join_side(d) waits for it before its results are used.
+class SideBranch {
+ public:
+  explicit SideBranch(Device d);
+  ~SideBranch();
+  SideBranch(const SideBranch&) = delete;
+  SideBranch& operator=(const SideBranch&) = delete;
+
+ private:
+  Device device_;
+};
+void join_side(Device d);
+
 // Fills a contiguous float tensor with N(0, scale^2) values from seed.
 void fill_random(Tensor& t, uint64_t seed, float scale);
 // The backend's workspace for forwards on device d (an arena of `bytes` on GPUs).

@@ -175,41 +175,68 @@ __global__ void __launch_bounds__(kDecodeThreads) mla_decode_kernel(MlaDecodePar
   }
 }
 
-// grid (T * H), dynamic smem 2 * num_splits floats: out = sum_s e^(lse_s - M) o_s /
-// sum_s e^(lse_s - M), summed in split order. The split weights are computed once per block
-// and the partial rows are loaded eight splits at a time: one token's merge is a chain of
-// dependent loads otherwise (33 us at 32 splits on the H200, for 4 MB).
-__global__ void mla_merge_kernel(MlaDecodeParams p) {
+// grid (T * H), 128 threads, dynamic smem 2 * num_splits floats: out = sum_s e^(lse_s - M) o_s /
+// sum_s e^(lse_s - M), summed in split order (deterministic mode relies on it). A merge is a
+// few dependent steps over little data, so it is latency bound unless many loads are in flight
+// (12 us for 16 splits of 64 rows at 128 threads with one scalar column each): a thread owns 4
+// adjacent columns (Lc <= 512 = 4 x 128, mla_decode checks) and loads them for kMergeBatch
+// splits before it sums any, and the first batch is issued before the log-sum-exp pass.
+constexpr int kMergeThreads = 128;
+constexpr int kMergeBatch = 16;
+
+__global__ void __launch_bounds__(kMergeThreads) mla_merge_kernel(MlaDecodeParams p) {
   extern __shared__ float merge_sm[];
   const int64_t th = blockIdx.x;
   const int S = static_cast<int>(p.num_splits);
+  const int c = 4 * threadIdx.x;  // columns [c, c + 4)
+  const bool active = c < p.Lc;
+  const float* part = p.part_o + th * S * p.Lc + c;  // [S][Lc] from column c
+  float4 v[kMergeBatch];
+  const auto load = [&](int s0) {
+#pragma unroll
+    for (int b = 0; b < kMergeBatch; ++b)
+      if (active && s0 + b < S)
+        v[b] = __ldg(reinterpret_cast<const float4*>(part + static_cast<int64_t>(s0 + b) * p.Lc));
+  };
+  load(0);
+
   float* lse = merge_sm;  // [S]
   float* wgt = lse + S;   // [S] e^(lse_s - M), 0 for empty splits
-  for (int s = threadIdx.x; s < S; s += blockDim.x) lse[s] = p.part_lse[th * S + s];
+  for (int s = threadIdx.x; s < S; s += kMergeThreads) lse[s] = p.part_lse[th * S + s];
   __syncthreads();
   float M = -INFINITY;
   for (int s = 0; s < S; ++s) M = fmaxf(M, lse[s]);
-  for (int s = threadIdx.x; s < S; s += blockDim.x)
+  for (int s = threadIdx.x; s < S; s += kMergeThreads)
     wgt[s] = lse[s] == -INFINITY ? 0.f : expf(lse[s] - M);
   __syncthreads();
-  const float* part = p.part_o + th * S * p.Lc;
-  for (int64_t c = threadIdx.x; c < p.Lc; c += blockDim.x) {
-    float num = 0.f, den = 0.f;
-#pragma unroll 8
-    for (int s = 0; s < S; ++s) {
-      const float v = part[static_cast<int64_t>(s) * p.Lc + c];
-      if (lse[s] == -INFINITY) continue;  // an empty split's row is never written
+  if (!active) return;
+
+  float4 num = make_float4(0.f, 0.f, 0.f, 0.f);
+  float den = 0.f;  // the same for every column
+  for (int s0 = 0; s0 < S; s0 += kMergeBatch) {
+    if (s0 > 0) load(s0);
+#pragma unroll
+    for (int b = 0; b < kMergeBatch; ++b) {
+      const int s = s0 + b;
+      if (s >= S) break;
+      if (lse[s] == -INFINITY) continue;  // an empty split's row may never have been written
       const float w = wgt[s];
-      num += w * v;
+      num.x += w * v[b].x;
+      num.y += w * v[b].y;
+      num.z += w * v[b].z;
+      num.w += w * v[b].w;
       den += w;
     }
-    static_cast<bf16*>(p.out)[th * p.Lc + c] = from_f<bf16>(den > 0.f ? num / den : 0.f);
   }
+  const bool any = den > 0.f;
+  __nv_bfloat162* o = reinterpret_cast<__nv_bfloat162*>(static_cast<bf16*>(p.out) + th * p.Lc + c);
+  o[0] = __floats2bfloat162_rn(any ? num.x / den : 0.f, any ? num.y / den : 0.f);
+  o[1] = __floats2bfloat162_rn(any ? num.z / den : 0.f, any ? num.w / den : 0.f);
 }
 
 void launch_mla_merge(const MlaDecodeParams& p, cudaStream_t s) {
   const size_t smem = static_cast<size_t>(2 * p.num_splits) * sizeof(float);
-  mla_merge_kernel<<<static_cast<unsigned>(p.T * p.H), 128, smem, s>>>(p);
+  mla_merge_kernel<<<static_cast<unsigned>(p.T * p.H), kMergeThreads, smem, s>>>(p);
 }
 
 // ---- prefill --------------------------------------------------------------------------------

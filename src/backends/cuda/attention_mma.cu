@@ -1,10 +1,14 @@
 // mla_decode on the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate). Same block
-// shape, key staging, online softmax and split/merge as the SIMT kernel in attention.cu:
-// a block owns one query token, 16 heads and one split; 64 latent rows at a time sit in shared
-// memory. Warp w computes S = Q K^T for keys [8w, 8w + 8) (16 heads x 8 keys, 36 k-steps at
-// L = 576), the softmax runs per head in fp32 and leaves P in bf16, then warp w accumulates
+// shape, online softmax and split/merge as the SIMT kernel in attention.cu: a block owns one
+// query token, 16 heads and one split; 64 latent rows at a time sit in shared memory. Warp w
+// computes S = Q K^T for keys [8w, 8w + 8) (16 heads x 8 keys, 36 k-steps at L = 576), the
+// softmax runs per head in fp32 and leaves P in bf16, then warp w accumulates
 // O[16 heads, 64w .. 64w + 64) += P V with V = the first Lc columns of the same rows (read
 // transposed with ldmatrix). Fragment layouts: PTX ISA, "Matrix Fragments for mma.m16n8k16".
+//
+// q and the key rows arrive by cp.async, a whole tile's copies in flight at once: a
+// load-then-store loop waits out one memory latency per 16 bytes (18 in a row per thread for a
+// 64 x 576 key tile). With two key buffers, chunk i + 1 is copied while chunk i is computed.
 #include <cfloat>
 
 #include "backends/cuda/mma.cuh"
@@ -17,6 +21,7 @@ constexpr int HB = kMlaHeadsPerBlock;  // 16 = the mma M dimension
 constexpr int NK = kMlaKeysPerChunk;   // 64 = 8 warps x 8 keys
 constexpr int PB = NK + 8;             // padded row of P (bf16)
 constexpr int kThreads = 256;
+static_assert(kThreads == 16 * HB && kThreads == 4 * NK, "copy mappings below assume these");
 
 // Four 8x8 bf16 matrices, transposed: thread 8m + r gives the address of row r of matrix m.
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t& r0, uint32_t& r1, uint32_t& r2,
@@ -27,94 +32,160 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t& r0, uint32_t& r1, ui
                : "r"(a));
 }
 
+// 16 bytes global -> shared without a trip through registers, cached in L2 only (a block reads
+// each row once). valid = false reads nothing and writes zeros (src-size 0); src is still a
+// mapped address then, as a precaution.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Returns once at most N of this thread's most recent groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 __host__ __device__ __forceinline__ int64_t padded_dims(int64_t L) {
   return (L + 15) / 16 * 16;
 }
 
-size_t mma_smem(int64_t L) {
+// nbuf key buffers of NK rows; slots in a ring of three chunks (written two chunks ahead).
+size_t mma_smem(int64_t L, int nbuf) {
   const int64_t LP = padded_dims(L) + 8;
-  return (HB + NK) * LP * 2 + HB * NK * 4 + HB * PB * 2 + 3 * HB * 4 + NK * 8;
+  return (HB + nbuf * NK) * LP * 2 + HB * NK * 4 + HB * PB * 2 + 3 * HB * 4 + 3 * NK * 8;
 }
 
-// grid (T, ceil(H / 16), num_splits), 256 threads.
-__global__ void __launch_bounds__(kThreads) mla_decode_mma_kernel(MlaDecodeParams p) {
+// grid (T, ceil(H / 16), num_splits), 256 threads; nbuf = 1 or 2 key buffers (mla_decode_mma
+// picks). Both run the same math in the same order: only where chunk i's rows sit differs.
+//
+// Per chunk i (a block-uniform loop; A to D are its barriers):
+//   A  chunk i - 1's P V is done with the buffer of chunk i + nbuf - 1: issue that chunk's
+//      copies (one commit group per iteration, so the wait can count), then wait for this
+//      thread's copies of chunk i (and q)
+//   B  everyone's copies have landed: S of chunk i; then the slots of chunk i + 2 (their top-k
+//      entries are loaded before S, the page-table lookups after it)
+//   C  softmax
+//   D  P V
+// Chunk c's slots (ring entry c % 3) are written in iteration c - 2 (or before the loop), read
+// by its copies (iteration c + 1 - nbuf) and its S (iteration c), and overwritten after the S
+// of iteration c + 1, barriers later.
+__global__ void __launch_bounds__(kThreads, 2) mla_decode_mma_kernel(MlaDecodeParams p, int nbuf) {
   extern __shared__ __align__(16) unsigned char smem[];
-  const int LK = static_cast<int>(padded_dims(p.L));   // dims the mma steps cover (zero padded)
-  const int LP = LK + 8;                               // row stride: rows land on different banks
-  bf16* qs = reinterpret_cast<bf16*>(smem);            // [HB][LP]
-  bf16* ks = qs + HB * LP;                             // [NK][LP]
-  float* ps = reinterpret_cast<float*>(ks + NK * LP);  // [HB][NK] scaled scores
-  bf16* pb = reinterpret_cast<bf16*>(ps + HB * NK);    // [HB][PB] probabilities
+  const int LK = static_cast<int>(padded_dims(p.L));  // dims the mma steps cover (zero padded)
+  const int LP = LK + 8;                              // row stride: rows land on different banks
+  bf16* qs = reinterpret_cast<bf16*>(smem);           // [HB][LP]
+  bf16* ks = qs + HB * LP;                            // [nbuf][NK][LP]
+  float* ps = reinterpret_cast<float*>(ks + nbuf * NK * LP);  // [HB][NK] scaled scores
+  bf16* pb = reinterpret_cast<bf16*>(ps + HB * NK);           // [HB][PB] probabilities
   float* corr = reinterpret_cast<float*>(pb + HB * PB);
   float* mfin = corr + HB;
   float* lfin = mfin + HB;
-  int64_t* slots = reinterpret_cast<int64_t*>(lfin + HB);
+  int64_t* slots = reinterpret_cast<int64_t*>(lfin + HB);  // [3][NK] cache slot, -1 = no key
 
   const int t = blockIdx.x, h0 = blockIdx.y * HB, split = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, c = lane & 3;  // fragment row group and column pair
+  const int vpr = static_cast<int>(p.L / 8), vpad = LK / 8;
+  const bf16* q = static_cast<const bf16*>(p.q);
+  const bf16* pool = static_cast<const bf16*>(p.pool);
+
+  {  // q [16 heads, LK]: 16 threads per row; issued first, it needs no lookups
+    const int h = tid >> 4;
+    const bool hv = h0 + h < p.H;
+    const bf16* src = q + t * p.q_s0 + (h0 + (hv ? h : 0)) * p.q_s1;
+    for (int v = tid & 15; v < vpad; v += 16) {
+      const bool ok = hv && v < vpr;
+      cp_async16(qs + h * LP + v * 8, ok ? src + v * 8 : q, ok);
+    }
+    cp_async_commit();
+  }
+
   const int seq = p.meta.token_seq[t];
   const int64_t pos = p.meta.token_pos[t];
   const int64_t range = p.topk ? p.topk_k : pos + 1;
   const int64_t it0 = static_cast<int64_t>(split) * p.split_len;
   const int64_t it1 = split == p.num_splits - 1 ? range : min64(range, it0 + p.split_len);
-  const int vpr = static_cast<int>(p.L / 8), vpad = LK / 8;
-  const bf16* q = static_cast<const bf16*>(p.q);
-  const bf16* pool = static_cast<const bf16*>(p.pool);
+  const int nchunks = it1 > it0 ? static_cast<int>((it1 - it0 + NK - 1) / NK) : 0;
 
-  for (int i = tid; i < HB * vpad; i += kThreads) {
-    const int h = i / vpad, v = i - h * vpad;
-    uint4 val = make_uint4(0, 0, 0, 0);
-    if (h0 + h < p.H && v < vpr)
-      val = *reinterpret_cast<const uint4*>(q + t * p.q_s0 + (h0 + h) * p.q_s1 + v * 8);
-    *reinterpret_cast<uint4*>(qs + h * LP + v * 8) = val;
+  // Key j of chunk ci: its position (-1: past the split's end, or a -1 top-k entry), then its
+  // cache slot (-1: no key).
+  const auto key_pos = [&](int ci, int j) -> int64_t {
+    const int64_t it = it0 + static_cast<int64_t>(ci) * NK + j;
+    if (it >= it1) return -1;
+    return p.topk ? p.topk[t * p.topk_k + it] : it;
+  };
+  const auto key_slot = [&](int64_t kp) -> int64_t {
+    return kp >= 0 && kp <= pos ? paged_slot(p.meta, seq, kp) : -1;
+  };
+  // Chunk ci's rows [NK, LK] into buffer ci % nbuf: 4 threads per row, 16 bytes each at a
+  // 64-byte stride; zeros for a missing key and the padding dims (the mma steps read them).
+  const auto copy_keys = [&](int ci) {
+    const int j = tid >> 2;
+    const int64_t sl = slots[(ci % 3) * NK + j];
+    bf16* dst = ks + ((ci % nbuf) * NK + j) * LP;
+    const bf16* src = pool + (sl >= 0 ? sl : 0) * p.L;
+    for (int v = tid & 3; v < vpad; v += 4) {
+      const bool ok = sl >= 0 && v < vpr;
+      cp_async16(dst + v * 8, ok ? src + v * 8 : pool, ok);
+    }
+  };
+
+  // Block-uniform: the slots of chunks 0 and 1 (ring entries 0 and 1); with two buffers the
+  // loop issues chunk i + 1's copies, so chunk 0's go out here.
+  if (nchunks > 0) {
+    if (tid < 2 * NK) slots[tid] = key_slot(key_pos(tid / NK, tid % NK));
+    __syncthreads();
+    if (nbuf == 2) {
+      copy_keys(0);
+      cp_async_commit();
+    }
   }
 
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // softmax: heads 2*warp + r
   const int cb = warp * 64;                                        // P.V: columns [cb, cb + 64)
   float acc[8][4] = {};
 
-  for (int64_t c0 = it0; c0 < it1; c0 += NK) {
-    const int nk = static_cast<int>(min64(NK, it1 - c0));
-    __syncthreads();
-    if (tid < NK) {
-      int64_t slot = -1;
-      if (tid < nk) {
-        const int64_t kp = p.topk ? p.topk[t * p.topk_k + c0 + tid] : c0 + tid;
-        if (kp >= 0 && kp <= pos) slot = paged_slot(p.meta, seq, kp);
-      }
-      slots[tid] = slot;
-    }
-    __syncthreads();
-    for (int i = tid; i < NK * vpad; i += kThreads) {
-      const int j = i / vpad, v = i - j * vpad;
-      const int64_t sl = slots[j];
-      uint4 val = make_uint4(0, 0, 0, 0);
-      if (sl >= 0 && v < vpr) val = __ldg(reinterpret_cast<const uint4*>(pool + sl * p.L + v * 8));
-      *reinterpret_cast<uint4*>(ks + j * LP + v * 8) = val;
-    }
-    __syncthreads();
+  for (int i = 0; i < nchunks; ++i) {
+    __syncthreads();  // A
+    const int next = i + nbuf - 1;
+    if (next < nchunks) copy_keys(next);
+    cp_async_commit();  // possibly empty
+    if (nbuf == 2)
+      cp_async_wait<1>();
+    else
+      cp_async_wait<0>();
+    __syncthreads();  // B
+    const bf16* kt = ks + (i % nbuf) * NK * LP;
+    const int64_t* sl = slots + (i % 3) * NK;
+    const int64_t kp_ahead = tid < NK ? key_pos(i + 2, tid) : -1;
 
     {  // S[16 heads, keys 8w .. 8w + 8) = Q K^T
       float s[4] = {0.f, 0.f, 0.f, 0.f};
       const int n0 = warp * 8;
+#pragma unroll 4
       for (int k0 = 0; k0 < LK; k0 += 16) {
         const uint32_t a0 = ld32(qs + g * LP + k0 + 2 * c),
                        a1 = ld32(qs + (g + 8) * LP + k0 + 2 * c);
         const uint32_t a2 = ld32(qs + g * LP + k0 + 8 + 2 * c),
                        a3 = ld32(qs + (g + 8) * LP + k0 + 8 + 2 * c);
-        const uint32_t b0 = ld32(ks + (n0 + g) * LP + k0 + 2 * c),
-                       b1 = ld32(ks + (n0 + g) * LP + k0 + 8 + 2 * c);
+        const uint32_t b0 = ld32(kt + (n0 + g) * LP + k0 + 2 * c),
+                       b1 = ld32(kt + (n0 + g) * LP + k0 + 8 + 2 * c);
         mma_bf16(s, a0, a1, a2, a3, b0, b1);
       }
       const int j0 = n0 + 2 * c;
-      const bool v0 = slots[j0] >= 0, v1 = slots[j0 + 1] >= 0;
+      const bool v0 = sl[j0] >= 0, v1 = sl[j0 + 1] >= 0;
       ps[g * NK + j0] = v0 ? s[0] * p.scale : -INFINITY;
       ps[g * NK + j0 + 1] = v1 ? s[1] * p.scale : -INFINITY;
       ps[(g + 8) * NK + j0] = v0 ? s[2] * p.scale : -INFINITY;
       ps[(g + 8) * NK + j0 + 1] = v1 ? s[3] * p.scale : -INFINITY;
     }
-    __syncthreads();
+    if (tid < NK && i + 2 < nchunks) slots[((i + 2) % 3) * NK + tid] = key_slot(kp_ahead);
+    __syncthreads();  // C
 
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -133,7 +204,7 @@ __global__ void __launch_bounds__(kThreads) mla_decode_mma_kernel(MlaDecodeParam
       m_run[r] = m_new;
       if (lane == 0) corr[h] = cr;
     }
-    __syncthreads();
+    __syncthreads();  // D
 
     if (cb < p.Lc) {  // O[16 heads, cb .. cb + 64) = O * corr + P V
       const float cg0 = corr[g], cg1 = corr[g + 8];
@@ -152,13 +223,14 @@ __global__ void __launch_bounds__(kThreads) mla_decode_mma_kernel(MlaDecodeParam
           if (cb + 16 * np >= p.Lc) break;
           uint32_t b0, b1, b2, b3;
           ldmatrix_x4_trans(b0, b1, b2, b3,
-                            ks + (kk + (m & 1) * 8 + r) * LP + cb + 16 * np + (m >> 1) * 8);
+                            kt + (kk + (m & 1) * 8 + r) * LP + cb + 16 * np + (m >> 1) * 8);
           mma_bf16(acc[2 * np], a0, a1, a2, a3, b0, b1);
           mma_bf16(acc[2 * np + 1], a0, a1, a2, a3, b2, b3);
         }
       }
     }
   }
+  cp_async_wait<0>();  // nothing in flight at exit (an empty split's q copies)
 
   if (lane == 0)
     for (int r = 0; r < 2; ++r) mfin[2 * warp + r] = m_run[r], lfin[2 * warp + r] = l_run[r];
@@ -175,15 +247,12 @@ __global__ void __launch_bounds__(kThreads) mla_decode_mma_kernel(MlaDecodeParam
         const int col = cb + nt * 8 + 2 * c;
         if (col >= p.Lc) break;
         const float o0 = acc[nt][2 * half] * inv, o1 = acc[nt][2 * half + 1] * inv;
-        if (p.num_splits == 1) {
-          bf16* o = static_cast<bf16*>(p.out) + th * p.Lc + col;
-          o[0] = from_f<bf16>(o0);
-          o[1] = from_f<bf16>(o1);
-        } else {
-          float* o = p.part_o + (th * p.num_splits + split) * p.Lc + col;
-          o[0] = o0;
-          o[1] = o1;
-        }
+        if (p.num_splits == 1)
+          *reinterpret_cast<__nv_bfloat162*>(static_cast<bf16*>(p.out) + th * p.Lc + col) =
+              __floats2bfloat162_rn(o0, o1);
+        else
+          *reinterpret_cast<float2*>(p.part_o + (th * p.num_splits + split) * p.Lc + col) =
+              make_float2(o0, o1);
       }
     }
   }
@@ -415,15 +484,29 @@ __global__ void __launch_bounds__(kPrefillThreads) mla_prefill_mma_kernel(MlaPre
 }  // namespace
 
 void mla_decode_mma(const MlaDecodeParams& p, cudaStream_t s) {
-  const size_t smem = mma_smem(p.L);
+  static const int2 dev = [] {  // SMs, opt-in shared memory per block
+    int d = 0;
+    int2 r = {0, 0};
+    cudaGetDevice(&d);
+    cudaDeviceGetAttribute(&r.x, cudaDevAttrMultiProcessorCount, d);
+    cudaDeviceGetAttribute(&r.y, cudaDevAttrMaxSharedMemoryPerBlockOptin, d);
+    return r;
+  }();
+  const dim3 g(static_cast<unsigned>(p.T), cdiv(p.H, HB), static_cast<unsigned>(p.num_splits));
+  // Two key buffers (172 KB at L = 576) hide a block's next copy under its math but leave room
+  // for one block per SM; one buffer (99 KB) fits two, whose copies and math interleave
+  // instead. So two only while the grid leaves SMs idle anyway (small batch; the results are
+  // the same bits either way, which keeps deterministic mode batch-invariant).
+  const int64_t blocks = static_cast<int64_t>(g.x) * g.y * g.z;
+  const int nbuf = blocks <= dev.x && mma_smem(p.L, 2) <= static_cast<size_t>(dev.y) ? 2 : 1;
+  const size_t smem = mma_smem(p.L, nbuf);
   static size_t configured = 0;
   if (smem > 48 * 1024 && smem > configured) {
     cudaFuncSetAttribute(mla_decode_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          static_cast<int>(smem));
     configured = smem;
   }
-  const dim3 g(static_cast<unsigned>(p.T), cdiv(p.H, HB), static_cast<unsigned>(p.num_splits));
-  mla_decode_mma_kernel<<<g, kThreads, smem, s>>>(p);
+  mla_decode_mma_kernel<<<g, kThreads, smem, s>>>(p, nbuf);
 }
 
 }  // namespace tandem::cuda::k

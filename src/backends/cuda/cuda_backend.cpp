@@ -85,11 +85,41 @@ CudaBackend::CudaBackend() : lt_(std::make_unique<LtGemm>()) {
   TD_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, dev));
   const char* simt = std::getenv("TANDEM_MLA_SIMT");
   mla_tensor_cores_ = !(simt && *simt && *simt != '0');
+  TD_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
+  TD_CUDA_CHECK(cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming));
+  TD_CUDA_CHECK(cudaEventCreateWithFlags(&join_event_, cudaEventDisableTiming));
 }
 
 CudaBackend::~CudaBackend() {
-  if (scratch_) cudaFree(scratch_);
+  for (void* p : scratch_)
+    if (p) cudaFree(p);
   for (void* p : retired_) cudaFree(p);
+  if (side_stream_) cudaStreamDestroy(side_stream_);
+  if (fork_event_) cudaEventDestroy(fork_event_);
+  if (join_event_) cudaEventDestroy(join_event_);
+}
+
+void CudaBackend::begin_side() {
+  TD_CHECK(!in_side_, "cuda backend: side branches do not nest");
+  main_stream_ = stream_;
+  TD_CUDA_CHECK(cudaEventRecord(fork_event_, main_stream_));
+  TD_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, fork_event_, 0));
+  stream_ = side_stream_;
+  in_side_ = true;
+  lt_->use_workspace(1);
+}
+
+void CudaBackend::end_side() {
+  if (!in_side_) return;
+  TD_CUDA_CHECK(cudaEventRecord(join_event_, side_stream_));
+  stream_ = main_stream_;
+  in_side_ = false;
+  lt_->use_workspace(0);
+}
+
+void CudaBackend::join_side() {
+  TD_CHECK(!in_side_, "cuda backend: join_side inside the side branch");
+  TD_CUDA_CHECK(cudaStreamWaitEvent(stream_, join_event_, 0));
 }
 
 bool CudaBackend::capturing() const {
@@ -102,22 +132,23 @@ bool CudaBackend::capturing() const {
 }
 
 void* CudaBackend::scratch(size_t bytes) {
-  if (bytes <= scratch_bytes_) return scratch_;
+  const int i = in_side_ ? 1 : 0;
+  if (bytes <= scratch_bytes_[i]) return scratch_[i];
   if (capturing())
     fail(
         "cuda backend: an op needs {} MiB of scratch during CUDA graph capture but only {} MiB "
         "exist; run the same forward once eagerly before capturing it",
-        bytes >> 20, scratch_bytes_ >> 20);
-  if (scratch_) retired_.push_back(scratch_);
-  const size_t want = std::max(bytes, scratch_bytes_ + scratch_bytes_ / 2);
+        bytes >> 20, scratch_bytes_[i] >> 20);
+  if (scratch_[i]) retired_.push_back(scratch_[i]);
+  const size_t want = std::max(bytes, scratch_bytes_[i] + scratch_bytes_[i] / 2);
   void* p = nullptr;
   if (cudaMalloc(&p, want) != cudaSuccess) {
     cudaGetLastError();
     fail("cuda backend: out of GPU memory allocating {:.1f} MiB of op scratch", want / 1048576.0);
   }
-  scratch_ = p;
-  scratch_bytes_ = want;
-  return scratch_;
+  scratch_[i] = p;
+  scratch_bytes_[i] = want;
+  return p;
 }
 
 // ---- elementwise -----------------------------------------------------------------------------

@@ -80,6 +80,13 @@ class CudaBackend final : public Backend {
   void set_mla_tensor_cores(bool on) { mla_tensor_cores_ = on; }
   bool mla_tensor_cores() const { return mla_tensor_cores_; }
 
+  // The side branch runs on a second stream, forked from and joined to the current one with
+  // events (graph-capturable: the branch becomes a parallel path of the captured graph). Its
+  // ops get their own scratch and cuBLASLt workspace.
+  void begin_side() override;
+  void end_side() override;
+  void join_side() override;
+
   void set_deterministic(bool on) override { deterministic_ = on; }
   bool deterministic() const { return deterministic_; }
 
@@ -113,9 +120,14 @@ class CudaBackend final : public Backend {
   bool mla_tensor_cores_ = true;
   bool deterministic_ = false;
   std::unique_ptr<LtGemm> lt_;
-  void* scratch_ = nullptr;
-  size_t scratch_bytes_ = 0;
+  // Scratch of the main line [0] and of the side branch [1].
+  void* scratch_[2] = {nullptr, nullptr};
+  size_t scratch_bytes_[2] = {0, 0};
   std::vector<void*> retired_;  // outgrown scratch buffers, freed with the backend
+  cudaStream_t side_stream_ = nullptr;
+  cudaStream_t main_stream_ = nullptr;  // the stream a side branch forked from
+  cudaEvent_t fork_event_ = nullptr, join_event_ = nullptr;
+  bool in_side_ = false;
 };
 
 // The backend registered for DeviceType::CUDA (null before init_cuda_backend succeeds).

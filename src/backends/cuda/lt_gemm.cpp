@@ -23,7 +23,7 @@ int alignment(const void* p, int64_t ld_bytes) {
 
 LtGemm::LtGemm() {
   TD_LT_CHECK(cublasLtCreate(&handle_));
-  TD_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+  for (void*& w : workspace_) TD_CUDA_CHECK(cudaMalloc(&w, workspace_bytes_));
 }
 
 LtGemm::~LtGemm() {
@@ -33,7 +33,8 @@ LtGemm::~LtGemm() {
     if (p.b) cublasLtMatrixLayoutDestroy(p.b);
     if (p.c) cublasLtMatrixLayoutDestroy(p.c);
   }
-  if (workspace_) cudaFree(workspace_);
+  for (void* w : workspace_)
+    if (w) cudaFree(w);
   if (handle_) cublasLtDestroy(handle_);
 }
 
@@ -112,7 +113,7 @@ bool LtGemm::gemm(const void* x, int64_t ldx, const void* w, int64_t ldw, void* 
   if (!p.ok) return false;
   const float alpha = 1.0f, beta = 0.0f;
   TD_LT_CHECK(cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, d, p.c, d, p.c, &p.algo,
-                             workspace_, workspace_bytes_, s));
+                             workspace_[slot_], workspace_bytes_, s));
   return true;
 }
 

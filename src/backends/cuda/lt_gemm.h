@@ -27,6 +27,9 @@ class LtGemm {
   bool gemm(const void* x, int64_t ldx, const void* w, int64_t ldw, void* d, int64_t ldd,
             bool d_f32, int64_t M, int64_t N, int64_t K, cudaStream_t s, int64_t batch = 1,
             int64_t stride_x = 0, int64_t stride_w = 0, int64_t stride_d = 0);
+  // Which of the two workspaces the next calls use: GEMMs that may run concurrently (the main
+  // stream and the backend's side branch) must not share one.
+  void use_workspace(int slot) { slot_ = slot; }
 
  private:
   struct Plan {
@@ -40,7 +43,8 @@ class LtGemm {
   Plan& plan(const Key& key);
 
   cublasLtHandle_t handle_ = nullptr;
-  void* workspace_ = nullptr;
+  void* workspace_[2] = {nullptr, nullptr};
+  int slot_ = 0;
   size_t workspace_bytes_ = 32u << 20;
   std::map<Key, Plan> plans_;
 };
