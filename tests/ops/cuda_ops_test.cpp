@@ -27,7 +27,9 @@ TEST_F(CudaOps, EmbeddingNormsAndElementwise) {
                  "T=" + std::to_string(T));
   }
   for (int64_t T : {1, 3, 17}) {
-    for (int64_t D : {64, 130, 6144}) {
+    // rms_norm: 64, 1536 and 4104 / 6144 hold the row in registers (1, 2, up to 4 vectors per
+    // thread; 4104 leaves threads idle), 16384 loops, 130 takes the scalar kernel.
+    for (int64_t D : {64, 130, 1536, 4104, 6144, 16384}) {
       Pair big = rand({T, D + 8}, 2.0f);
       Pair x = big.narrow(1, 8, D);  // strided rows
       Pair w = rand({D}, 1.0f, DType::F32), b = rand({D}, 0.5f, DType::F32);
@@ -370,19 +372,31 @@ TEST_F(CudaOps, MoeRouteIdsExact) {
   struct Case {
     int64_t T, E, k, groups, topk_group;
     bool bias;
+    bool ties = false;  // logits on a coarse grid: many equal scores (lower index wins)
   };
+  // Ungrouped cases take the warp-per-token kernel (E <= 512), E not a multiple of 32 included;
+  // grouped ones and E = 600 the block kernel.
   const std::vector<Case> cases = {
-      {1, 256, 8, 1, 1, true}, {7, 256, 8, 1, 1, true}, {130, 256, 8, 8, 4, true},
-      {5, 16, 4, 4, 2, true},  {3, 8, 2, 1, 1, false},
+      {1, 256, 8, 1, 1, true},         {7, 256, 8, 1, 1, true},       {130, 256, 8, 8, 4, true},
+      {5, 16, 4, 4, 2, true},          {3, 8, 2, 1, 1, false},        {64, 160, 6, 1, 1, true},
+      {9, 100, 7, 1, 1, false},        {4, 512, 8, 1, 1, true},       {2, 600, 8, 1, 1, true},
+      {33, 256, 8, 1, 1, false, true}, {6, 64, 32, 1, 1, true, true},
   };
   for (const Case& c : cases) {
     Pair logits = rand({c.T, c.E}, 3.0f, DType::F32);
+    if (c.ties) {
+      Tensor h = logits.cpu.clone();
+      for (int64_t i = 0; i < h.numel(); ++i)
+        h.data<float>()[i] = std::round(h.data<float>()[i] * 2.0f) / 2.0f;
+      logits = {h, h.to(Device::cuda())};
+    }
     Pair bias = c.bias ? rand({c.E}, 0.3f, DType::F32) : Pair{};
     const RouteParams rp{c.k, c.groups, c.topk_group, true, 2.5f};
     ops::Routing g = ops::moe_route(gpu_ws_, logits.gpu, bias.gpu, rp);
     ops::Routing r = ops::moe_route(cpu_ws_, logits.cpu, bias.cpu, rp);
     const std::string what = "T=" + std::to_string(c.T) + " E=" + std::to_string(c.E) +
-                             " groups=" + std::to_string(c.groups);
+                             " k=" + std::to_string(c.k) + " groups=" + std::to_string(c.groups) +
+                             (c.ties ? " ties" : "");
     expect_equal_ints(g.idx, r.idx, "moe_route ids", what);
     expect_close(g.weights, r.weights, 1e-5, "moe_route weights", what);
   }

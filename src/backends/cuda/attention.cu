@@ -34,6 +34,7 @@ __device__ __forceinline__ float dot8(const float* a, const float* b) {
 
 // grid (T, ceil(H / 16), num_splits), 256 threads.
 __global__ void __launch_bounds__(kDecodeThreads) mla_decode_kernel(MlaDecodeParams p) {
+  pdl_wait();
   extern __shared__ __align__(16) unsigned char smem[];
   const int LP = static_cast<int>(p.L) + 8;  // padded rows: 16 heads' q rows hit different banks
   bf16* qs = reinterpret_cast<bf16*>(smem);  // [HB][LP]
@@ -185,6 +186,7 @@ constexpr int kMergeThreads = 128;
 constexpr int kMergeBatch = 16;
 
 __global__ void __launch_bounds__(kMergeThreads) mla_merge_kernel(MlaDecodeParams p) {
+  pdl_wait();
   extern __shared__ float merge_sm[];
   const int64_t th = blockIdx.x;
   const int S = static_cast<int>(p.num_splits);
@@ -236,7 +238,7 @@ __global__ void __launch_bounds__(kMergeThreads) mla_merge_kernel(MlaDecodeParam
 
 void launch_mla_merge(const MlaDecodeParams& p, cudaStream_t s) {
   const size_t smem = static_cast<size_t>(2 * p.num_splits) * sizeof(float);
-  mla_merge_kernel<<<static_cast<unsigned>(p.T * p.H), kMergeThreads, smem, s>>>(p);
+  launch(mla_merge_kernel, static_cast<unsigned>(p.T * p.H), kMergeThreads, smem, s, p);
 }
 
 // ---- prefill --------------------------------------------------------------------------------
@@ -252,6 +254,7 @@ size_t prefill_smem(int64_t dqk, int64_t dv) {
 
 // grid (ceil(T / 16), H), 128 threads.
 __global__ void __launch_bounds__(kPrefillThreads) mla_prefill_kernel(MlaPrefillParams p) {
+  pdl_wait();
   extern __shared__ __align__(16) unsigned char smem[];
   const int dqk = static_cast<int>(p.dn + p.dr), dv = static_cast<int>(p.dv),
             dn = static_cast<int>(p.dn);
@@ -450,7 +453,7 @@ void mla_decode(const MlaDecodeParams& p, cudaStream_t s) {
     configured = smem;
   }
   const dim3 g(static_cast<unsigned>(p.T), cdiv(p.H, HB), static_cast<unsigned>(p.num_splits));
-  mla_decode_kernel<<<g, kDecodeThreads, smem, s>>>(p);
+  launch(mla_decode_kernel, g, kDecodeThreads, smem, s, p);
   if (p.num_splits > 1) launch_mla_merge(p, s);
 }
 
@@ -468,7 +471,7 @@ void mla_prefill(const MlaPrefillParams& p, cudaStream_t s) {
     configured = smem;
   }
   const dim3 g(cdiv(p.T, QT), static_cast<unsigned>(p.H));
-  mla_prefill_kernel<<<g, kPrefillThreads, smem, s>>>(p);
+  launch(mla_prefill_kernel, g, kPrefillThreads, smem, s, p);
 }
 
 }  // namespace tandem::cuda::k

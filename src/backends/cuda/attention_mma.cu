@@ -75,6 +75,7 @@ size_t mma_smem(int64_t L, int nbuf) {
 // by its copies (iteration c + 1 - nbuf) and its S (iteration c), and overwritten after the S
 // of iteration c + 1, barriers later.
 __global__ void __launch_bounds__(kThreads, 2) mla_decode_mma_kernel(MlaDecodeParams p, int nbuf) {
+  pdl_wait();
   extern __shared__ __align__(16) unsigned char smem[];
   const int LK = static_cast<int>(padded_dims(p.L));  // dims the mma steps cover (zero padded)
   const int LP = LK + 8;                              // row stride: rows land on different banks
@@ -287,6 +288,7 @@ size_t prefill_mma_smem(int64_t dqk, int64_t dv) {
 
 // grid (ceil(T / 16), H), 128 threads.
 __global__ void __launch_bounds__(kPrefillThreads) mla_prefill_mma_kernel(MlaPrefillParams p) {
+  pdl_wait();
   extern __shared__ __align__(16) unsigned char smem[];
   const int dqk = static_cast<int>(p.dn + p.dr), dv = static_cast<int>(p.dv),
             dn = static_cast<int>(p.dn);
@@ -506,7 +508,7 @@ void mla_decode_mma(const MlaDecodeParams& p, cudaStream_t s) {
                          static_cast<int>(smem));
     configured = smem;
   }
-  mla_decode_mma_kernel<<<g, kThreads, smem, s>>>(p, nbuf);
+  launch(mla_decode_mma_kernel, g, kThreads, smem, s, p, nbuf);
 }
 
 }  // namespace tandem::cuda::k
@@ -523,7 +525,7 @@ void mla_prefill_mma(const MlaPrefillParams& p, cudaStream_t s) {
     configured = smem;
   }
   const dim3 g(cdiv(p.T, QT), static_cast<unsigned>(p.H));
-  mla_prefill_mma_kernel<<<g, kPrefillThreads, smem, s>>>(p);
+  launch(mla_prefill_mma_kernel, g, kPrefillThreads, smem, s, p);
 }
 
 }  // namespace tandem::cuda::k

@@ -5,12 +5,59 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "backends/cuda/kernels.h"
 
 namespace tandem::cuda::k {
 
 using bf16 = __nv_bfloat16;
+
+// Programmatic dependent launch (sm_90): every kernel is launched with
+// cudaLaunchAttributeProgrammaticStreamSerialization, so its blocks may be scheduled while the
+// previous kernel on the stream is still finishing, which hides the launch and ramp-up of the
+// many short kernels of a decode step. In exchange every kernel calls pdl_wait() before it
+// touches global memory: it returns once the previous grid has completed and its writes are
+// visible (a no-op when the kernel was launched without the attribute). TANDEM_PDL=0 turns the
+// attribute off.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+inline bool pdl_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("TANDEM_PDL");
+    if (v && std::strcmp(v, "0") == 0) return false;
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return major >= 9;
+  }();
+  return on;
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialization (above).
+template <typename... P, typename... A>
+void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+            A&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
+}
 
 __device__ __forceinline__ float to_f(float v) {
   return v;

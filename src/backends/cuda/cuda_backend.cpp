@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
@@ -85,6 +86,18 @@ CudaBackend::CudaBackend() : lt_(std::make_unique<LtGemm>()) {
   TD_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, dev));
   const char* simt = std::getenv("TANDEM_MLA_SIMT");
   mla_tensor_cores_ = !(simt && *simt && *simt != '0');
+  // Switches for A/B measurements of one build (docs/cuda-backend.md, "Switches").
+  auto off = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && std::strcmp(v, "0") == 0;
+  };
+  side_stream_on_ = !off("TANDEM_SIDE_STREAM");
+  last_block_reduce_ = !off("TANDEM_SKINNY_LAST_BLOCK_REDUCE");
+  if (const char* v = std::getenv("TANDEM_MLA_MIN_SPLIT")) mla_min_split_ = std::atoll(v);
+  for (int*& c : split_counters_) {
+    TD_CUDA_CHECK(cudaMalloc(&c, kSplitCounters * sizeof(int)));
+    TD_CUDA_CHECK(cudaMemset(c, 0, kSplitCounters * sizeof(int)));
+  }
   TD_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
   TD_CUDA_CHECK(cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming));
   TD_CUDA_CHECK(cudaEventCreateWithFlags(&join_event_, cudaEventDisableTiming));
@@ -94,6 +107,8 @@ CudaBackend::~CudaBackend() {
   for (void* p : scratch_)
     if (p) cudaFree(p);
   for (void* p : retired_) cudaFree(p);
+  for (int* c : split_counters_)
+    if (c) cudaFree(c);
   if (side_stream_) cudaStreamDestroy(side_stream_);
   if (fork_event_) cudaEventDestroy(fork_event_);
   if (join_event_) cudaEventDestroy(join_event_);
@@ -101,6 +116,7 @@ CudaBackend::~CudaBackend() {
 
 void CudaBackend::begin_side() {
   TD_CHECK(!in_side_, "cuda backend: side branches do not nest");
+  if (!side_stream_on_) return;
   main_stream_ = stream_;
   TD_CUDA_CHECK(cudaEventRecord(fork_event_, main_stream_));
   TD_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, fork_event_, 0));
@@ -119,6 +135,7 @@ void CudaBackend::end_side() {
 
 void CudaBackend::join_side() {
   TD_CHECK(!in_side_, "cuda backend: join_side inside the side branch");
+  if (!side_stream_on_) return;
   TD_CUDA_CHECK(cudaStreamWaitEvent(stream_, join_event_, 0));
 }
 
@@ -358,7 +375,12 @@ void CudaBackend::skinny(const void* x, int64_t x_rs, int64_t x_bs, const Tensor
   k::SkinnyParams p =
       gemm_params(x, x_rs, x_bs, w.raw(), w_bs, out.raw(), o_rs, o_bs, M, N, K, batch);
   p.splits = k::skinny_splits(p, wdt, num_sms_);
-  if (p.splits > 1) p.partial = static_cast<float*>(scratch(split_bytes(p)));
+  if (p.splits > 1) {
+    p.partial = static_cast<float*>(scratch(split_bytes(p)));
+    // The tile's last block reduces (no second launch) where the counters suffice.
+    if (last_block_reduce_ && k::skinny_tiles(p) <= kSplitCounters)
+      p.counters = split_counters_[in_side_ ? 1 : 0];
+  }
   k::skinny_gemm(p, wdt, odt, stream_);
   TD_CUDA_LAUNCH_CHECK();
 }
@@ -435,7 +457,8 @@ MlaDecodePlan CudaBackend::plan_mla_decode(int64_t T, int64_t H, int64_t range, 
   }
   int64_t want = blocks >= target ? 1 : (target + blocks - 1) / blocks;
   want = std::min<int64_t>(want, 128);
-  plan.split_len = std::max(NK, round_up((range + want - 1) / want, NK));
+  plan.split_len = std::max(round_up(std::max<int64_t>(mla_min_split_, 1), NK),
+                            round_up((range + want - 1) / want, NK));
   plan.num_splits = (range + plan.split_len - 1) / plan.split_len;
   if (plan.num_splits > 1)
     plan.scratch_bytes = static_cast<size_t>(T * H * plan.num_splits) * (Lc + 1) * sizeof(float);

@@ -124,10 +124,17 @@ class CudaBackend final : public Backend {
   void* scratch_[2] = {nullptr, nullptr};
   size_t scratch_bytes_[2] = {0, 0};
   std::vector<void*> retired_;  // outgrown scratch buffers, freed with the backend
+  // Arrival counters of the skinny kernel's split tiles, main line [0] and side branch [1]
+  // (kSplitCounters each, zeroed once; every launch leaves them zeroed).
+  static constexpr int64_t kSplitCounters = 1 << 16;
+  int* split_counters_[2] = {nullptr, nullptr};
   cudaStream_t side_stream_ = nullptr;
   cudaStream_t main_stream_ = nullptr;  // the stream a side branch forked from
   cudaEvent_t fork_event_ = nullptr, join_event_ = nullptr;
   bool in_side_ = false;
+  bool side_stream_on_ = true;     // TANDEM_SIDE_STREAM=0: side branches run in order
+  bool last_block_reduce_ = true;  // TANDEM_SKINNY_LAST_BLOCK_REDUCE=0: a second reduce kernel
+  int64_t mla_min_split_ = 64;     // TANDEM_MLA_MIN_SPLIT: fewest keys per mla_decode split
 };
 
 // The backend registered for DeviceType::CUDA (null before init_cuda_backend succeeds).

@@ -1,7 +1,8 @@
 // Skinny GEMM for decode-sized M (linear at M <= 16, head_matmul at any M): each block owns 16
 // weight rows (2 per warp) and streams them once per 16 activation rows with 16-byte loads.
 // Few output rows (N) with a long K split K across blocks; the partial sums are reduced in a
-// fixed order so results never depend on timing.
+// fixed order so results never depend on timing: by the last block of each output tile to finish
+// (an arrival counter per tile), or by a second kernel when no counters are given.
 #include <algorithm>
 #include <type_traits>
 
@@ -24,6 +25,7 @@ __device__ __forceinline__ void store(TO* p, float v) {
 // and one tile of MT activation rows.
 template <typename TW, typename TO, int MT>
 __global__ void __launch_bounds__(kSkinnyThreads) skinny_kernel(SkinnyParams p, int64_t ks) {
+  pdl_wait();
   constexpr int KC = skinny_chunk<TW, MT>();
   __shared__ __align__(16) bf16 xs[MT * KC];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -64,11 +66,37 @@ __global__ void __launch_bounds__(kSkinnyThreads) skinny_kernel(SkinnyParams p, 
             p.partial[((split * p.batch + b) * p.M + m0 + m) * p.N + n0 + r] = v;
         }
       }
+    if (p.splits > 1 && p.counters) {
+      // The last of the tile's split blocks to arrive sums the partials in split order (the
+      // same expression as split_reduce_kernel, so the result does not depend on who is last).
+      __shared__ bool last;
+      __threadfence();  // this block's partials are visible before its arrival is counted
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        int* c = p.counters + (mtile * p.batch + b) * gridDim.x + blockIdx.x;
+        last = atomicAdd(c, 1) == p.splits - 1;
+        if (last) *c = 0;  // ready for the next launch, which the stream orders after this one
+      }
+      __syncthreads();
+      if (!last) return;
+      __threadfence();
+      const int64_t nb = blockIdx.x * static_cast<int64_t>(kRowsPerBlock);
+      for (int i = threadIdx.x; i < kRowsPerBlock * mt; i += blockDim.x) {
+        const int m = i / kRowsPerBlock, r = i - m * kRowsPerBlock;
+        if (nb + r >= p.N) continue;
+        const int64_t total = p.batch * p.M * p.N;
+        const float* part = p.partial + (b * p.M + m0 + m) * p.N + nb + r;
+        float v = 0.f;
+        for (int64_t sp = 0; sp < p.splits; ++sp) v += __ldcg(part + sp * total);
+        store(static_cast<TO*>(p.out) + b * p.o_bs + (m0 + m) * p.o_rs + nb + r, v);
+      }
+    }
   }
 }
 
 template <typename TO>
 __global__ void split_reduce_kernel(SkinnyParams p) {
+  pdl_wait();
   const int64_t total = p.batch * p.M * p.N;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -82,6 +110,7 @@ __global__ void split_reduce_kernel(SkinnyParams p) {
 // Any alignment, any K: one warp per output element (tiny shapes only).
 template <typename TW, typename TO>
 __global__ void skinny_scalar_kernel(SkinnyParams p) {
+  pdl_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t n = blockIdx.x * 8 + warp, m = blockIdx.y, b = blockIdx.z;
   if (n >= p.N) return;
@@ -110,15 +139,16 @@ void launch(const SkinnyParams& p, cudaStream_t s) {
   const int64_t ks = p.splits == 1 ? p.K : split_len(p);
   const dim3 g(cdiv(p.N, kRowsPerBlock), static_cast<unsigned>(p.batch),
                static_cast<unsigned>(p.splits) * cdiv(p.M, MT));
-  skinny_kernel<TW, TO, MT><<<g, kSkinnyThreads, 0, s>>>(p, ks);
-  if (p.splits > 1) skinny_split_reduce(p, std::is_same_v<TO, float> ? DT::F32 : DT::BF16, s);
+  launch(skinny_kernel<TW, TO, MT>, g, kSkinnyThreads, 0, s, p, ks);
+  if (p.splits > 1 && !p.counters)
+    skinny_split_reduce(p, std::is_same_v<TO, float> ? DT::F32 : DT::BF16, s);
 }
 
 template <typename TW, typename TO>
 void dispatch_mt(const SkinnyParams& p, cudaStream_t s) {
   if (!vector_path(p, std::is_same_v<TW, float> ? DT::F32 : DT::BF16)) {
     const dim3 g(cdiv(p.N, 8), static_cast<unsigned>(p.M), static_cast<unsigned>(p.batch));
-    skinny_scalar_kernel<TW, TO><<<g, 256, 0, s>>>(p);
+    launch(skinny_scalar_kernel<TW, TO>, g, 256, 0, s, p);
     return;
   }
   if (p.M <= 1)
@@ -139,9 +169,14 @@ void skinny_split_reduce(const SkinnyParams& p, DT out_dt, cudaStream_t s) {
   const int64_t total = p.batch * p.M * p.N;
   const unsigned blocks = std::min<unsigned>(cdiv(total, 256), 4096);
   if (out_dt == DT::BF16)
-    split_reduce_kernel<bf16><<<blocks, 256, 0, s>>>(p);
+    launch(split_reduce_kernel<bf16>, blocks, 256, 0, s, p);
   else
-    split_reduce_kernel<float><<<blocks, 256, 0, s>>>(p);
+    launch(split_reduce_kernel<float>, blocks, 256, 0, s, p);
+}
+
+int64_t skinny_tiles(const SkinnyParams& p) {
+  const int64_t mt = p.M <= 1 ? 1 : p.M <= 2 ? 2 : p.M <= 4 ? 4 : p.M <= 8 ? 8 : 16;  // dispatch_mt
+  return static_cast<int64_t>(cdiv(p.N, kRowsPerBlock)) * p.batch * ((p.M + mt - 1) / mt);
 }
 
 int64_t skinny_splits(const SkinnyParams& p, DT w_dt, int num_sms) {

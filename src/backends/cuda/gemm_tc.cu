@@ -45,6 +45,7 @@ __device__ __forceinline__ void store(TO* p, float v) {
 template <typename TO, int RT, int MT>
 __global__ void __launch_bounds__(kTcThreads, (RT * MT <= 4 ? 2 : 1))
     tc_gemm_kernel(SkinnyParams p, int64_t ks) {
+  pdl_wait();
   constexpr int ROWS = RT * 16, COLS = MT * 8;
   __shared__ float red[kTcWarps][ROWS][COLS + 1];  // warp partials, +1 against bank conflicts
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -142,7 +143,7 @@ template <typename TO, int RT, int MT>
 void launch(const SkinnyParams& p, cudaStream_t s) {
   const int64_t ks = p.splits == 1 ? p.K : split_len(p);
   const dim3 grid(cdiv(p.M, MT * 8), cdiv(p.N, RT * 16), static_cast<unsigned>(p.batch * p.splits));
-  tc_gemm_kernel<TO, RT, MT><<<grid, kTcThreads, 0, s>>>(p, ks);
+  launch(tc_gemm_kernel<TO, RT, MT>, grid, kTcThreads, 0, s, p, ks);
 }
 
 template <typename TO>

@@ -18,6 +18,7 @@ constexpr int kSelectThreads = 1024;
 template <int DI>
 __global__ void __launch_bounds__(kKeysPerBlock)
     indexer_scores_kernel(IndexerParams p, int64_t t0) {
+  pdl_wait();
   extern __shared__ float sm[];
   float* qsm = sm;
   float* wsm = sm + p.Hi * DI;
@@ -61,6 +62,7 @@ __global__ void __launch_bounds__(kKeysPerBlock)
 template <int DI>
 __global__ void __launch_bounds__(kKeysPerBlock)
     indexer_scores_mma_kernel(IndexerParams p, int64_t t0) {
+  pdl_wait();
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int RP = DI + 8;  // padded rows: the 8 rows of a fragment load hit different banks
   const int Hi = static_cast<int>(p.Hi);
@@ -134,6 +136,7 @@ __device__ __forceinline__ uint32_t order_key(float f) {
 // grid (Tc), 1024 threads.
 __global__ void __launch_bounds__(kSelectThreads)
     indexer_select_kernel(IndexerParams p, int64_t t0) {
+  pdl_wait();
   __shared__ unsigned hist[256];
   __shared__ int red[32];
   __shared__ uint32_t s_prefix;
@@ -207,7 +210,7 @@ void launch_scores(const IndexerParams& p, int64_t t0, int64_t Tc, cudaStream_t 
       configured = smem;
     }
     const dim3 g(cdiv(p.max_len, kKeysPerBlock), static_cast<unsigned>(Tc));
-    indexer_scores_mma_kernel<DI><<<g, kKeysPerBlock, smem, s>>>(p, t0);
+    launch(indexer_scores_mma_kernel<DI>, g, kKeysPerBlock, smem, s, p, t0);
     return;
   }
   const size_t smem = (p.Hi * DI + p.Hi) * sizeof(float);
@@ -218,7 +221,7 @@ void launch_scores(const IndexerParams& p, int64_t t0, int64_t Tc, cudaStream_t 
     configured = smem;
   }
   const dim3 g(cdiv(p.max_len, kKeysPerBlock), static_cast<unsigned>(Tc));
-  indexer_scores_kernel<DI><<<g, kKeysPerBlock, smem, s>>>(p, t0);
+  launch(indexer_scores_kernel<DI>, g, kKeysPerBlock, smem, s, p, t0);
 }
 
 }  // namespace
@@ -245,7 +248,7 @@ void indexer_topk(const IndexerParams& p, int64_t t0, int64_t Tc, cudaStream_t s
         break;
     }
   }
-  indexer_select_kernel<<<static_cast<unsigned>(Tc), kSelectThreads, 0, s>>>(p, t0);
+  launch(indexer_select_kernel, static_cast<unsigned>(Tc), kSelectThreads, 0, s, p, t0);
 }
 
 }  // namespace tandem::cuda::k

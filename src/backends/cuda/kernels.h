@@ -78,7 +78,14 @@ struct SkinnyParams {
   // order by a second kernel (deterministic). splits = 1: no scratch.
   int64_t splits = 1;
   float* partial = nullptr;
+  // Optional (skinny_gemm only): one zeroed int per output tile (skinny_tiles), so the last
+  // block of a tile to finish sums its partials in split order itself, and the second kernel
+  // is not launched. Each launch leaves them zeroed again. Kernels that may run at the same
+  // time need separate counters.
+  int* counters = nullptr;
 };
+// Output tiles of the skinny kernel for p (the counters it needs).
+int64_t skinny_tiles(const SkinnyParams& p);
 // How many K splits the kernel should use for this shape (1 when the N blocks fill the GPU or
 // the vector path does not apply); the caller provides splits * batch * M * N floats of scratch.
 int64_t skinny_splits(const SkinnyParams& p, DT w_dt, int num_sms);

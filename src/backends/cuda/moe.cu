@@ -17,6 +17,7 @@ constexpr int kMoeMT = 8;  // activation rows per pass over an expert's weights
 __global__ void moe_route_kernel(const float* logits, int64_t ls, const float* bias, int E, int k,
                                  int n_group, int topk_group, bool normalize, float scaling,
                                  int32_t* idx, float* wout) {
+  pdl_wait();
   extern __shared__ float sm[];
   float* s = sm;                                          // [E] sigmoid scores
   float* choice = s + E;                                  // [E] selection scores
@@ -103,6 +104,7 @@ __global__ void moe_route_kernel(const float* logits, int64_t ls, const float* b
 __global__ void moe_prepare_kernel(const int32_t* idx, int P, int E, int32_t* counts,
                                    int32_t* offsets, int32_t* perm, int32_t* inv, int32_t* active,
                                    int32_t* num_active) {
+  pdl_wait();
   extern __shared__ int prep_sm[];
   int* cnt = prep_sm;      // [E]
   int* off = prep_sm + E;  // [E]
@@ -149,6 +151,7 @@ __global__ void __launch_bounds__(kSkinnyThreads)
     moe_gate_up_kernel(const bf16* x, int64_t xs, int k, const bf16* gu, const int32_t* counts,
                        const int32_t* offsets, const int32_t* perm, const int32_t* active,
                        const int32_t* num_active, int64_t I, int64_t D, bf16* h) {
+  pdl_wait();
   constexpr int KC = skinny_chunk<bf16, kMoeMT>();
   __shared__ __align__(16) bf16 xsm[kMoeMT * KC];
   if (static_cast<int>(blockIdx.y) >= *num_active) return;  // uniform over the block
@@ -182,6 +185,7 @@ __global__ void __launch_bounds__(kSkinnyThreads)
     moe_down_kernel(const bf16* h, const bf16* down, const int32_t* counts, const int32_t* offsets,
                     const int32_t* active, const int32_t* num_active, int64_t I, int64_t D,
                     float* y) {
+  pdl_wait();
   constexpr int KC = skinny_chunk<bf16, kMoeMT>();
   __shared__ __align__(16) bf16 xsm[kMoeMT * KC];
   if (static_cast<int>(blockIdx.y) >= *num_active) return;
@@ -215,6 +219,7 @@ __global__ void __launch_bounds__(kSkinnyThreads)
 
 __global__ void moe_gather_x_kernel(const uint16_t* x, int64_t xs, int k, const int32_t* perm,
                                     int64_t D, uint16_t* out) {
+  pdl_wait();
   const int64_t r = blockIdx.x;
   const int64_t t = perm[r] / k;
   for (int64_t d = threadIdx.x; d < D; d += blockDim.x) out[r * D + d] = x[t * xs + d];
@@ -223,6 +228,7 @@ __global__ void moe_gather_x_kernel(const uint16_t* x, int64_t xs, int k, const 
 template <typename TY>
 __global__ void moe_combine_kernel(const TY* y, const int32_t* inv, const float* w, int k,
                                    int64_t D, bf16* out) {
+  pdl_wait();
   const int64_t t = blockIdx.y;
   const int64_t d = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (d >= D) return;
@@ -241,17 +247,16 @@ void moe_route(const float* logits, int64_t ls, const float* bias, int64_t T, in
                float* weights, cudaStream_t s) {
   if (T == 0) return;
   const size_t smem = (2 * E + n_group) * sizeof(float) + (E + n_group + k) * sizeof(int);
-  moe_route_kernel<<<T, 256, smem, s>>>(logits, ls, bias, static_cast<int>(E), static_cast<int>(k),
-                                        static_cast<int>(n_group), static_cast<int>(topk_group),
-                                        normalize, scaling, idx, weights);
+  launch(moe_route_kernel, T, 256, smem, s, logits, ls, bias, static_cast<int>(E),
+         static_cast<int>(k), static_cast<int>(n_group), static_cast<int>(topk_group), normalize,
+         scaling, idx, weights);
 }
 
 void moe_prepare(const int32_t* idx, int64_t pairs, int64_t E, int32_t* counts, int32_t* offsets,
                  int32_t* perm, int32_t* inv, int32_t* active, int32_t* num_active,
                  cudaStream_t s) {
-  moe_prepare_kernel<<<1, 1024, 2 * E * sizeof(int32_t), s>>>(idx, static_cast<int>(pairs),
-                                                              static_cast<int>(E), counts, offsets,
-                                                              perm, inv, active, num_active);
+  launch(moe_prepare_kernel, 1, 1024, 2 * E * sizeof(int32_t), s, idx, static_cast<int>(pairs),
+         static_cast<int>(E), counts, offsets, perm, inv, active, num_active);
 }
 
 void moe_gate_up(const void* x, int64_t xs, int64_t k, const void* gate_up, const int32_t* counts,
@@ -260,9 +265,9 @@ void moe_gate_up(const void* x, int64_t xs, int64_t k, const void* gate_up, cons
                  cudaStream_t s) {
   if (max_active == 0) return;
   const dim3 g(cdiv(I, 8), static_cast<unsigned>(max_active));
-  moe_gate_up_kernel<<<g, kSkinnyThreads, 0, s>>>(
-      static_cast<const bf16*>(x), xs, static_cast<int>(k), static_cast<const bf16*>(gate_up),
-      counts, offsets, perm, active, num_active, I, D, static_cast<bf16*>(h));
+  launch(moe_gate_up_kernel, g, kSkinnyThreads, 0, s, static_cast<const bf16*>(x), xs,
+         static_cast<int>(k), static_cast<const bf16*>(gate_up), counts, offsets, perm, active,
+         num_active, I, D, static_cast<bf16*>(h));
 }
 
 void moe_down(const void* h, const void* down, const int32_t* counts, const int32_t* offsets,
@@ -270,17 +275,15 @@ void moe_down(const void* h, const void* down, const int32_t* counts, const int3
               int64_t D, float* y, cudaStream_t s) {
   if (max_active == 0) return;
   const dim3 g(cdiv(D, 16), static_cast<unsigned>(max_active));
-  moe_down_kernel<<<g, kSkinnyThreads, 0, s>>>(static_cast<const bf16*>(h),
-                                               static_cast<const bf16*>(down), counts, offsets,
-                                               active, num_active, I, D, y);
+  launch(moe_down_kernel, g, kSkinnyThreads, 0, s, static_cast<const bf16*>(h),
+         static_cast<const bf16*>(down), counts, offsets, active, num_active, I, D, y);
 }
 
 void moe_gather_x(const void* x, int64_t xs, int64_t k, const int32_t* perm, int64_t pairs,
                   int64_t D, void* out, cudaStream_t s) {
   if (pairs == 0) return;
-  moe_gather_x_kernel<<<pairs, 256, 0, s>>>(static_cast<const uint16_t*>(x), xs,
-                                            static_cast<int>(k), perm, D,
-                                            static_cast<uint16_t*>(out));
+  launch(moe_gather_x_kernel, pairs, 256, 0, s, static_cast<const uint16_t*>(x), xs,
+         static_cast<int>(k), perm, D, static_cast<uint16_t*>(out));
 }
 
 void moe_combine(const void* y, DT y_dt, const int32_t* inv, const float* w, int64_t T, int64_t k,
@@ -288,11 +291,11 @@ void moe_combine(const void* y, DT y_dt, const int32_t* inv, const float* w, int
   if (T == 0) return;
   const dim3 g(cdiv(D, 256), static_cast<unsigned>(T));
   if (y_dt == DT::F32)
-    moe_combine_kernel<<<g, 256, 0, s>>>(static_cast<const float*>(y), inv, w, static_cast<int>(k),
-                                         D, static_cast<bf16*>(out));
+    launch(moe_combine_kernel<float>, g, 256, 0, s, static_cast<const float*>(y), inv, w,
+           static_cast<int>(k), D, static_cast<bf16*>(out));
   else
-    moe_combine_kernel<<<g, 256, 0, s>>>(static_cast<const bf16*>(y), inv, w, static_cast<int>(k),
-                                         D, static_cast<bf16*>(out));
+    launch(moe_combine_kernel<bf16>, g, 256, 0, s, static_cast<const bf16*>(y), inv, w,
+           static_cast<int>(k), D, static_cast<bf16*>(out));
 }
 
 }  // namespace tandem::cuda::k

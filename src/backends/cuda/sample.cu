@@ -226,6 +226,7 @@ __device__ int find_first(int V, F f, Th thresh, SampleSmem& sm) {
 __global__ void __launch_bounds__(kThreads)
     sample_kernel(const float* __restrict__ logits, int64_t ls, int V, const float* temperature,
                   const int32_t* top_k, const float* top_p, const float* u, int32_t* out) {
+  pdl_wait();
   __shared__ SampleSmem sm;
   const int row_id = blockIdx.x;
   const float* __restrict__ row = logits + row_id * ls;
@@ -422,8 +423,8 @@ void sample(const float* logits, int64_t ls, int64_t T, int64_t V, const float* 
             const int32_t* top_k, const float* top_p, const float* u, int32_t* out,
             cudaStream_t s) {
   if (T == 0 || V == 0) return;
-  sample_kernel<<<static_cast<unsigned>(T), kThreads, 0, s>>>(logits, ls, static_cast<int>(V),
-                                                              temperature, top_k, top_p, u, out);
+  launch(sample_kernel, static_cast<unsigned>(T), kThreads, 0, s, logits, ls, static_cast<int>(V),
+         temperature, top_k, top_p, u, out);
 }
 
 }  // namespace tandem::cuda::k
