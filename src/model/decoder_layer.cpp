@@ -7,12 +7,23 @@
 namespace tandem {
 
 void decoder_layer(const LayerContext& ctx, const LayerWeights& w, int64_t cache_layer,
-                   bool run_indexer, Tensor& h, Tensor& topk) {
+                   bool run_indexer, Tensor& h, Tensor& a, const Tensor& next_norm, Tensor& topk) {
   const float eps = static_cast<float>(ctx.config.rms_norm_eps);
-  Tensor a = ops::rms_norm(ctx.ws, h, w.input_norm, eps);  // [T, D]
-  ops::add_inplace(h, mla_attention(ctx, w.attn, a, cache_layer, run_indexer, topk));
-  Tensor f = ops::rms_norm(ctx.ws, h, w.post_attn_norm, eps);  // [T, D]
-  ops::add_inplace(h, w.moe ? moe_block(ctx, *w.moe, f) : dense_mlp(ctx.ws, *w.mlp, f));
+  // The residual adds are fused with the norm that follows each of them: one pass over h instead
+  // of an add and a norm (two short kernels fewer per layer).
+  const Tensor attn = mla_attention(ctx, w.attn, a, cache_layer, run_indexer, topk);  // [T, D]
+  const Tensor f = ops::add_rms_norm(ctx.ws, h, attn, w.post_attn_norm, eps);         // [T, D]
+  const Tensor m = w.moe ? moe_block(ctx, *w.moe, f) : dense_mlp(ctx.ws, *w.mlp, f);  // [T, D]
+  if (next_norm.defined())
+    ops::add_rms_norm(h, m, next_norm, eps, a);
+  else
+    ops::add_inplace(h, m);
+}
+
+void decoder_layer(const LayerContext& ctx, const LayerWeights& w, int64_t cache_layer,
+                   bool run_indexer, Tensor& h, Tensor& topk) {
+  Tensor a = ops::rms_norm(ctx.ws, h, w.input_norm, static_cast<float>(ctx.config.rms_norm_eps));
+  decoder_layer(ctx, w, cache_layer, run_indexer, h, a, Tensor(), topk);
 }
 
 }  // namespace tandem

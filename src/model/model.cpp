@@ -37,16 +37,23 @@ Tensor Model::logits_for(Workspace& ws, const ForwardBatch& batch, const Tensor&
 ForwardResult Model::forward(Workspace& ws, const ForwardBatch& batch, KvCache& cache) const {
   const LayerContext ctx{config_, weights_, batch, cache, ws};
   // [T, D] residual stream, updated in place by every layer.
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  const int64_t L = config_.num_hidden_layers;
   Tensor h = ops::embedding(ws, batch.input_ids, weights_.embed);
+  // [T, D] the next layer's normed input; each layer leaves it for the next (its last residual
+  // add fused with that norm), the last one leaves the final norm: the LM-head input.
+  Tensor a = ops::rms_norm(ws, h, L > 0 ? weights_.layers[0].input_norm : weights_.final_norm, eps);
   Tensor topk;        // [T, K]: the last full indexer's selection, reused by shared layers
   Tensor topk_carry;  // [T, index_topk] i32: where that selection outlives its layer
   if (config_.has_indexer)
     topk_carry = ws.alloc({batch.input_ids.size(0), config_.index_topk}, DType::I32);
-  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+  for (int64_t l = 0; l < L; ++l) {
     const bool full = !config_.has_indexer || config_.indexer_full[static_cast<size_t>(l)];
+    const Tensor& next_norm =
+        l + 1 < L ? weights_.layers[static_cast<size_t>(l + 1)].input_norm : weights_.final_norm;
     const size_t mark = ws.mark();
-    decoder_layer(ctx, weights_.layers[static_cast<size_t>(l)], l, full, h, topk);
-    // Only h (in place, below the mark) and the top-k selection leave the layer; the arena
+    decoder_layer(ctx, weights_.layers[static_cast<size_t>(l)], l, full, h, a, next_norm, topk);
+    // Only h and a (in place, below the mark) and the top-k selection leave the layer; the arena
     // takes back the rest, so activations do not grow with the number of layers.
     if (topk.defined() && topk.raw() != topk_carry.raw()) {
       ops::copy(topk, topk_carry);
@@ -55,8 +62,7 @@ ForwardResult Model::forward(Workspace& ws, const ForwardBatch& batch, KvCache& 
     ws.release(mark);
   }
   ForwardResult r;
-  r.hidden = ops::rms_norm(ws, h, weights_.final_norm,
-                           static_cast<float>(config_.rms_norm_eps));  // [T, D]
+  r.hidden = a;  // [T, D] final_norm(h)
   r.logits = logits_for(ws, batch, r.hidden);
   r.topk = topk;
   return r;
@@ -73,11 +79,12 @@ ForwardResult Model::forward_mtp(Workspace& ws, const ForwardBatch& batch, const
                            eps);                                      // [T, D]
   Tensor g = ops::rms_norm(ws, hidden, m.hnorm, eps);                 // [T, D]
   Tensor h = ops::linear(ws, ops::concat_cols(ws, e, g), m.eh_proj);  // [T, D]
+  Tensor a = ops::rms_norm(ws, h, m.layer.input_norm, eps);           // [T, D]
   Tensor topk = reuse_topk;
   decoder_layer(ctx, m.layer, config_.mtp_layer_index(), /*run_indexer=*/!reuse_topk.defined(), h,
-                topk);
+                a, m.shared_head_norm, topk);
   ForwardResult r;
-  r.hidden = ops::rms_norm(ws, h, m.shared_head_norm, eps);  // [T, D]
+  r.hidden = a;  // [T, D] shared_head_norm(h)
   r.logits = logits_for(ws, batch, r.hidden);
   r.topk = topk;
   return r;

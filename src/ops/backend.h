@@ -51,6 +51,13 @@ class Backend {
   virtual void silu_mul(const Tensor& x, Tensor& out) = 0;
   // out = a + b (same shape; out may alias a).
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  // h = h + b (rounded to h's dtype, exactly as add), then out = rms_norm(h, w): a residual add
+  // and the next pre-norm in one pass over the row. h, b: [T, D] contiguous; out: [T, D]. The
+  // default runs the two ops.
+  virtual void add_rms_norm(Tensor& h, const Tensor& b, const Tensor& w, float eps, Tensor& out) {
+    add(h, b, h);
+    rms_norm(h, w, eps, out);
+  }
   // out[:, :D1] = a, out[:, D1:] = b. a: [T, D1], b: [T, D2], out: [T, D1 + D2]
   virtual void concat_cols(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   // out[i] = src[rows[i]]. src: [N, D], rows: [M] i32, out: [M, D]

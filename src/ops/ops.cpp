@@ -125,6 +125,27 @@ void add_inplace(Tensor& a, const Tensor& b) {
   backend_for(a.device()).add(a, b, a);
 }
 
+void add_rms_norm(Tensor& h, const Tensor& b, const Tensor& w, float eps, Tensor& out) {
+  expect("add_rms_norm", "h", h, "[T, D]", {-1, -1});
+  expect("add_rms_norm", "b", b, "[T, D]", {h.size(0), h.size(1)});
+  expect("add_rms_norm", "w", w, "[D]", {h.size(1)});
+  expect("add_rms_norm", "out", out, "[T, D]", {h.size(0), h.size(1)});
+  TD_CHECK(h.is_contiguous() && b.is_contiguous(),
+           "add_rms_norm: h and b must be contiguous, got {} and {}", h.str(), b.str());
+  expect_rows_unit_stride("add_rms_norm", "out", out);
+  expect_same_device("add_rms_norm", h, b);
+  TD_CHECK(out.dtype() == h.dtype() && b.dtype() == h.dtype(),
+           "add_rms_norm: h, b and out must share a dtype, got {}, {}, {}", h.str(), b.str(),
+           out.str());
+  backend_for(h.device()).add_rms_norm(h, b, w, eps, out);
+}
+
+Tensor add_rms_norm(Workspace& ws, Tensor& h, const Tensor& b, const Tensor& w, float eps) {
+  Tensor out = ws.alloc(h.shape(), h.dtype());
+  add_rms_norm(h, b, w, eps, out);
+  return out;
+}
+
 Tensor concat_cols(Workspace& ws, const Tensor& a, const Tensor& b) {
   expect("concat_cols", "a", a, "[T, D1]", {-1, -1});
   expect("concat_cols", "b", b, "[T, D2]", {a.size(0), -1});

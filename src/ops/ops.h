@@ -28,6 +28,10 @@ Tensor head_matmul(Workspace& ws, const Tensor& x, const Tensor& w);
 Tensor silu_mul(Workspace& ws, const Tensor& x);
 // a += b
 void add_inplace(Tensor& a, const Tensor& b);
+// h += b, then out = rms_norm(h, w) (Backend::add_rms_norm). h, b, out: [T, D]; w: [D]
+void add_rms_norm(Tensor& h, const Tensor& b, const Tensor& w, float eps, Tensor& out);
+// The same with out allocated from ws.
+Tensor add_rms_norm(Workspace& ws, Tensor& h, const Tensor& b, const Tensor& w, float eps);
 // [T, D1], [T, D2] -> [T, D1 + D2]
 Tensor concat_cols(Workspace& ws, const Tensor& a, const Tensor& b);
 // [N, D], rows [M] -> [M, D]

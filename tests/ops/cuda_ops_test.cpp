@@ -39,6 +39,18 @@ TEST_F(CudaOps, EmbeddingNormsAndElementwise) {
       expect_close(ops::layer_norm(gpu_ws_, x.gpu, w.gpu, b.gpu, 1e-6f),
                    ops::layer_norm(cpu_ws_, x.cpu, w.cpu, b.cpu, 1e-6f), kBf16Out, "layer_norm",
                    what);
+      {  // the fused residual add + norm: against the CPU, and bit for bit the two GPU ops
+        Pair h = rand({T, D}, 2.0f), d = rand({T, D}, 2.0f);
+        Tensor hg = h.gpu.clone(), hc = h.cpu.clone(), h2 = h.gpu.clone();
+        const Tensor og = ops::add_rms_norm(gpu_ws_, hg, d.gpu, w.gpu, 1e-6f);
+        const Tensor oc = ops::add_rms_norm(cpu_ws_, hc, d.cpu, w.cpu, 1e-6f);
+        expect_close(hg, hc, kBf16Out, "add_rms_norm h", what);
+        expect_close(og, oc, kBf16Out, "add_rms_norm", what);
+        ops::add_inplace(h2, d.gpu);
+        const Tensor o2 = ops::rms_norm(gpu_ws_, h2, w.gpu, 1e-6f);
+        EXPECT_EQ(to_float_vector(hg), to_float_vector(h2)) << "add_rms_norm h " << what;
+        EXPECT_EQ(to_float_vector(og), to_float_vector(o2)) << "add_rms_norm out " << what;
+      }
       Pair gu = rand({T, 2 * D}, 3.0f);
       expect_close(ops::silu_mul(gpu_ws_, gu.gpu), ops::silu_mul(cpu_ws_, gu.cpu), kBf16Out,
                    "silu_mul", what);

@@ -235,6 +235,19 @@ void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   TD_CUDA_LAUNCH_CHECK();
 }
 
+void CudaBackend::add_rms_norm(Tensor& h, const Tensor& b, const Tensor& w, float eps,
+                               Tensor& out) {
+  const DT dt = kdt(h, "add_rms_norm", "h");
+  need_dtype(w, DType::F32, "add_rms_norm", "w");
+  need_contiguous(w, "add_rms_norm", "w");
+  if (k::add_rms_norm(h.raw(), h.stride(0), b.raw(), b.stride(0), w.data<float>(), eps, out.raw(),
+                      out.stride(0), h.size(0), h.size(1), dt, stream_)) {
+    TD_CUDA_LAUNCH_CHECK();
+    return;
+  }
+  Backend::add_rms_norm(h, b, w, eps, out);
+}
+
 void CudaBackend::concat_cols(const Tensor& a, const Tensor& b, Tensor& out) {
   need_dtype(b, a.dtype(), "concat_cols", "b");
   need_dtype(out, a.dtype(), "concat_cols", "out");

@@ -44,6 +44,7 @@ class CudaBackend final : public Backend {
   void head_matmul(const Tensor& x, const Tensor& w, Tensor& out) override;
   void silu_mul(const Tensor& x, Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void add_rms_norm(Tensor& h, const Tensor& b, const Tensor& w, float eps, Tensor& out) override;
   void concat_cols(const Tensor& a, const Tensor& b, Tensor& out) override;
   void gather_rows(const Tensor& src, const Tensor& rows, Tensor& out) override;
   void copy(const Tensor& src, Tensor& dst) override;

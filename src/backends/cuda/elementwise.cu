@@ -87,6 +87,65 @@ __global__ void rms_norm_reg_kernel(const bf16* x, int64_t xs, const float* w, f
   }
 }
 
+// h = bf16(h + b) written back, then out = rms_norm(h): rms_norm_reg_kernel over the rounded
+// sums, so the result is bit for bit add then rms_norm, one launch and one pass over the row.
+template <int NV>
+__global__ void add_rms_norm_reg_kernel(bf16* h, int64_t hs, const bf16* b, int64_t bs,
+                                        const float* w, float eps, bf16* out, int64_t os,
+                                        int64_t D) {
+  pdl_wait();
+  __shared__ float red[32];
+  bf16* r = h + blockIdx.x * hs;
+  const bf16* d = b + blockIdx.x * bs;
+  const int64_t i0 = threadIdx.x * 8, step = blockDim.x * 8;
+  uint4 xv[NV], dv[NV];
+  float4 w0[NV], w1[NV];
+#pragma unroll
+  for (int v = 0; v < NV; ++v) {
+    const int64_t i = i0 + v * step;
+    if (i < D) {
+      xv[v] = *reinterpret_cast<const uint4*>(r + i);
+      dv[v] = *reinterpret_cast<const uint4*>(d + i);
+      w0[v] = *reinterpret_cast<const float4*>(w + i);
+      w1[v] = *reinterpret_cast<const float4*>(w + i + 4);
+    }
+  }
+  float ss = 0.f;
+#pragma unroll
+  for (int v = 0; v < NV; ++v) {
+    const int64_t i = i0 + v * step;
+    if (i >= D) break;
+    float f[8], g[8];
+    bf16x8_to_f(xv[v], f);
+    bf16x8_to_f(dv[v], g);
+    __nv_bfloat162* s2 = reinterpret_cast<__nv_bfloat162*>(&xv[v]);
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      s2[j] = __floats2bfloat162_rn(f[2 * j] + g[2 * j], f[2 * j + 1] + g[2 * j + 1]);
+    *reinterpret_cast<uint4*>(r + i) = xv[v];
+    bf16x8_to_f(xv[v], f);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) ss += f[j] * f[j];
+  }
+  ss = block_sum(ss, red);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
+#pragma unroll
+  for (int v = 0; v < NV; ++v) {
+    const int64_t i = i0 + v * step;
+    if (i >= D) break;
+    float f[8];
+    bf16x8_to_f(xv[v], f);
+    const float wv[8] = {w0[v].x, w0[v].y, w0[v].z, w0[v].w, w1[v].x, w1[v].y, w1[v].z, w1[v].w};
+    uint4 o;
+    __nv_bfloat162* o2 = reinterpret_cast<__nv_bfloat162*>(&o);
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      o2[j] =
+          __floats2bfloat162_rn(wv[2 * j] * (f[2 * j] * inv), wv[2 * j + 1] * (f[2 * j + 1] * inv));
+    *reinterpret_cast<uint4*>(out + blockIdx.x * os + i) = o;
+  }
+}
+
 __global__ void rms_norm_vec_kernel(const bf16* x, int64_t xs, const float* w, float eps, bf16* out,
                                     int64_t os, int64_t D) {
   pdl_wait();
@@ -317,6 +376,28 @@ void rms_norm(const void* x, int64_t xs, const float* w, float eps, void* out, i
   else
     launch(rms_norm_kernel<float>, T, row_threads(D), 0, s, static_cast<const float*>(x), xs, w,
            eps, static_cast<float*>(out), os, D);
+}
+
+bool add_rms_norm(void* h, int64_t hs, const void* b, int64_t bs, const float* w, float eps,
+                  void* out, int64_t os, int64_t T, int64_t D, DT dt, cudaStream_t s) {
+  auto al = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) == 0; };
+  if (dt != DT::BF16 || D % 8 != 0 || hs % 8 != 0 || bs % 8 != 0 || os % 8 != 0 || !al(h) ||
+      !al(b) || !al(out) || !al(w))
+    return false;
+  const unsigned threads = D / 8 >= 512 ? 256 : D / 8 >= 128 ? 128 : 64;
+  const int64_t nv = (D + threads * 8 - 1) / (threads * 8);
+  if (nv > 4) return false;
+  if (T == 0) return true;
+  auto* hb = static_cast<bf16*>(h);
+  const auto* bb = static_cast<const bf16*>(b);
+  auto* ob = static_cast<bf16*>(out);
+  if (nv == 1)
+    launch(add_rms_norm_reg_kernel<1>, T, threads, 0, s, hb, hs, bb, bs, w, eps, ob, os, D);
+  else if (nv == 2)
+    launch(add_rms_norm_reg_kernel<2>, T, threads, 0, s, hb, hs, bb, bs, w, eps, ob, os, D);
+  else
+    launch(add_rms_norm_reg_kernel<4>, T, threads, 0, s, hb, hs, bb, bs, w, eps, ob, os, D);
+  return true;
 }
 
 void layer_norm(const void* x, int64_t xs, const float* w, const float* b, float eps, void* out,

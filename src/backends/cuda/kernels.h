@@ -31,6 +31,10 @@ void embedding(const int32_t* ids, int64_t T, const void* table, int64_t V, int6
 // w: [D] f32. x rows strided by xs, out rows by os.
 void rms_norm(const void* x, int64_t xs, const float* w, float eps, void* out, int64_t os,
               int64_t T, int64_t D, DT dt, cudaStream_t s);
+// h = h + b (bf16), out = rms_norm(h) in one kernel; false (nothing done) unless bf16 rows of a
+// multiple of 8 elements on 16-byte boundaries, at most 8192 wide.
+bool add_rms_norm(void* h, int64_t hs, const void* b, int64_t bs, const float* w, float eps,
+                  void* out, int64_t os, int64_t T, int64_t D, DT dt, cudaStream_t s);
 void layer_norm(const void* x, int64_t xs, const float* w, const float* b, float eps, void* out,
                 int64_t os, int64_t T, int64_t D, DT dt, cudaStream_t s);
 // In place on x: [T, H, d] with strides (s0, s1, 1).
