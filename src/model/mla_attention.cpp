@@ -71,13 +71,10 @@ Tensor mla_attention(const LayerContext& ctx, const AttentionWeights& w, const T
     // cached latent row and runs the indexer: short latency-bound kernels that would otherwise
     // leave the memory system idle between them.
     ops::SideBranch side(a.device());
-    // The cached latent row [c_kv | k_pe]: c_kv normalized, k_pe rotated (one shared rope head).
-    Tensor c_kv = ops::rms_norm(ws, ckv.narrow(1, 0, rkv), w.kv_a_layernorm,
-                                static_cast<float>(c.rms_norm_eps));
-    Tensor k_pe = ckv.narrow(1, rkv, dr).unsqueeze(1);  // [T, 1, dr]
-    ops::rope(k_pe, pos, ctx.weights.rope_inv_freq, rope);
-    Tensor row = ops::concat_cols(ws, c_kv, k_pe.select(1, 0));  // [T, rkv + dr]
-    ops::kv_store(row, ctx.batch.attn, pool);
+    // The cached latent row [c_kv | k_pe]: c_kv normalized, k_pe rotated (one shared rope head),
+    // written straight into the pool.
+    ops::mla_kv_store(ckv, w.kv_a_layernorm, static_cast<float>(c.rms_norm_eps),
+                      ctx.weights.rope_inv_freq, rope, ctx.batch.attn, pool);
 
     if (c.has_indexer && run_idx) {
       TD_CHECK(w.indexer.has_value(), "layer {} runs an indexer but has no indexer weights",

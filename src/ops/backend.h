@@ -72,6 +72,23 @@ class Backend {
 
   // pool[slot_mapping[t]] = rows[t]. rows: [T, R] (strided ok), pool: [S, R]
   virtual void kv_store(const Tensor& rows, const Tensor& slot_mapping, Tensor& pool) = 0;
+  // The cached MLA latent row of each token in one pass: pool[slot_mapping[t]] =
+  // [rms_norm(x[t, :n], w) | rope(x[t, n:])], n = w's width, the rest one rope head. x is not
+  // modified. x: [T, n + dr] (strided rows), w: [n] f32, positions: [T] i32, inv_freq: [dr / 2]
+  // f32, pool: [S, n + dr]. The default runs rms_norm, concat_cols, rope and kv_store on a
+  // temporary row (it allocates: backends that capture graphs override it).
+  virtual void mla_kv_store(const Tensor& x, const Tensor& w, float eps, const Tensor& positions,
+                            const Tensor& inv_freq, const RopeParams& p, const Tensor& slot_mapping,
+                            Tensor& pool) {
+    const int64_t T = x.size(0), n = w.size(0), dr = x.size(1) - n;
+    Tensor c = Tensor::empty({T, n}, x.dtype(), x.device());
+    rms_norm(x.narrow(1, 0, n), w, eps, c);
+    Tensor row = Tensor::empty({T, n + dr}, x.dtype(), x.device());
+    concat_cols(c, x.narrow(1, n, dr), row);
+    Tensor pe = row.narrow(1, n, dr).unsqueeze(1);  // [T, 1, dr]
+    rope(pe, positions, inv_freq, p);
+    kv_store(row, slot_mapping, pool);
+  }
   // Gathers each sequence's cached rows [0, seq_len) in order: out: [sum(seq_lens), R]
   virtual void kv_gather(const Tensor& pool, const AttentionMeta& meta, Tensor& out) = 0;
 

@@ -182,6 +182,25 @@ void kv_store(const Tensor& rows, const AttentionMeta& meta, Tensor& pool) {
   backend_for(pool.device()).kv_store(rows, meta.slot_mapping, pool);
 }
 
+void mla_kv_store(const Tensor& x, const Tensor& w, float eps, const Tensor& inv_freq,
+                  const RopeParams& p, const AttentionMeta& meta, Tensor& pool) {
+  expect("mla_kv_store", "pool", pool, "[S, n + dr]", {-1, -1});
+  expect("mla_kv_store", "x", x, "[T, n + dr]", {meta.num_tokens(), pool.size(1)});
+  expect("mla_kv_store", "w", w, "[n]", {-1});
+  const int64_t dr = x.size(1) - w.size(0);
+  TD_CHECK(dr > 0 && dr % 2 == 0,
+           "mla_kv_store: the rope part of the {}-wide row after {} normed "
+           "dims must be even and non-empty",
+           x.size(1), w.size(0));
+  expect("mla_kv_store", "inv_freq", inv_freq, "[dr / 2]", {dr / 2});
+  expect("mla_kv_store", "positions", meta.token_pos, "[T]", {meta.num_tokens()});
+  expect("mla_kv_store", "slot_mapping", meta.slot_mapping, "[T]", {meta.num_tokens()});
+  expect_rows_unit_stride("mla_kv_store", "x", x);
+  expect_same_device("mla_kv_store", x, pool);
+  backend_for(pool.device())
+      .mla_kv_store(x, w, eps, meta.token_pos, inv_freq, p, meta.slot_mapping, pool);
+}
+
 Tensor kv_gather(Workspace& ws, const Tensor& pool, const AttentionMeta& meta, int64_t total) {
   expect("kv_gather", "pool", pool, "[S, R]", {-1, -1});
   Tensor out = ws.alloc({total, pool.size(1)}, pool.dtype());

@@ -42,6 +42,10 @@ void copy(const Tensor& src, Tensor& dst);
 
 // rows: [T, R] written to pool: [S, R] at meta.slot_mapping
 void kv_store(const Tensor& rows, const AttentionMeta& meta, Tensor& pool);
+// x: [T, n + dr] -> pool: [S, n + dr] at meta.slot_mapping: [rms_norm(x[:, :n], w) |
+// rope(x[:, n:])], n = w: [n]; the cached MLA latent row (Backend::mla_kv_store). x unchanged.
+void mla_kv_store(const Tensor& x, const Tensor& w, float eps, const Tensor& inv_freq,
+                  const RopeParams& p, const AttentionMeta& meta, Tensor& pool);
 // pool: [S, R] -> [sum(seq_lens), R]; total = sum of seq_lens (host value)
 Tensor kv_gather(Workspace& ws, const Tensor& pool, const AttentionMeta& meta, int64_t total);
 

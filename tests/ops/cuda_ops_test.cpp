@@ -125,6 +125,38 @@ TEST_F(CudaOps, KvStoreAndGatherOverPartialPages) {
   }
 }
 
+// The fused latent-row store against the CPU's norm, concat, rope and store, over strided rows,
+// both rope pairings, partial pages and padding slots (which must write nothing).
+TEST_F(CudaOps, MlaKvStoreNormRopeAndStore) {
+  for (bool inter : {true, false}) {
+    for (int64_t n : {512, 40}) {
+      Meta m = make_meta({1, 37, 130}, {1, 5, 17}, 16);
+      const int64_t dr = 64, T = m.cpu.num_tokens();
+      Pair pool = rand({m.slots, n + dr});
+      Pair xfull = rand({T, n + dr + 24}, 2.0f);
+      Pair x = xfull.narrow(1, 8, n + dr);  // strided rows
+      Pair w = rand({n}, 1.0f, DType::F32);
+      std::vector<float> inv(static_cast<size_t>(dr / 2));
+      for (int64_t j = 0; j < dr / 2; ++j)
+        inv[static_cast<size_t>(j)] = static_cast<float>(std::pow(1e6, -2.0 * j / dr));
+      Tensor invc = Tensor::from_vector(inv, {dr / 2});
+      const RopeParams rp{inter, 1.1f};
+      // A padding token (slot -1) writes nowhere.
+      std::vector<int32_t> slots = to_int_vector(m.cpu.slot_mapping);
+      slots[1] = -1;
+      m.cpu.slot_mapping = Tensor::from_vector(slots, {T});
+      m.gpu.slot_mapping = m.cpu.slot_mapping.to(Device::cuda());
+      const std::vector<float> x_before = to_float_vector(xfull.gpu);
+      ops::mla_kv_store(x.gpu, w.gpu, 1e-6f, invc.to(Device::cuda()), rp, m.gpu, pool.gpu);
+      ops::mla_kv_store(x.cpu, w.cpu, 1e-6f, invc, rp, m.cpu, pool.cpu);
+      const std::string what =
+          std::string(inter ? "interleaved" : "neox") + " n=" + std::to_string(n);
+      expect_close(pool.gpu, pool.cpu, kBf16Out, "mla_kv_store", what);
+      EXPECT_EQ(to_float_vector(xfull.gpu), x_before) << "x modified " << what;
+    }
+  }
+}
+
 TEST_F(CudaOps, LinearSkinnyAndCublasLt) {
   struct Case {
     int64_t M, N, K;

@@ -166,18 +166,29 @@ __global__ void __launch_bounds__(kThreads, 2) mla_decode_mma_kernel(MlaDecodePa
     const int64_t kp_ahead = tid < NK ? key_pos(i + 2, tid) : -1;
 
     {  // S[16 heads, keys 8w .. 8w + 8) = Q K^T
-      float s[4] = {0.f, 0.f, 0.f, 0.f};
+      // Four independent accumulator chains (k-step mod 4), summed at the end: one chain of 36
+      // dependent mma (L = 576) waits on the tensor-core latency at every step, and with a few
+      // warps per scheduler nothing hides it. The order is fixed, so a token's scores still
+      // depend on its own query and keys only.
+      float acc4[4][4] = {};
       const int n0 = warp * 8;
-#pragma unroll 4
-      for (int k0 = 0; k0 < LK; k0 += 16) {
-        const uint32_t a0 = ld32(qs + g * LP + k0 + 2 * c),
-                       a1 = ld32(qs + (g + 8) * LP + k0 + 2 * c);
-        const uint32_t a2 = ld32(qs + g * LP + k0 + 8 + 2 * c),
-                       a3 = ld32(qs + (g + 8) * LP + k0 + 8 + 2 * c);
-        const uint32_t b0 = ld32(kt + (n0 + g) * LP + k0 + 2 * c),
-                       b1 = ld32(kt + (n0 + g) * LP + k0 + 8 + 2 * c);
-        mma_bf16(s, a0, a1, a2, a3, b0, b1);
+      for (int k00 = 0; k00 < LK; k00 += 64) {
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int k0 = k00 + 16 * u;
+          if (k0 >= LK) break;
+          const uint32_t a0 = ld32(qs + g * LP + k0 + 2 * c),
+                         a1 = ld32(qs + (g + 8) * LP + k0 + 2 * c);
+          const uint32_t a2 = ld32(qs + g * LP + k0 + 8 + 2 * c),
+                         a3 = ld32(qs + (g + 8) * LP + k0 + 8 + 2 * c);
+          const uint32_t b0 = ld32(kt + (n0 + g) * LP + k0 + 2 * c),
+                         b1 = ld32(kt + (n0 + g) * LP + k0 + 8 + 2 * c);
+          mma_bf16(acc4[u], a0, a1, a2, a3, b0, b1);
+        }
       }
+      float s[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[e] = (acc4[0][e] + acc4[1][e]) + (acc4[2][e] + acc4[3][e]);
       const int j0 = n0 + 2 * c;
       const bool v0 = sl[j0] >= 0, v1 = sl[j0 + 1] >= 0;
       ps[g * NK + j0] = v0 ? s[0] * p.scale : -INFINITY;

@@ -348,6 +348,27 @@ void CudaBackend::kv_store(const Tensor& rows, const Tensor& slot_mapping, Tenso
   TD_CUDA_LAUNCH_CHECK();
 }
 
+void CudaBackend::mla_kv_store(const Tensor& x, const Tensor& w, float eps, const Tensor& positions,
+                               const Tensor& inv_freq, const RopeParams& p,
+                               const Tensor& slot_mapping, Tensor& pool) {
+  const char* op = "mla_kv_store";
+  need_dtype(x, DType::BF16, op, "x");
+  need_dtype(pool, DType::BF16, op, "pool (the latent cache must be bf16 on the GPU)");
+  need_dtype(w, DType::F32, op, "w");
+  need_contiguous(pool, op, "pool");
+  need_contiguous(w, op, "w");
+  need_contiguous(positions, op, "positions");
+  need_contiguous(inv_freq, op, "inv_freq");
+  need_contiguous(slot_mapping, op, "slot_mapping");
+  need_cuda(slot_mapping, op, "slot_mapping");
+  const int64_t n = w.size(0);
+  k::mla_kv_store(x.raw(), x.stride(0), w.data<float>(), eps, n, x.size(1) - n,
+                  positions.data<int32_t>(), inv_freq.data<float>(), p.interleaved,
+                  p.attention_factor, slot_mapping.data<int32_t>(), pool.raw(), x.size(0),
+                  pool.size(0), stream_);
+  TD_CUDA_LAUNCH_CHECK();
+}
+
 void CudaBackend::kv_gather(const Tensor& pool, const AttentionMeta& meta, Tensor& out) {
   need_dtype(out, pool.dtype(), "kv_gather", "out");
   need_contiguous(pool, "kv_gather", "pool");

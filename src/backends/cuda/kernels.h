@@ -51,6 +51,10 @@ void concat_cols(const void* a, int64_t as, const void* b, int64_t bs, void* out
 void gather_rows(const void* src, int64_t ss, int64_t N, const int32_t* rows, void* out, int64_t M,
                  int64_t D, int64_t elem_bytes, cudaStream_t s);
 // pool[slot[t]] = rows[t] (slot < 0: skipped). pool: [S, R] contiguous.
+// pool[slots[t]] = [rms_norm(x[t, :n], w) | rope(x[t, n:n + dr])], bf16; x rows strided by xs.
+void mla_kv_store(const void* x, int64_t xs, const float* w, float eps, int64_t n, int64_t dr,
+                  const int32_t* pos, const float* inv_freq, bool interleaved, float af,
+                  const int32_t* slots, void* pool, int64_t T, int64_t S, cudaStream_t s);
 void kv_store(const void* rows, int64_t rs, const int32_t* slots, void* pool, int64_t T, int64_t S,
               int64_t R, int64_t elem_bytes, cudaStream_t s);
 // out[start_b + p] = pool[slot(b, p)] for p < seq_lens[b]; max_len bounds seq_lens.
