@@ -75,11 +75,14 @@ ForwardResult Model::forward_mtp(Workspace& ws, const ForwardBatch& batch, const
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const LayerContext ctx{config_, weights_, batch, cache, ws};
   // u = eh_proj([enorm(embed(x_{i+1})) ; hnorm(h_i)]): embedding first, hidden second.
-  Tensor e = ops::rms_norm(ws, ops::embedding(ws, batch.input_ids, weights_.embed), m.enorm,
-                           eps);                                      // [T, D]
-  Tensor g = ops::rms_norm(ws, hidden, m.hnorm, eps);                 // [T, D]
-  Tensor h = ops::linear(ws, ops::concat_cols(ws, e, g), m.eh_proj);  // [T, D]
-  Tensor a = ops::rms_norm(ws, h, m.layer.input_norm, eps);           // [T, D]
+  // Both norms write their half of the eh_proj input directly (no concatenation pass).
+  const int64_t T = batch.input_ids.size(0), D = config_.hidden_size;
+  Tensor eg = ws.alloc({T, 2 * D}, hidden.dtype());  // [T, 2D]
+  Tensor e = eg.narrow(1, 0, D), g = eg.narrow(1, D, D);
+  ops::rms_norm(ops::embedding(ws, batch.input_ids, weights_.embed), m.enorm, eps, e);
+  ops::rms_norm(hidden, m.hnorm, eps, g);
+  Tensor h = ops::linear(ws, eg, m.eh_proj);                 // [T, D]
+  Tensor a = ops::rms_norm(ws, h, m.layer.input_norm, eps);  // [T, D]
   Tensor topk = reuse_topk;
   decoder_layer(ctx, m.layer, config_.mtp_layer_index(), /*run_indexer=*/!reuse_topk.defined(), h,
                 a, m.shared_head_norm, topk);

@@ -64,12 +64,20 @@ Tensor embedding(Workspace& ws, const Tensor& ids, const Tensor& table) {
 }
 
 Tensor rms_norm(Workspace& ws, const Tensor& x, const Tensor& w, float eps) {
+  Tensor out = ws.alloc(x.shape(), x.dtype());
+  rms_norm(x, w, eps, out);
+  return out;
+}
+
+void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
   expect("rms_norm", "x", x, "[T, D]", {-1, -1});
   expect("rms_norm", "w", w, "[D]", {x.size(1)});
+  expect("rms_norm", "out", out, "[T, D]", {x.size(0), x.size(1)});
   expect_rows_unit_stride("rms_norm", "x", x);
-  Tensor out = ws.alloc(x.shape(), x.dtype());
+  expect_rows_unit_stride("rms_norm", "out", out);
+  TD_CHECK(out.dtype() == x.dtype(), "rms_norm: out {} must have x's dtype {}", out.str(), x.str());
+  expect_same_device("rms_norm", x, out);
   backend_for(x.device()).rms_norm(x, w, eps, out);
-  return out;
 }
 
 Tensor layer_norm(Workspace& ws, const Tensor& x, const Tensor& w, const Tensor& b, float eps) {

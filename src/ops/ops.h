@@ -16,6 +16,8 @@ namespace tandem::ops {
 Tensor embedding(Workspace& ws, const Tensor& ids, const Tensor& table);
 // [T, D] -> [T, D]
 Tensor rms_norm(Workspace& ws, const Tensor& x, const Tensor& w, float eps);
+// The same into out: [T, D] (rows may be strided: a column range of a wider row).
+void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out);
 // [T, D] -> [T, D], LayerNorm with bias
 Tensor layer_norm(Workspace& ws, const Tensor& x, const Tensor& w, const Tensor& b, float eps);
 // In place on x: [T, H, d]; positions: [T]; inv_freq: [d/2]

@@ -108,6 +108,23 @@ TEST_F(CudaOps, ArgmaxLowestIndexOnTies) {
   Tensor c = Tensor::from_vector(v, {2, 1000});
   expect_equal_ints(ops::argmax(gpu_ws_, c.to(Device::cuda())), ops::argmax(cpu_ws_, c), "argmax",
                     "ties");
+  // One chunk, an exact number of 4096-value chunks, a ragged tail; rows of a multiple of 4
+  // values strided by a multiple of 4 (the vector path) or not (the scalar path); the best value in
+  // the last chunk, a tie across chunks (the lower index wins), NaN (never wins).
+  for (int64_t V : {100, 8192, 154880, 10001}) {
+    for (int64_t pad : {0, 3}) {
+      Pair l2 = rand({5, V + pad}, 4.0f, DType::F32);
+      Tensor h = l2.cpu.clone();
+      float* d = h.data<float>();
+      d[0 * (V + pad) + V - 1] = 100.0f;                                 // row 0: the last value
+      d[1 * (V + pad) + V / 2] = d[1 * (V + pad) + V - 2] = 90;          // row 1: tie, V / 2 wins
+      d[2 * (V + pad) + 7] = NAN;                                        // row 2: NaN ignored
+      for (int64_t i = 0; i < V; ++i) d[3 * (V + pad) + i] = -INFINITY;  // row 3: index 0
+      const Tensor cpu_rows = h.narrow(1, 0, V), gpu_rows = h.to(Device::cuda()).narrow(1, 0, V);
+      expect_equal_ints(ops::argmax(gpu_ws_, gpu_rows), ops::argmax(cpu_ws_, cpu_rows), "argmax",
+                        "V=" + std::to_string(V) + " pad " + std::to_string(pad));
+    }
+  }
 }
 
 TEST_F(CudaOps, KvStoreAndGatherOverPartialPages) {

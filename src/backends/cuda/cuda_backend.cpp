@@ -303,8 +303,12 @@ void CudaBackend::argmax(const Tensor& logits, Tensor& out) {
   need_dtype(logits, DType::F32, "argmax", "logits");
   need_unit_last(logits, "argmax", "logits");
   need_contiguous(out, "argmax", "out");
-  k::argmax(logits.data<float>(), logits.stride(0), logits.size(0), logits.size(1),
-            out.data<int32_t>(), stream_);
+  const int64_t T = logits.size(0), chunks = k::argmax_chunks(logits.size(1));
+  TD_CHECK(T <= kSplitCounters, "cuda argmax: {} rows, at most {} at once", T, kSplitCounters);
+  auto* part = static_cast<char*>(scratch(static_cast<size_t>(T * chunks) * 8));
+  k::argmax(logits.data<float>(), logits.stride(0), T, logits.size(1),
+            reinterpret_cast<float*>(part), reinterpret_cast<int*>(part + T * chunks * 4),
+            split_counters_[in_side_ ? 1 : 0], out.data<int32_t>(), stream_);
   TD_CUDA_LAUNCH_CHECK();
 }
 

@@ -61,7 +61,12 @@ void kv_store(const void* rows, int64_t rs, const int32_t* slots, void* pool, in
 void kv_gather(const void* pool, const PagedMeta& m, int64_t max_len, void* out, int64_t R,
                int64_t elem_bytes, cudaStream_t s);
 // out[t] = argmax logits[t] (f32, lowest index on ties, NaN never wins).
-void argmax(const float* logits, int64_t ls, int64_t T, int64_t V, int32_t* out, cudaStream_t s);
+// Chunks of a V-wide row that argmax splits it into (its partials: T * chunks of each kind).
+int64_t argmax_chunks(int64_t V);
+// out[t] = argmax of row t (lowest index on ties). part_v / part_i: [T, argmax_chunks(V)] scratch;
+// counters: [T] ints, zero, left zero (when argmax_chunks(V) > 1).
+void argmax(const float* logits, int64_t ls, int64_t T, int64_t V, float* part_v, int* part_i,
+            int* counters, int32_t* out, cudaStream_t s);
 // Deterministic N(0, scale^2)-ish values (sum of uniforms), for benchmarks and tests.
 void fill_random(void* p, int64_t n, uint64_t seed, float scale, DT dt, cudaStream_t s);
 
