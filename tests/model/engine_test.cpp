@@ -228,10 +228,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(std::make_tuple("tiny-glm5.2", 4), std::make_tuple("tiny-glm5.2", 5),
                       std::make_tuple("tiny-glm5", 5), std::make_tuple("tiny-deepseek-v3", 4)),
     [](const auto& info) {
-      std::string s = std::get<0>(info.param) + "_S" + std::to_string(std::get<1>(info.param));
-      for (char& ch : s)
-        if (ch == '.' || ch == '-') ch = '_';
-      return s;
+      return test_name(std::get<0>(info.param) + "_S" + std::to_string(std::get<1>(info.param)));
     });
 
 INSTANTIATE_TEST_SUITE_P(StepsAndBatch, SpecLossless,

@@ -10,6 +10,7 @@
 #include "model/layer_context.h"
 #include "model/presets.h"
 #include "model/rope.h"
+#include "model_test_util.h"
 #include "ops/ops.h"
 #include "runtime/batch_builder.h"
 
@@ -115,12 +116,7 @@ TEST(FusedProjections, MixedFormatsAreLeftAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Presets, FusedProjections,
                          ::testing::Values("tiny-glm5.2", "tiny-deepseek-v3.2", "tiny-deepseek-v3"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& ch : s)
-                             if (ch == '.' || ch == '-') ch = '_';
-                           return s;
-                         });
+                         [](const auto& info) { return test::test_name(info.param); });
 
 }  // namespace
 }  // namespace tandem

@@ -86,12 +86,7 @@ TEST_P(Golden, GreedyContinuationThroughThePagedCacheMatches) {
 
 INSTANTIATE_TEST_SUITE_P(Models, Golden,
                          ::testing::Values("glm5.2", "glm5", "deepseek-v3.2", "deepseek-v3"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& c : s)
-                             if (c == '.' || c == '-') c = '_';
-                           return s;
-                         });
+                         [](const auto& info) { return test::test_name(info.param); });
 
 }  // namespace
 }  // namespace tandem::test

@@ -20,6 +20,13 @@ inline std::string source_path(const std::string& rel) {
   return std::string(TANDEM_SOURCE_DIR) + "/" + rel;
 }
 
+// A gtest-safe name for a preset or model name: "tiny-glm5.2" -> "tiny_glm5_2".
+inline std::string test_name(std::string s) {
+  for (char& ch : s)
+    if (ch == '.' || ch == '-') ch = '_';
+  return s;
+}
+
 // ||a - b|| / ||b|| over all elements.
 inline double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
   double num = 0, den = 0;

@@ -126,12 +126,7 @@ TEST_P(PagedDecode, BatchAndQueryCountInvariance) {
 
 INSTANTIATE_TEST_SUITE_P(Presets, PagedDecode,
                          ::testing::Values("tiny-glm5.2", "tiny-deepseek-v3.2", "tiny-deepseek-v3"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& ch : s)
-                             if (ch == '.' || ch == '-') ch = '_';
-                           return s;
-                         });
+                         [](const auto& info) { return test::test_name(info.param); });
 
 // Every storage format loads and runs; quantized formats stay close to their bf16 source.
 TEST(RandomCheckpoint, AllFormatsLoadAndAgree) {
