@@ -9,8 +9,8 @@ namespace tandem {
 
 // Builds w.qkv_a_proj = [q_a | kv_a | indexer wk], the three projections of the normed hidden
 // state, when the parts are dense weights of one dtype on one device (otherwise leaves w as it
-// is). The parts become row views
-// of the fused weight: no bytes are duplicated and code that uses a part alone still works.
+// is). The parts become row views of the fused weight: no bytes are duplicated and code that
+// uses a part alone still works.
 void fuse_attention_projections(AttentionWeights& w);
 
 // fuse_attention_projections over every layer, the MTP layer included.
