@@ -166,5 +166,60 @@ TEST_F(CudaOps, MlaDecodeVerifyEqualsDecodeWhenDeterministic) {
   }
 }
 
+// A top-k row that lists every visible position in order and pads with -1 (what the indexer
+// writes while a sequence is shorter than K) gives the same bits as dense attention: the kernels
+// skip the chunks of the -1 tail, which must leave the running softmax and output unchanged.
+TEST_F(CudaOps, MlaDecodeIdentityTopkEqualsDense) {
+  DeterministicScope scope(true);
+  if (small_only()) GTEST_SKIP() << "GLM-5.2 dimensions";
+  const int64_t H = 64, L = 576, Lc = 512, K = 2048;
+  Meta m = make_meta({700, 90, 1500}, {4, 1, 4}, 64);
+  const int64_t T = m.cpu.num_tokens();
+  std::vector<int32_t> rows;
+  for (int32_t pos : m.pos_of)
+    for (int32_t i = 0; i < K; ++i) rows.push_back(i <= pos ? i : -1);
+  Pair topk = ints(rows, {T, K});
+  Pair pool = rand({m.slots, L});
+  Pair q = rand({T, H, L});
+  const float scale = 1.0f / std::sqrt(static_cast<float>(L));
+  for (bool tc : {true, false}) {
+    cuda::cuda_backend()->set_mla_tensor_cores(tc);
+    const Tensor dense = ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, Tensor(), scale, Lc);
+    const Tensor sparse = ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, Lc);
+    const int64_t bad = first_differing_row(sparse, dense, T);
+    EXPECT_EQ(bad, -1) << (tc ? "mma" : "simt") << ": token " << bad
+                       << " with an identity top-k row differs from dense";
+  }
+  cuda::cuda_backend()->set_mla_tensor_cores(true);
+}
+
+// moe_experts on the device path: a token's output is the same bits alone or among other
+// tokens (its experts then have more rows), in both modes and on both expert kernels.
+TEST_F(CudaOps, MoeExpertsRowsAreBatchInvariant) {
+  const int64_t E = 16, k = 4, D = 512, I = 256;
+  const std::vector<int64_t> ts = {1, 3, 17, 40};  // 40 x 4 pairs: below the host path
+  const int64_t Tmax = ts.back();
+  Pair logits = rand({Tmax, E}, 3.0f, DType::F32);
+  ops::Routing r = ops::moe_route(cpu_ws_, logits.cpu, Tensor(), RouteParams{k, 1, 1, true, 2.5f});
+  const Tensor idx = r.idx.to(Device::cuda()), w = r.weights.to(Device::cuda());
+  Pair x = rand({Tmax, D});
+  Pair gu = rand({E, 2 * I, D}, 0.08f), dn = rand({E, D, I}, 0.08f);
+  for (bool det : {false, true})
+    for (bool tc : {true, false}) {
+      DeterministicScope scope(det);
+      cuda::cuda_backend()->set_moe_tensor_cores(tc);
+      const Tensor full = ops::moe_experts(gpu_ws_, x.gpu, gu.gpu, dn.gpu, ops::Routing{idx, w});
+      for (int64_t T : ts) {
+        const ops::Routing part{idx.narrow(0, 0, T), w.narrow(0, 0, T)};
+        const Tensor out = ops::moe_experts(gpu_ws_, x.gpu.narrow(0, 0, T), gu.gpu, dn.gpu, part);
+        const int64_t bad = first_differing_row(out, full.narrow(0, 0, T).contiguous(), T);
+        EXPECT_EQ(bad, -1) << "moe_experts " << (tc ? "mma" : "simt")
+                           << (det ? " deterministic" : "") << ": row " << bad << " of T=" << T
+                           << " differs from T=" << Tmax;
+      }
+    }
+  cuda::cuda_backend()->set_moe_tensor_cores(true);
+}
+
 }  // namespace
 }  // namespace tandem::test

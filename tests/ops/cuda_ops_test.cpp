@@ -262,6 +262,7 @@ TEST_F(CudaOps, MlaDecodeDenseSparseAndSplit) {
       {{9000}, {1}, 64, 576, 512, 0, 64},                     // batch 1, long: many splits
       {{5000, 2500, 17}, {1, 2, 1}, 64, 576, 512, 2048, 64},  // top-2048 sparse
       {{700, 90, 1500}, {4, 4, 4}, 64, 576, 512, 0, 64},      // verify: 4 query tokens per sequence
+      {{700, 90, 1500}, {4, 4, 4}, 64, 576, 512, 2048, 64},   // verify, rows mostly -1 (skipped)
   };
   for (const Case& c : cases) {
     if (small_only() && c.H == 64) continue;
@@ -472,6 +473,8 @@ TEST_F(CudaOps, MoeExpertsDeviceAndHostPaths) {
       {5, 16, 4, 256, 128},   {37, 8, 2, 64, 32},  // golden dims
       {3, 16, 8, 6144, 512},                       // GLM hidden size
       {200, 16, 4, 256, 128},                      // 800 pairs over 16 experts: cuBLASLt per expert
+      {60, 8, 4, 192, 64},  // 30 rows per expert: two passes of the tensor-core kernels
+      {9, 16, 8, 512, 320},
   };
   for (const Case& c : cases) {
     if (small_only() && c.D == 6144) continue;
@@ -483,8 +486,13 @@ TEST_F(CudaOps, MoeExpertsDeviceAndHostPaths) {
     Pair gu = rand({c.E, 2 * c.I, c.D}, 0.08f), dn = rand({c.E, c.D, c.I}, 0.08f);
     const std::string what =
         "T=" + std::to_string(c.T) + " E=" + std::to_string(c.E) + " D=" + std::to_string(c.D);
-    expect_close(ops::moe_experts(gpu_ws_, x.gpu, gu.gpu, dn.gpu, rg),
-                 ops::moe_experts(cpu_ws_, x.cpu, gu.cpu, dn.cpu, rc), kMoe, "moe_experts", what);
+    const Tensor want = ops::moe_experts(cpu_ws_, x.cpu, gu.cpu, dn.cpu, rc);
+    for (bool tc : {true, false}) {  // the tensor-core expert kernels (where they apply) and SIMT
+      cuda::cuda_backend()->set_moe_tensor_cores(tc);
+      expect_close(ops::moe_experts(gpu_ws_, x.gpu, gu.gpu, dn.gpu, rg), want, kMoe,
+                   tc ? "moe_experts" : "moe_experts (simt)", what);
+    }
+    cuda::cuda_backend()->set_moe_tensor_cores(true);
   }
 }
 

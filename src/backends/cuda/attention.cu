@@ -75,15 +75,17 @@ __global__ void __launch_bounds__(kDecodeThreads) mla_decode_kernel(MlaDecodePar
   for (int64_t c0 = it0; c0 < it1; c0 += NK) {
     const int nk = static_cast<int>(min64(NK, it1 - c0));
     __syncthreads();  // the previous chunk is consumed (and q is staged)
+    int64_t slot = -1;
     if (tid < NK) {
-      int64_t slot = -1;
       if (tid < nk) {
         const int64_t kp = p.topk ? p.topk[t * p.topk_k + c0 + tid] : c0 + tid;
         if (kp >= 0 && kp <= pos) slot = paged_slot(p.meta, seq, kp);
       }
       slots[tid] = slot;
     }
-    __syncthreads();
+    // A chunk without keys (a top-k row's -1 tail) would leave every running value unchanged
+    // bit for bit: skip it (uniform over the block).
+    if (!__syncthreads_or(slot >= 0)) continue;
     for (int i = tid; i < NK * vpr; i += kDecodeThreads) {
       const int j = i / vpr, v = i - j * vpr;
       const int64_t sl = slots[j];

@@ -136,11 +136,20 @@ __global__ void __launch_bounds__(kThreads, 2) mla_decode_mma_kernel(MlaDecodePa
     }
   };
 
+  // A chunk without a single key (a top-k row's -1 tail: the indexer pads rows with -1 while a
+  // sequence is shorter than K) is skipped. Computing it would leave the running max, sum and
+  // output bit for bit unchanged (scores -inf, P = 0, rescale exactly 1), so skipping changes
+  // no result, only the time: half the chunks at a 1k context with K = 2048. live_cur / live_next
+  // say whether chunks i and i + 1 have a key (block-uniform, from barrier votes).
+  bool live_cur = false, live_next = false;
+
   // Block-uniform: the slots of chunks 0 and 1 (ring entries 0 and 1); with two buffers the
   // loop issues chunk i + 1's copies, so chunk 0's go out here.
   if (nchunks > 0) {
-    if (tid < 2 * NK) slots[tid] = key_slot(key_pos(tid / NK, tid % NK));
-    __syncthreads();
+    int64_t sl = -1;
+    if (tid < 2 * NK) slots[tid] = sl = key_slot(key_pos(tid / NK, tid % NK));
+    live_cur = __syncthreads_or(tid < NK && sl >= 0);
+    live_next = __syncthreads_or(tid >= NK && sl >= 0);
     if (nbuf == 2) {
       copy_keys(0);
       cp_async_commit();
@@ -164,8 +173,9 @@ __global__ void __launch_bounds__(kThreads, 2) mla_decode_mma_kernel(MlaDecodePa
     const bf16* kt = ks + (i % nbuf) * NK * LP;
     const int64_t* sl = slots + (i % 3) * NK;
     const int64_t kp_ahead = tid < NK ? key_pos(i + 2, tid) : -1;
+    const bool live = live_cur;
 
-    {  // S[16 heads, keys 8w .. 8w + 8) = Q K^T
+    if (live) {  // S[16 heads, keys 8w .. 8w + 8) = Q K^T
       // Four independent accumulator chains (k-step mod 4), summed at the end: one chain of 36
       // dependent mma (L = 576) waits on the tensor-core latency at every step, and with a few
       // warps per scheduler nothing hides it. The order is fixed, so a token's scores still
@@ -196,11 +206,15 @@ __global__ void __launch_bounds__(kThreads, 2) mla_decode_mma_kernel(MlaDecodePa
       ps[(g + 8) * NK + j0] = v0 ? s[2] * p.scale : -INFINITY;
       ps[(g + 8) * NK + j0 + 1] = v1 ? s[3] * p.scale : -INFINITY;
     }
-    if (tid < NK && i + 2 < nchunks) slots[((i + 2) % 3) * NK + tid] = key_slot(kp_ahead);
-    __syncthreads();  // C
+    int64_t sl_ahead = -1;
+    if (tid < NK && i + 2 < nchunks)
+      slots[((i + 2) % 3) * NK + tid] = sl_ahead = key_slot(kp_ahead);
+    live_cur = live_next;
+    live_next = __syncthreads_or(sl_ahead >= 0);  // C
 
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
+      if (!live) break;
       const int h = 2 * warp + r;
       const float x0 = ps[h * NK + lane], x1 = ps[h * NK + lane + 32];
       const float m_new = fmaxf(m_run[r], warp_max(fmaxf(x0, x1)));
@@ -218,7 +232,7 @@ __global__ void __launch_bounds__(kThreads, 2) mla_decode_mma_kernel(MlaDecodePa
     }
     __syncthreads();  // D
 
-    if (cb < p.Lc) {  // O[16 heads, cb .. cb + 64) = O * corr + P V
+    if (live && cb < p.Lc) {  // O[16 heads, cb .. cb + 64) = O * corr + P V
       const float cg0 = corr[g], cg1 = corr[g + 8];
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)

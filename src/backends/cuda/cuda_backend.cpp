@@ -93,6 +93,7 @@ CudaBackend::CudaBackend() : lt_(std::make_unique<LtGemm>()) {
   };
   side_stream_on_ = !off("TANDEM_SIDE_STREAM");
   last_block_reduce_ = !off("TANDEM_SKINNY_LAST_BLOCK_REDUCE");
+  moe_tensor_cores_ = !off("TANDEM_MOE_TENSOR_CORES");
   if (const char* v = std::getenv("TANDEM_MLA_MIN_SPLIT")) mla_min_split_ = std::atoll(v);
   for (int*& c : split_counters_) {
     TD_CUDA_CHECK(cudaMalloc(&c, kSplitCounters * sizeof(int)));
@@ -701,10 +702,18 @@ void CudaBackend::moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor
   TD_CUDA_LAUNCH_CHECK();
   if (!host_path) {
     const int64_t max_active = std::min(E, P);
-    k::moe_gate_up(x.raw(), x.stride(0), kk, gate_up.raw(), counts, offsets, perm, active,
-                   num_active, max_active, I, D, h, stream_);
-    TD_CUDA_LAUNCH_CHECK();
-    k::moe_down(h, down.raw(), counts, offsets, active, num_active, max_active, I, D, y, stream_);
+    if (moe_tensor_cores_ && k::moe_mma_applies(I, D)) {
+      k::moe_gate_up_mma(x.raw(), x.stride(0), kk, gate_up.raw(), counts, offsets, perm, active,
+                         num_active, max_active, I, D, h, stream_);
+      TD_CUDA_LAUNCH_CHECK();
+      k::moe_down_mma(h, down.raw(), counts, offsets, active, num_active, max_active, I, D, y,
+                      stream_);
+    } else {
+      k::moe_gate_up(x.raw(), x.stride(0), kk, gate_up.raw(), counts, offsets, perm, active,
+                     num_active, max_active, I, D, h, stream_);
+      TD_CUDA_LAUNCH_CHECK();
+      k::moe_down(h, down.raw(), counts, offsets, active, num_active, max_active, I, D, y, stream_);
+    }
     TD_CUDA_LAUNCH_CHECK();
   } else {
     std::vector<int32_t> cnt(static_cast<size_t>(E)), off(static_cast<size_t>(E));

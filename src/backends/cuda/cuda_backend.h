@@ -83,6 +83,10 @@ class CudaBackend final : public Backend {
   // kernels (also: TANDEM_MLA_SIMT=1).
   void set_mla_tensor_cores(bool on) { mla_tensor_cores_ = on; }
   bool mla_tensor_cores() const { return mla_tensor_cores_; }
+  // moe_experts' graph-path expert GEMMs on the tensor cores (default, where the shapes allow)
+  // or the SIMT kernels (also: TANDEM_MOE_TENSOR_CORES=0).
+  void set_moe_tensor_cores(bool on) { moe_tensor_cores_ = on; }
+  bool moe_tensor_cores() const { return moe_tensor_cores_; }
 
   // The side branch runs on a second stream, forked from and joined to the current one with
   // events (graph-capturable: the branch becomes a parallel path of the captured graph). Its
@@ -122,6 +126,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   int num_sms_ = 132;
   bool mla_tensor_cores_ = true;
+  bool moe_tensor_cores_ = true;
   bool deterministic_ = false;
   std::unique_ptr<LtGemm> lt_;
   // Scratch of the main line [0] and of the side branch [1].

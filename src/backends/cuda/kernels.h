@@ -137,6 +137,16 @@ void moe_gate_up(const void* x, int64_t xs, int64_t k, const void* gate_up, cons
 void moe_down(const void* h, const void* down, const int32_t* counts, const int32_t* offsets,
               const int32_t* active, const int32_t* num_active, int64_t max_active, int64_t I,
               int64_t D, float* y, cudaStream_t s);
+// The same two products on the tensor cores (moe_mma.cu), batch-invariant like the SIMT ones;
+// they need I and D multiples of 64 (moe_mma_applies).
+bool moe_mma_applies(int64_t I, int64_t D);
+void moe_gate_up_mma(const void* x, int64_t xs, int64_t k, const void* gate_up,
+                     const int32_t* counts, const int32_t* offsets, const int32_t* perm,
+                     const int32_t* active, const int32_t* num_active, int64_t max_active,
+                     int64_t I, int64_t D, void* h, cudaStream_t s);
+void moe_down_mma(const void* h, const void* down, const int32_t* counts, const int32_t* offsets,
+                  const int32_t* active, const int32_t* num_active, int64_t max_active, int64_t I,
+                  int64_t D, float* y, cudaStream_t s);
 // xs[sorted] = x[perm[sorted] / k] (bf16 rows).
 void moe_gather_x(const void* x, int64_t xs, int64_t k, const int32_t* perm, int64_t pairs,
                   int64_t D, void* out, cudaStream_t s);
