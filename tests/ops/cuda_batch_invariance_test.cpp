@@ -138,32 +138,36 @@ TEST_F(CudaOps, MlaDecodeVerifyEqualsDecodeWhenDeterministic) {
   DeterministicScope scope(true);
   if (small_only()) GTEST_SKIP() << "GLM-5.2 dimensions";
   const int64_t H = 64, L = 576, Lc = 512, Q = 4;
-  for (int64_t K : {int64_t{0}, int64_t{2048}}) {
-    for (int32_t len : {700, 3000}) {
-      Meta m = make_meta({len}, {static_cast<int32_t>(Q)}, 64);
-      Pair pool = rand({m.slots, L});
-      Pair q = rand({Q, H, L});
-      Pair topk;
-      if (K) topk = ints(random_topk_rows(rng_, m.pos_of, K), {Q, K});
-      const float scale = 1.0f / std::sqrt(static_cast<float>(L));
-      const Tensor verify = ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, Lc);
-      for (int64_t j = 0; j < Q; ++j) {
-        AttentionMeta one = m.gpu;
-        const int32_t pos = m.pos_of[static_cast<size_t>(j)];
-        one.token_seq = m.gpu.token_seq.narrow(0, j, 1);
-        one.token_pos = m.gpu.token_pos.narrow(0, j, 1);
-        one.slot_mapping = m.gpu.slot_mapping.narrow(0, j, 1);
-        one.seq_lens = Tensor::from_vector(std::vector<int32_t>{pos + 1}, {1}).to(Device::cuda());
-        one.max_seq_len = pos + 1;
-        const Tensor tk = K ? topk.gpu.narrow(0, j, 1) : Tensor();
-        const Tensor alone =
-            ops::mla_decode(gpu_ws_, q.gpu.narrow(0, j, 1), pool.gpu, one, tk, scale, Lc);
-        const int64_t bad = first_differing_row(alone, verify.narrow(0, j, 1).contiguous(), 1);
-        EXPECT_EQ(bad, -1) << "mla_decode len " << len << (K ? " sparse" : " dense") << " token "
-                           << j << ": alone differs from verify";
+  for (int wide : {0, 1})  // the 16-head kernel (the automatic choice here) and the 64-head one
+    for (int64_t K : {int64_t{0}, int64_t{2048}}) {
+      cuda::cuda_backend()->set_mla_wide(wide);
+      for (int32_t len : {700, 3000}) {
+        Meta m = make_meta({len}, {static_cast<int32_t>(Q)}, 64);
+        Pair pool = rand({m.slots, L});
+        Pair q = rand({Q, H, L});
+        Pair topk;
+        if (K) topk = ints(random_topk_rows(rng_, m.pos_of, K), {Q, K});
+        const float scale = 1.0f / std::sqrt(static_cast<float>(L));
+        const Tensor verify = ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, Lc);
+        for (int64_t j = 0; j < Q; ++j) {
+          AttentionMeta one = m.gpu;
+          const int32_t pos = m.pos_of[static_cast<size_t>(j)];
+          one.token_seq = m.gpu.token_seq.narrow(0, j, 1);
+          one.token_pos = m.gpu.token_pos.narrow(0, j, 1);
+          one.slot_mapping = m.gpu.slot_mapping.narrow(0, j, 1);
+          one.seq_lens = Tensor::from_vector(std::vector<int32_t>{pos + 1}, {1}).to(Device::cuda());
+          one.max_seq_len = pos + 1;
+          const Tensor tk = K ? topk.gpu.narrow(0, j, 1) : Tensor();
+          const Tensor alone =
+              ops::mla_decode(gpu_ws_, q.gpu.narrow(0, j, 1), pool.gpu, one, tk, scale, Lc);
+          const int64_t bad = first_differing_row(alone, verify.narrow(0, j, 1).contiguous(), 1);
+          EXPECT_EQ(bad, -1) << "mla_decode" << (wide ? " (64 heads)" : "") << " len " << len
+                             << (K ? " sparse" : " dense") << " token " << j
+                             << ": alone differs from verify";
+        }
       }
     }
-  }
+  cuda::cuda_backend()->set_mla_wide(-1);
 }
 
 // A top-k row that lists every visible position in order and pads with -1 (what the indexer
@@ -182,15 +186,18 @@ TEST_F(CudaOps, MlaDecodeIdentityTopkEqualsDense) {
   Pair pool = rand({m.slots, L});
   Pair q = rand({T, H, L});
   const float scale = 1.0f / std::sqrt(static_cast<float>(L));
-  for (bool tc : {true, false}) {
-    cuda::cuda_backend()->set_mla_tensor_cores(tc);
+  const char* names[] = {"mma", "mma 64 heads", "simt"};
+  for (int kernel = 0; kernel < 3; ++kernel) {
+    cuda::cuda_backend()->set_mla_tensor_cores(kernel < 2);
+    cuda::cuda_backend()->set_mla_wide(kernel == 1);
     const Tensor dense = ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, Tensor(), scale, Lc);
     const Tensor sparse = ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, Lc);
     const int64_t bad = first_differing_row(sparse, dense, T);
-    EXPECT_EQ(bad, -1) << (tc ? "mma" : "simt") << ": token " << bad
+    EXPECT_EQ(bad, -1) << names[kernel] << ": token " << bad
                        << " with an identity top-k row differs from dense";
   }
   cuda::cuda_backend()->set_mla_tensor_cores(true);
+  cuda::cuda_backend()->set_mla_wide(-1);
 }
 
 // moe_experts on the device path: a token's output is the same bits alone or among other

@@ -443,7 +443,10 @@ __global__ void __launch_bounds__(kPrefillThreads) mla_prefill_kernel(MlaPrefill
 void mla_decode(const MlaDecodeParams& p, cudaStream_t s) {
   if (p.T == 0) return;
   if (p.tensor_cores) {
-    mla_decode_mma(p, s);
+    if (p.wide)
+      mla_decode_wide(p, s);
+    else
+      mla_decode_mma(p, s);
     if (p.num_splits > 1) launch_mla_merge(p, s);
     return;
   }

@@ -95,6 +95,7 @@ CudaBackend::CudaBackend() : lt_(std::make_unique<LtGemm>()) {
   last_block_reduce_ = !off("TANDEM_SKINNY_LAST_BLOCK_REDUCE");
   moe_tensor_cores_ = !off("TANDEM_MOE_TENSOR_CORES");
   if (const char* v = std::getenv("TANDEM_MLA_MIN_SPLIT")) mla_min_split_ = std::atoll(v);
+  if (const char* v = std::getenv("TANDEM_MLA_WIDE"); v && *v) mla_wide_mode_ = std::atoi(v) != 0;
   for (int*& c : split_counters_) {
     TD_CUDA_CHECK(cudaMalloc(&c, kSplitCounters * sizeof(int)));
     TD_CUDA_CHECK(cudaMemset(c, 0, kSplitCounters * sizeof(int)));
@@ -480,11 +481,20 @@ void CudaBackend::head_matmul(const Tensor& x, const Tensor& w, Tensor& out) {
 
 // ---- attention -------------------------------------------------------------------------------
 
-MlaDecodePlan CudaBackend::plan_mla_decode(int64_t T, int64_t H, int64_t range, int64_t Lc) const {
+bool CudaBackend::mla_wide(int64_t T, int64_t H, int64_t L, int64_t Lc) const {
+  if (!mla_tensor_cores_ || !k::mla_decode_wide_applies(H, L, Lc)) return false;
+  if (mla_wide_mode_ >= 0) return mla_wide_mode_ == 1;
+  return !deterministic_ && T >= kMlaWideMinTokens;
+}
+
+MlaDecodePlan CudaBackend::plan_mla_decode(int64_t T, int64_t H, int64_t range, int64_t Lc,
+                                           bool wide) const {
   constexpr int64_t NK = k::kMlaKeysPerChunk;
   range = std::max<int64_t>(range, 1);
-  const int64_t blocks = T * ((H + k::kMlaHeadsPerBlock - 1) / k::kMlaHeadsPerBlock);
-  const int64_t target = 2 * static_cast<int64_t>(num_sms_);
+  // Enough blocks for two per SM (the 16-head kernel) or one (the wide kernel, 156 KB of
+  // shared memory).
+  const int64_t blocks = wide ? T : T * ((H + k::kMlaHeadsPerBlock - 1) / k::kMlaHeadsPerBlock);
+  const int64_t target = (wide ? 1 : 2) * static_cast<int64_t>(num_sms_);
   MlaDecodePlan plan;
   if (deterministic_) {
     // Split boundaries fixed by the key range alone: the same for 1 or S + 1 query tokens.
@@ -496,8 +506,8 @@ MlaDecodePlan CudaBackend::plan_mla_decode(int64_t T, int64_t H, int64_t range, 
   }
   int64_t want = blocks >= target ? 1 : (target + blocks - 1) / blocks;
   want = std::min<int64_t>(want, 128);
-  plan.split_len = std::max(round_up(std::max<int64_t>(mla_min_split_, 1), NK),
-                            round_up((range + want - 1) / want, NK));
+  const int64_t min_split = std::max<int64_t>(mla_min_split_, wide ? kMlaWideMinSplit : 1);
+  plan.split_len = std::max(round_up(min_split, NK), round_up((range + want - 1) / want, NK));
   plan.num_splits = (range + plan.split_len - 1) / plan.split_len;
   if (plan.num_splits > 1)
     plan.scratch_bytes = static_cast<size_t>(T * H * plan.num_splits) * (Lc + 1) * sizeof(float);
@@ -532,8 +542,9 @@ void CudaBackend::mla_decode(const Tensor& q, const Tensor& pool, const Attentio
   p.meta = paged(meta, op);
   p.T = T, p.H = H, p.L = L, p.Lc = Lc, p.scale = scale;
   p.tensor_cores = mla_tensor_cores_;
+  p.wide = mla_wide(T, H, L, Lc);
   const MlaDecodePlan plan =
-      plan_mla_decode(T, H, topk.defined() ? topk.size(1) : meta.max_seq_len, Lc);
+      plan_mla_decode(T, H, topk.defined() ? topk.size(1) : meta.max_seq_len, Lc, p.wide);
   p.split_len = plan.split_len, p.num_splits = plan.num_splits;
   if (plan.num_splits > 1) {
     auto* s = static_cast<float*>(scratch(plan.scratch_bytes));

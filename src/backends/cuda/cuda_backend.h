@@ -72,7 +72,16 @@ class CudaBackend final : public Backend {
 
   // plan: split-KV partition for T query tokens of H heads over key lists of up to `range`
   // entries (dense: max_seq_len; sparse: top-k width) with Lc output columns.
-  MlaDecodePlan plan_mla_decode(int64_t T, int64_t H, int64_t range, int64_t Lc) const;
+  // wide: the 64-heads-per-block kernel (one block per token and split).
+  MlaDecodePlan plan_mla_decode(int64_t T, int64_t H, int64_t range, int64_t Lc,
+                                bool wide = false) const;
+  // Whether mla_decode runs the 64-heads-per-block kernel for T tokens of these dims: where it
+  // applies, from kMlaWideMinTokens tokens, never in deterministic mode (the kernel must not
+  // depend on the token count there, and the 16-head kernel is the faster one at decode sizes);
+  // TANDEM_MLA_WIDE=0 / 1 or set_mla_wide(0 / 1) force it off / on (where it applies, in either
+  // mode), -1 restores the automatic choice.
+  bool mla_wide(int64_t T, int64_t H, int64_t L, int64_t Lc) const;
+  void set_mla_wide(int mode) { mla_wide_mode_ = mode; }
 
   // All launches go to this stream (the legacy default stream unless a graph capture set one).
   void set_stream(cudaStream_t s) { stream_ = s; }
@@ -109,6 +118,13 @@ class CudaBackend final : public Backend {
   // Keys per split of mla_decode in deterministic mode: a fixed split length makes the split
   // boundaries (and so the merge's rounding) independent of the number of query tokens.
   static constexpr int64_t kDeterministicMlaSplit = 512;
+  // Default mode: mla_decode runs the 64-heads-per-block kernel from this many query tokens
+  // (H200, dense GLM-5.2 layer at ctx 1k: 17 us slower per layer at 1 token, 10 at 32, 53 us
+  // faster at 128).
+  static constexpr int64_t kMlaWideMinTokens = 64;
+  // Fewest keys per split of the 64-heads-per-block kernel: each block stages its token's 64
+  // query rows (74 KB at L = 576), as many bytes as 64 keys.
+  static constexpr int64_t kMlaWideMinSplit = 128;
   // Rows per expert (on average) from which moe_experts runs cuBLASLt per expert (host sync).
   static constexpr int64_t kMoeHostPathRowsPerExpert = 32;
 
@@ -144,6 +160,7 @@ class CudaBackend final : public Backend {
   bool side_stream_on_ = true;     // TANDEM_SIDE_STREAM=0: side branches run in order
   bool last_block_reduce_ = true;  // TANDEM_SKINNY_LAST_BLOCK_REDUCE=0: a second reduce kernel
   int64_t mla_min_split_ = 64;     // TANDEM_MLA_MIN_SPLIT: fewest keys per mla_decode split
+  int mla_wide_mode_ = -1;         // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
 };
 
 // The backend registered for DeviceType::CUDA (null before init_cuda_backend succeeds).

@@ -173,11 +173,15 @@ struct MlaDecodeParams {
   float scale = 1.0f;
   int64_t split_len = 0, num_splits = 1;
   bool tensor_cores = true;  // mma.sync kernel (attention_mma.cu); false: the SIMT kernel
+  bool wide = false;         // with tensor_cores: all 64 heads per block (attention_wide.cu)
 };
 constexpr int kMlaHeadsPerBlock = 16;
 constexpr int kMlaKeysPerChunk = 64;
 void mla_decode(const MlaDecodeParams& p, cudaStream_t s);
 void mla_decode_mma(const MlaDecodeParams& p, cudaStream_t s);  // the tensor-core kernel only
+// The 64-heads-per-block kernel applies to H = 64, Lc = 512, L a multiple of 16 up to 576.
+bool mla_decode_wide_applies(int64_t H, int64_t L, int64_t Lc);
+void mla_decode_wide(const MlaDecodeParams& p, cudaStream_t s);  // that kernel only
 
 // Naive MLA prefill. q [T, H, dqk] (strides), kv [sumL, H, dn + dv] contiguous, k_pe [sumL, dr]
 // rows strided by pe_rs; out [T, H, dv] contiguous. topk: null (dense causal) or [T, K] with
@@ -195,6 +199,7 @@ struct MlaPrefillParams {
   int64_t T = 0, H = 0, dn = 0, dr = 0, dv = 0;
   float scale = 1.0f;
   bool tensor_cores = true;  // mma.sync kernel (attention_mma.cu); false: the SIMT kernel
+  bool wide = false;         // with tensor_cores: all 64 heads per block (attention_wide.cu)
 };
 void mla_prefill(const MlaPrefillParams& p, cudaStream_t s);
 void mla_prefill_mma(const MlaPrefillParams& p, cudaStream_t s);  // the tensor-core kernel only

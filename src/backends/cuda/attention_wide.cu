@@ -1,0 +1,261 @@
+// mla_decode with all 64 heads of a query token in one block (the FlashMLA shape, on mma.sync).
+// The 16-head kernel of attention_mma.cu copies every key row into shared memory once per head
+// group, four times per token, and with a 74 KB key tile it fits one buffer per block at large
+// batches, so each chunk waits out its copy. Here a block stages a token's key rows once for all
+// heads: 32 keys per chunk, two buffers (the next chunk is copied while this one is computed).
+//
+// Warp w owns head tile ht = w % 4 (heads 16 ht .. 16 ht + 15) and half kh = w / 4:
+//   S   scores of its heads for keys [16 kh, 16 kh + 16) of the chunk (two n-tiles, all L dims);
+//   the chunk's row max and row sum combine the two key halves through shared memory;
+//   P V O[its heads, columns [256 kh, 256 kh + 256)] += P[its heads, 32 keys] V[32 keys, ...],
+//       V being the first 512 dims of the same key rows (read transposed with ldmatrix).
+// Both warps of a head tile keep identical running max and sum (same values, same order).
+// Every output depends on its own token's query, keys and split only: batch-invariant.
+#include <cfloat>
+
+#include "backends/cuda/mma.cuh"
+
+namespace tandem::cuda::k {
+
+namespace {
+
+constexpr int WH = 64;       // heads per block
+constexpr int WK = 32;       // keys per chunk
+constexpr int WLC = 512;     // latent (value) columns
+constexpr int WPB = WK + 8;  // padded row of P (bf16)
+constexpr int kWideThreads = 256;
+
+size_t wide_smem(int64_t L) {
+  const int64_t LP = L + 8;
+  return (WH + 2 * WK) * LP * 2 + WH * WPB * 2 + 4 * WH * 4 + 3 * WK * 8;
+}
+
+// grid (T, num_splits), 256 threads. Per chunk i (a block-uniform loop; A to D its barriers):
+//   A  chunk i - 1 is consumed: issue chunk i + 1's copies into the other buffer, wait for this
+//      thread's copies of chunk i
+//   B  everyone's copies of chunk i have landed: S and the per-half row max; chunk i + 2's slots
+//   C  (a vote: does chunk i + 2 have a key?) the row max over both halves, P, per-half row sums
+//   D  the row sums over both halves, rescale, P V
+// Chunk c's slots (ring entry c % 3) are written in iteration c - 2 (or before the loop), read
+// by its copies (iteration c - 1) and its S (iteration c), and overwritten in iteration c + 1
+// after barrier B.
+__global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDecodeParams p) {
+  pdl_wait();
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int L = static_cast<int>(p.L);       // a multiple of 16 (mla_decode_wide_applies)
+  const int LP = L + 8;                      // row stride: 8 rows of an ldmatrix hit distinct banks
+  bf16* qs = reinterpret_cast<bf16*>(smem);  // [64][LP]
+  bf16* ks = qs + WH * LP;                   // [2][WK][LP]
+  bf16* pb = ks + 2 * WK * LP;               // [64][WPB] probabilities
+  float* pmax = reinterpret_cast<float*>(pb + WH * WPB);       // [2 halves][64] chunk row max
+  float* psum = pmax + 2 * WH;                                 // [2 halves][64] chunk row sum
+  int64_t* slots = reinterpret_cast<int64_t*>(psum + 2 * WH);  // [3][WK] slot, -1 = no key
+
+  const int t = blockIdx.x, split = blockIdx.y;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, c = lane & 3;
+  const int ht = warp & 3, kh = warp >> 2;
+  const int vpr = L / 8;
+  const bf16* q = static_cast<const bf16*>(p.q);
+  const bf16* pool = static_cast<const bf16*>(p.pool);
+
+  {  // q [64 heads, L]: 4 threads per row
+    const int h = tid >> 2;
+    const bf16* src = q + t * p.q_s0 + h * p.q_s1;
+    for (int v = tid & 3; v < vpr; v += 4) cp_async16(qs + h * LP + v * 8, src + v * 8, true);
+    cp_async_commit();
+  }
+
+  const int seq = p.meta.token_seq[t];
+  const int64_t pos = p.meta.token_pos[t];
+  const int64_t range = p.topk ? p.topk_k : pos + 1;
+  const int64_t it0 = static_cast<int64_t>(split) * p.split_len;
+  const int64_t it1 = split == p.num_splits - 1 ? range : min64(range, it0 + p.split_len);
+  const int nchunks = it1 > it0 ? static_cast<int>((it1 - it0 + WK - 1) / WK) : 0;
+
+  const auto key_pos = [&](int ci, int j) -> int64_t {
+    const int64_t it = it0 + static_cast<int64_t>(ci) * WK + j;
+    if (it >= it1) return -1;
+    return p.topk ? p.topk[t * p.topk_k + it] : it;
+  };
+  const auto key_slot = [&](int64_t kp) -> int64_t {
+    return kp >= 0 && kp <= pos ? paged_slot(p.meta, seq, kp) : -1;
+  };
+  // Chunk ci's rows into buffer ci % 2: 8 threads per row; zeros for a missing key.
+  const auto copy_keys = [&](int ci) {
+    const int j = tid >> 3;
+    const int64_t sl = slots[(ci % 3) * WK + j];
+    bf16* dst = ks + ((ci & 1) * WK + j) * LP;
+    const bf16* src = pool + (sl >= 0 ? sl : 0) * p.L;
+    for (int v = tid & 7; v < vpr; v += 8)
+      cp_async16(dst + v * 8, sl >= 0 ? src + v * 8 : pool, sl >= 0);
+  };
+
+  // As in attention_mma.cu: a chunk without a single key is skipped (computing it would change
+  // no bit). live_cur / live_next: chunks i and i + 1 have a key (block-uniform votes).
+  bool live_cur = false, live_next = false;
+  if (nchunks > 0) {
+    int64_t sl = -1;
+    if (tid < 2 * WK) slots[tid] = sl = key_slot(key_pos(tid / WK, tid % WK));
+    live_cur = __syncthreads_or(tid < WK && sl >= 0);
+    live_next = __syncthreads_or(tid >= WK && sl >= 0);
+    copy_keys(0);
+    cp_async_commit();
+  }
+
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // heads 16 ht + g (+ 8)
+  float acc[32][4] = {};  // O[those heads, columns 256 kh + 8 n + 2c (+ 1)]
+  const int hr[2] = {16 * ht + g, 16 * ht + g + 8};
+
+  for (int i = 0; i < nchunks; ++i) {
+    __syncthreads();  // A
+    if (i + 1 < nchunks) copy_keys(i + 1);
+    cp_async_commit();  // possibly empty
+    cp_async_wait<1>();
+    __syncthreads();  // B
+    const bf16* kt = ks + (i & 1) * WK * LP;
+    const int64_t* sl = slots + (i % 3) * WK;
+    const int64_t kp_ahead = tid < WK ? key_pos(i + 2, tid) : -1;
+    const bool live = live_cur;
+
+    float s[2][4];  // scores: n-tile nt, keys 16 kh + 8 nt + 2c (+ 1), heads hr[0] (e < 2), hr[1]
+    if (live) {
+      // Two accumulator chains per n-tile (even and odd k-steps), summed in a fixed order.
+      float a[2][2][4] = {};
+      const bf16* qa = qs + 16 * ht * LP;
+      for (int k0 = 0; k0 < L; k0 += 32) {
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int kk = k0 + 16 * u;
+          if (kk >= L) break;
+          const uint32_t a0 = ld32(qa + g * LP + kk + 2 * c),
+                         a1 = ld32(qa + (g + 8) * LP + kk + 2 * c);
+          const uint32_t a2 = ld32(qa + g * LP + kk + 8 + 2 * c),
+                         a3 = ld32(qa + (g + 8) * LP + kk + 8 + 2 * c);
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt) {
+            const bf16* kr = kt + (16 * kh + 8 * nt + g) * LP + kk + 2 * c;
+            mma_bf16(a[nt][u], a0, a1, a2, a3, ld32(kr), ld32(kr + 8));
+          }
+        }
+      }
+      float mloc[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const bool valid = sl[16 * kh + 8 * nt + 2 * c + (e & 1)] >= 0;
+          s[nt][e] = valid ? (a[nt][0][e] + a[nt][1][e]) * p.scale : -INFINITY;
+          mloc[e >> 1] = fmaxf(mloc[e >> 1], s[nt][e]);
+        }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        mloc[r] = fmaxf(mloc[r], __shfl_xor_sync(0xffffffffu, mloc[r], 1));
+        mloc[r] = fmaxf(mloc[r], __shfl_xor_sync(0xffffffffu, mloc[r], 2));
+        if (c == 0) pmax[kh * WH + hr[r]] = mloc[r];
+      }
+    }
+    int64_t sl_ahead = -1;
+    if (tid < WK && i + 2 < nchunks)
+      slots[((i + 2) % 3) * WK + tid] = sl_ahead = key_slot(kp_ahead);
+    live_cur = live_next;
+    live_next = __syncthreads_or(sl_ahead >= 0);  // C
+
+    float corr[2] = {1.f, 1.f};
+    if (live) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float m_new = fmaxf(m_run[r], fmaxf(pmax[hr[r]], pmax[WH + hr[r]]));
+        float sum = 0.f;
+        if (m_new != -INFINITY) {  // prevents (-inf) - (-inf) = nan
+          corr[r] = expf(m_run[r] - m_new);
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt) {
+            const float x0 = s[nt][2 * r], x1 = s[nt][2 * r + 1];
+            const float p0 = x0 == -INFINITY ? 0.f : expf(x0 - m_new);
+            const float p1 = x1 == -INFINITY ? 0.f : expf(x1 - m_new);
+            *reinterpret_cast<__nv_bfloat162*>(pb + hr[r] * WPB + 16 * kh + 8 * nt + 2 * c) =
+                __floats2bfloat162_rn(p0, p1);
+            sum += p0 + p1;
+          }
+        } else {
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt)
+            *reinterpret_cast<__nv_bfloat162*>(pb + hr[r] * WPB + 16 * kh + 8 * nt + 2 * c) =
+                __floats2bfloat162_rn(0.f, 0.f);
+        }
+        m_run[r] = m_new;
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        if (c == 0) psum[kh * WH + hr[r]] = sum;
+      }
+    }
+    __syncthreads();  // D
+
+    if (live) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * corr[r] + (psum[hr[r]] + psum[WH + hr[r]]);
+#pragma unroll
+      for (int n = 0; n < 32; ++n)
+        acc[n][0] *= corr[0], acc[n][1] *= corr[0], acc[n][2] *= corr[1], acc[n][3] *= corr[1];
+      const int m = lane >> 3, r = lane & 7;  // this thread's ldmatrix row: matrix m, row r
+      const bf16* pa = pb + 16 * ht * WPB;
+#pragma unroll
+      for (int kk = 0; kk < WK; kk += 16) {
+        const uint32_t a0 = ld32(pa + g * WPB + kk + 2 * c),
+                       a1 = ld32(pa + (g + 8) * WPB + kk + 2 * c);
+        const uint32_t a2 = ld32(pa + g * WPB + kk + 8 + 2 * c),
+                       a3 = ld32(pa + (g + 8) * WPB + kk + 8 + 2 * c);
+        const bf16* vrow = kt + (kk + (m & 1) * 8 + r) * LP + 256 * kh + (m >> 1) * 8;
+#pragma unroll
+        for (int np = 0; np < 16; ++np) {
+          uint32_t b0, b1, b2, b3;
+          ldmatrix_x4_trans(b0, b1, b2, b3, vrow + 16 * np);
+          mma_bf16(acc[2 * np], a0, a1, a2, a3, b0, b1);
+          mma_bf16(acc[2 * np + 1], a0, a1, a2, a3, b2, b3);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();  // nothing in flight at exit (an empty split's q copies)
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t th = static_cast<int64_t>(t) * WH + hr[r];
+    const float inv = l_run[r] > 0.f ? 1.0f / l_run[r] : 0.f;
+#pragma unroll
+    for (int n = 0; n < 32; ++n) {
+      const int col = 256 * kh + 8 * n + 2 * c;
+      const float o0 = acc[n][2 * r] * inv, o1 = acc[n][2 * r + 1] * inv;
+      if (p.num_splits == 1)
+        *reinterpret_cast<__nv_bfloat162*>(static_cast<bf16*>(p.out) + th * WLC + col) =
+            __floats2bfloat162_rn(o0, o1);
+      else
+        *reinterpret_cast<float2*>(p.part_o + (th * p.num_splits + split) * WLC + col) =
+            make_float2(o0, o1);
+    }
+    if (p.num_splits > 1 && kh == 0 && c == 0)
+      p.part_lse[th * p.num_splits + split] =
+          l_run[r] > 0.f ? m_run[r] + logf(l_run[r]) : -INFINITY;
+  }
+}
+
+}  // namespace
+
+bool mla_decode_wide_applies(int64_t H, int64_t L, int64_t Lc) {
+  return H == WH && Lc == WLC && L % 16 == 0 && L >= Lc && L <= 576;
+}
+
+void mla_decode_wide(const MlaDecodeParams& p, cudaStream_t s) {
+  const size_t smem = wide_smem(p.L);
+  static size_t configured = 0;
+  if (smem > configured) {
+    cudaFuncSetAttribute(mla_decode_wide_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(smem));
+    configured = smem;
+  }
+  const dim3 g(static_cast<unsigned>(p.T), static_cast<unsigned>(p.num_splits));
+  launch(mla_decode_wide_kernel, g, kWideThreads, smem, s, p);
+}
+
+}  // namespace tandem::cuda::k
