@@ -153,20 +153,30 @@ __global__ void __launch_bounds__(kThreads, 2) mla_decode_mma_kernel(MlaDecodePa
       // dependent mma (L = 576) waits on the tensor-core latency at every step, and with a few
       // warps per scheduler nothing hides it. The order is fixed, so a token's scores still
       // depend on its own query and keys only.
+      // Fragments by ldmatrix (the same registers four 32-bit loads would give): A = the q
+      // tile; B = the warp's 8 key rows at k, k + 8, k + 16, k + 24 (two k-steps per load).
       float acc4[4][4] = {};
       const int n0 = warp * 8;
+      const bf16* kb = kt + (n0 + (lane & 7)) * LP + (lane >> 3) * 8;
       for (int k00 = 0; k00 < LK; k00 += 64) {
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
+        for (int u = 0; u < 4; u += 2) {
           const int k0 = k00 + 16 * u;
           if (k0 >= LK) break;
-          const uint32_t a0 = ld32(qs + g * LP + k0 + 2 * c),
-                         a1 = ld32(qs + (g + 8) * LP + k0 + 2 * c);
-          const uint32_t a2 = ld32(qs + g * LP + k0 + 8 + 2 * c),
-                         a3 = ld32(qs + (g + 8) * LP + k0 + 8 + 2 * c);
-          const uint32_t b0 = ld32(kt + (n0 + g) * LP + k0 + 2 * c),
-                         b1 = ld32(kt + (n0 + g) * LP + k0 + 8 + 2 * c);
-          mma_bf16(acc4[u], a0, a1, a2, a3, b0, b1);
+          uint32_t b[4];
+          if (k0 + 16 < LK) {
+            ldmatrix_x4(b[0], b[1], b[2], b[3], kb + k0);
+          } else {  // L = 16 mod 32: the last k-step alone
+            b[0] = ld32(kt + (n0 + g) * LP + k0 + 2 * c);
+            b[1] = ld32(kt + (n0 + g) * LP + k0 + 8 + 2 * c);
+          }
+#pragma unroll
+          for (int v = 0; v < 2; ++v) {
+            if (k0 + 16 * v >= LK) break;
+            uint32_t a0, a1, a2, a3;
+            ldmatrix_a(a0, a1, a2, a3, qs, LP, k0 + 16 * v, lane);
+            mma_bf16(acc4[u + v], a0, a1, a2, a3, b[2 * v], b[2 * v + 1]);
+          }
         }
       }
       float s[4];
@@ -212,10 +222,8 @@ __global__ void __launch_bounds__(kThreads, 2) mla_decode_mma_kernel(MlaDecodePa
         acc[nt][0] *= cg0, acc[nt][1] *= cg0, acc[nt][2] *= cg1, acc[nt][3] *= cg1;
 #pragma unroll
       for (int kk = 0; kk < NK; kk += 16) {
-        const uint32_t a0 = ld32(pb + g * PB + kk + 2 * c),
-                       a1 = ld32(pb + (g + 8) * PB + kk + 2 * c);
-        const uint32_t a2 = ld32(pb + g * PB + kk + 8 + 2 * c),
-                       a3 = ld32(pb + (g + 8) * PB + kk + 8 + 2 * c);
+        uint32_t a0, a1, a2, a3;
+        ldmatrix_a(a0, a1, a2, a3, pb, PB, kk, lane);
         const int m = lane >> 3, r = lane & 7;  // this thread's ldmatrix row: matrix m, row r
 #pragma unroll
         for (int np = 0; np < 4; ++np) {

@@ -2,7 +2,7 @@
 // The 16-head kernel of attention_mma.cu copies every key row into shared memory once per head
 // group, four times per token, and with a 74 KB key tile it fits one buffer per block at large
 // batches, so each chunk waits out its copy. Here a block stages a token's key rows once for all
-// heads: 32 keys per chunk, two buffers (the next chunk is copied while this one is computed).
+// heads, 32 keys per chunk, in three buffers: chunk i + 2 is copied while chunk i is computed.
 //
 // Warp w owns head tile ht = w % 4 (heads 16 ht .. 16 ht + 15) and half kh = w / 4:
 //   S   scores of its heads for keys [16 kh, 16 kh + 16) of the chunk (two n-tiles, all L dims);
@@ -11,6 +11,10 @@
 //       V being the first 512 dims of the same key rows (read transposed with ldmatrix).
 // Both warps of a head tile keep identical running max and sum (same values, same order).
 // Every output depends on its own token's query, keys and split only: batch-invariant.
+//
+// The cache slots of the keys are looked up a span of 32 chunks at a time into a table (two
+// tables: the next span's is filled while this one's chunks are copied), with one bit per key
+// saying whether it exists, so no chunk waits on a top-k or page-table load.
 #include <cfloat>
 
 #include "backends/cuda/mma.cuh"
@@ -23,33 +27,37 @@ constexpr int WH = 64;       // heads per block
 constexpr int WK = 32;       // keys per chunk
 constexpr int WLC = 512;     // latent (value) columns
 constexpr int WPB = WK + 8;  // padded row of P (bf16)
+constexpr int NB = 3;        // key buffers
+constexpr int SPAN = 32;     // chunks per slot table
 constexpr int kWideThreads = 256;
+static_assert(SPAN * WK == 4 * kWideThreads, "a table fill gives each thread 4 entries");
 
 size_t wide_smem(int64_t L) {
   const int64_t LP = L + 8;
-  return (WH + 2 * WK) * LP * 2 + WH * WPB * 2 + 4 * WH * 4 + 3 * WK * 8;
+  return (WH + NB * WK) * LP * 2 + WH * WPB * 2 + 4 * WH * 4 + 2 * SPAN * WK * 4 + 2 * SPAN * 4;
 }
 
 // grid (T, num_splits), 256 threads. Per chunk i (a block-uniform loop; A to D its barriers):
-//   A  chunk i - 1 is consumed: issue chunk i + 1's copies into the other buffer, wait for this
-//      thread's copies of chunk i
-//   B  everyone's copies of chunk i have landed: S and the per-half row max; chunk i + 2's slots
-//   C  (a vote: does chunk i + 2 have a key?) the row max over both halves, P, per-half row sums
+//   A  chunk i - 1 is consumed: issue chunk i + 2's copies into its buffer; the first chunk of a
+//      span issues the next span's table lookups; wait for this thread's copies of chunk i
+//   B  everyone's copies of chunk i have landed: S and the per-half row max; the lookups land
+//   C  the row max over both halves, P, per-half row sums
 //   D  the row sums over both halves, rescale, P V
-// Chunk c's slots (ring entry c % 3) are written in iteration c - 2 (or before the loop), read
-// by its copies (iteration c - 1) and its S (iteration c), and overwritten in iteration c + 1
-// after barrier B.
+// Span s's table (s % 2) is filled in iteration 32 s - 32 (before the loop for span 0), read by
+// the copies of its chunks (iterations 32 s - 2 .. 32 s + 29) and their S (32 s .. 32 s + 31),
+// and refilled in iteration 32 s + 32, barriers after the last of those.
 __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDecodeParams p) {
   pdl_wait();
   extern __shared__ __align__(16) unsigned char smem[];
   const int L = static_cast<int>(p.L);       // a multiple of 16 (mla_decode_wide_applies)
   const int LP = L + 8;                      // row stride: 8 rows of an ldmatrix hit distinct banks
   bf16* qs = reinterpret_cast<bf16*>(smem);  // [64][LP]
-  bf16* ks = qs + WH * LP;                   // [2][WK][LP]
-  bf16* pb = ks + 2 * WK * LP;               // [64][WPB] probabilities
+  bf16* ks = qs + WH * LP;                   // [NB][WK][LP]
+  bf16* pb = ks + NB * WK * LP;              // [64][WPB] probabilities
   float* pmax = reinterpret_cast<float*>(pb + WH * WPB);       // [2 halves][64] chunk row max
   float* psum = pmax + 2 * WH;                                 // [2 halves][64] chunk row sum
-  int64_t* slots = reinterpret_cast<int64_t*>(psum + 2 * WH);  // [3][WK] slot, -1 = no key
+  int32_t* table = reinterpret_cast<int32_t*>(psum + 2 * WH);  // [2][SPAN * WK] slot, -1 = none
+  uint32_t* kmask = reinterpret_cast<uint32_t*>(table + 2 * SPAN * WK);  // [2][SPAN] key bits
 
   const int t = blockIdx.x, split = blockIdx.y;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -73,34 +81,47 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
   const int64_t it1 = split == p.num_splits - 1 ? range : min64(range, it0 + p.split_len);
   const int nchunks = it1 > it0 ? static_cast<int>((it1 - it0 + WK - 1) / WK) : 0;
 
-  const auto key_pos = [&](int ci, int j) -> int64_t {
-    const int64_t it = it0 + static_cast<int64_t>(ci) * WK + j;
-    if (it >= it1) return -1;
-    return p.topk ? p.topk[t * p.topk_k + it] : it;
+  // Span s's lookups: entry e = r * 256 + tid is key e % 32 of chunk e / 32 (= 8 r + warp), so a
+  // warp's ballot is that chunk's key bits. The loads are issued here and land where the
+  // results are stored (fill_store), a barrier or more later.
+  int64_t kp[4];
+  const auto fill_load = [&](int s) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int64_t it = it0 + static_cast<int64_t>(s) * SPAN * WK + r * kWideThreads + tid;
+      kp[r] = it >= it1 ? -1 : p.topk ? p.topk[t * p.topk_k + it] : it;
+    }
   };
-  const auto key_slot = [&](int64_t kp) -> int64_t {
-    return kp >= 0 && kp <= pos ? paged_slot(p.meta, seq, kp) : -1;
+  const auto fill_store = [&](int s) {
+    int32_t* tab = table + (s & 1) * SPAN * WK;
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int32_t sl =
+          kp[r] >= 0 && kp[r] <= pos ? static_cast<int32_t>(paged_slot(p.meta, seq, kp[r])) : -1;
+      tab[r * kWideThreads + tid] = sl;
+      const uint32_t bits = __ballot_sync(0xffffffffu, sl >= 0);
+      if (lane == 0) kmask[(s & 1) * SPAN + 8 * r + warp] = bits;
+    }
   };
-  // Chunk ci's rows into buffer ci % 2: 8 threads per row; zeros for a missing key.
+  const auto chunk_bits = [&](int ci) { return kmask[((ci / SPAN) & 1) * SPAN + ci % SPAN]; };
+  // Chunk ci's rows into buffer ci % NB: 8 threads per row; zeros for a missing key.
   const auto copy_keys = [&](int ci) {
     const int j = tid >> 3;
-    const int64_t sl = slots[(ci % 3) * WK + j];
-    bf16* dst = ks + ((ci & 1) * WK + j) * LP;
-    const bf16* src = pool + (sl >= 0 ? sl : 0) * p.L;
+    const int32_t sl = table[((ci / SPAN) & 1) * SPAN * WK + (ci % SPAN) * WK + j];
+    bf16* dst = ks + ((ci % NB) * WK + j) * LP;
+    const bf16* src = pool + static_cast<int64_t>(sl >= 0 ? sl : 0) * p.L;
     for (int v = tid & 7; v < vpr; v += 8)
       cp_async16(dst + v * 8, sl >= 0 ? src + v * 8 : pool, sl >= 0);
   };
 
-  // As in attention_mma.cu: a chunk without a single key is skipped (computing it would change
-  // no bit). live_cur / live_next: chunks i and i + 1 have a key (block-uniform votes).
-  bool live_cur = false, live_next = false;
   if (nchunks > 0) {
-    int64_t sl = -1;
-    if (tid < 2 * WK) slots[tid] = sl = key_slot(key_pos(tid / WK, tid % WK));
-    live_cur = __syncthreads_or(tid < WK && sl >= 0);
-    live_next = __syncthreads_or(tid >= WK && sl >= 0);
-    copy_keys(0);
-    cp_async_commit();
+    fill_load(0);
+    fill_store(0);
+    __syncthreads();
+    for (int ci = 0; ci < NB - 1; ++ci) {  // one commit group per chunk, empty past the end
+      if (ci < nchunks) copy_keys(ci);
+      cp_async_commit();
+    }
   }
 
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // heads 16 ht + g (+ 8)
@@ -109,34 +130,34 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
 
   for (int i = 0; i < nchunks; ++i) {
     __syncthreads();  // A
-    if (i + 1 < nchunks) copy_keys(i + 1);
+    if (i + NB - 1 < nchunks) copy_keys(i + NB - 1);
     cp_async_commit();  // possibly empty
-    cp_async_wait<1>();
+    const bool fill = i % SPAN == 0 && i + SPAN < nchunks;
+    if (fill) fill_load(i / SPAN + 1);
+    cp_async_wait<NB - 1>();
     __syncthreads();  // B
-    const bf16* kt = ks + (i & 1) * WK * LP;
-    const int64_t* sl = slots + (i % 3) * WK;
-    const int64_t kp_ahead = tid < WK ? key_pos(i + 2, tid) : -1;
-    const bool live = live_cur;
+    const bf16* kt = ks + (i % NB) * WK * LP;
+    const uint32_t bits = chunk_bits(i);
+    const bool live = bits != 0;  // a chunk without a key is skipped (no bit would change)
 
     float s[2][4];  // scores: n-tile nt, keys 16 kh + 8 nt + 2c (+ 1), heads hr[0] (e < 2), hr[1]
     if (live) {
-      // Two accumulator chains per n-tile (even and odd k-steps), summed in a fixed order.
-      float a[2][2][4] = {};
+      // Four accumulator chains per n-tile (k-step mod 4), summed in a fixed order.
+      // Fragments by ldmatrix: A = q rows of the head tile; B = matrices (n-tile 0, k), (0, k + 8),
+      // (1, k), (1, k + 8) of the key rows, lane l addressing row l % 8 of matrix l / 8.
+      float a[2][4][4] = {};
       const bf16* qa = qs + 16 * ht * LP;
-      for (int k0 = 0; k0 < L; k0 += 32) {
+      const bf16* kb = kt + (16 * kh + 8 * (lane >> 4) + (lane & 7)) * LP + ((lane >> 3) & 1) * 8;
+      for (int k0 = 0; k0 < L; k0 += 64) {
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
+        for (int u = 0; u < 4; ++u) {
           const int kk = k0 + 16 * u;
           if (kk >= L) break;
-          const uint32_t a0 = ld32(qa + g * LP + kk + 2 * c),
-                         a1 = ld32(qa + (g + 8) * LP + kk + 2 * c);
-          const uint32_t a2 = ld32(qa + g * LP + kk + 8 + 2 * c),
-                         a3 = ld32(qa + (g + 8) * LP + kk + 8 + 2 * c);
-#pragma unroll
-          for (int nt = 0; nt < 2; ++nt) {
-            const bf16* kr = kt + (16 * kh + 8 * nt + g) * LP + kk + 2 * c;
-            mma_bf16(a[nt][u], a0, a1, a2, a3, ld32(kr), ld32(kr + 8));
-          }
+          uint32_t a0, a1, a2, a3, b00, b01, b10, b11;
+          ldmatrix_a(a0, a1, a2, a3, qa, LP, kk, lane);
+          ldmatrix_x4(b00, b01, b10, b11, kb + kk);
+          mma_bf16(a[0][u], a0, a1, a2, a3, b00, b01);
+          mma_bf16(a[1][u], a0, a1, a2, a3, b10, b11);
         }
       }
       float mloc[2] = {-INFINITY, -INFINITY};
@@ -144,8 +165,9 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
       for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const bool valid = sl[16 * kh + 8 * nt + 2 * c + (e & 1)] >= 0;
-          s[nt][e] = valid ? (a[nt][0][e] + a[nt][1][e]) * p.scale : -INFINITY;
+          const bool valid = (bits >> (16 * kh + 8 * nt + 2 * c + (e & 1))) & 1u;
+          const float v = (a[nt][0][e] + a[nt][1][e]) + (a[nt][2][e] + a[nt][3][e]);
+          s[nt][e] = valid ? v * p.scale : -INFINITY;
           mloc[e >> 1] = fmaxf(mloc[e >> 1], s[nt][e]);
         }
 #pragma unroll
@@ -155,11 +177,8 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
         if (c == 0) pmax[kh * WH + hr[r]] = mloc[r];
       }
     }
-    int64_t sl_ahead = -1;
-    if (tid < WK && i + 2 < nchunks)
-      slots[((i + 2) % 3) * WK + tid] = sl_ahead = key_slot(kp_ahead);
-    live_cur = live_next;
-    live_next = __syncthreads_or(sl_ahead >= 0);  // C
+    if (fill) fill_store(i / SPAN + 1);
+    __syncthreads();  // C
 
     float corr[2] = {1.f, 1.f};
     if (live) {
@@ -202,10 +221,8 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
       const bf16* pa = pb + 16 * ht * WPB;
 #pragma unroll
       for (int kk = 0; kk < WK; kk += 16) {
-        const uint32_t a0 = ld32(pa + g * WPB + kk + 2 * c),
-                       a1 = ld32(pa + (g + 8) * WPB + kk + 2 * c);
-        const uint32_t a2 = ld32(pa + g * WPB + kk + 8 + 2 * c),
-                       a3 = ld32(pa + (g + 8) * WPB + kk + 8 + 2 * c);
+        uint32_t a0, a1, a2, a3;
+        ldmatrix_a(a0, a1, a2, a3, pa, WPB, kk, lane);
         const bf16* vrow = kt + (kk + (m & 1) * 8 + r) * LP + 256 * kh + (m >> 1) * 8;
 #pragma unroll
         for (int np = 0; np < 16; ++np) {

@@ -491,10 +491,11 @@ MlaDecodePlan CudaBackend::plan_mla_decode(int64_t T, int64_t H, int64_t range, 
                                            bool wide) const {
   constexpr int64_t NK = k::kMlaKeysPerChunk;
   range = std::max<int64_t>(range, 1);
-  // Enough blocks for two per SM (the 16-head kernel) or one (the wide kernel, 156 KB of
-  // shared memory).
+  // Enough blocks for two per SM (the 16-head kernel) or about one (the wide kernel, 201 KB of
+  // shared memory; a split costs a merge pass over [T, H, splits, Lc] f32 partials, 23 us at
+  // 128 tokens, so 3/4 of the SMs busy is enough).
   const int64_t blocks = wide ? T : T * ((H + k::kMlaHeadsPerBlock - 1) / k::kMlaHeadsPerBlock);
-  const int64_t target = (wide ? 1 : 2) * static_cast<int64_t>(num_sms_);
+  const int64_t sms = num_sms_, target = wide ? 3 * sms / 4 : 2 * sms;
   MlaDecodePlan plan;
   if (deterministic_) {
     // Split boundaries fixed by the key range alone: the same for 1 or S + 1 query tokens.

@@ -119,9 +119,9 @@ class CudaBackend final : public Backend {
   // boundaries (and so the merge's rounding) independent of the number of query tokens.
   static constexpr int64_t kDeterministicMlaSplit = 512;
   // Default mode: mla_decode runs the 64-heads-per-block kernel from this many query tokens
-  // (H200, dense GLM-5.2 layer at ctx 1k: 17 us slower per layer at 1 token, 10 at 32, 53 us
-  // faster at 128).
-  static constexpr int64_t kMlaWideMinTokens = 64;
+  // (H200, dense GLM-5.2 layer at ctx 1k: 18 / 11 us slower per layer at 1 / 4 tokens, 1 / 10 /
+  // 14 / 160 us faster at 16 / 32 / 64 / 128).
+  static constexpr int64_t kMlaWideMinTokens = 16;
   // Fewest keys per split of the 64-heads-per-block kernel: each block stages its token's 64
   // query rows (74 KB at L = 576), as many bytes as 64 keys.
   static constexpr int64_t kMlaWideMinSplit = 128;

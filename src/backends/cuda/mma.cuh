@@ -21,6 +21,25 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// Four 8x8 bf16 matrices: thread 8m + r gives the address of row r of matrix m, and register m
+// of thread (g, c) gets row g, columns 2c and 2c + 1 of matrix m (a fragment register). One
+// instruction where four 32-bit shared loads would do.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3,
+                                            const bf16* p) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(a));
+}
+
+// The A fragment of rows [0, 16) x columns [k, k + 16) of a row-major bf16 tile with row stride
+// ld (elements): matrices (rows 0-7, cols k), (rows 8-15, k), (0-7, k + 8), (8-15, k + 8).
+__device__ __forceinline__ void ldmatrix_a(uint32_t& a0, uint32_t& a1, uint32_t& a2, uint32_t& a3,
+                                           const bf16* tile, int ld, int k, int lane) {
+  ldmatrix_x4(a0, a1, a2, a3,
+              tile + ((lane & 7) + ((lane >> 3) & 1) * 8) * ld + k + (lane >> 4) * 8);
+}
+
 // Four 8x8 bf16 matrices, transposed: thread 8m + r gives the address of row r of matrix m.
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t& r0, uint32_t& r1, uint32_t& r2,
                                                   uint32_t& r3, const bf16* p) {
