@@ -90,7 +90,7 @@ if [ "${SPEC:-1}" = "1" ]; then
   identical glm52-deterministic 8 spec_glm52_det
   # Cost side on real shapes: simulated acceptance, per-phase round times.
   step spec_glm52 "${SPEC_TIMEOUT:-150}" "$CARRY/tandem" bench-offline --device cuda --load-format dummy \
-    --preset glm5.2 --num-layers 4 --num-prompts 32 --prompt-tokens 1024 --max-new-tokens 48 \
+    --preset glm5.2 --num-layers 4 --num-prompts 64 --prompt-tokens 1024 --max-new-tokens 48 \
     --concurrency 1,8,32 --simulate-accept-length 2.4 --profile-spec-phases
   # Three more MoE layers (7 = 3 dense + 4 MoE, ~100 GB): the per-MoE-layer increments of the
   # plain step and of each round phase, for extrapolating to the full 78-layer model.

@@ -40,22 +40,25 @@ __global__ void rms_norm_kernel(const T* x, int64_t xs, const float* w, float ep
 // The same for bf16 rows of a multiple of 8 elements on 16-byte boundaries: 16-byte loads and
 // stores, eight elements per thread per step. A decode step's norms are single rows; the scalar
 // kernel spent 6.5 us on one 6144-wide row, mostly issuing loads. Rows of at most
-// NV * 8 * blockDim elements are held in registers (rms_norm_reg_kernel): the row and the weights
-// are loaded in one round trip before the reduction, not re-read after it (5 -> 3 us at 6144).
-template <int NV>
-__global__ void rms_norm_reg_kernel(const bf16* x, int64_t xs, const float* w, float eps, bf16* out,
-                                    int64_t os, int64_t D) {
+// NV * 8 * blockDim elements are held in registers: the row and the weights are loaded in one
+// round trip before the reduction, not re-read after it (5 -> 3 us at 6144).
+// ADD: first x = bf16(x + b), written back (add_rms_norm), then the norm of the rounded sums, so
+// the result is bit for bit add then rms_norm, one launch and one pass over the row.
+template <int NV, bool ADD>
+__global__ void rms_norm_reg_kernel(bf16* x, int64_t xs, const bf16* b, int64_t bs, const float* w,
+                                    float eps, bf16* out, int64_t os, int64_t D) {
   pdl_wait();
   __shared__ float red[32];
-  const bf16* r = x + blockIdx.x * xs;
+  bf16* r = x + blockIdx.x * xs;
   const int64_t i0 = threadIdx.x * 8, step = blockDim.x * 8;
-  uint4 xv[NV];
+  uint4 xv[NV], dv[NV];
   float4 w0[NV], w1[NV];
 #pragma unroll
   for (int v = 0; v < NV; ++v) {
     const int64_t i = i0 + v * step;
     if (i < D) {
       xv[v] = *reinterpret_cast<const uint4*>(r + i);
+      if constexpr (ADD) dv[v] = *reinterpret_cast<const uint4*>(b + blockIdx.x * bs + i);
       w0[v] = *reinterpret_cast<const float4*>(w + i);
       w1[v] = *reinterpret_cast<const float4*>(w + i + 4);
     }
@@ -63,9 +66,20 @@ __global__ void rms_norm_reg_kernel(const bf16* x, int64_t xs, const float* w, f
   float ss = 0.f;  // the same order as rms_norm_vec_kernel: ascending i, then j
 #pragma unroll
   for (int v = 0; v < NV; ++v) {
-    if (i0 + v * step >= D) break;
+    const int64_t i = i0 + v * step;
+    if (i >= D) break;
     float f[8];
     bf16x8_to_f(xv[v], f);
+    if constexpr (ADD) {
+      float g[8];
+      bf16x8_to_f(dv[v], g);
+      __nv_bfloat162* s2 = reinterpret_cast<__nv_bfloat162*>(&xv[v]);
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        s2[j] = __floats2bfloat162_rn(f[2 * j] + g[2 * j], f[2 * j + 1] + g[2 * j + 1]);
+      *reinterpret_cast<uint4*>(r + i) = xv[v];
+      bf16x8_to_f(xv[v], f);
+    }
 #pragma unroll
     for (int j = 0; j < 8; ++j) ss += f[j] * f[j];
   }
@@ -88,63 +102,17 @@ __global__ void rms_norm_reg_kernel(const bf16* x, int64_t xs, const float* w, f
   }
 }
 
-// h = bf16(h + b) written back, then out = rms_norm(h): rms_norm_reg_kernel over the rounded
-// sums, so the result is bit for bit add then rms_norm, one launch and one pass over the row.
-template <int NV>
-__global__ void add_rms_norm_reg_kernel(bf16* h, int64_t hs, const bf16* b, int64_t bs,
-                                        const float* w, float eps, bf16* out, int64_t os,
-                                        int64_t D) {
-  pdl_wait();
-  __shared__ float red[32];
-  bf16* r = h + blockIdx.x * hs;
-  const bf16* d = b + blockIdx.x * bs;
-  const int64_t i0 = threadIdx.x * 8, step = blockDim.x * 8;
-  uint4 xv[NV], dv[NV];
-  float4 w0[NV], w1[NV];
-#pragma unroll
-  for (int v = 0; v < NV; ++v) {
-    const int64_t i = i0 + v * step;
-    if (i < D) {
-      xv[v] = *reinterpret_cast<const uint4*>(r + i);
-      dv[v] = *reinterpret_cast<const uint4*>(d + i);
-      w0[v] = *reinterpret_cast<const float4*>(w + i);
-      w1[v] = *reinterpret_cast<const float4*>(w + i + 4);
-    }
-  }
-  float ss = 0.f;
-#pragma unroll
-  for (int v = 0; v < NV; ++v) {
-    const int64_t i = i0 + v * step;
-    if (i >= D) break;
-    float f[8], g[8];
-    bf16x8_to_f(xv[v], f);
-    bf16x8_to_f(dv[v], g);
-    __nv_bfloat162* s2 = reinterpret_cast<__nv_bfloat162*>(&xv[v]);
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      s2[j] = __floats2bfloat162_rn(f[2 * j] + g[2 * j], f[2 * j + 1] + g[2 * j + 1]);
-    *reinterpret_cast<uint4*>(r + i) = xv[v];
-    bf16x8_to_f(xv[v], f);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) ss += f[j] * f[j];
-  }
-  ss = block_sum(ss, red);
-  const float inv = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
-#pragma unroll
-  for (int v = 0; v < NV; ++v) {
-    const int64_t i = i0 + v * step;
-    if (i >= D) break;
-    float f[8];
-    bf16x8_to_f(xv[v], f);
-    const float wv[8] = {w0[v].x, w0[v].y, w0[v].z, w0[v].w, w1[v].x, w1[v].y, w1[v].z, w1[v].w};
-    uint4 o;
-    __nv_bfloat162* o2 = reinterpret_cast<__nv_bfloat162*>(&o);
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      o2[j] =
-          __floats2bfloat162_rn(wv[2 * j] * (f[2 * j] * inv), wv[2 * j + 1] * (f[2 * j + 1] * inv));
-    *reinterpret_cast<uint4*>(out + blockIdx.x * os + i) = o;
-  }
+// rms_norm_reg_kernel<nv, ADD> for nv = 1, 2 or 3-4 vectors per thread.
+template <bool ADD>
+void launch_rms_norm_reg(int64_t nv, int64_t T, unsigned threads, cudaStream_t s, bf16* x,
+                         int64_t xs, const bf16* b, int64_t bs, const float* w, float eps,
+                         bf16* out, int64_t os, int64_t D) {
+  if (nv == 1)
+    launch(rms_norm_reg_kernel<1, ADD>, T, threads, 0, s, x, xs, b, bs, w, eps, out, os, D);
+  else if (nv == 2)
+    launch(rms_norm_reg_kernel<2, ADD>, T, threads, 0, s, x, xs, b, bs, w, eps, out, os, D);
+  else
+    launch(rms_norm_reg_kernel<4, ADD>, T, threads, 0, s, x, xs, b, bs, w, eps, out, os, D);
 }
 
 __global__ void rms_norm_vec_kernel(const bf16* x, int64_t xs, const float* w, float eps, bf16* out,
@@ -456,12 +424,9 @@ void rms_norm(const void* x, int64_t xs, const float* w, float eps, void* out, i
     const int64_t nv = (D + threads * 8 - 1) / (threads * 8);  // 16-byte vectors per thread
     const auto* xb = static_cast<const bf16*>(x);
     auto* ob = static_cast<bf16*>(out);
-    if (nv == 1)
-      launch(rms_norm_reg_kernel<1>, T, threads, 0, s, xb, xs, w, eps, ob, os, D);
-    else if (nv == 2)
-      launch(rms_norm_reg_kernel<2>, T, threads, 0, s, xb, xs, w, eps, ob, os, D);
-    else if (nv <= 4)
-      launch(rms_norm_reg_kernel<4>, T, threads, 0, s, xb, xs, w, eps, ob, os, D);
+    if (nv <= 4)  // x is only read (no ADD)
+      launch_rms_norm_reg<false>(nv, T, threads, s, const_cast<bf16*>(xb), xs, nullptr, 0, w, eps,
+                                 ob, os, D);
     else
       launch(rms_norm_vec_kernel, T, threads, 0, s, xb, xs, w, eps, ob, os, D);
   } else if (dt == DT::BF16)
@@ -482,15 +447,9 @@ bool add_rms_norm(void* h, int64_t hs, const void* b, int64_t bs, const float* w
   const int64_t nv = (D + threads * 8 - 1) / (threads * 8);
   if (nv > 4) return false;
   if (T == 0) return true;
-  auto* hb = static_cast<bf16*>(h);
-  const auto* bb = static_cast<const bf16*>(b);
-  auto* ob = static_cast<bf16*>(out);
-  if (nv == 1)
-    launch(add_rms_norm_reg_kernel<1>, T, threads, 0, s, hb, hs, bb, bs, w, eps, ob, os, D);
-  else if (nv == 2)
-    launch(add_rms_norm_reg_kernel<2>, T, threads, 0, s, hb, hs, bb, bs, w, eps, ob, os, D);
-  else
-    launch(add_rms_norm_reg_kernel<4>, T, threads, 0, s, hb, hs, bb, bs, w, eps, ob, os, D);
+  launch_rms_norm_reg<true>(nv, T, threads, s, static_cast<bf16*>(h), hs,
+                            static_cast<const bf16*>(b), bs, w, eps, static_cast<bf16*>(out), os,
+                            D);
   return true;
 }
 
