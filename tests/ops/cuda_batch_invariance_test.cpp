@@ -225,7 +225,7 @@ TEST_F(CudaOps, MoeExpertsRowsAreBatchInvariant) {
                            << " differs from T=" << Tmax;
       }
     }
-  cuda::cuda_backend()->set_moe_tensor_cores(true);
+  cuda::cuda_backend()->set_moe_tensor_cores(-1);
 }
 
 }  // namespace

@@ -496,7 +496,7 @@ TEST_F(CudaOps, MoeExpertsDeviceAndHostPaths) {
       expect_close(ops::moe_experts(gpu_ws_, x.gpu, gu.gpu, dn.gpu, rg), want, kMoe,
                    tc ? "moe_experts" : "moe_experts (simt)", what);
     }
-    cuda::cuda_backend()->set_moe_tensor_cores(true);
+    cuda::cuda_backend()->set_moe_tensor_cores(-1);
   }
 }
 

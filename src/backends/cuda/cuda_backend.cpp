@@ -93,7 +93,8 @@ CudaBackend::CudaBackend() : lt_(std::make_unique<LtGemm>()) {
   };
   side_stream_on_ = !off("TANDEM_SIDE_STREAM");
   last_block_reduce_ = !off("TANDEM_SKINNY_LAST_BLOCK_REDUCE");
-  moe_tensor_cores_ = !off("TANDEM_MOE_TENSOR_CORES");
+  if (const char* v = std::getenv("TANDEM_MOE_TENSOR_CORES"); v && *v)
+    moe_tc_mode_ = std::atoi(v) != 0;
   if (const char* v = std::getenv("TANDEM_MLA_MIN_SPLIT")) mla_min_split_ = std::atoll(v);
   if (const char* v = std::getenv("TANDEM_MLA_WIDE"); v && *v) mla_wide_mode_ = std::atoi(v) != 0;
   for (int*& c : split_counters_) {
@@ -651,6 +652,11 @@ void CudaBackend::moe_route(const Tensor& logits, const Tensor& bias, const Rout
   TD_CUDA_LAUNCH_CHECK();
 }
 
+bool CudaBackend::moe_tensor_cores(int64_t pairs, int64_t experts) const {
+  if (moe_tc_mode_ >= 0) return moe_tc_mode_ == 1;
+  return deterministic_ || pairs >= kMoeTensorCoreRowsPerExpert * experts;
+}
+
 void CudaBackend::moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down,
                               const Tensor& idx, const Tensor& weights, Tensor& out) {
   const char* op = "moe_experts";
@@ -714,7 +720,7 @@ void CudaBackend::moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor
   TD_CUDA_LAUNCH_CHECK();
   if (!host_path) {
     const int64_t max_active = std::min(E, P);
-    if (moe_tensor_cores_ && k::moe_mma_applies(I, D)) {
+    if (k::moe_mma_applies(I, D) && moe_tensor_cores(P, E)) {
       k::moe_gate_up_mma(x.raw(), x.stride(0), kk, gate_up.raw(), counts, offsets, perm, active,
                          num_active, max_active, I, D, h, stream_);
       TD_CUDA_LAUNCH_CHECK();

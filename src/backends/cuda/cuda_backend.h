@@ -92,10 +92,13 @@ class CudaBackend final : public Backend {
   // kernels (also: TANDEM_MLA_SIMT=1).
   void set_mla_tensor_cores(bool on) { mla_tensor_cores_ = on; }
   bool mla_tensor_cores() const { return mla_tensor_cores_; }
-  // moe_experts' graph-path expert GEMMs on the tensor cores (default, where the shapes allow)
-  // or the SIMT kernels (also: TANDEM_MOE_TENSOR_CORES=0).
-  void set_moe_tensor_cores(bool on) { moe_tensor_cores_ = on; }
-  bool moe_tensor_cores() const { return moe_tensor_cores_; }
+  // Which expert kernels moe_experts' device path runs (where the shapes allow the tensor-core
+  // ones): mode 1 the tensor-core kernels, 0 the SIMT ones, -1 (default) the tensor-core
+  // kernels from kMoeTensorCoreRowsPerExpert rows per expert on average, and always in
+  // deterministic mode (the choice must not depend on the token count there). Also
+  // TANDEM_MOE_TENSOR_CORES=0 / 1.
+  void set_moe_tensor_cores(int mode) { moe_tc_mode_ = mode; }
+  bool moe_tensor_cores(int64_t pairs, int64_t experts) const;
 
   // The side branch runs on a second stream, forked from and joined to the current one with
   // events (graph-capturable: the branch becomes a parallel path of the captured graph). Its
@@ -127,6 +130,11 @@ class CudaBackend final : public Backend {
   static constexpr int64_t kMlaWideMinSplit = 128;
   // Rows per expert (on average) from which moe_experts runs cuBLASLt per expert (host sync).
   static constexpr int64_t kMoeHostPathRowsPerExpert = 32;
+  // Rows per expert (on average) from which the device path runs the tensor-core expert kernels
+  // in default mode. Below it the SIMT kernels read the weights faster (H200, GLM-5.2 MoE layer:
+  // 740 against 774 us at 4 tokens, 1266 against 1335 at 8), from it the tensor-core ones (3306
+  // against 3373 us at 32 tokens, 5226 against 7473 at 128).
+  static constexpr int64_t kMoeTensorCoreRowsPerExpert = 1;
 
  private:
   // Scratch for one op's intermediates, valid until the next op is enqueued.
@@ -142,7 +150,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   int num_sms_ = 132;
   bool mla_tensor_cores_ = true;
-  bool moe_tensor_cores_ = true;
+  int moe_tc_mode_ = -1;  // TANDEM_MOE_TENSOR_CORES: -1 automatic, 0 off, 1 on
   bool deterministic_ = false;
   std::unique_ptr<LtGemm> lt_;
   // Scratch of the main line [0] and of the side branch [1].
