@@ -59,9 +59,7 @@ struct WeightRows {
   int64_t tile, row8;
 };
 
-// x_rows[n]: activation row 8n + g at element 16c, null when that row does not exist (zeros).
-__device__ __forceinline__ void load_chunk(Frag& f, const WeightRows& wr,
-                                           const bf16* const (&x_rows)[2], int64_t k0, int ntiles) {
+__device__ __forceinline__ void load_w(Frag& f, const WeightRows& wr, int64_t k0) {
 #pragma unroll
   for (int t = 0; t < 2; ++t)
 #pragma unroll
@@ -70,6 +68,11 @@ __device__ __forceinline__ void load_chunk(Frag& f, const WeightRows& wr,
       f.w[t][r][0] = ld_stream(p);
       f.w[t][r][1] = ld_stream(p + 8);
     }
+}
+
+// x_rows[n]: activation row 8n + g at element 16c, null when that row does not exist (zeros).
+__device__ __forceinline__ void load_x(Frag& f, const bf16* const (&x_rows)[2], int64_t k0,
+                                       int ntiles) {
 #pragma unroll
   for (int n = 0; n < 2; ++n) {
     if (n < ntiles && x_rows[n]) {
@@ -79,6 +82,12 @@ __device__ __forceinline__ void load_chunk(Frag& f, const WeightRows& wr,
       f.x[n][0] = f.x[n][1] = make_uint4(0, 0, 0, 0);
     }
   }
+}
+
+__device__ __forceinline__ void load_chunk(Frag& f, const WeightRows& wr,
+                                           const bf16* const (&x_rows)[2], int64_t k0, int ntiles) {
+  load_w(f, wr, k0);
+  load_x(f, x_rows, k0, ntiles);
 }
 
 __device__ __forceinline__ void mma_chunk(Acc& acc, const Frag& f, int ntiles) {
@@ -97,14 +106,18 @@ __device__ __forceinline__ void mma_chunk(Acc& acc, const Frag& f, int ntiles) {
 }
 
 // This warp's share of one pass: acc[t][n] += W_t[16 rows, its chunks] . X[8n + 8 rows]^T, the
-// next chunk's loads in flight while the current one multiplies.
-__device__ __forceinline__ void warp_pass(Acc& acc, const WeightRows& w_rows,
+// next chunk's loads in flight while the current one multiplies. a_has_w: a already holds the
+// weights of the warp's first chunk (issued before the token rows were looked up).
+__device__ __forceinline__ void warp_pass(Acc& acc, Frag& a, bool a_has_w, const WeightRows& w_rows,
                                           const bf16* const (&x_rows)[2], int64_t K, int ntiles,
                                           int warp) {
   const int64_t nch = K / kChunk;
-  Frag a, b;
+  Frag b;
   int64_t ch = warp;
-  if (ch < nch) load_chunk(a, w_rows, x_rows, ch * kChunk, ntiles);
+  if (ch < nch) {
+    if (!a_has_w) load_w(a, w_rows, ch * kChunk);
+    load_x(a, x_rows, ch * kChunk, ntiles);
+  }
   for (; ch < nch; ch += 2 * kWarps) {
     const bool more = ch + kWarps < nch;
     if (more) load_chunk(b, w_rows, x_rows, (ch + kWarps) * kChunk, ntiles);
@@ -150,11 +163,15 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ float red[kWarps * 2 * 256];
   if (static_cast<int>(blockIdx.y) >= *num_active) return;  // uniform over the block
   const int e = active[blockIdx.y];
-  const int n = counts[e], off = offsets[e];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * 16;
   const WeightRows w_rows{gu + (static_cast<int64_t>(e) * 2 * I + i0 + g) * D + 16 * c, I * D,
                           8 * D};
+  // The first chunk's weights go out before the row count and the token rows are looked up
+  // (two more dependent loads): at one row per expert that wait is a visible part of a block.
+  Frag a;
+  if (warp < D / kChunk) load_w(a, w_rows, warp * kChunk);
+  const int n = counts[e], off = offsets[e];
   for (int m0 = 0; m0 < n; m0 += kPassRows) {
     const int rows = min(kPassRows, n - m0), ntiles = (rows + 7) / 8;
     const bf16* x_rows[2];
@@ -165,7 +182,7 @@ __global__ void __launch_bounds__(kThreads, 2)
           m < rows ? x + static_cast<int64_t>(perm[off + m0 + m] / k) * xs + 16 * c : nullptr;
     }
     Acc acc = {};
-    warp_pass(acc, w_rows, x_rows, D, ntiles, warp);
+    warp_pass(acc, a, m0 == 0, w_rows, x_rows, D, ntiles, warp);
     stash(red, acc, warp, lane);
     {
       const int row = tid & 15, col = tid >> 4;  // 16 consecutive i per output row
@@ -189,11 +206,13 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ float red[kWarps * 2 * 256];
   if (static_cast<int>(blockIdx.y) >= *num_active) return;
   const int e = active[blockIdx.y];
-  const int n = counts[e], off = offsets[e];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
   const int64_t d0 = static_cast<int64_t>(blockIdx.x) * 32;
   const WeightRows w_rows{down + (static_cast<int64_t>(e) * D + d0 + g) * I + 16 * c, 16 * I,
                           8 * I};
+  Frag a;  // as in moe_gate_up_mma_kernel
+  if (warp < I / kChunk) load_w(a, w_rows, warp * kChunk);
+  const int n = counts[e], off = offsets[e];
   for (int m0 = 0; m0 < n; m0 += kPassRows) {
     const int rows = min(kPassRows, n - m0), ntiles = (rows + 7) / 8;
     const bf16* x_rows[2];
@@ -203,7 +222,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       x_rows[t] = m < rows ? h + static_cast<int64_t>(off + m0 + m) * I + 16 * c : nullptr;
     }
     Acc acc = {};
-    warp_pass(acc, w_rows, x_rows, I, ntiles, warp);
+    warp_pass(acc, a, m0 == 0, w_rows, x_rows, I, ntiles, warp);
     stash(red, acc, warp, lane);
     {
       const int row = tid & 15, col = tid >> 4;
