@@ -49,11 +49,10 @@ __global__ void __launch_bounds__(kDecodeThreads) mla_decode_kernel(MlaDecodePar
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int seq = p.meta.token_seq[t];
   const int64_t pos = p.meta.token_pos[t];
-  const int64_t range = p.topk ? p.topk_k : pos + 1;
-  const int64_t it0 = static_cast<int64_t>(split) * p.split_len;
   // The last split takes everything left, so a plan made from an understated max length still
   // covers every key.
-  const int64_t it1 = split == p.num_splits - 1 ? range : min64(range, it0 + p.split_len);
+  const SplitRange sr = split_range(p, t, pos, split, NK);
+  const int64_t it0 = sr.it0, it1 = sr.it1;
   const int vpr = static_cast<int>(p.L / 8);
   const bf16* q = static_cast<const bf16*>(p.q);
   const bf16* pool = static_cast<const bf16*>(p.pool);

@@ -81,10 +81,9 @@ __global__ void __launch_bounds__(kThreads, 2) mla_decode_mma_kernel(MlaDecodePa
 
   const int seq = p.meta.token_seq[t];
   const int64_t pos = p.meta.token_pos[t];
-  const int64_t range = p.topk ? p.topk_k : pos + 1;
-  const int64_t it0 = static_cast<int64_t>(split) * p.split_len;
-  const int64_t it1 = split == p.num_splits - 1 ? range : min64(range, it0 + p.split_len);
-  const int nchunks = it1 > it0 ? static_cast<int>((it1 - it0 + NK - 1) / NK) : 0;
+  const SplitRange sr = split_range(p, t, pos, split, NK);
+  const int64_t it0 = sr.it0, it1 = sr.it1;
+  const int nchunks = sr.nchunks;
 
   // Key j of chunk ci: its position (-1: past the split's end, or a -1 top-k entry), then its
   // cache slot (-1: no key).

@@ -76,10 +76,9 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
 
   const int seq = p.meta.token_seq[t];
   const int64_t pos = p.meta.token_pos[t];
-  const int64_t range = p.topk ? p.topk_k : pos + 1;
-  const int64_t it0 = static_cast<int64_t>(split) * p.split_len;
-  const int64_t it1 = split == p.num_splits - 1 ? range : min64(range, it0 + p.split_len);
-  const int nchunks = it1 > it0 ? static_cast<int>((it1 - it0 + WK - 1) / WK) : 0;
+  const SplitRange sr = split_range(p, t, pos, split, WK);
+  const int64_t it0 = sr.it0, it1 = sr.it1;
+  const int nchunks = sr.nchunks;
 
   // Span s's lookups: entry e = r * 256 + tid is key e % 32 of chunk e / 32 (= 8 r + warp), so a
   // warp's ballot is that chunk's key bits. The loads are issued here and land where the

@@ -142,6 +142,22 @@ __device__ __forceinline__ int64_t paged_slot(const PagedMeta& m, int seq, int64
 __host__ __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) {
   return a < b ? a : b;
 }
+
+// The key-list entries [it0, it1) of one mla_decode split of token t (at position pos) and their
+// number of chunks of `chunk` entries; the last split runs to the end of the token's list.
+struct SplitRange {
+  int64_t it0, it1;
+  int nchunks;
+};
+__device__ __forceinline__ SplitRange split_range(const MlaDecodeParams& p, int t, int64_t pos,
+                                                  int split, int chunk) {
+  const int64_t range = p.topk ? p.topk_k : pos + 1;
+  SplitRange r;
+  r.it0 = static_cast<int64_t>(split) * p.split_len;
+  r.it1 = split == p.num_splits - 1 ? range : min64(range, r.it0 + p.split_len);
+  r.nchunks = r.it1 > r.it0 ? static_cast<int>((r.it1 - r.it0 + chunk - 1) / chunk) : 0;
+  return r;
+}
 __host__ __device__ __forceinline__ int64_t max64(int64_t a, int64_t b) {
   return a > b ? a : b;
 }

@@ -153,6 +153,36 @@ __device__ __forceinline__ float reduce(const float* red, int t, int row, int co
   return s;
 }
 
+// The passes of one block over its expert's rows, shared by both kernels. The first chunk's
+// weights go out before the expert's row count and rows are looked up (two more dependent
+// loads): at one row per expert that wait is a visible part of a block's life. row(s): sorted
+// row s's activations at element 16c; store(s, r, v0, v1): output row r of tiles 0 and 1 for
+// sorted row s.
+template <typename RowFn, typename StoreFn>
+__device__ __forceinline__ void expert_passes(float* red, const WeightRows& w_rows, int64_t K,
+                                              int e, const int32_t* counts, const int32_t* offsets,
+                                              RowFn row, StoreFn store) {
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2;
+  Frag a;
+  if (warp < K / kChunk) load_w(a, w_rows, warp * kChunk);
+  const int n = counts[e], off = offsets[e];
+  for (int m0 = 0; m0 < n; m0 += kPassRows) {
+    const int rows = min(kPassRows, n - m0), ntiles = (rows + 7) / 8;
+    const bf16* x_rows[2];
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      const int m = 8 * t + g;
+      x_rows[t] = m < rows ? row(off + m0 + m) : nullptr;
+    }
+    Acc acc = {};
+    warp_pass(acc, a, m0 == 0, w_rows, x_rows, K, ntiles, warp);
+    stash(red, acc, warp, lane);
+    const int r = tid & 15, col = tid >> 4;  // 16 consecutive output rows per token row
+    if (col < rows) store(off + m0 + col, r, reduce(red, 0, r, col), reduce(red, 1, r, col));
+    __syncthreads();  // red is rewritten by the next pass
+  }
+}
+
 // grid (I / 16, max_active): tile 0 = gate rows [16 bx, 16 bx + 16), tile 1 = the same up rows;
 // h[sorted, i] = silu(gate) * up.
 __global__ void __launch_bounds__(kThreads, 2)
@@ -163,37 +193,16 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ float red[kWarps * 2 * 256];
   if (static_cast<int>(blockIdx.y) >= *num_active) return;  // uniform over the block
   const int e = active[blockIdx.y];
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+  const int g = (threadIdx.x & 31) >> 2, c = threadIdx.x & 3;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * 16;
   const WeightRows w_rows{gu + (static_cast<int64_t>(e) * 2 * I + i0 + g) * D + 16 * c, I * D,
                           8 * D};
-  // The first chunk's weights go out before the row count and the token rows are looked up
-  // (two more dependent loads): at one row per expert that wait is a visible part of a block.
-  Frag a;
-  if (warp < D / kChunk) load_w(a, w_rows, warp * kChunk);
-  const int n = counts[e], off = offsets[e];
-  for (int m0 = 0; m0 < n; m0 += kPassRows) {
-    const int rows = min(kPassRows, n - m0), ntiles = (rows + 7) / 8;
-    const bf16* x_rows[2];
-#pragma unroll
-    for (int t = 0; t < 2; ++t) {
-      const int m = 8 * t + g;
-      x_rows[t] =
-          m < rows ? x + static_cast<int64_t>(perm[off + m0 + m] / k) * xs + 16 * c : nullptr;
-    }
-    Acc acc = {};
-    warp_pass(acc, a, m0 == 0, w_rows, x_rows, D, ntiles, warp);
-    stash(red, acc, warp, lane);
-    {
-      const int row = tid & 15, col = tid >> 4;  // 16 consecutive i per output row
-      if (col < rows) {
-        const float gv = reduce(red, 0, row, col), uv = reduce(red, 1, row, col);
-        h[static_cast<int64_t>(off + m0 + col) * I + i0 + row] =
-            from_f<bf16>(gv / (1.0f + expf(-gv)) * uv);
-      }
-    }
-    __syncthreads();  // red is rewritten by the next pass
-  }
+  expert_passes(
+      red, w_rows, D, e, counts, offsets,
+      [&](int s) { return x + static_cast<int64_t>(perm[s] / k) * xs + 16 * c; },
+      [&](int s, int r, float gv, float uv) {
+        h[static_cast<int64_t>(s) * I + i0 + r] = from_f<bf16>(gv / (1.0f + expf(-gv)) * uv);
+      });
 }
 
 // grid (D / 32, max_active): tiles = output rows [32 bx, 32 bx + 16) and [32 bx + 16, 32 bx + 32);
@@ -206,34 +215,18 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ float red[kWarps * 2 * 256];
   if (static_cast<int>(blockIdx.y) >= *num_active) return;
   const int e = active[blockIdx.y];
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+  const int g = (threadIdx.x & 31) >> 2, c = threadIdx.x & 3;
   const int64_t d0 = static_cast<int64_t>(blockIdx.x) * 32;
   const WeightRows w_rows{down + (static_cast<int64_t>(e) * D + d0 + g) * I + 16 * c, 16 * I,
                           8 * I};
-  Frag a;  // as in moe_gate_up_mma_kernel
-  if (warp < I / kChunk) load_w(a, w_rows, warp * kChunk);
-  const int n = counts[e], off = offsets[e];
-  for (int m0 = 0; m0 < n; m0 += kPassRows) {
-    const int rows = min(kPassRows, n - m0), ntiles = (rows + 7) / 8;
-    const bf16* x_rows[2];
-#pragma unroll
-    for (int t = 0; t < 2; ++t) {
-      const int m = 8 * t + g;
-      x_rows[t] = m < rows ? h + static_cast<int64_t>(off + m0 + m) * I + 16 * c : nullptr;
-    }
-    Acc acc = {};
-    warp_pass(acc, a, m0 == 0, w_rows, x_rows, I, ntiles, warp);
-    stash(red, acc, warp, lane);
-    {
-      const int row = tid & 15, col = tid >> 4;
-      if (col < rows) {
-        float* yr = y + static_cast<int64_t>(off + m0 + col) * D + d0;
-        yr[row] = reduce(red, 0, row, col);
-        yr[16 + row] = reduce(red, 1, row, col);
-      }
-    }
-    __syncthreads();
-  }
+  expert_passes(
+      red, w_rows, I, e, counts, offsets,
+      [&](int s) { return h + static_cast<int64_t>(s) * I + 16 * c; },
+      [&](int s, int r, float v0, float v1) {
+        float* yr = y + static_cast<int64_t>(s) * D + d0;
+        yr[r] = v0;
+        yr[16 + r] = v1;
+      });
 }
 
 }  // namespace
