@@ -37,6 +37,20 @@ __global__ void rms_norm_kernel(const T* x, int64_t xs, const float* w, float ep
     out[blockIdx.x * os + i] = from_f<T>(w[i] * (to_f(r[i]) * inv));
 }
 
+// out[j] = bf16(w[j] * (f[j] * inv)) for 8 elements, one 16-byte store (w = w0 | w1): the last
+// step of every vectorized RMSNorm kernel.
+__device__ __forceinline__ void store_normed8(bf16* out, const float* f, const float4& w0,
+                                              const float4& w1, float inv) {
+  const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+  uint4 o;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&o);
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    h[j] =
+        __floats2bfloat162_rn(wv[2 * j] * (f[2 * j] * inv), wv[2 * j + 1] * (f[2 * j + 1] * inv));
+  *reinterpret_cast<uint4*>(out) = o;
+}
+
 // The same for bf16 rows of a multiple of 8 elements on 16-byte boundaries: 16-byte loads and
 // stores, eight elements per thread per step. A decode step's norms are single rows; the scalar
 // kernel spent 6.5 us on one 6144-wide row, mostly issuing loads. Rows of at most
@@ -91,14 +105,7 @@ __global__ void rms_norm_reg_kernel(bf16* x, int64_t xs, const bf16* b, int64_t 
     if (i >= D) break;
     float f[8];
     bf16x8_to_f(xv[v], f);
-    const float wv[8] = {w0[v].x, w0[v].y, w0[v].z, w0[v].w, w1[v].x, w1[v].y, w1[v].z, w1[v].w};
-    uint4 o;
-    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&o);
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      h[j] =
-          __floats2bfloat162_rn(wv[2 * j] * (f[2 * j] * inv), wv[2 * j + 1] * (f[2 * j + 1] * inv));
-    *reinterpret_cast<uint4*>(out + blockIdx.x * os + i) = o;
+    store_normed8(out + blockIdx.x * os + i, f, w0[v], w1[v], inv);
   }
 }
 
@@ -132,16 +139,8 @@ __global__ void rms_norm_vec_kernel(const bf16* x, int64_t xs, const float* w, f
   for (int64_t i = threadIdx.x * 8; i < D; i += blockDim.x * 8) {
     float f[8];
     bf16x8_to_f(*reinterpret_cast<const uint4*>(r + i), f);
-    const float4 w0 = *reinterpret_cast<const float4*>(w + i);
-    const float4 w1 = *reinterpret_cast<const float4*>(w + i + 4);
-    const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-    uint4 o;
-    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&o);
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      h[j] =
-          __floats2bfloat162_rn(wv[2 * j] * (f[2 * j] * inv), wv[2 * j + 1] * (f[2 * j + 1] * inv));
-    *reinterpret_cast<uint4*>(out + blockIdx.x * os + i) = o;
+    store_normed8(out + blockIdx.x * os + i, f, *reinterpret_cast<const float4*>(w + i),
+                  *reinterpret_cast<const float4*>(w + i + 4), inv);
   }
 }
 
