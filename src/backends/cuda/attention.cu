@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(kDecodeThreads) mla_decode_kernel(MlaDecodePar
   const int64_t pos = p.meta.token_pos[t];
   // The last split takes everything left, so a plan made from an understated max length still
   // covers every key.
-  const SplitRange sr = split_range(p, t, pos, split, NK);
+  const SplitRange sr = split_range(p, pos, split, NK);
   const int64_t it0 = sr.it0, it1 = sr.it1;
   const int vpr = static_cast<int>(p.L / 8);
   const bf16* q = static_cast<const bf16*>(p.q);

@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(kThreads, 2) mla_decode_mma_kernel(MlaDecodePa
 
   const int seq = p.meta.token_seq[t];
   const int64_t pos = p.meta.token_pos[t];
-  const SplitRange sr = split_range(p, t, pos, split, NK);
+  const SplitRange sr = split_range(p, pos, split, NK);
   const int64_t it0 = sr.it0, it1 = sr.it1;
   const int nchunks = sr.nchunks;
 

@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
 
   const int seq = p.meta.token_seq[t];
   const int64_t pos = p.meta.token_pos[t];
-  const SplitRange sr = split_range(p, t, pos, split, WK);
+  const SplitRange sr = split_range(p, pos, split, WK);
   const int64_t it0 = sr.it0, it1 = sr.it1;
   const int nchunks = sr.nchunks;
 

@@ -143,14 +143,14 @@ __host__ __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) {
   return a < b ? a : b;
 }
 
-// The key-list entries [it0, it1) of one mla_decode split of token t (at position pos) and their
+// The key-list entries [it0, it1) of one mla_decode split of a token at position pos and their
 // number of chunks of `chunk` entries; the last split runs to the end of the token's list.
 struct SplitRange {
   int64_t it0, it1;
   int nchunks;
 };
-__device__ __forceinline__ SplitRange split_range(const MlaDecodeParams& p, int t, int64_t pos,
-                                                  int split, int chunk) {
+__device__ __forceinline__ SplitRange split_range(const MlaDecodeParams& p, int64_t pos, int split,
+                                                  int chunk) {
   const int64_t range = p.topk ? p.topk_k : pos + 1;
   SplitRange r;
   r.it0 = static_cast<int64_t>(split) * p.split_len;

@@ -199,7 +199,6 @@ struct MlaPrefillParams {
   int64_t T = 0, H = 0, dn = 0, dr = 0, dv = 0;
   float scale = 1.0f;
   bool tensor_cores = true;  // mma.sync kernel (attention_mma.cu); false: the SIMT kernel
-  bool wide = false;         // with tensor_cores: all 64 heads per block (attention_wide.cu)
 };
 void mla_prefill(const MlaPrefillParams& p, cudaStream_t s);
 void mla_prefill_mma(const MlaPrefillParams& p, cudaStream_t s);  // the tensor-core kernel only
