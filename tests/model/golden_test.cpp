@@ -23,9 +23,12 @@ std::vector<float> floats(const SafetensorsFile& f, const std::string& name) {
   return to_float_vector(f.tensor(name));
 }
 
-// fp32 on both sides: the engine must agree with transformers far inside 1e-3.
-constexpr double kTol = 1e-4;
-
+// fp32 on both sides. Measured on the CPU backend (x86-64, this build): whole-prompt logits
+// 5.4e-7 to 9.8e-7, MTP logits 5.8e-7 to 1.03e-6, hidden states 5.2e-7 to 9.0e-7, a single
+// position's logits up to 1.42e-6. Each tolerance leaves 5x-7x headroom over its measured worst;
+// the planted mutations in docs/testing.md ("Planted mutations") land at 1e-5 and above.
+constexpr double kTol = 5e-6;     // whole-prompt logits, hidden states, MTP logits
+constexpr double kRowTol = 1e-5;  // one position's logits
 TEST_P(Golden, PromptLogitsHiddenAndMtpMatchTransformers) {
   auto gold = SafetensorsFile::open(dir() + "/golden.safetensors");
   Harness h(dir(), 512);
@@ -43,14 +46,20 @@ TEST_P(Golden, PromptLogitsHiddenAndMtpMatchTransformers) {
                        << e;
     std::printf("  %s prompt %d (%lld tokens): logits rel err %.2e\n", GetParam().c_str(), p,
                 static_cast<long long>(n), e);
-    EXPECT_LT(rel_err(to_float_vector(r.hidden), floats(*gold, "hidden_" + std::to_string(p))),
-              kTol);
+    const double eh =
+        rel_err(to_float_vector(r.hidden), floats(*gold, "hidden_" + std::to_string(p)));
+    EXPECT_LT(eh, kTol) << GetParam() << " prompt " << p << ": hidden rel err " << eh;
     // Per position too, so one bad row cannot hide in the average.
+    double worst_row = 0;
     for (int64_t t = 0; t < n; ++t) {
       std::vector<float> a(logits.begin() + t * V, logits.begin() + (t + 1) * V);
       std::vector<float> b(want.begin() + t * V, want.begin() + (t + 1) * V);
-      EXPECT_LT(rel_err(a, b), kTol) << GetParam() << " prompt " << p << " position " << t;
+      const double er = rel_err(a, b);
+      worst_row = std::max(worst_row, er);
+      EXPECT_LT(er, kRowTol) << GetParam() << " prompt " << p << " position " << t;
     }
+    std::printf("  %s prompt %d: hidden rel err %.2e, worst position %.2e\n", GetParam().c_str(), p,
+                eh, worst_row);
 
     // MTP: position i pairs token x_{i+1} with the main model's hidden h_i.
     if (!gold->has("mtp_logits_" + std::to_string(p))) continue;

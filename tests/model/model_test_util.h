@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -27,14 +28,26 @@ inline std::string test_name(std::string s) {
   return s;
 }
 
-// ||a - b|| / ||b|| over all elements.
+// ||a - b|| / ||b|| over all elements. Outputs of different sizes, empty ones, a zero
+// reference or a NaN anywhere are test failures and give +inf, so a short or missing output can
+// never compare as error 0.
 inline double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size() || a.empty()) {
+    ADD_FAILURE() << "rel_err: sizes differ or are zero (got " << a.size() << ", want " << b.size()
+                  << ")";
+    return std::numeric_limits<double>::infinity();
+  }
   double num = 0, den = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
     den += static_cast<double>(b[i]) * b[i];
   }
-  return std::sqrt(num / std::max(den, 1e-30));
+  if (!std::isfinite(num) || !(den > 0)) {
+    ADD_FAILURE() << "rel_err: non-finite difference or all-zero reference (num " << num << ", den "
+                  << den << ")";
+    return std::numeric_limits<double>::infinity();
+  }
+  return std::sqrt(num / den);
 }
 
 // A model plus a cache big enough for a few sequences of `max_len` tokens.

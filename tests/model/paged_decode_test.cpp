@@ -33,6 +33,12 @@ std::vector<float> row(const std::vector<float>& v, int64_t r, int64_t V) {
   return {v.begin() + r * V, v.begin() + (r + 1) * V};
 }
 
+// Decode steps against a full recompute, worst over the 280 steps, measured on the CPU backend
+// (x86-64, this build): 1.18e-6 (tiny-glm5.2), 9.6e-7 (tiny-deepseek-v3.2), 1.01e-6
+// (tiny-deepseek-v3); ~4x headroom. (Chunked prefill is bitwise equal to one shot: checked
+// exactly below.)
+constexpr double kDecodeTol = 5e-6;
+
 class PagedDecode : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PagedDecode, FewHundredTokensMatchAFullRecompute) {
@@ -55,6 +61,7 @@ TEST_P(PagedDecode, FewHundredTokensMatchAFullRecompute) {
     r = h.run(ForwardMode::kDecode, pages, static_cast<int64_t>(seq.size()) - 1, {next}, false);
     step_logits.push_back(to_float_vector(r.logits));
   }
+  ASSERT_EQ(static_cast<int64_t>(step_logits.size()), total - 20);  // positions 19 .. 298
   auto pages2 = h.pages_for(total);
   ForwardResult full = h.run(ForwardMode::kExtend, pages2, 0, seq, true);
   const auto all = to_float_vector(full.logits);
@@ -63,7 +70,7 @@ TEST_P(PagedDecode, FewHundredTokensMatchAFullRecompute) {
     const int64_t pos = 19 + static_cast<int64_t>(s);
     const double e = rel_err(step_logits[s], row(all, pos, V));
     worst = std::max(worst, e);
-    EXPECT_LT(e, 1e-4) << GetParam() << ": decode step at position " << pos;
+    EXPECT_LT(e, kDecodeTol) << GetParam() << ": decode step at position " << pos;
   }
   std::printf("  %s: %zu decode steps vs full recompute, worst rel err %.2e\n", GetParam().c_str(),
               step_logits.size(), worst);
@@ -85,8 +92,17 @@ TEST_P(PagedDecode, ChunkedPrefillMatchesOneShot) {
   req.prefill_chunk = 7;
   const GenerateResult chunked = g.generate(req);
   EXPECT_EQ(whole.tokens, chunked.tokens);
-  for (size_t i = 0; i < whole.logits.size(); ++i)
-    EXPECT_LT(rel_err(chunked.logits[i], whole.logits[i]), 1e-5) << i;
+  ASSERT_EQ(whole.logits.size(), 12u);
+  ASSERT_EQ(chunked.logits.size(), whole.logits.size());
+  // Bitwise: the CPU backend computes each query row in a fixed order whatever the chunking
+  // (measured rel err 0 on all three presets).
+  for (size_t i = 0; i < whole.logits.size(); ++i) {
+    ASSERT_FALSE(whole.logits[i].empty()) << i;
+    ASSERT_EQ(chunked.logits[i].size(), whole.logits[i].size()) << i;
+    EXPECT_TRUE(chunked.logits[i] == whole.logits[i])
+        << GetParam() << ": step " << i << " rel err "
+        << rel_err(chunked.logits[i], whole.logits[i]);
+  }
 }
 
 // Decode and multi-token decode (the speculative verify shape) must give bitwise the logits a
