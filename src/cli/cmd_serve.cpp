@@ -65,6 +65,9 @@ Runner add_serve(CLI::App& app) {
                  "the markers), none, or a parser name such as glm45")
       ->capture_default_str();
   app.add_option("--api-key", a->api_key, "Require 'Authorization: Bearer <key>'");
+  app.add_option("--allowed-origins", a->allowed_origins,
+                 "Origins browsers may call from (CORS): a JSON list such as '[\"http://a.com\"]' "
+                 "or a comma-separated list; * allows any (default: none)");
   app.add_option("--http-threads", a->http_threads,
                  "HTTP worker threads (default: max(64, 2 x max-running-requests + 32))");
   app.add_option("--log-level", *log_level, "debug, info, warning or error");

@@ -165,9 +165,20 @@ double ModelConfig::softmax_scale() const {
 ModelConfig ModelConfig::from_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) fail("{}: cannot open config", path);
+  // Nesting is bounded while parsing: copying or dumping a value (as the error messages below
+  // do) is recursive in nlohmann::json, and a deep enough file would overflow the stack.
+  constexpr int kMaxDepth = 128;
+  struct TooDeep {};
   json j;
   try {
-    j = json::parse(in);
+    j = json::parse(in, [](int depth, json::parse_event_t e, json&) {
+      if ((e == json::parse_event_t::object_start || e == json::parse_event_t::array_start) &&
+          depth >= kMaxDepth)
+        throw TooDeep{};
+      return true;
+    });
+  } catch (const TooDeep&) {
+    fail("{}: JSON nested deeper than {} levels", path, kMaxDepth);
   } catch (const std::exception& e) {
     fail("{}: not valid JSON: {}", path, e.what());
   }

@@ -52,9 +52,22 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   f->data_ = bytes + 8 + header_len;
   const uint64_t data_size = size - 8 - header_len;
 
+  // A header is a few levels deep; nesting is bounded while parsing because dumping a value (as
+  // the error messages below do) is recursive in nlohmann::json.
+  constexpr int kMaxHeaderDepth = 128;
+  struct TooDeep {};
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(bytes + 8, bytes + 8 + header_len);
+    header = nlohmann::json::parse(bytes + 8, bytes + 8 + header_len,
+                                   [](int depth, nlohmann::json::parse_event_t e, nlohmann::json&) {
+                                     if ((e == nlohmann::json::parse_event_t::object_start ||
+                                          e == nlohmann::json::parse_event_t::array_start) &&
+                                         depth >= kMaxHeaderDepth)
+                                       throw TooDeep{};
+                                     return true;
+                                   });
+  } catch (const TooDeep&) {
+    fail("{}: header JSON nested deeper than {} levels", path, kMaxHeaderDepth);
   } catch (const std::exception& e) {
     fail("{}: header is not valid JSON: {}", path, e.what());
   }

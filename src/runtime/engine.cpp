@@ -151,7 +151,7 @@ struct Engine::Impl {
       throw InvalidArgument(
           fmt::format("max_new_tokens must be at least 1, got {}", r.max_new_tokens));
     const int64_t P = static_cast<int64_t>(r.prompt.size());
-    if (P + r.max_new_tokens > ctx_len)
+    if (r.max_new_tokens > ctx_len - P)  // not P + max_new_tokens, which can overflow
       throw InvalidArgument(fmt::format(
           "the prompt ({} tokens) plus max_new_tokens ({}) exceeds the context length ({})", P,
           r.max_new_tokens, ctx_len));

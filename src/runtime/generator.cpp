@@ -1,6 +1,7 @@
 #include "runtime/generator.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "core/error.h"
 #include "runtime/batch_builder.h"
@@ -31,7 +32,10 @@ GenerateResult Generator::generate(const GenerateRequest& req,
   for (int32_t id : req.prompt)
     if (id < 0 || id >= V)
       throw InvalidArgument(fmt::format("token id {} outside the vocabulary [0, {})", id, V));
-  const int64_t total = static_cast<int64_t>(req.prompt.size()) + req.max_new_tokens;
+  const int64_t prompt_len = static_cast<int64_t>(req.prompt.size());
+  if (req.max_new_tokens > INT64_MAX / 2 - prompt_len)  // prompt + max_new_tokens would overflow
+    throw InvalidArgument(fmt::format("max_new_tokens {} is too large", req.max_new_tokens));
+  const int64_t total = prompt_len + req.max_new_tokens;
   std::vector<int32_t> pages;
   if (!pages_.allocate(pages_for(total, page_size_), pages))
     throw InvalidArgument(

@@ -141,21 +141,27 @@ Generation::Generation(ServerState& st, std::vector<PromptInput> prompts, const 
   if (!st.ready()) throw ApiError(503, "The model is not loaded yet; retry shortly");
   Engine& engine = st.engine();
   const int64_t ctx = engine.context_length();
+  const int64_t vocab = engine.model_config().vocab_size;
   const bool reasoning = o.reasoning && st.reasoning_enabled() && p.separate_reasoning;
   std::vector<Request> requests;
   for (size_t pi = 0; pi < prompts.size(); ++pi) {
     const int64_t P = static_cast<int64_t>(prompts[pi].ids.size());
     if (P == 0) throw bad_request(fmt::format("The {} is empty (0 tokens)", o.prompt_noun));
+    for (int32_t t : prompts[pi].ids)
+      if (t < 0 || t >= vocab)
+        throw bad_request(fmt::format("Token id {} in the {} is outside the vocabulary [0, {})", t,
+                                      o.prompt_noun, vocab));
     int64_t max_new;
     if (p.max_new_tokens) {
       max_new = *p.max_new_tokens;
-      if (P + max_new > ctx)
+      // Compared as max_new > ctx - P: P + max_new could overflow for huge max_tokens.
+      if (max_new > ctx - P)
         throw bad_request(
             fmt::format("This model's maximum context length is {} tokens. However, you requested "
                         "{} tokens ({} in the {}, {} in the completion). Please reduce the length "
                         "of the {} or of the completion ('{}').",
-                        ctx, P + max_new, P, o.prompt_noun, max_new, o.prompt_noun,
-                        p.max_tokens_param),
+                        ctx, static_cast<uint64_t>(P) + static_cast<uint64_t>(max_new), P,
+                        o.prompt_noun, max_new, o.prompt_noun, p.max_tokens_param),
             p.max_tokens_param);
     } else {
       if (P >= ctx)

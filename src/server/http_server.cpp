@@ -35,8 +35,7 @@ struct HttpServer::Impl {
     r.body = std::move(body);
     for (const auto& [k, v] : req.headers) r.headers.emplace_back(k, v);
     HttpResponse out = router->dispatch(r);
-    res.status = out.status;
-    res.set_header("Access-Control-Allow-Origin", "*");
+    res.status = out.status;  // CORS headers, when the origin is allowed, come from the router
     for (const auto& [k, v] : out.headers) res.set_header(k, v);
     if (!out.stream) {
       res.set_content(out.body, out.content_type);
@@ -93,10 +92,12 @@ HttpServer::HttpServer(std::shared_ptr<const Router> router, HttpOptions opt)
     const bool chunked =
         req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
     std::string body;
-    if (req.is_multipart_form_data()) {
-      res.status = 400;
-      res.set_content(dump_json(error_json(400, "multipart bodies are not supported; send JSON")),
-                      "application/json");
+    if (req.is_multipart_form_data()) {  // refused before httplib's multipart reader runs
+      res.status = 415;
+      res.set_content(
+          dump_json(error_json(415, content_type_error(req.get_header_value("Content-Type"))
+                                        .value_or("multipart bodies are not supported"))),
+          "application/json");
       return;
     }
     if (req.has_header("Content-Length") || chunked) {

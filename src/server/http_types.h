@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,8 +58,15 @@ class Router {
   void add(const std::string& method, const std::string& path, Handler h);
   // Routes except /health* and /metrics need "Authorization: Bearer <key>" (SGLang's --api-key).
   void set_api_key(std::string key) { api_key_ = std::move(key); }
+  // Origins that browsers may call from (CORS); empty (the default): none. "*" allows any.
+  // An allowed Origin is echoed in Access-Control-Allow-Origin with "Vary: Origin".
+  void set_allowed_origins(std::vector<std::string> origins) {
+    allowed_origins_ = std::move(origins);
+  }
+  bool origin_allowed(const std::string& origin) const;
   // Never throws: handler exceptions become JSON errors (ApiError keeps its status,
-  // tandem::InvalidArgument is a 400, anything else a 500).
+  // tandem::InvalidArgument is a 400, anything else a 500). A non-empty body must be sent as
+  // "Content-Type: application/json" (415 otherwise).
   HttpResponse dispatch(const HttpRequest& req) const;
 
  private:
@@ -67,8 +75,14 @@ class Router {
     Handler handler;
     bool matches(const std::string& p) const;
   };
+  HttpResponse route(const HttpRequest& req) const;
   std::vector<Route> routes_;
   std::string api_key_;
+  std::vector<std::string> allowed_origins_;
 };
+
+// The 415 message for a request body whose Content-Type is not application/json (parameters
+// such as "; charset=utf-8" allowed, case-insensitive); nullopt when the type is acceptable.
+std::optional<std::string> content_type_error(const std::string& content_type);
 
 }  // namespace tandem::server

@@ -6,10 +6,72 @@
 
 namespace tandem::server {
 
+namespace {
+
+struct TooDeep {};
+
+// Appends v's JSON text to out until out holds more than `budget` bytes. Every level adds at
+// least one byte, so the recursion is no deeper than the budget.
+void append_bounded(const Json& v, std::string& out, size_t budget) {
+  if (out.size() > budget) return;
+  if (v.is_array()) {
+    out += '[';
+    bool first = true;
+    for (const Json& e : v) {
+      if (out.size() > budget) return;
+      if (!first) out += ", ";
+      first = false;
+      append_bounded(e, out, budget);
+    }
+    out += ']';
+  } else if (v.is_object()) {
+    out += '{';
+    bool first = true;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (out.size() > budget) return;
+      if (!first) out += ", ";
+      first = false;
+      append_bounded(Json(it.key().substr(0, budget)), out, budget);
+      out += ": ";
+      append_bounded(it.value(), out, budget);
+    }
+    out += '}';
+  } else if (v.is_string()) {
+    // Only the start of a long string can show; dump_json repairs a cut UTF-8 character.
+    const std::string& s = v.get_ref<const std::string&>();
+    out += dump_json(s.size() > budget ? Json(s.substr(0, budget + 1)) : v);
+  } else {
+    out += dump_json(v);
+  }
+}
+
+}  // namespace
+
+std::string quote_json(const Json& j) {
+  std::string out;
+  append_bounded(j, out, kMaxQuotedValueChars);
+  if (out.size() <= kMaxQuotedValueChars) return out;
+  size_t cut = kMaxQuotedValueChars;
+  while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;  // whole chars
+  out.resize(cut);
+  return out + "...";
+}
+
 Json parse_json_object(const std::string& body) {
   Json j;
   try {
-    j = Json::parse(body);
+    // The callback sees every value as it starts; depth counts the arrays/objects around it,
+    // so an array or object starting at depth d is the (d + 1)-th level.
+    j = Json::parse(body, [](int depth, Json::parse_event_t event, Json&) {
+      if ((event == Json::parse_event_t::object_start ||
+           event == Json::parse_event_t::array_start) &&
+          depth >= kMaxJsonDepth)
+        throw TooDeep{};
+      return true;
+    });
+  } catch (const TooDeep&) {
+    throw bad_request(fmt::format(
+        "Invalid JSON in the request body: JSON nested deeper than {} levels", kMaxJsonDepth));
   } catch (const nlohmann::json::parse_error& e) {
     // nlohmann's message says where parsing stopped ("... at line 1, column 12").
     std::string what = e.what();
@@ -47,7 +109,7 @@ const Json* Fields::get(const char* key) const {
 void Fields::fail_type(const char* key, const char* expected) const {
   const Json* v = get(key);
   throw bad_request(fmt::format("'{}' must be {}, got {}", param(key), expected,
-                                v ? dump_json(*v) : std::string("null")),
+                                v ? quote_json(*v) : std::string("null")),
                     param(key));
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "server/api_error.h"
+#include "server/json_limits.h"
 
 namespace tandem::server {
 
@@ -18,8 +19,13 @@ namespace tandem::server {
 // Python keeps dict order.
 using Json = nlohmann::ordered_json;
 
-// Parses a request body that must be a JSON object; anything else is a 400.
+// Parses a request body that must be a JSON object; anything else is a 400, and so is nesting
+// deeper than kMaxJsonDepth (refused while parsing, so no deep value is ever built).
 Json parse_json_object(const std::string& body);
+
+// Dumps a client value for an error message: at most kMaxQuotedValueChars characters, then
+// "...". Values nested deeper than that many levels are never walked to their bottom.
+std::string quote_json(const Json& j);
 
 // Dumps JSON as UTF-8 text (never \u-escaping non-ASCII, like the Python servers' responses).
 std::string dump_json(const Json& j);

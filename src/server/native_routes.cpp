@@ -2,6 +2,8 @@
 // operational ones (/health, /health_generate, /metrics, /version) and /tokenize, /detokenize.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "server/generation_body.h"
 #include "server/routes.h"
 #include "server/sglang_protocol.h"
@@ -203,9 +205,26 @@ HttpResponse detokenize(ServerState& st, const HttpRequest& req) {
   const Json body = parse_json_object(req.body);
   const Fields f(body);
   require_ready(st);
-  if (!f.has("tokens")) throw bad_request("'tokens' (a list of token ids) is required", "tokens");
+  const Json* tokens = f.get("tokens");
+  if (!tokens) throw bad_request("'tokens' (a list of token ids) is required", "tokens");
+  if (!tokens->is_array()) f.fail_type("tokens", "a list of token ids");
+  // Ids the model can produce decode (to nothing when the tokenizer has no token for them);
+  // anything else is named, not silently dropped.
+  const int64_t vocab =
+      std::max<int64_t>(st.tokenizer().vocab_size(), st.engine().model_config().vocab_size);
+  std::vector<int32_t> ids;
+  ids.reserve(tokens->size());
+  for (const Json& t : *tokens) {
+    if (!is_integral(t)) f.fail_type("tokens", "a list of token ids");
+    if (t.is_number_unsigned() ? t.get<uint64_t>() >= static_cast<uint64_t>(vocab)
+                               : (t.get<double>() < 0 || t.get<double>() >= vocab))
+      throw bad_request(
+          fmt::format("Token id {} is outside the vocabulary [0, {})", quote_json(t), vocab),
+          "tokens");
+    ids.push_back(static_cast<int32_t>(t.get<double>()));
+  }
   const std::string text =
-      st.tokenizer().decode(f.int_list("tokens"), f.boolean("skip_special_tokens").value_or(true));
+      st.tokenizer().decode(ids, f.boolean("skip_special_tokens").value_or(true));
   return HttpResponse::json(Json{{"prompt", text}, {"text", text}});
 }
 

@@ -47,8 +47,8 @@ void validate_messages(const Json& messages) {
         throw bad_request(fmt::format("'{}.content' parts must be objects with a 'type'", where),
                           where + ".content");
       if (*type != "text")
-        throw bad_request(fmt::format("'{}.content': only text parts are supported, got '{}'",
-                                      where, type->get<std::string>()),
+        throw bad_request(fmt::format("'{}.content': only text parts are supported, got {}", where,
+                                      quote_json(*type)),
                           where + ".content");
       auto text = part.find("text");
       if (text == part.end() || !text->is_string())
@@ -107,7 +107,11 @@ CompletionRequest parse_completion_request(const Json& body) {
   auto read_ids = [&](const Json& arr) {
     CompletionPrompt p;
     for (const Json& t : arr) {
-      if (!is_integral(t) || t.get<double>() < 0 || t.get<double>() > INT32_MAX) throw bad_prompt();
+      if (!is_integral(t)) throw bad_prompt();
+      if (t.get<double>() < 0 || t.get<double>() > INT32_MAX)
+        throw bad_request(
+            fmt::format("Token id {} in 'prompt' is outside the vocabulary", quote_json(t)),
+            "prompt");
       p.ids.push_back(static_cast<int32_t>(t.get<double>()));
     }
     return p;

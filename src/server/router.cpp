@@ -4,6 +4,9 @@
 #include <fmt/ranges.h>
 #include <strings.h>
 
+#include <cctype>
+#include <string_view>
+
 #include "core/error.h"
 #include "core/log.h"
 
@@ -44,7 +47,53 @@ bool Router::Route::matches(const std::string& p) const {
   return p == path;
 }
 
+namespace {
+
+std::string lower_trimmed(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Header values quoted in messages are cut short; they come from the client.
+std::string quote_header(const std::string& v) {
+  return v.size() > kMaxQuotedValueChars ? v.substr(0, kMaxQuotedValueChars) + "..." : v;
+}
+
+}  // namespace
+
+std::optional<std::string> content_type_error(const std::string& content_type) {
+  const std::string_view ct(content_type);
+  if (lower_trimmed(ct.substr(0, ct.find(';'))) == "application/json") return std::nullopt;
+  if (content_type.empty())
+    return std::string(
+        "Unsupported Content-Type: none given; send the body as JSON with 'Content-Type: "
+        "application/json'");
+  return fmt::format(
+      "Unsupported Content-Type '{}'; send the body as JSON with 'Content-Type: "
+      "application/json'",
+      quote_header(content_type));
+}
+
+bool Router::origin_allowed(const std::string& origin) const {
+  if (origin.empty()) return false;
+  for (const std::string& o : allowed_origins_)
+    if (o == "*" || o == origin) return true;
+  return false;
+}
+
 HttpResponse Router::dispatch(const HttpRequest& req) const {
+  HttpResponse r = route(req);
+  const std::string origin = req.header("Origin");
+  if (origin_allowed(origin)) r.headers.emplace_back("Access-Control-Allow-Origin", origin);
+  // With an allow-list the answer depends on the Origin header; caches must know.
+  if (!allowed_origins_.empty()) r.headers.emplace_back("Vary", "Origin");
+  return r;
+}
+
+HttpResponse Router::route(const HttpRequest& req) const {
   const std::string method = req.method == "HEAD" ? "GET" : req.method;
   const Route* found = nullptr;
   std::vector<std::string> allowed;
@@ -54,11 +103,17 @@ HttpResponse Router::dispatch(const HttpRequest& req) const {
     if (r.method == method && !found) found = &r;
   }
   if (method == "OPTIONS" && !allowed.empty()) {
-    // CORS preflight, as SGLang's permissive CORS middleware answers it.
+    // A CORS preflight gets the Access-Control-Allow-* headers only from an allowed origin
+    // (dispatch adds Allow-Origin); a browser refuses the cross-origin request otherwise.
     HttpResponse r = HttpResponse::text("", 204);
-    r.headers.emplace_back("Access-Control-Allow-Methods",
-                           fmt::format("{}", fmt::join(allowed, ", ")));
-    r.headers.emplace_back("Access-Control-Allow-Headers", "*");
+    const std::string methods = fmt::format("{}", fmt::join(allowed, ", "));
+    r.headers.emplace_back("Allow", methods);
+    if (origin_allowed(req.header("Origin"))) {
+      r.headers.emplace_back("Access-Control-Allow-Methods", methods);
+      const std::string asked = req.header("Access-Control-Request-Headers");
+      r.headers.emplace_back("Access-Control-Allow-Headers", asked.empty() ? "*" : asked);
+      r.headers.emplace_back("Access-Control-Max-Age", "600");
+    }
     return r;
   }
   if (!found) {
@@ -73,6 +128,13 @@ HttpResponse Router::dispatch(const HttpRequest& req) const {
   if (!api_key_.empty() && req.path.rfind("/health", 0) != 0 && req.path != "/metrics" &&
       req.header("Authorization") != "Bearer " + api_key_)
     return HttpResponse::error(401, "Missing or invalid API key (Authorization: Bearer <key>)");
+  // Bodies are JSON. Requiring the type keeps browsers from sending one cross-origin without a
+  // preflight (text/plain and form bodies are "simple" requests); an empty body (`curl -X POST
+  // .../flush_cache`) needs none.
+  if (!req.body.empty()) {
+    if (auto err = content_type_error(req.header("Content-Type")))
+      return HttpResponse::error(415, *err);
+  }
   try {
     return found->handler(req);
   } catch (const ApiError& e) {

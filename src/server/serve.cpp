@@ -108,6 +108,7 @@ int run_server(const ServerArgs& args, bool cuda_available) {
   add_openai_routes(*router, state);
   add_native_routes(*router, state);
   router->set_api_key(args.api_key);
+  router->set_allowed_origins(parse_allowed_origins(args.allowed_origins));
   HttpServer http(router, HttpOptions{args.http_thread_count(), args.max_request_bytes, 5});
   const int port = http.bind(args.host, args.port);
 

@@ -44,7 +44,43 @@ Json ServerArgs::to_json() const {
       speculative_num_draft_tokens > 0 ? speculative_num_draft_tokens : speculative_num_steps + 1;
   j["reasoning_parser"] = reasoning_parser;
   j["api_key_set"] = !api_key.empty();
+  try {
+    j["allowed_origins"] = parse_allowed_origins(allowed_origins);
+  } catch (const InvalidArgument&) {
+    j["allowed_origins"] = allowed_origins;  // engine_options refuses it at start-up
+  }
   return j;
+}
+
+std::vector<std::string> parse_allowed_origins(const std::string& flag) {
+  std::vector<std::string> out;
+  auto add = [&](std::string o) {
+    while (!o.empty() && (o.front() == ' ' || o.front() == '\t')) o.erase(o.begin());
+    while (!o.empty() && (o.back() == ' ' || o.back() == '\t')) o.pop_back();
+    if (!o.empty()) out.push_back(std::move(o));
+  };
+  const size_t first = flag.find_first_not_of(" \t");
+  if (first != std::string::npos && flag[first] == '[') {
+    const Json list = Json::parse(flag, nullptr, /*allow_exceptions=*/false);
+    if (!list.is_array())
+      throw InvalidArgument(fmt::format(
+          "--allowed-origins must be a JSON list of strings or a comma-separated list, got '{}'",
+          flag));
+    for (const Json& o : list) {
+      if (!o.is_string())
+        throw InvalidArgument(fmt::format(
+            "--allowed-origins: every entry of the list must be a string, got {}", o.dump()));
+      add(o.get<std::string>());
+    }
+    return out;
+  }
+  size_t start = 0;
+  while (start <= flag.size()) {
+    const size_t comma = std::min(flag.find(',', start), flag.size());
+    add(flag.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
 }
 
 EngineOptions engine_options(const ServerArgs& a, bool cuda_available,
@@ -102,6 +138,7 @@ EngineOptions engine_options(const ServerArgs& a, bool cuda_available,
     }
     warn("--model-loader-extra-config: no loader options apply to Tandem; ignored");
   }
+  parse_allowed_origins(a.allowed_origins);  // throws for a malformed list
   if (a.disable_cuda_graph && !cuda)
     warn("--disable-cuda-graph: no CUDA graphs on the CPU backend");
 

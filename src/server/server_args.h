@@ -42,6 +42,9 @@ struct ServerArgs {
   int64_t speculative_num_draft_tokens = 0;  // 0: num_steps + 1
   std::string reasoning_parser = "auto";     // auto | none | glm45 | deepseek-r1 | ...
   std::string api_key;
+  // --allowed-origins as given: a JSON list ('["http://a.com"]', as vLLM takes it) or a
+  // comma-separated list; "*" allows any origin. Empty: no cross-origin browser access.
+  std::string allowed_origins;
   int64_t http_threads = 0;  // 0: enough for max_running_requests streams plus idle keep-alives
   int64_t max_request_bytes = 32 << 20;
   std::vector<std::string> ignored_flags;  // other vendors' flags, accepted with a warning
@@ -52,6 +55,10 @@ struct ServerArgs {
   int64_t http_thread_count() const;
   Json to_json() const;
 };
+
+// The origins of --allowed-origins (see ServerArgs::allowed_origins); throws InvalidArgument
+// naming the flag for a malformed list.
+std::vector<std::string> parse_allowed_origins(const std::string& flag);
 
 // Checks the flags and maps them onto EngineOptions. Throws InvalidArgument naming the flag.
 // Informational notes (flags that mean nothing on this build) go to `warnings`.

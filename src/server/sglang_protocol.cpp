@@ -28,8 +28,12 @@ GenerateRequest parse_generate_request(const Json& body) {
     auto read = [&](const Json& arr) {
       std::vector<int32_t> out;
       for (const Json& t : arr) {
-        if (!is_integral(t) || t.get<double>() < 0 || t.get<double>() > INT32_MAX)
+        if (!is_integral(t))
           f.fail_type("input_ids", "a list of token ids or a list of such lists");
+        if (t.get<double>() < 0 || t.get<double>() > INT32_MAX)
+          throw bad_request(
+              fmt::format("Token id {} in 'input_ids' is outside the vocabulary", quote_json(t)),
+              "input_ids");
         out.push_back(static_cast<int32_t>(t.get<double>()));
       }
       return out;

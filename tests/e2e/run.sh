@@ -296,9 +296,6 @@ expect "prompt of 5000 tokens (context 4096)" 400 "$(is_error 400) && /4096/.tes
 long_text=$(node -p "'It is a truth universally acknowledged. '.repeat(700)")
 req POST /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"$long_text\"}]}"
 expect "chat messages beyond the context" 400 "$(is_error 400) && /4096/.test(j.error.message) && /messages/.test(j.error.message)"
-# curl -d without a Content-Type sends a form-encoded body; it is read as JSON all the same.
-status=$(curl -s --max-time 60 -o "$work/body" -w '%{http_code}' -d "{\"messages\":[{\"role\":\"user\",\"content\":\"$long_text\"}]}" "$url/v1/chat/completions")
-expect "large body without a JSON Content-Type" 400 "/4096/.test(j.error.message)"
 head -c $((33 * 1024 * 1024)) /dev/zero | tr '\0' ' ' >"$work/huge"
 status=$(curl -s --max-time 60 -o "$work/body" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @"$work/huge" "$url/v1/completions")
 expect "body over 32 MiB" 413 "$(is_error 413)"
@@ -306,6 +303,40 @@ req POST /v1/completions '{"prompt":"hi","max_tokens":100000}'
 expect "max_tokens beyond the context" 400 "$(is_error 400 max_tokens) && /100000/.test(j.error.message) && /4096/.test(j.error.message)"
 req POST /generate "{\"input_ids\":$long_ids}"
 expect "/generate input beyond the context" 400 "$(is_error 400) && /4096/.test(j.error.message)"
+
+echo "--- request limits: nesting depth, Content-Type, CORS"
+# 100,000 nested arrays in a field: refused while parsing (limit 128 levels), and the server lives.
+node -e 'const d = 100000; process.stdout.write(`{"messages":[{"role":"user","content":"hi"}],"temperature":${"[".repeat(d)}1${"]".repeat(d)}}`)' >"$work/deep"
+status=$(curl -s --max-time 60 -o "$work/body" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @"$work/deep" "$url/v1/chat/completions")
+expect "body nested 100,000 levels deep" 400 "$(is_error 400) && /nested deeper than 128 levels/.test(j.error.message)"
+req GET /health
+expect "/health after the deep body" 200
+node -e 'const d = 127; process.stdout.write(`{"prompt":"hi","max_tokens":1,"x":${"[".repeat(d)}1${"]".repeat(d)}}`)' >"$work/deep"
+status=$(curl -s --max-time 60 -o "$work/body" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @"$work/deep" "$url/v1/completions")
+expect "body nested 128 levels (the limit)" 200 "j.choices.length === 1"
+req POST /v1/completions '{"prompt":"hi","max_tokens":9223372036854775807}'
+expect "max_tokens 2^63-1" 400 "$(is_error 400 max_tokens) && /9223372036854775807/.test(j.error.message)"
+req POST /detokenize '{"tokens":[65,123456]}'
+expect "/detokenize with an id outside the vocabulary" 400 "$(is_error 400 tokens) && /123456/.test(j.error.message)"
+# curl -d without a Content-Type sends a form-encoded body: 415, as is text/plain.
+status=$(curl -s --max-time 60 -o "$work/body" -w '%{http_code}' -d '{"prompt":"hi","max_tokens":1}' "$url/v1/completions")
+expect "body without a JSON Content-Type (curl -d)" 415 "$(is_error 415) && /application\/json/.test(j.error.message)"
+status=$(curl -s --max-time 60 -o "$work/body" -w '%{http_code}' -H 'Content-Type: text/plain' --data-binary '{"prompt":"hi"}' "$url/tokenize")
+expect "text/plain body" 415 "$(is_error 415)"
+status=$(curl -s --max-time 60 -o "$work/body" -w '%{http_code}' -H 'Content-Type: application/json; charset=utf-8' --data-binary '{"prompt":"hi"}' "$url/tokenize")
+expect "application/json; charset=utf-8" 200 "j.count > 0"
+status=$(curl -s --max-time 10 -o "$work/body" -D "$work/headers" -w '%{http_code}' -H 'Origin: http://evil.example' "$url/v1/models")
+if [[ $status == 200 ]] && ! grep -qi '^access-control-allow-origin' "$work/headers"; then
+  pass "no CORS header for an origin not allowed (default)"
+else
+  fail "CORS by default: HTTP $status, $(grep -i '^access-control' "$work/headers")"
+fi
+status=$(curl -s --max-time 10 -o /dev/null -D "$work/headers" -w '%{http_code}' -X OPTIONS -H 'Origin: http://evil.example' -H 'Access-Control-Request-Method: POST' "$url/v1/chat/completions")
+if [[ $status == 204 ]] && ! grep -qi '^access-control-allow' "$work/headers"; then
+  pass "preflight from an origin not allowed gets no Access-Control-Allow-* headers"
+else
+  fail "preflight by default: HTTP $status, $(grep -i '^access-control' "$work/headers")"
+fi
 
 echo "--- unknown routes and methods"
 req GET /no/such/route
@@ -403,7 +434,15 @@ echo "--- MTP speculative decoding"
 start_server spec --speculative-algorithm EAGLE --speculative-num-steps 3 \
   --speculative-eagle-topk 1 --speculative-num-draft-tokens 4 \
   --speculative-draft-attention-backend aiter --max-total-tokens 16384 \
-  --enable-return-hidden-states
+  --enable-return-hidden-states --allowed-origins '["http://a.example", "http://b.example"]'
+status=$(curl -s --max-time 10 -o /dev/null -D "$work/headers" -w '%{http_code}' -H 'Origin: http://b.example' "$url/v1/models")
+if [[ $status == 200 ]] && grep -qi '^access-control-allow-origin: http://b.example' "$work/headers" && grep -qi '^vary: origin' "$work/headers"; then
+  pass "--allowed-origins: an allowed origin is echoed with Vary: Origin"
+else
+  fail "--allowed-origins: HTTP $status, $(grep -i '^access-control\|^vary' "$work/headers")"
+fi
+curl -s --max-time 10 -o /dev/null -D "$work/headers" -H 'Origin: http://c.example' "$url/v1/models"
+grep -qi '^access-control-allow-origin' "$work/headers" && fail "--allowed-origins: another origin allowed" || pass "--allowed-origins: other origins get no CORS header"
 req POST /v1/completions '{"prompt":"It is a truth universally acknowledged","max_tokens":48,"temperature":0,"ignore_eos":true}'
 expect "speculative greedy output equals plain decoding" 200 "j.choices[0].text === $(node -p 'JSON.stringify(process.argv[1])' "$plain_text")"
 sse '{"prompt":"It is a truth universally acknowledged","max_tokens":48,"temperature":0,"ignore_eos":true,"stream":true}' /v1/completions

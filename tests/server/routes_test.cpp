@@ -22,6 +22,7 @@ HttpRequest post(const std::string& path, const Json& body) {
   r.method = "POST";
   r.path = path;
   r.body = body.dump();
+  r.headers.emplace_back("Content-Type", "application/json");
   return r;
 }
 

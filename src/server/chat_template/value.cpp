@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "server/chat_template/errors.h"
+#include "server/json_limits.h"
 
 namespace tandem::jinja {
 
@@ -252,8 +253,15 @@ bool hashable(const Value& v) {
   return true;
 }
 
-Value from_json(const nlohmann::ordered_json& j) {
+namespace {
+
+// depth: how many arrays/objects enclose j (0 for a top-level value).
+Value from_json_at(const nlohmann::ordered_json& j, int depth) {
   using T = nlohmann::ordered_json::value_t;
+  // Request bodies are refused beyond this depth already; the bound keeps this recursion (and
+  // the Value's own recursive destruction and printing) shallow for any caller.
+  if (j.is_structured() && depth >= server::kMaxJsonDepth)
+    render_fail("JSON value nested deeper than {} levels", server::kMaxJsonDepth);
   switch (j.type()) {
     case T::null:
       return Value::none();
@@ -273,20 +281,26 @@ Value from_json(const nlohmann::ordered_json& j) {
     case T::array: {
       std::vector<Value> items;
       items.reserve(j.size());
-      for (const auto& x : j) items.push_back(from_json(x));
+      for (const auto& x : j) items.push_back(from_json_at(x, depth + 1));
       return Value::list(std::move(items));
     }
     case T::object: {
       DictData d;
       d.entries.reserve(j.size());
       for (auto it = j.begin(); it != j.end(); ++it) {
-        d.entries.emplace_back(Value::string(it.key()), from_json(it.value()));
+        d.entries.emplace_back(Value::string(it.key()), from_json_at(it.value(), depth + 1));
       }
       return Value::dict(std::move(d));
     }
     default:
       render_fail("cannot use a JSON {} value in a template", j.type_name());
   }
+}
+
+}  // namespace
+
+Value from_json(const nlohmann::ordered_json& j) {
+  return from_json_at(j, 0);
 }
 
 }  // namespace tandem::jinja

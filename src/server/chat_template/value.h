@@ -175,6 +175,7 @@ std::string type_name(const Value& v);
 // Whether v can be a dict key (Python hashability).
 bool hashable(const Value& v);
 
+// Throws RenderError for values nested deeper than server::kMaxJsonDepth levels.
 Value from_json(const nlohmann::ordered_json& j);
 
 }  // namespace tandem::jinja
