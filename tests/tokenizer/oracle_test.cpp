@@ -80,6 +80,15 @@ void check_against_oracle(const std::string& name) {
 
   size_t passed = 0;
   const json& cases = expected.at("cases");
+  // An empty or truncated fixture would otherwise pass with nothing checked. Every fixture
+  // carries the whole corpus (scripts/tokenizer_oracle/corpus.js: 268 cases with tokenizers
+  // 0.23.2); a fixture with fewer than kMinCases was cut short.
+  constexpr size_t kMinCases = 250;
+  ASSERT_TRUE(cases.is_array()) << expected_path << ": 'cases' is not an array";
+  ASSERT_GE(cases.size(), kMinCases) << expected_path << " has only " << cases.size()
+                                     << " cases; regenerate it with "
+                                        "scripts/fetch_tokenizer_fixtures.sh "
+                                     << dir.string();
   for (const json& c : cases) {
     const std::string text = c.at("text").get<std::string>();
     const bool add_special = c.at("add_special_tokens").get<bool>();
@@ -120,6 +129,7 @@ void check_against_oracle(const std::string& name) {
   std::cout << "[ oracle   ] " << name << ": " << passed << "/" << cases.size() << " cases match "
             << expected.at("oracle").get<std::string>() << "\n";
   EXPECT_EQ(passed, cases.size());
+  EXPECT_GT(passed, 0u);
 }
 
 TEST(TokenizerOracle, Manifest) {
