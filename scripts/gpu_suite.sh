@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # The GPU tiers in one command, for the GPU machine (through the device tool): CUDA op tests
 # against the CPU backend, whole-model GPU-vs-CPU tests, and the kernel / decode-step benchmark.
-# Ends with a short table; full logs go to $OUT (or ./gpu-suite-out).
+# Ends with a short table; full logs go to $OUT (or ./gpu-suite-out), and the summary, headed by
+# the commit it ran on, to docs/results/gpu_suite_<date>_<commit>.txt (and a copy under $OUT,
+# which is what the device tool brings back). Exits non-zero when no GPU is visible, when any
+# step fails or times out, and when outputs that must be identical differ.
 #
 # Build here first (the GPU machine has no fmt and friends), then stage the binaries:
 #   cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release
 #   ninja -C build-cuda ops_tests gpu_model_tests kernel_bench
 #   scripts/gpu_suite.sh --stage          # copies binaries + libfmt into build-cuda/carry
-# and run through the device tool with carry ["build-cuda/carry"]:
+#                                         # (BUILD=dir stages from another CUDA build)
+# and run through the device tool with carry ["build-cuda/carry.tar.xz"]:
 #   scripts/gpu_suite.sh                  # or: scripts/gpu_suite.sh --quick (short benchmark)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-CARRY=$ROOT/build-cuda/carry
+BUILD=${BUILD:-$ROOT/build-cuda}  # the CUDA build to stage from
+CARRY=${CARRY:-$ROOT/build-cuda/carry}  # staged binaries (another folder: a planted mutation's)
 
 if [ "${1:-}" = "--stage" ]; then
   mkdir -p "$CARRY/lib"
-  cp "$ROOT/build-cuda/tests/ops_tests" "$ROOT/build-cuda/tests/gpu_model_tests" "$ROOT/build-cuda/bench/kernel_bench" "$ROOT/build-cuda/tandem" "$CARRY/"
+  cp "$BUILD/tests/ops_tests" "$BUILD/tests/gpu_model_tests" "$BUILD/bench/kernel_bench" "$BUILD/tandem" "$CARRY/"
   # Non-system shared libraries the binaries need (CUDA's own are on the GPU machine).
   for lib in $(ldd "$CARRY"/ops_tests "$CARRY"/gpu_model_tests "$CARRY"/kernel_bench "$CARRY"/tandem | awk '/=>/ {print $3}' | sort -u); do
     case "$(basename "$lib")" in
@@ -23,19 +28,39 @@ if [ "${1:-}" = "--stage" ]; then
       *) cp -L "$lib" "$CARRY/lib/" ;;
     esac
   done
-  du -sh "$CARRY"; ls "$CARRY" "$CARRY/lib"
+  # The commit the binaries were built from (the GPU machine gets no .git).
+  { git -C "$ROOT" rev-parse --short=12 HEAD; git -C "$ROOT" status --porcelain --untracked-files=no | grep -q . && echo "+uncommitted changes"; } | paste -sd' ' > "$CARRY/COMMIT"
+  # The working tree and what it carries must stay under the device tool's 64 MiB: travel
+  # stripped and compressed (~7 MB instead of ~40).
+  strip --strip-unneeded "$CARRY"/ops_tests "$CARRY"/gpu_model_tests "$CARRY"/kernel_bench "$CARRY"/tandem
+  tar -cJf "$CARRY.tar.xz" -C "$(dirname "$CARRY")" "$(basename "$CARRY")"
+  du -sh "$CARRY" "$CARRY.tar.xz"; ls "$CARRY" "$CARRY/lib"; cat "$CARRY/COMMIT"
   exit 0
+fi
+# Through the device tool only the archive travels (carry ["build-cuda/carry.tar.xz"]).
+if [ ! -x "$CARRY/ops_tests" ] && [ -f "$CARRY.tar.xz" ]; then
+  tar -xJf "$CARRY.tar.xz" -C "$(dirname "$CARRY")"
 fi
 
 BENCH_ARGS=""
 [ "${1:-}" = "--quick" ] && BENCH_ARGS="--quick"
-OUTDIR=${OUT:-$ROOT/gpu-suite-out}
-mkdir -p "$OUTDIR"
+# Logs are written to a scratch folder and come back as one archive: the device tool returns
+# at most 8 files from $OUT.
+FINAL=${OUT:-$ROOT/gpu-suite-out}
+OUTDIR=$(mktemp -d)
+mkdir -p "$FINAL"
 export LD_LIBRARY_PATH="$CARRY/lib:${LD_LIBRARY_PATH:-}"
 export TANDEM_SOURCE_DIR="$ROOT"
 cd "$ROOT"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv > "$OUTDIR/gpu.txt" 2>&1
+COMMIT=$(cat "$CARRY/COMMIT" 2>/dev/null || echo unknown)
+if ! nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv > "$OUTDIR/gpu.txt" 2>&1 ||
+   [ "$(grep -c . "$OUTDIR/gpu.txt")" -lt 2 ]; then
+  cat "$OUTDIR/gpu.txt"; cp "$OUTDIR/gpu.txt" "$FINAL/"
+  echo "FAIL: no GPU visible (nvidia-smi); the GPU suite needs one" >&2
+  exit 2
+fi
 cat "$OUTDIR/gpu.txt"
+FAILURES=()
 
 declare -A RC SECS
 step() {  # step NAME TIMEOUT CMD...
@@ -46,9 +71,15 @@ step() {  # step NAME TIMEOUT CMD...
   RC[$name]=$?
   SECS[$name]=$(( $(date +%s) - t0 ))
   echo "== $name: rc=${RC[$name]} (${SECS[$name]} s)"
+  [ "${RC[$name]}" = 0 ] || FAILURES+=("$name: exit code ${RC[$name]}")
+  # A GPU test that skips for want of a device has checked nothing.
+  if grep -q "no CUDA device" "$OUTDIR/$name.log"; then
+    RC[$name]=3
+    FAILURES+=("$name: tests skipped with no CUDA device")
+  fi
 }
 step ops_tests "${OPS_TIMEOUT:-100}" "$CARRY/ops_tests" --gtest_color=no
-step gpu_model_tests "${MODEL_TIMEOUT:-100}" "$CARRY/gpu_model_tests" --gtest_color=no
+step gpu_model_tests "${MODEL_TIMEOUT:-300}" "$CARRY/gpu_model_tests" --gtest_color=no
 [ "${KERNEL_BENCH:-1}" = "1" ] && step kernel_bench "${BENCH_TIMEOUT:-150}" "$CARRY/kernel_bench" $BENCH_ARGS
 # Baseline: transformers' own GlmMoeDsa modules at the same shapes, timed in this same run.
 if [ "${HF_BASELINE:-1}" = "1" ]; then
@@ -61,7 +92,11 @@ if [ "${SPEC:-1}" = "1" ]; then
   PROMPTS="--prompts tests/data/austen/heldout_prompts_64.json --num-prompts 64"
   # identical MODE CONCURRENCY LOG: the MTP row of that concurrency says "outputs identical".
   identical() {
-    grep -E "^$2 +MTP" "$OUTDIR/$3.log" | grep -q "outputs identical" || { echo "FAIL: $1: MTP output differs from plain decoding at concurrency $2"; RC[$3]=1; }
+    grep -E "^$2 +MTP" "$OUTDIR/$3.log" | grep -q "outputs identical" || {
+      echo "FAIL: $1: MTP output differs from plain decoding at concurrency $2"
+      RC[$3]=1
+      FAILURES+=("$1: MTP output differs from plain decoding at concurrency $2")
+    }
   }
   # Default kernels (fastest; not batch-invariant): speed, and the divergence rate is reported.
   step spec_austen "${SPEC_TIMEOUT:-150}" "$CARRY/tandem" bench-offline --device cuda $PROMPTS \
@@ -129,4 +164,29 @@ fi
   [ -f "$OUTDIR/hf_baseline.log" ] && { echo; echo "-- hf_baseline (transformers, same GPU, same run)"; cat "$OUTDIR/hf_baseline.log"; }
   for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
   grep -h -E "error|Error|what\(\)" "$OUTDIR"/*.log | head -10
-} | tee "$OUTDIR/summary.txt"
+  echo
+  if [ ${#FAILURES[@]} -eq 0 ]; then
+    echo "GPU SUITE: PASSED (commit $COMMIT)"
+  else
+    echo "GPU SUITE: FAILED (commit $COMMIT)"
+    printf '  %s\n' "${FAILURES[@]}"
+  fi
+} > "$OUTDIR/summary.txt"
+# The results file: the summary, headed by what ran where.
+STAMP=$(date -u +%Y-%m-%d)_$(echo "$COMMIT" | cut -d' ' -f1)
+RESULTS=${RESULTS_DIR:-$ROOT/docs/results}/gpu_suite_$STAMP.txt
+mkdir -p "$(dirname "$RESULTS")"
+{
+  echo "# scripts/gpu_suite.sh $*, commit $COMMIT, $(date -u '+%Y-%m-%d %H:%M UTC')"
+  cat "$OUTDIR/summary.txt"
+  # The full benchmark and engine logs, so every table docs/ quotes is in this file.
+  for n in kernel_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7; do
+    [ -f "$OUTDIR/$n.log" ] || continue
+    echo; echo "==================== $n.log ===================="
+    grep -v "^\[" "$OUTDIR/$n.log"
+  done
+} > "$RESULTS"
+cp "$RESULTS" "$OUTDIR/summary.txt" "$FINAL/" 2>/dev/null
+tar -czf "$FINAL/logs.tgz" -C "$OUTDIR" .
+cat "$OUTDIR/summary.txt"
+[ ${#FAILURES[@]} -eq 0 ]

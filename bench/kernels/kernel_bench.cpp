@@ -40,6 +40,9 @@
 #include "runtime/batch_builder.h"
 
 namespace tandem::bench {
+
+void bench_sampling(double copy_gbps, bool quick);  // sampling_bench.cpp
+
 namespace {
 
 #define CK(x) \
@@ -616,6 +619,7 @@ int main(int argc, char** argv) {
         copy_gbps, gemm_tf);
     if (profile_layer.empty()) bench_linear_paths(copy_gbps, gemm_tf, quick);
     if (linear_only) return 0;
+    if (profile_layer.empty()) bench_sampling(copy_gbps, quick);
 
     Env env;
     env.c = preset_config("glm5.2");

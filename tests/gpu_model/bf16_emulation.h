@@ -2,14 +2,19 @@
 // loader places them on the GPU) and every bf16 op output; f32 stays f32 (norm weights, the
 // router and indexer-head weights, router/LM-head logits, routing weights). Running the CPU
 // model through it separates the cost of bf16 itself (CPU f32 vs this) from the GPU kernels'
-// own error (GPU vs this): on tiny random checkpoints, whose routing and top-k selections sit on
-// near-ties, bf16 alone moves the logits far more than any kernel does.
+// own error (GPU vs this). It rounds where the CUDA kernels round: each op's bf16 output, and
+// inside the expert SwiGLU the intermediate h = silu(gate x) * (up x), which the GPU stores in
+// bf16 between its two GEMMs. Given a ChoiceLog (choice_replay.h) it takes the GPU's routed
+// experts and indexer rows wherever they differ from its own at a near-tie.
 #pragma once
 
 #include <map>
 #include <set>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_math.h"
+#include "choice_replay.h"
+#include "core/thread_pool.h"
 #include "model/model.h"
 #include "ops/backend.h"
 
@@ -84,15 +89,87 @@ class Bf16CpuBackend final : public Backend {
   void indexer_topk(const Tensor& q, const Tensor& w, const Tensor& p, const AttentionMeta& m,
                     Tensor& out) override {
     cpu().indexer_topk(q, w, p, m, out);
+    if (!replay_) return;
+    const int64_t T = out.size(0), K = out.size(1);
+    if (replay_->topk.empty() || static_cast<int64_t>(replay_->topk.front().size()) != T * K) {
+      ++stats_.unmatched_calls;
+      return;
+    }
+    const std::vector<int32_t> gpu = std::move(replay_->topk.front());
+    replay_->topk.pop_front();
+    int32_t* ref = out.data<int32_t>();
+    for (int64_t t = 0; t < T; ++t) {
+      ++stats_.topk_rows;
+      if (same_set(ref + t * K, gpu.data() + t * K, K)) continue;
+      ++stats_.topk_rows_differ;
+      const double d =
+          topk_deficit(indexer_scores(q, w, p, m, t), ref + t * K, gpu.data() + t * K, K);
+      if (d > stats_.topk_deficit) {
+        stats_.topk_deficit = d;
+        stats_.worst_topk = "call row " + std::to_string(t);
+      }
+      std::copy(gpu.begin() + t * K, gpu.begin() + (t + 1) * K, ref + t * K);
+    }
   }
   void moe_route(const Tensor& l, const Tensor& b, const RouteParams& p, Tensor& i,
                  Tensor& w) override {
     cpu().moe_route(l, b, p, i, w);
+    if (!replay_) return;
+    const int64_t T = i.size(0), k = i.size(1), E = l.size(1);
+    if (replay_->routes.empty() ||
+        static_cast<int64_t>(replay_->routes.front().idx.size()) != T * k) {
+      ++stats_.unmatched_calls;
+      return;
+    }
+    const ChoiceLog::Route gpu = std::move(replay_->routes.front());
+    replay_->routes.pop_front();
+    int32_t* ref = i.data<int32_t>();
+    float* rw = w.data<float>();
+    for (int64_t t = 0; t < T; ++t) {
+      ++stats_.route_rows;
+      if (same_set(ref + t * k, gpu.idx.data() + t * k, k)) continue;
+      ++stats_.route_rows_differ;
+      const double d =
+          route_deficit(l.data<float>() + t * l.stride(0), b.defined() ? b.data<float>() : nullptr,
+                        E, p, gpu.idx.data() + t * k);
+      if (d > stats_.route_deficit) {
+        stats_.route_deficit = d;
+        stats_.worst_route = "call row " + std::to_string(t);
+      }
+      std::copy(gpu.idx.begin() + t * k, gpu.idx.begin() + (t + 1) * k, ref + t * k);
+      std::copy(gpu.w.begin() + t * k, gpu.w.begin() + (t + 1) * k, rw + t * k);
+    }
   }
-  void moe_experts(const Tensor& x, const Tensor& gu, const Tensor& d, const Tensor& i,
+  // out[t] = bf16(sum_j w[t, j] * down_e . bf16(silu(gate_e . x) * (up_e . x))), e = idx[t, j]:
+  // the CUDA expert kernels' rounding points (fp32 sums, h stored in bf16).
+  void moe_experts(const Tensor& x, const Tensor& gu, const Tensor& d, const Tensor& idx,
                    const Tensor& w, Tensor& out) override {
-    cpu().moe_experts(x, rounded(gu), rounded(d), i, w, out);
-    round(out);
+    const int64_t T = x.size(0), D = x.size(1), I = d.size(2), k = idx.size(1);
+    const float* gp = rounded(gu).data<float>();
+    const float* dp = rounded(d).data<float>();
+    const float* xp = x.data<float>();
+    const int32_t* ip = idx.data<int32_t>();
+    const float* wp = w.data<float>();
+    float* op = out.data<float>();
+    parallel_for(T, [&](int64_t b, int64_t e) {
+      std::vector<float> h(static_cast<size_t>(I)), acc(static_cast<size_t>(D));
+      for (int64_t t = b; t < e; ++t) {
+        const float* xt = xp + t * x.stride(0);
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int64_t j = 0; j < k; ++j) {
+          const int64_t ex = ip[t * k + j];
+          const float* gate = gp + ex * 2 * I * D;
+          for (int64_t c = 0; c < I; ++c) {
+            const float g = cpu::dot(xt, gate + c * D, D), u = cpu::dot(xt, gate + (I + c) * D, D);
+            h[c] = bf16_to_f32(f32_to_bf16(g / (1.0f + std::exp(-g)) * u));
+          }
+          for (int64_t r = 0; r < D; ++r)
+            acc[r] += wp[t * k + j] * cpu::dot(dp + (ex * D + r) * I, h.data(), I);
+        }
+        for (int64_t r = 0; r < D; ++r)
+          op[t * out.stride(0) + r] = bf16_to_f32(f32_to_bf16(acc[r]));
+      }
+    });
   }
   void argmax(const Tensor& l, Tensor& out) override { cpu().argmax(l, out); }
   void fill_random(Tensor& t, uint64_t seed, float scale) override {
@@ -102,6 +179,14 @@ class Bf16CpuBackend final : public Backend {
               Tensor& o) override {
     cpu().sample(l, t, k, p, u, o);
   }
+
+  // Replays the GPU's choices from `log` (nullptr: the reference's own choices); the stats
+  // start over.
+  void replay(ChoiceLog* log) {
+    replay_ = log;
+    stats_ = ChoiceStats{};
+  }
+  const ChoiceStats& stats() const { return stats_; }
 
  private:
   static Backend& cpu() { return cpu::cpu_backend(); }
@@ -126,6 +211,8 @@ class Bf16CpuBackend final : public Backend {
         }
   }
 
+  ChoiceLog* replay_ = nullptr;
+  ChoiceStats stats_;
   std::set<const void*> f32_weights_;
   const void* lm_head_ = nullptr;
   std::map<const void*, Tensor> cache_;

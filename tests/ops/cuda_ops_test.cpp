@@ -509,6 +509,12 @@ TEST_F(CudaOps, ZzSummaryTable) {
                 r.failures ? "FAIL" : "ok");
   std::printf(
       "(ids rows: max err = number of differing indices; attention/norm rows: relative L2)\n");
+  // The table is the suite's own evidence: every op it lists was compared, none failed.
+  EXPECT_FALSE(ErrorTable::get().rows.empty()) << "no op was compared";
+  for (const auto& [op, r] : ErrorTable::get().rows) {
+    EXPECT_GT(r.cases, 0) << op;
+    EXPECT_EQ(r.failures, 0) << op << ": " << r.failures << " cases over " << r.tol;
+  }
 }
 
 }  // namespace
