@@ -5,10 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
 
 #include "backends/init.h"
 #include "core/error.h"
+#include "model/config.h"
 #include "model/model.h"
+#include "model/safetensors.h"
 #include "server/chat_template/chat_template.h"
 #include "server/routes.h"
 #include "server/sse.h"
@@ -149,6 +153,34 @@ TEST(JsonDepth, TemplateConversionIsBounded) {
           << e.what();
     }
   }
+}
+
+// The model's own JSON files are parsed with a bound too: a clean error, not a crash.
+TEST(JsonDepth, ModelFilesAreBounded) {
+  const std::string dir = ::testing::TempDir();
+  const std::string config = dir + "/deep_config.json";
+  std::ofstream(config) << R"({"architectures": )" << nested(100000) << "}";
+  try {
+    ModelConfig::from_file(config);
+    ADD_FAILURE() << "deep config.json accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nested deeper than 128 levels"), std::string::npos)
+        << e.what();
+  }
+  const std::string header = R"({"t": {"dtype": )" + nested(100000) + "}}";
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i) file[i] = static_cast<char>((header.size() >> (8 * i)) & 0xFF);
+  const std::string st = dir + "/deep.safetensors";
+  std::ofstream(st, std::ios::binary) << file << header;
+  try {
+    SafetensorsFile::open(st);
+    ADD_FAILURE() << "deep safetensors header accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nested deeper than 128 levels"), std::string::npos)
+        << e.what();
+  }
+  std::remove(config.c_str());
+  std::remove(st.c_str());
 }
 
 // Routes without a model: the depth error comes from parsing, before anything else.
