@@ -34,13 +34,15 @@ void expect_close(const Tensor& got, const std::vector<double>& want, double tol
                   const char* what) {
   const auto g = to_float_vector(got);
   ASSERT_EQ(g.size(), want.size()) << what;
+  ASSERT_FALSE(g.empty()) << what << ": empty output compares as error 0";
   double num = 0, den = 0;
   for (size_t i = 0; i < g.size(); ++i) {
     ASSERT_FALSE(std::isnan(g[i])) << what << " NaN at " << i;
     num += (g[i] - want[i]) * (g[i] - want[i]);
     den += want[i] * want[i];
   }
-  EXPECT_LT(std::sqrt(num / std::max(den, 1e-30)), tol) << what;
+  ASSERT_GT(den, 0.0) << what << ": all-zero reference";
+  EXPECT_LT(std::sqrt(num / den), tol) << what;
 }
 
 TEST_F(OpsTest, NormsEmbeddingElementwise) {

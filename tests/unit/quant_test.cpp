@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "core/rng.h"
 #include "model/random_checkpoint.h"
@@ -10,11 +11,20 @@
 namespace tandem {
 namespace {
 
+// ||a - b|| / ||b||; different or zero sizes, or an all-zero reference, fail and give +inf.
 double rel(const Tensor& a, const Tensor& b) {
+  if (a.numel() != b.numel() || a.numel() == 0) {
+    ADD_FAILURE() << "rel: sizes differ or are zero (" << a.numel() << " vs " << b.numel() << ")";
+    return std::numeric_limits<double>::infinity();
+  }
   double n = 0, d = 0;
   for (int64_t i = 0; i < a.numel(); ++i) {
     n += std::pow(a.data<float>()[i] - b.data<float>()[i], 2);
     d += std::pow(b.data<float>()[i], 2);
+  }
+  if (!(d > 0) || !std::isfinite(n)) {
+    ADD_FAILURE() << "rel: all-zero reference or non-finite difference";
+    return std::numeric_limits<double>::infinity();
   }
   return std::sqrt(n / d);
 }
