@@ -450,12 +450,7 @@ void mla_decode(const MlaDecodeParams& p, cudaStream_t s) {
     return;
   }
   const size_t smem = decode_smem(p.L);
-  static size_t configured = 0;
-  if (smem > 48 * 1024 && smem > configured) {
-    cudaFuncSetAttribute(mla_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(smem));
-    configured = smem;
-  }
+  opt_in_smem<mla_decode_kernel>(smem);
   const dim3 g(static_cast<unsigned>(p.T), cdiv(p.H, HB), static_cast<unsigned>(p.num_splits));
   launch(mla_decode_kernel, g, kDecodeThreads, smem, s, p);
   if (p.num_splits > 1) launch_mla_merge(p, s);
@@ -468,12 +463,7 @@ void mla_prefill(const MlaPrefillParams& p, cudaStream_t s) {
     return;
   }
   const size_t smem = prefill_smem(p.dn + p.dr, p.dv);
-  static size_t configured = 0;
-  if (smem > 48 * 1024 && smem > configured) {
-    cudaFuncSetAttribute(mla_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(smem));
-    configured = smem;
-  }
+  opt_in_smem<mla_prefill_kernel>(smem);
   const dim3 g(cdiv(p.T, QT), static_cast<unsigned>(p.H));
   launch(mla_prefill_kernel, g, kPrefillThreads, smem, s, p);
 }

@@ -507,12 +507,7 @@ void mla_decode_mma(const MlaDecodeParams& p, cudaStream_t s) {
   const int64_t blocks = static_cast<int64_t>(g.x) * g.y * g.z;
   const int nbuf = blocks <= dev.x && mma_smem(p.L, 2) <= static_cast<size_t>(dev.y) ? 2 : 1;
   const size_t smem = mma_smem(p.L, nbuf);
-  static size_t configured = 0;
-  if (smem > 48 * 1024 && smem > configured) {
-    cudaFuncSetAttribute(mla_decode_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(smem));
-    configured = smem;
-  }
+  opt_in_smem<mla_decode_mma_kernel>(smem);
   launch(mla_decode_mma_kernel, g, kThreads, smem, s, p, nbuf);
 }
 
@@ -523,12 +518,7 @@ namespace tandem::cuda::k {
 void mla_prefill_mma(const MlaPrefillParams& p, cudaStream_t s) {
   if (p.T == 0) return;
   const size_t smem = prefill_mma_smem(p.dn + p.dr, p.dv);
-  static size_t configured = 0;
-  if (smem > 48 * 1024 && smem > configured) {
-    cudaFuncSetAttribute(mla_prefill_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(smem));
-    configured = smem;
-  }
+  opt_in_smem<mla_prefill_mma_kernel>(smem);
   const dim3 g(cdiv(p.T, QT), static_cast<unsigned>(p.H));
   launch(mla_prefill_mma_kernel, g, kPrefillThreads, smem, s, p);
 }

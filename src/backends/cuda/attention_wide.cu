@@ -264,12 +264,7 @@ bool mla_decode_wide_applies(int64_t H, int64_t L, int64_t Lc) {
 
 void mla_decode_wide(const MlaDecodeParams& p, cudaStream_t s) {
   const size_t smem = wide_smem(p.L);
-  static size_t configured = 0;
-  if (smem > configured) {
-    cudaFuncSetAttribute(mla_decode_wide_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(smem));
-    configured = smem;
-  }
+  opt_in_smem<mla_decode_wide_kernel>(smem);
   const dim3 g(static_cast<unsigned>(p.T), static_cast<unsigned>(p.num_splits));
   launch(mla_decode_wide_kernel, g, kWideThreads, smem, s, p);
 }

@@ -59,6 +59,19 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream
   cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
 }
 
+// Lets Kernel launch with smem bytes of dynamic shared memory: above the default 48 KB a kernel
+// must opt in (cudaFuncAttributeMaxDynamicSharedMemorySize). Done once per kernel and again
+// only when a launch needs more than it was opted in to (not thread-safe, like the launches).
+template <auto Kernel>
+void opt_in_smem(size_t smem) {
+  static size_t configured = 0;
+  if (smem > 48 * 1024 && smem > configured) {
+    cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(smem));
+    configured = smem;
+  }
+}
+
 __device__ __forceinline__ float to_f(float v) {
   return v;
 }

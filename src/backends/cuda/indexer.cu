@@ -203,23 +203,13 @@ template <int DI>
 void launch_scores(const IndexerParams& p, int64_t t0, int64_t Tc, cudaStream_t s) {
   if (p.tensor_cores && p.Hi % 16 == 0) {
     const size_t smem = (p.Hi + kKeysPerBlock) * (DI + 8) * 2 + p.Hi * sizeof(float);
-    static size_t configured = 0;
-    if (smem > 48 * 1024 && smem > configured) {
-      cudaFuncSetAttribute(indexer_scores_mma_kernel<DI>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-      configured = smem;
-    }
+    opt_in_smem<indexer_scores_mma_kernel<DI>>(smem);
     const dim3 g(cdiv(p.max_len, kKeysPerBlock), static_cast<unsigned>(Tc));
     launch(indexer_scores_mma_kernel<DI>, g, kKeysPerBlock, smem, s, p, t0);
     return;
   }
   const size_t smem = (p.Hi * DI + p.Hi) * sizeof(float);
-  static size_t configured = 0;
-  if (smem > 48 * 1024 && smem > configured) {
-    cudaFuncSetAttribute(indexer_scores_kernel<DI>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(smem));
-    configured = smem;
-  }
+  opt_in_smem<indexer_scores_kernel<DI>>(smem);
   const dim3 g(cdiv(p.max_len, kKeysPerBlock), static_cast<unsigned>(Tc));
   launch(indexer_scores_kernel<DI>, g, kKeysPerBlock, smem, s, p, t0);
 }

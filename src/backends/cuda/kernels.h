@@ -25,9 +25,23 @@ struct PagedMeta {
 };
 
 // ---- elementwise.cu -------------------------------------------------------------------------
+// out[t, i] = silu(x[t, i]) * x[t, I + i]; x rows strided by xs, out contiguous [T, I].
+void silu_mul(const void* x, int64_t xs, void* out, int64_t T, int64_t I, DT dt, cudaStream_t s);
+// out = a + b over n contiguous elements.
+void add(const void* a, const void* b, void* out, int64_t n, DT dt, cudaStream_t s);
+
+// ---- rows.cu --------------------------------------------------------------------------------
 // out[t] = table[ids[t]] ([V, D] rows; ids outside [0, V) give a zero row).
 void embedding(const int32_t* ids, int64_t T, const void* table, int64_t V, int64_t D, void* out,
                DT dt, cudaStream_t s);
+// out[t] = [a[t] | b[t]]; out contiguous [T, D1 + D2].
+void concat_cols(const void* a, int64_t as, const void* b, int64_t bs, void* out, int64_t T,
+                 int64_t D1, int64_t D2, int64_t elem_bytes, cudaStream_t s);
+// out[i] = src[rows[i]] (rows outside [0, N) give zeros).
+void gather_rows(const void* src, int64_t ss, int64_t N, const int32_t* rows, void* out, int64_t M,
+                 int64_t D, int64_t elem_bytes, cudaStream_t s);
+
+// ---- norm.cu --------------------------------------------------------------------------------
 // w: [D] f32. x rows strided by xs, out rows by os.
 void rms_norm(const void* x, int64_t xs, const float* w, float eps, void* out, int64_t os,
               int64_t T, int64_t D, DT dt, cudaStream_t s);
@@ -37,29 +51,25 @@ bool add_rms_norm(void* h, int64_t hs, const void* b, int64_t bs, const float* w
                   void* out, int64_t os, int64_t T, int64_t D, DT dt, cudaStream_t s);
 void layer_norm(const void* x, int64_t xs, const float* w, const float* b, float eps, void* out,
                 int64_t os, int64_t T, int64_t D, DT dt, cudaStream_t s);
+
+// ---- rope.cu --------------------------------------------------------------------------------
 // In place on x: [T, H, d] with strides (s0, s1, 1).
 void rope(void* x, int64_t s0, int64_t s1, int64_t T, int64_t H, int64_t d, const int32_t* pos,
           const float* inv_freq, bool interleaved, float attention_factor, DT dt, cudaStream_t s);
-// out[t, i] = silu(x[t, i]) * x[t, I + i]; x rows strided by xs, out contiguous [T, I].
-void silu_mul(const void* x, int64_t xs, void* out, int64_t T, int64_t I, DT dt, cudaStream_t s);
-// out = a + b over n contiguous elements.
-void add(const void* a, const void* b, void* out, int64_t n, DT dt, cudaStream_t s);
-// out[t] = [a[t] | b[t]]; out contiguous [T, D1 + D2].
-void concat_cols(const void* a, int64_t as, const void* b, int64_t bs, void* out, int64_t T,
-                 int64_t D1, int64_t D2, int64_t elem_bytes, cudaStream_t s);
-// out[i] = src[rows[i]] (rows outside [0, N) give zeros).
-void gather_rows(const void* src, int64_t ss, int64_t N, const int32_t* rows, void* out, int64_t M,
-                 int64_t D, int64_t elem_bytes, cudaStream_t s);
-// pool[slot[t]] = rows[t] (slot < 0: skipped). pool: [S, R] contiguous.
+
+// ---- kv_cache.cu ----------------------------------------------------------------------------
 // pool[slots[t]] = [rms_norm(x[t, :n], w) | rope(x[t, n:n + dr])], bf16; x rows strided by xs.
 void mla_kv_store(const void* x, int64_t xs, const float* w, float eps, int64_t n, int64_t dr,
                   const int32_t* pos, const float* inv_freq, bool interleaved, float af,
                   const int32_t* slots, void* pool, int64_t T, int64_t S, cudaStream_t s);
+// pool[slot[t]] = rows[t] (slot < 0: skipped). pool: [S, R] contiguous.
 void kv_store(const void* rows, int64_t rs, const int32_t* slots, void* pool, int64_t T, int64_t S,
               int64_t R, int64_t elem_bytes, cudaStream_t s);
 // out[start_b + p] = pool[slot(b, p)] for p < seq_lens[b]; max_len bounds seq_lens.
 void kv_gather(const void* pool, const PagedMeta& m, int64_t max_len, void* out, int64_t R,
                int64_t elem_bytes, cudaStream_t s);
+
+// ---- argmax.cu ------------------------------------------------------------------------------
 // out[t] = argmax logits[t] (f32, lowest index on ties, NaN never wins).
 // Chunks of a V-wide row that argmax splits it into (its partials: T * chunks of each kind).
 int64_t argmax_chunks(int64_t V);
@@ -67,6 +77,8 @@ int64_t argmax_chunks(int64_t V);
 // counters: [T] ints, zero, left zero (when argmax_chunks(V) > 1).
 void argmax(const float* logits, int64_t ls, int64_t T, int64_t V, float* part_v, int* part_i,
             int* counters, int32_t* out, cudaStream_t s);
+
+// ---- fill.cu --------------------------------------------------------------------------------
 // Deterministic N(0, scale^2)-ish values (sum of uniforms), for benchmarks and tests.
 void fill_random(void* p, int64_t n, uint64_t seed, float scale, DT dt, cudaStream_t s);
 
