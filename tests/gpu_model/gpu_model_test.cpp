@@ -450,7 +450,7 @@ TEST(GpuGraphs, DecodeReplayIsIdenticalToEager) {
   };
   ForwardBatch stat = step_batch(0);  // the bucket's static input buffers
   cuda::ArenaWorkspace eager_ws(Device::cuda(), 64 << 20), graph_ws(Device::cuda(), 64 << 20);
-  cuda::DecodeGraphs graphs(graph_ws);
+  cuda::DecodeGraphs graphs(cuda::cuda_backend(), graph_ws);
   ForwardResult from_graph;
   int replays = 0;
   for (int64_t step = 0; step < 40; ++step) {

@@ -270,7 +270,7 @@ TEST_F(CudaSample, GraphReplayReadsParametersOnTheDevice) {
   Tensor tk = Tensor::from_vector(tks, {R}).to(Device::cuda()),
          u = Tensor::from_vector(std::vector<float>(R, 0.5f), {R}).to(Device::cuda());
   cuda::ArenaWorkspace graph_ws(Device::cuda(), 1 << 20);
-  cuda::DecodeGraphs graphs(graph_ws);
+  cuda::DecodeGraphs graphs(cuda::cuda_backend(), graph_ws);
   Tensor from_graph;
   int replays = 0;
   for (int step = 0; step < 6; ++step) {

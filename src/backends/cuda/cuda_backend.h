@@ -14,20 +14,12 @@
 #include <memory>
 #include <vector>
 
+#include "backends/cuda/heuristics.h"
 #include "ops/backend.h"
 
 namespace tandem::cuda {
 
 class LtGemm;
-
-// How mla_decode splits each token's key list across blocks (decided on the host from shapes
-// and the batch's max length; the kernels read each token's real length on the device, so a
-// plan made for a longer max length stays correct).
-struct MlaDecodePlan {
-  int64_t split_len = 0;   // key-list entries per split (a multiple of 64)
-  int64_t num_splits = 1;  // 1: no merge pass, no scratch
-  size_t scratch_bytes = 0;
-};
 
 class CudaBackend final : public Backend {
  public:
@@ -75,9 +67,10 @@ class CudaBackend final : public Backend {
   // wide: the 64-heads-per-block kernel (one block per token and split).
   MlaDecodePlan plan_mla_decode(int64_t T, int64_t H, int64_t range, int64_t Lc,
                                 bool wide = false) const;
-  // Whether mla_decode runs the 64-heads-per-block kernel for T tokens of these dims: where it
-  // applies, from kMlaWideMinTokens tokens, never in deterministic mode (the kernel must not
-  // depend on the token count there, and the 16-head kernel is the faster one at decode sizes);
+  // Whether mla_decode runs the 64-heads-per-block kernel for T tokens of these dims
+  // (heuristics::mla_wide): where it applies, from heuristics::kMlaWideMinTokens tokens, never in
+  // deterministic mode (the kernel must not depend on the token count there, and the 16-head
+  // kernel is the faster one at decode sizes);
   // TANDEM_MLA_WIDE=0 / 1 or set_mla_wide(0 / 1) force it off / on (where it applies, in either
   // mode), -1 restores the automatic choice.
   bool mla_wide(int64_t T, int64_t H, int64_t L, int64_t Lc) const;
@@ -94,8 +87,8 @@ class CudaBackend final : public Backend {
   bool mla_tensor_cores() const { return mla_tensor_cores_; }
   // Which expert kernels moe_experts' device path runs (where the shapes allow the tensor-core
   // ones): mode 1 the tensor-core kernels, 0 the SIMT ones, -1 (default) the tensor-core
-  // kernels from kMoeTensorCoreRowsPerExpert rows per expert on average, and always in
-  // deterministic mode (the choice must not depend on the token count there). Also
+  // kernels from heuristics::kMoeTensorCoreRowsPerExpert rows per expert on average, and always
+  // in deterministic mode (the choice must not depend on the token count there). Also
   // TANDEM_MOE_TENSOR_CORES=0 / 1.
   void set_moe_tensor_cores(int mode) { moe_tc_mode_ = mode; }
   bool moe_tensor_cores(int64_t pairs, int64_t experts) const;
@@ -110,31 +103,8 @@ class CudaBackend final : public Backend {
   void set_deterministic(bool on) override { deterministic_ = on; }
   bool deterministic() const { return deterministic_; }
 
-  // Default mode, bf16 weights: linear runs cuBLASLt from this many rows (it reads the weights
-  // as fast as the skinny kernel at one row and 1.3-2.5x faster at 2-16 rows on the H200,
-  // kernel_bench's linear table); head_matmul runs it at every token count (strided-batched, one
-  // GEMM per head; the W_UK / W_UV rows of the same table: 8 us where the skinny kernel takes
-  // 13-28 us). Neither is batch-invariant across that switch: in
-  // deterministic mode every bf16 product runs the tensor-core kernel of gemm_tc.cu instead,
-  // f32 weights always take the skinny kernel (invariant at any M).
-  static constexpr int64_t kSkinnyMaxRows = 1;
-  // Keys per split of mla_decode in deterministic mode: a fixed split length makes the split
-  // boundaries (and so the merge's rounding) independent of the number of query tokens.
-  static constexpr int64_t kDeterministicMlaSplit = 512;
-  // Default mode: mla_decode runs the 64-heads-per-block kernel from this many query tokens
-  // (H200, dense GLM-5.2 layer at ctx 1k: 18 / 11 us slower per layer at 1 / 4 tokens, 1 / 10 /
-  // 14 / 160 us faster at 16 / 32 / 64 / 128).
-  static constexpr int64_t kMlaWideMinTokens = 16;
-  // Fewest keys per split of the 64-heads-per-block kernel: each block stages its token's 64
-  // query rows (74 KB at L = 576), as many bytes as 64 keys.
-  static constexpr int64_t kMlaWideMinSplit = 128;
-  // Rows per expert (on average) from which moe_experts runs cuBLASLt per expert (host sync).
-  static constexpr int64_t kMoeHostPathRowsPerExpert = 32;
-  // Rows per expert (on average) from which the device path runs the tensor-core expert kernels
-  // in default mode. Below it the SIMT kernels read the weights faster (H200, GLM-5.2 MoE layer:
-  // 740 against 774 us at 4 tokens, 1266 against 1335 at 8), from it the tensor-core ones (3306
-  // against 3373 us at 32 tokens, 5226 against 7473 at 128).
-  static constexpr int64_t kMoeTensorCoreRowsPerExpert = 1;
+  // The kernel-choice thresholds live in heuristics.h, with the measurements behind them.
+  static constexpr int64_t kSkinnyMaxRows = heuristics::kSkinnyMaxRows;
 
  private:
   // Scratch for one op's intermediates, valid until the next op is enqueued.

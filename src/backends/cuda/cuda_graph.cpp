@@ -42,7 +42,15 @@ struct DecodeGraphs::Graph {
   }
 };
 
-DecodeGraphs::DecodeGraphs(ArenaWorkspace& ws, GraphOptions o) : ws_(ws), opts_(o) {
+namespace {
+CudaBackend& require(CudaBackend* be) {
+  TD_CHECK(be != nullptr, "DecodeGraphs: the CUDA backend is not initialised");
+  return *be;
+}
+}  // namespace
+
+DecodeGraphs::DecodeGraphs(CudaBackend* backend, ArenaWorkspace& ws, GraphOptions o)
+    : be_(require(backend)), ws_(ws), opts_(o) {
   cudaStream_t s = nullptr;
   TD_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   stream_ = s;
@@ -61,8 +69,6 @@ size_t DecodeGraphs::num_graphs() const {
 }
 
 bool DecodeGraphs::run(int64_t key, const std::function<void(Workspace&)>& fn) {
-  CudaBackend* be = cuda_backend();
-  TD_CHECK(be != nullptr, "DecodeGraphs: the CUDA backend is not initialised");
   auto s = static_cast<cudaStream_t>(stream_);
   if (opts_.disable_cuda_graph) {
     ws_.reset();
@@ -81,7 +87,7 @@ bool DecodeGraphs::run(int64_t key, const std::function<void(Workspace&)>& fn) {
   bool ran = false;
   if (!g->exec) {
     TD_CUDA_CHECK(cudaDeviceSynchronize());
-    be->set_stream(s);
+    be_.set_stream(s);
     TD_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     try {
       ws_.reset();
@@ -91,10 +97,10 @@ bool DecodeGraphs::run(int64_t key, const std::function<void(Workspace&)>& fn) {
       cudaStreamEndCapture(s, &broken);
       if (broken) cudaGraphDestroy(broken);
       cudaGetLastError();
-      be->set_stream(nullptr);
+      be_.set_stream(nullptr);
       throw;
     }
-    be->set_stream(nullptr);
+    be_.set_stream(nullptr);
     g->used_after = ws_.used();
     TD_CUDA_CHECK(cudaStreamEndCapture(s, &g->graph));
     TD_CUDA_CHECK(cudaGraphInstantiate(&g->exec, g->graph, 0));

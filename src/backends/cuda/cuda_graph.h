@@ -1,8 +1,8 @@
 // What the runtime needs to replay decode steps as CUDA graphs (host-only header: no CUDA types).
 //
 //   ArenaWorkspace ws(Device::cuda(), 1 << 30);
-//   DecodeGraphs graphs(ws);           // or DecodeGraphs(ws, {.disable_cuda_graph = true})
-//   ForwardResult out;                  // lives across calls
+//   DecodeGraphs graphs(cuda_backend(), ws);  // or (cuda_backend(), ws, {.disable_cuda_graph =
+//   true}) ForwardResult out;                  // lives across calls
 //   // static_batch: a ForwardBatch whose device tensors are allocated once per bucket; before
 //   // each step the runtime copies the step's ids/positions/slots/page table into them.
 //   graphs.run(bucket, [&](Workspace& w) { out = model.forward(w, static_batch, cache); });
@@ -28,6 +28,8 @@
 
 namespace tandem::cuda {
 
+class CudaBackend;
+
 // A bump allocator over one device buffer: alloc() hands out consecutive 256-byte-aligned
 // slices; reset() starts over, so a forward that allocates the same shapes in the same order
 // gets the same addresses every time. Running out throws (with the size needed).
@@ -52,9 +54,13 @@ struct GraphOptions {
   bool disable_cuda_graph = false;  // run() always runs the callback eagerly
 };
 
+// Captures and replays through `backend`: during a capture it points the backend's launches at
+// the graphs' private stream (CudaBackend::set_stream) and back to the default stream after.
 class DecodeGraphs {
  public:
-  explicit DecodeGraphs(ArenaWorkspace& ws, GraphOptions o = {});
+  // backend: the CUDA backend whose ops the forwards run (cuda_backend()); must not be null and
+  // must outlive this object.
+  DecodeGraphs(CudaBackend* backend, ArenaWorkspace& ws, GraphOptions o = {});
   ~DecodeGraphs();
   DecodeGraphs(const DecodeGraphs&) = delete;
   DecodeGraphs& operator=(const DecodeGraphs&) = delete;
@@ -69,6 +75,7 @@ class DecodeGraphs {
 
  private:
   struct Graph;
+  CudaBackend& be_;
   ArenaWorkspace& ws_;
   GraphOptions opts_;
   void* stream_ = nullptr;  // cudaStream_t used for capture and replay

@@ -1,0 +1,142 @@
+// CudaBackend: moe_route, moe_experts (device path, host path with cuBLASLt per expert).
+#include <algorithm>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_validate.h"
+#include "backends/cuda/heuristics.h"
+#include "backends/cuda/kernels.h"
+#include "backends/cuda/lt_gemm.h"
+#include "core/error.h"
+
+namespace tandem::cuda {
+
+using namespace check;
+using k::DT;
+
+void CudaBackend::moe_route(const Tensor& logits, const Tensor& bias, const RouteParams& p,
+                            Tensor& idx, Tensor& weights) {
+  need_dtype(logits, DType::F32, "moe_route", "logits");
+  need_unit_last(logits, "moe_route", "logits");
+  need_contiguous(idx, "moe_route", "idx");
+  need_contiguous(weights, "moe_route", "weights");
+  if (bias.defined()) need_f32_param(bias, "moe_route", "bias");
+  k::moe_route(logits.data<float>(), logits.stride(0),
+               bias.defined() ? bias.data<float>() : nullptr, logits.size(0), logits.size(1),
+               p.top_k, p.n_group, p.topk_group, p.normalize, p.scaling, idx.data<int32_t>(),
+               weights.data<float>(), stream_);
+  TD_CUDA_LAUNCH_CHECK();
+}
+
+bool CudaBackend::moe_tensor_cores(int64_t pairs, int64_t experts) const {
+  return heuristics::moe_tensor_cores(moe_tc_mode_, deterministic_, pairs, experts);
+}
+
+void CudaBackend::moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down,
+                              const Tensor& idx, const Tensor& weights, Tensor& out) {
+  const char* op = "moe_experts";
+  need_dtype(x, DType::BF16, op, "x");
+  need_dtype(gate_up, DType::BF16, op, "gate_up");
+  need_dtype(down, DType::BF16, op, "down");
+  need_dtype(out, DType::BF16, op, "out");
+  need_dtype(idx, DType::I32, op, "idx");
+  need_dtype(weights, DType::F32, op, "weights");
+  need_all_contiguous({&gate_up, &down, &idx, &weights, &out}, op, "weights, routing and out");
+  need_unit_last(x, op, "x");
+  const int64_t T = x.size(0), D = x.size(1), E = gate_up.size(0), I = down.size(2),
+                kk = idx.size(1);
+  TD_CHECK(D % 8 == 0 && I % 8 == 0,
+           "cuda moe_experts: hidden {} and expert intermediate {} must be multiples of 8", D, I);
+  need_vec(x, {x.stride(0)}, op, "x");
+  if (T == 0) return;
+  const int64_t Tc = heuristics::moe_token_chunk(T, D, I, kk);
+  for (int64_t t0 = 0; t0 < T; t0 += Tc) {
+    const int64_t n = std::min(Tc, T - t0);
+    Tensor xo = out.narrow(0, t0, n);
+    const bool host =
+        heuristics::moe_host_path(n * kk, E, deterministic_, [this] { return capturing(); });
+    moe_chunk(x.narrow(0, t0, n), gate_up, down, idx.narrow(0, t0, n), weights.narrow(0, t0, n), xo,
+              host);
+  }
+}
+
+void CudaBackend::moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor& down,
+                            const Tensor& idx, const Tensor& weights, Tensor& out, bool host_path) {
+  const int64_t T = x.size(0), D = x.size(1), E = gate_up.size(0), I = down.size(2),
+                kk = idx.size(1);
+  const int64_t P = T * kk;
+  // Scratch: ints (counts E, offsets E+1, perm P, inv P, active E, num_active 1), then
+  // h [P, I] bf16, y [P, D] f32, and on the host path xs [P, D] bf16 and g [P, 2I] bf16.
+  const size_t ints = static_cast<size_t>(round_up(3 * E + 2 + 2 * P, 64));
+  const size_t h_bytes = static_cast<size_t>(round_up(P * I * 2, 256));
+  const size_t y_bytes = static_cast<size_t>(round_up(P * D * 4, 256));
+  const size_t xs_bytes = host_path ? static_cast<size_t>(round_up(P * D * 2, 256)) : 0;
+  const size_t g_bytes = host_path ? static_cast<size_t>(round_up(P * 2 * I * 2, 256)) : 0;
+  auto* base = static_cast<char*>(scratch(ints * 4 + h_bytes + y_bytes + xs_bytes + g_bytes));
+  auto* counts = reinterpret_cast<int32_t*>(base);
+  int32_t* offsets = counts + E;
+  int32_t* perm = offsets + E + 1;
+  int32_t* inv = perm + P;
+  int32_t* active = inv + P;
+  int32_t* num_active = active + E;
+  void* h = base + ints * 4;
+  auto* y = reinterpret_cast<float*>(base + ints * 4 + h_bytes);
+  void* xs = base + ints * 4 + h_bytes + y_bytes;
+  void* g = base + ints * 4 + h_bytes + y_bytes + xs_bytes;
+
+  k::moe_prepare(idx.data<int32_t>(), P, E, counts, offsets, perm, inv, active, num_active,
+                 stream_);
+  TD_CUDA_LAUNCH_CHECK();
+  if (!host_path) {
+    const int64_t max_active = std::min(E, P);
+    if (k::moe_mma_applies(I, D) && moe_tensor_cores(P, E)) {
+      k::moe_gate_up_mma(x.raw(), x.stride(0), kk, gate_up.raw(), counts, offsets, perm, active,
+                         num_active, max_active, I, D, h, stream_);
+      TD_CUDA_LAUNCH_CHECK();
+      k::moe_down_mma(h, down.raw(), counts, offsets, active, num_active, max_active, I, D, y,
+                      stream_);
+    } else {
+      k::moe_gate_up(x.raw(), x.stride(0), kk, gate_up.raw(), counts, offsets, perm, active,
+                     num_active, max_active, I, D, h, stream_);
+      TD_CUDA_LAUNCH_CHECK();
+      k::moe_down(h, down.raw(), counts, offsets, active, num_active, max_active, I, D, y, stream_);
+    }
+    TD_CUDA_LAUNCH_CHECK();
+  } else {
+    std::vector<int32_t> cnt(static_cast<size_t>(E)), off(static_cast<size_t>(E));
+    TD_CUDA_CHECK(cudaMemcpyAsync(cnt.data(), counts, E * 4, cudaMemcpyDeviceToHost, stream_));
+    TD_CUDA_CHECK(cudaMemcpyAsync(off.data(), offsets, E * 4, cudaMemcpyDeviceToHost, stream_));
+    TD_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    k::moe_gather_x(x.raw(), x.stride(0), kk, perm, P, D, xs, stream_);
+    TD_CUDA_LAUNCH_CHECK();
+    const auto* gu = static_cast<const uint16_t*>(gate_up.raw());
+    const auto* dn = static_cast<const uint16_t*>(down.raw());
+    auto* xs16 = static_cast<uint16_t*>(xs);
+    auto* g16 = static_cast<uint16_t*>(g);
+    auto* h16 = static_cast<uint16_t*>(h);
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t n = cnt[static_cast<size_t>(e)], o = off[static_cast<size_t>(e)];
+      if (n == 0) continue;
+      if (!lt_->gemm(xs16 + o * D, D, gu + e * 2 * I * D, D, g16 + o * 2 * I, 2 * I, false, n,
+                     2 * I, D, stream_)) {
+        Tensor ge = Tensor::wrap(g16 + o * 2 * I, {n, 2 * I}, DType::BF16, Device::cuda());
+        skinny(xs16 + o * D, D, 0, gate_up.select(0, e), 0, ge, 2 * I, 0, n, 2 * I, D, 1);
+      }
+    }
+    k::silu_mul(g, 2 * I, h, P, I, DT::BF16, stream_);
+    TD_CUDA_LAUNCH_CHECK();
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t n = cnt[static_cast<size_t>(e)], o = off[static_cast<size_t>(e)];
+      if (n == 0) continue;
+      if (!lt_->gemm(h16 + o * I, I, dn + e * D * I, I, y + o * D, D, true, n, D, I, stream_)) {
+        Tensor ye = Tensor::wrap(y + o * D, {n, D}, DType::F32, Device::cuda());
+        skinny(h16 + o * I, I, 0, down.select(0, e), 0, ye, D, 0, n, D, I, 1);
+      }
+    }
+  }
+  k::moe_combine(y, DT::F32, inv, weights.data<float>(), T, kk, D, out.raw(), stream_);
+  TD_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace tandem::cuda

@@ -1,0 +1,143 @@
+// Every host-side kernel choice of the CUDA backend in one place: which GEMM path by row count,
+// when the tensor-core expert kernels and the 64-head mla_decode run, mla_decode's split plan,
+// token chunking, what deterministic mode pins, and the TANDEM_* switches that override them.
+// Host-only (g++); functions of shapes, modes and switches only (no device state), so a choice
+// made for a capture is the same on replay.
+//
+// Choices made inside the launchers (kernels.h) stay next to their kernels: the skinny and
+// tensor-core GEMMs' K-split counts (k::skinny_splits, k::tc_gemm_splits), the register /
+// vectorized RMSNorm variant by row width (norm.cu), the number of key buffers of the 16-head
+// mla_decode (attention_mma.cu), programmatic dependent launch (TANDEM_PDL, common.cuh).
+//
+// Figures are H200 measurements quoted from docs/benchmarks.md ("linear paths" table, from the
+// results file docs/results/gpu_suite_2026-12-01_c80ff6bcb66a.txt) and docs/cuda-backend.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tandem::cuda {
+
+// How mla_decode splits each token's key list across blocks (decided on the host from shapes
+// and the batch's max length; the kernels read each token's real length on the device, so a
+// plan made for a longer max length stays correct).
+struct MlaDecodePlan {
+  int64_t split_len = 0;   // key-list entries per split (a multiple of 64)
+  int64_t num_splits = 1;  // 1: no merge pass, no scratch
+  size_t scratch_bytes = 0;
+};
+
+namespace heuristics {
+
+// ---- environment switches (read once, when the backend is constructed) ------------------------
+// The table of every TANDEM_* switch is in docs/cuda-backend.md ("Switches").
+struct Switches {
+  bool mla_tensor_cores = true;   // TANDEM_MLA_SIMT=1 (any value not starting with '0'): false
+  bool side_stream = true;        // TANDEM_SIDE_STREAM=0: side branches run in order
+  bool last_block_reduce = true;  // TANDEM_SKINNY_LAST_BLOCK_REDUCE=0: a second reduce kernel
+  int moe_tc_mode = -1;           // TANDEM_MOE_TENSOR_CORES: -1 automatic, 0 off, 1 on
+  int64_t mla_min_split = 64;     // TANDEM_MLA_MIN_SPLIT: fewest keys per mla_decode split
+  int mla_wide_mode = -1;         // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
+};
+Switches read_switches();
+
+// ---- linear / head_matmul ----------------------------------------------------------------------
+// Default mode, bf16 weights: linear runs cuBLASLt above this many rows, the skinny kernel at or
+// below it. At one row they read the weights about equally (q_b 16384x2048: skinny 29.7 us,
+// cuBLASLt 26.3; lm_head 154880x6144: 443.0 against 444.7); from 2 rows cuBLASLt wins: at 4-16
+// rows it reads 59-103% of the copy rate where the skinny kernel, FP32-FMA bound, reads 16-74%
+// (docs/benchmarks.md). Not batch-invariant across the switch (hence deterministic mode below).
+constexpr int64_t kSkinnyMaxRows = 1;
+
+// Deterministic mode: every bf16 linear and head_matmul runs the tensor-core kernel of
+// gemm_tc.cu (one reduction order at every M) where it applies, else the skinny kernel; never
+// cuBLASLt, whose algorithm depends on the row count. Cost: at one row it reads 49-68% of copy
+// against 58-104% for the default paths; at 16 rows it is 1.2-2x faster than the skinny kernel;
+// at 64 rows and above 3-12x slower than cuBLASLt (docs/cuda-backend.md).
+inline bool gemm_tensor_core_path(bool deterministic) {
+  return deterministic;
+}
+// linear: cuBLASLt (the caller falls back to the skinny kernel where it has no algorithm).
+inline bool linear_lt_path(int64_t rows, bool deterministic) {
+  return rows > kSkinnyMaxRows && !deterministic;
+}
+// head_matmul: one strided-batched cuBLASLt GEMM (a batch per head) at every token count in
+// default mode: W_UK 64 x 512x128 8.4 us at 1 token and 8.2 at 4, where the skinny kernel takes
+// 13.3 and 28.4 (its warps mostly idle on rows of K = 128 or 512).
+inline bool head_matmul_lt_path(bool deterministic) {
+  return !deterministic;
+}
+
+// Skinny split-K: the partials are summed by each output tile's last block to arrive (an arrival
+// counter per tile, no second kernel) when that is switched on and the counters suffice;
+// TANDEM_SKINNY_LAST_BLOCK_REDUCE=0 measured within noise of it on whole layers.
+inline bool skinny_last_block_reduce(bool on, int64_t tiles, int64_t counters) {
+  return on && tiles <= counters;
+}
+
+// ---- mla_decode --------------------------------------------------------------------------------
+// Keys per split in deterministic mode: a fixed split length makes the split boundaries (and so
+// the merge's rounding) independent of the number of query tokens.
+constexpr int64_t kDeterministicMlaSplit = 512;
+// Default mode: the 64-heads-per-block kernel from this many query tokens (dense GLM-5.2 layer
+// at ctx 1k: 18 / 11 us slower per layer at 1 / 4 tokens, 1 / 10 / 14 / 160 us faster at 16 /
+// 32 / 64 / 128 when the rule was set; mla_decode at 128 tokens x 1k is 160 us with it,
+// docs/cuda-backend.md "Performance").
+constexpr int64_t kMlaWideMinTokens = 16;
+// Fewest keys per split of the 64-heads-per-block kernel: each block stages its token's 64 query
+// rows (74 KB at L = 576), as many bytes as 64 keys.
+constexpr int64_t kMlaWideMinSplit = 128;
+
+// Whether mla_decode runs the 64-heads-per-block kernel: only on the tensor cores and where its
+// shapes apply; `mode` (TANDEM_MLA_WIDE / set_mla_wide: 0 / 1) forces it off / on in either
+// mode; automatically (-1) from kMlaWideMinTokens tokens and never in deterministic mode (the
+// kernel must not depend on the token count there, and the 16-head kernel is the faster one at
+// decode sizes).
+bool mla_wide(bool tensor_cores, bool applies, int mode, bool deterministic, int64_t tokens);
+
+// The split plan: enough splits of the key list (multiples of 64 entries, at most 128 splits)
+// for about two blocks per SM with the 16-head kernel, or three quarters of the SMs with the
+// 64-head one (201 KB of shared memory, one block per SM; a split costs a merge pass over
+// [T, H, splits, Lc] f32 partials, 23 us at 128 tokens); splits of at least min_split keys
+// (TANDEM_MLA_MIN_SPLIT, default 64: 128 measured the same on whole layers, 512 about 30 us
+// slower per layer, 1024 60-70 us). Deterministic mode: kDeterministicMlaSplit whatever T is.
+MlaDecodePlan plan_mla_decode(int64_t T, int64_t H, int64_t range, int64_t Lc, bool wide,
+                              int64_t num_sms, bool deterministic, int64_t min_split);
+
+// ---- indexer_topk ------------------------------------------------------------------------------
+// Query tokens per launch: the scores scratch [tokens, max_len] f32 stays within 64M floats.
+int64_t indexer_token_chunk(int64_t T, int64_t max_len);
+
+// ---- moe_experts -------------------------------------------------------------------------------
+// Rows per expert (on average) from which moe_experts runs cuBLASLt per expert on gathered rows
+// (one host sync for the counts).
+constexpr int64_t kMoeHostPathRowsPerExpert = 32;
+// Rows per expert (on average) from which the device path runs the tensor-core expert kernels in
+// default mode. Below it the SIMT kernels read the weights faster (GLM-5.2 MoE layer: 740 against
+// 774 us at 4 tokens, 1266 against 1335 at 8), from it the tensor-core ones (3306 against 3373
+// us at 32 tokens, 5226 against 7473 at 128; docs/benchmarks.md: the MoE layer at 128 tokens
+// went from 60% to 89% of copy with them).
+constexpr int64_t kMoeTensorCoreRowsPerExpert = 1;
+
+// Tokens per moe_experts chunk: the intermediates (about 16 KB per (token, slot) at GLM-5
+// sizes) stay within 512 MiB.
+int64_t moe_token_chunk(int64_t T, int64_t D, int64_t I, int64_t slots);
+
+// The device path's expert kernels: `mode` (TANDEM_MOE_TENSOR_CORES / set_moe_tensor_cores)
+// 1 tensor cores, 0 SIMT; automatic (-1): tensor cores from kMoeTensorCoreRowsPerExpert rows per
+// expert, and always in deterministic mode (the choice must not depend on the token count).
+inline bool moe_tensor_cores(int mode, bool deterministic, int64_t pairs, int64_t experts) {
+  if (mode >= 0) return mode == 1;
+  return deterministic || pairs >= kMoeTensorCoreRowsPerExpert * experts;
+}
+
+// The host path (cuBLASLt per expert): many rows per expert, never while capturing (it syncs),
+// never in deterministic mode (cuBLASLt picks algorithms by row count). `capturing` is called
+// only when the size test passes, as the backend always did.
+template <typename Capturing>
+bool moe_host_path(int64_t pairs, int64_t experts, bool deterministic, Capturing&& capturing) {
+  return pairs >= kMoeHostPathRowsPerExpert * experts && !capturing() && !deterministic;
+}
+
+}  // namespace heuristics
+}  // namespace tandem::cuda
