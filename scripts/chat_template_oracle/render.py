@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference renderer for Tandem's chat-template engine (src/server/chat_template).
+"""Reference renderer for Tandem's chat-template engine (src/chat_template).
 
 Renders chat templates with Python Jinja2 set up the way transformers' apply_chat_template sets
 it up, so the C++ engine can be checked byte for byte against it:

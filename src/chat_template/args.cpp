@@ -1,6 +1,6 @@
-#include "server/chat_template/args.h"
+#include "chat_template/args.h"
 
-#include "server/chat_template/errors.h"
+#include "chat_template/errors.h"
 
 namespace tandem::jinja {
 

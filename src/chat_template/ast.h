@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "server/chat_template/operators.h"
-#include "server/chat_template/value.h"
+#include "chat_template/operators.h"
+#include "chat_template/value.h"
 
 namespace tandem::jinja {
 

@@ -1,13 +1,13 @@
-#include "server/chat_template/chat_template.h"
+#include "chat_template/chat_template.h"
 
 #include <fmt/format.h>
 
+#include "chat_template/ast.h"
+#include "chat_template/errors.h"
+#include "chat_template/globals.h"
+#include "chat_template/parser.h"
+#include "chat_template/renderer.h"
 #include "core/error.h"
-#include "server/chat_template/ast.h"
-#include "server/chat_template/errors.h"
-#include "server/chat_template/globals.h"
-#include "server/chat_template/parser.h"
-#include "server/chat_template/renderer.h"
 
 namespace tandem {
 

@@ -18,6 +18,13 @@ namespace jinja {
 struct Template;
 }
 
+// The deepest nesting render() converts from its context: a JSON value inside N arrays/objects
+// is at depth N, and an array or object at this depth or deeper is a render error ("JSON value
+// nested deeper than 128 levels"), so the conversion's recursion (and the converted value's
+// recursive destruction and printing) stays shallow for any caller. The server refuses request
+// bodies nested deeper than the same number while parsing (server/json_limits.h).
+inline constexpr int kChatTemplateMaxJsonDepth = 128;
+
 class ChatTemplate {
  public:
   // Parses once; a syntax error throws tandem::Error with line:column and what was expected.

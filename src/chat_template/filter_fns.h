@@ -3,7 +3,7 @@
 // filters.cpp maps their Jinja names to them.
 #pragma once
 
-#include "server/chat_template/ast.h"
+#include "chat_template/ast.h"
 
 namespace tandem::jinja::filters {
 

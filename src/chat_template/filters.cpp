@@ -1,9 +1,9 @@
-#include "server/chat_template/filters.h"
+#include "chat_template/filters.h"
 
-#include "server/chat_template/errors.h"
-#include "server/chat_template/filter_fns.h"
-#include "server/chat_template/operators.h"
-#include "server/chat_template/py_string.h"
+#include "chat_template/errors.h"
+#include "chat_template/filter_fns.h"
+#include "chat_template/operators.h"
+#include "chat_template/py_string.h"
 
 namespace tandem::jinja {
 

@@ -7,12 +7,12 @@
 #include <cstdlib>
 #include <optional>
 
-#include "server/chat_template/args.h"
-#include "server/chat_template/errors.h"
-#include "server/chat_template/filter_fns.h"
-#include "server/chat_template/operators.h"
-#include "server/chat_template/py_repr.h"
-#include "server/chat_template/py_string.h"
+#include "chat_template/args.h"
+#include "chat_template/errors.h"
+#include "chat_template/filter_fns.h"
+#include "chat_template/operators.h"
+#include "chat_template/py_repr.h"
+#include "chat_template/py_string.h"
 
 namespace tandem::jinja::filters {
 namespace {

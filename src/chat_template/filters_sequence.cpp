@@ -5,15 +5,15 @@
 #include <algorithm>
 #include <optional>
 
-#include "server/chat_template/args.h"
-#include "server/chat_template/errors.h"
-#include "server/chat_template/filter_fns.h"
-#include "server/chat_template/filters.h"
-#include "server/chat_template/methods.h"
-#include "server/chat_template/operators.h"
-#include "server/chat_template/py_repr.h"
-#include "server/chat_template/py_string.h"
-#include "server/chat_template/renderer.h"
+#include "chat_template/args.h"
+#include "chat_template/errors.h"
+#include "chat_template/filter_fns.h"
+#include "chat_template/filters.h"
+#include "chat_template/methods.h"
+#include "chat_template/operators.h"
+#include "chat_template/py_repr.h"
+#include "chat_template/py_string.h"
+#include "chat_template/renderer.h"
 
 namespace tandem::jinja::filters {
 namespace {

@@ -1,15 +1,15 @@
 // Text filters: case, trim, replace, escape, indent, truncate, format, tojson.
 #include <algorithm>
 
-#include "server/chat_template/args.h"
-#include "server/chat_template/errors.h"
-#include "server/chat_template/filter_fns.h"
-#include "server/chat_template/json_dumps.h"
-#include "server/chat_template/operators.h"
-#include "server/chat_template/py_format.h"
-#include "server/chat_template/py_repr.h"
-#include "server/chat_template/py_string.h"
-#include "server/chat_template/unicode.h"
+#include "chat_template/args.h"
+#include "chat_template/errors.h"
+#include "chat_template/filter_fns.h"
+#include "chat_template/json_dumps.h"
+#include "chat_template/operators.h"
+#include "chat_template/py_format.h"
+#include "chat_template/py_repr.h"
+#include "chat_template/py_string.h"
+#include "chat_template/unicode.h"
 
 namespace tandem::jinja::filters {
 namespace {

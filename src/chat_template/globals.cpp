@@ -1,11 +1,11 @@
-#include "server/chat_template/globals.h"
+#include "chat_template/globals.h"
 
 #include <ctime>
 
-#include "server/chat_template/args.h"
-#include "server/chat_template/errors.h"
-#include "server/chat_template/operators.h"
-#include "server/chat_template/py_repr.h"
+#include "chat_template/args.h"
+#include "chat_template/errors.h"
+#include "chat_template/operators.h"
+#include "chat_template/py_repr.h"
 
 namespace tandem::jinja {
 

@@ -2,7 +2,7 @@
 // the two transformers adds (raise_exception, strftime_now).
 #pragma once
 
-#include "server/chat_template/scope.h"
+#include "chat_template/scope.h"
 
 namespace tandem::jinja {
 

@@ -1,13 +1,13 @@
-#include "server/chat_template/json_dumps.h"
+#include "chat_template/json_dumps.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "server/chat_template/errors.h"
-#include "server/chat_template/py_repr.h"
-#include "server/chat_template/unicode.h"
+#include "chat_template/errors.h"
+#include "chat_template/py_repr.h"
+#include "chat_template/unicode.h"
 
 namespace tandem::jinja {
 namespace {

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "server/chat_template/value.h"
+#include "chat_template/value.h"
 
 namespace tandem::jinja {
 

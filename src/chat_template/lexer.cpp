@@ -1,4 +1,4 @@
-#include "server/chat_template/lexer.h"
+#include "chat_template/lexer.h"
 
 #include <fmt/format.h>
 
@@ -7,8 +7,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "chat_template/unicode.h"
 #include "core/error.h"
-#include "server/chat_template/unicode.h"
 
 namespace tandem::jinja {
 namespace {

@@ -1,15 +1,15 @@
-#include "server/chat_template/methods.h"
+#include "chat_template/methods.h"
 
 #include <algorithm>
 #include <array>
 
-#include "server/chat_template/args.h"
-#include "server/chat_template/errors.h"
-#include "server/chat_template/operators.h"
-#include "server/chat_template/py_format.h"
-#include "server/chat_template/py_repr.h"
-#include "server/chat_template/py_string.h"
-#include "server/chat_template/unicode.h"
+#include "chat_template/args.h"
+#include "chat_template/errors.h"
+#include "chat_template/operators.h"
+#include "chat_template/py_format.h"
+#include "chat_template/py_repr.h"
+#include "chat_template/py_string.h"
+#include "chat_template/unicode.h"
 
 namespace tandem::jinja {
 namespace {

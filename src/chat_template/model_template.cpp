@@ -4,8 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "chat_template/chat_template.h"
 #include "core/error.h"
-#include "server/chat_template/chat_template.h"
 
 namespace tandem {
 namespace {

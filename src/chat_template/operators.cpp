@@ -1,16 +1,16 @@
-#include "server/chat_template/operators.h"
+#include "chat_template/operators.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 #include <limits>
 
-#include "server/chat_template/errors.h"
-#include "server/chat_template/methods.h"
-#include "server/chat_template/py_format.h"
-#include "server/chat_template/py_repr.h"
-#include "server/chat_template/py_string.h"
-#include "server/chat_template/unicode.h"
+#include "chat_template/errors.h"
+#include "chat_template/methods.h"
+#include "chat_template/py_format.h"
+#include "chat_template/py_repr.h"
+#include "chat_template/py_string.h"
+#include "chat_template/unicode.h"
 
 namespace tandem::jinja {
 

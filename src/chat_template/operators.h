@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "server/chat_template/value.h"
+#include "chat_template/value.h"
 
 namespace tandem::jinja {
 

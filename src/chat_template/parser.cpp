@@ -1,4 +1,4 @@
-#include "server/chat_template/parser.h"
+#include "chat_template/parser.h"
 
 #include <fmt/format.h>
 
@@ -7,10 +7,10 @@
 #include <set>
 #include <string_view>
 
+#include "chat_template/filters.h"
+#include "chat_template/lexer.h"
+#include "chat_template/predicates.h"
 #include "core/error.h"
-#include "server/chat_template/filters.h"
-#include "server/chat_template/lexer.h"
-#include "server/chat_template/predicates.h"
 
 namespace tandem::jinja {
 namespace {

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "server/chat_template/ast.h"
+#include "chat_template/ast.h"
 
 namespace tandem::jinja {
 

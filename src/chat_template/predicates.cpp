@@ -1,12 +1,12 @@
-#include "server/chat_template/predicates.h"
+#include "chat_template/predicates.h"
 
 #include <utility>
 
-#include "server/chat_template/args.h"
-#include "server/chat_template/errors.h"
-#include "server/chat_template/filters.h"
-#include "server/chat_template/py_repr.h"
-#include "server/chat_template/py_string.h"
+#include "chat_template/args.h"
+#include "chat_template/errors.h"
+#include "chat_template/filters.h"
+#include "chat_template/py_repr.h"
+#include "chat_template/py_string.h"
 
 namespace tandem::jinja {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <string_view>
 
-#include "server/chat_template/ast.h"
+#include "chat_template/ast.h"
 
 namespace tandem::jinja {
 

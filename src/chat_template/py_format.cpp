@@ -1,4 +1,4 @@
-#include "server/chat_template/py_format.h"
+#include "chat_template/py_format.h"
 
 #include <fmt/format.h>
 
@@ -6,10 +6,10 @@
 #include <cmath>
 #include <cstdio>
 
-#include "server/chat_template/errors.h"
-#include "server/chat_template/operators.h"
-#include "server/chat_template/py_repr.h"
-#include "server/chat_template/unicode.h"
+#include "chat_template/errors.h"
+#include "chat_template/operators.h"
+#include "chat_template/py_repr.h"
+#include "chat_template/unicode.h"
 
 namespace tandem::jinja {
 namespace {

@@ -1,11 +1,11 @@
-#include "server/chat_template/py_repr.h"
+#include "chat_template/py_repr.h"
 
 #include <fmt/format.h>
 
 #include <charconv>
 #include <cmath>
 
-#include "server/chat_template/unicode.h"
+#include "chat_template/unicode.h"
 
 namespace tandem::jinja {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "server/chat_template/value.h"
+#include "chat_template/value.h"
 
 namespace tandem::jinja {
 

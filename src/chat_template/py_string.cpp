@@ -1,9 +1,9 @@
-#include "server/chat_template/py_string.h"
+#include "chat_template/py_string.h"
 
 #include <algorithm>
 
-#include "server/chat_template/errors.h"
-#include "server/chat_template/unicode.h"
+#include "chat_template/errors.h"
+#include "chat_template/unicode.h"
 
 namespace tandem::jinja::py {
 

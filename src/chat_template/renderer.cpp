@@ -1,13 +1,13 @@
-#include "server/chat_template/renderer.h"
+#include "chat_template/renderer.h"
 
 #include <fmt/format.h>
 
-#include "server/chat_template/errors.h"
-#include "server/chat_template/filters.h"
-#include "server/chat_template/globals.h"
-#include "server/chat_template/operators.h"
-#include "server/chat_template/predicates.h"
-#include "server/chat_template/py_repr.h"
+#include "chat_template/errors.h"
+#include "chat_template/filters.h"
+#include "chat_template/globals.h"
+#include "chat_template/operators.h"
+#include "chat_template/predicates.h"
+#include "chat_template/py_repr.h"
 
 namespace tandem::jinja {
 

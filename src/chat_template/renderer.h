@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "server/chat_template/ast.h"
-#include "server/chat_template/scope.h"
+#include "chat_template/ast.h"
+#include "chat_template/scope.h"
 
 namespace tandem::jinja {
 

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "server/chat_template/value.h"
+#include "chat_template/value.h"
 
 namespace tandem::jinja {
 

@@ -1,4 +1,4 @@
-#include "server/chat_template/unicode.h"
+#include "chat_template/unicode.h"
 
 #include <utf8proc.h>
 

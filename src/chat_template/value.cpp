@@ -1,9 +1,9 @@
-#include "server/chat_template/value.h"
+#include "chat_template/value.h"
 
 #include <fmt/format.h>
 
-#include "server/chat_template/errors.h"
-#include "server/json_limits.h"
+#include "chat_template/chat_template.h"
+#include "chat_template/errors.h"
 
 namespace tandem::jinja {
 
@@ -258,10 +258,10 @@ namespace {
 // depth: how many arrays/objects enclose j (0 for a top-level value).
 Value from_json_at(const nlohmann::ordered_json& j, int depth) {
   using T = nlohmann::ordered_json::value_t;
-  // Request bodies are refused beyond this depth already; the bound keeps this recursion (and
-  // the Value's own recursive destruction and printing) shallow for any caller.
-  if (j.is_structured() && depth >= server::kMaxJsonDepth)
-    render_fail("JSON value nested deeper than {} levels", server::kMaxJsonDepth);
+  // The server refuses request bodies beyond this depth already; the bound keeps this recursion
+  // (and the Value's own recursive destruction and printing) shallow for any caller.
+  if (j.is_structured() && depth >= kChatTemplateMaxJsonDepth)
+    render_fail("JSON value nested deeper than {} levels", kChatTemplateMaxJsonDepth);
   switch (j.type()) {
     case T::null:
       return Value::none();

@@ -175,7 +175,8 @@ std::string type_name(const Value& v);
 // Whether v can be a dict key (Python hashability).
 bool hashable(const Value& v);
 
-// Throws RenderError for values nested deeper than server::kMaxJsonDepth levels.
+// Throws RenderError for an array or object inside kChatTemplateMaxJsonDepth or more
+// arrays/objects (chat_template.h).
 Value from_json(const nlohmann::ordered_json& j);
 
 }  // namespace tandem::jinja

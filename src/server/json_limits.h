@@ -1,5 +1,7 @@
-// Limits on untrusted JSON: request bodies and what the chat template engine converts from them.
-// Header-only and dependency-free so the template engine can share the constant.
+// Limits on untrusted JSON in request bodies. Header-only and dependency-free. The chat template
+// library bounds its own conversions with an equal constant of its own
+// (kChatTemplateMaxJsonDepth in chat_template/chat_template.h), so it never depends on the
+// server; tests/server/request_limits_test.cpp checks both messages name 128.
 #pragma once
 
 #include <cstddef>

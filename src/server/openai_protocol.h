@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "server/chat_template/chat_template.h"
+#include "chat_template/chat_template.h"
 #include "server/generation.h"
 #include "server/json_fields.h"
 

@@ -10,8 +10,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "chat_template/chat_template.h"
 #include "runtime/engine.h"
-#include "server/chat_template/chat_template.h"
 #include "server/metrics.h"
 #include "server/server_args.h"
 #include "tokenizer/tokenizer.h"

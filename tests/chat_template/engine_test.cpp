@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "chat_template/chat_template.h"
 #include "core/error.h"
-#include "server/chat_template/chat_template.h"
 #include "test_util.h"
 
 namespace tandem {

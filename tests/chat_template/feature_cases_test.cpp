@@ -5,8 +5,8 @@
 
 #include <string>
 
+#include "chat_template/chat_template.h"
 #include "core/error.h"
-#include "server/chat_template/chat_template.h"
 #include "test_util.h"
 
 namespace tandem {

@@ -9,8 +9,8 @@
 #include <map>
 #include <string>
 
+#include "chat_template/chat_template.h"
 #include "core/error.h"
-#include "server/chat_template/chat_template.h"
 #include "test_util.h"
 
 namespace tandem {

@@ -9,11 +9,11 @@
 #include <fstream>
 
 #include "backends/init.h"
+#include "chat_template/chat_template.h"
 #include "core/error.h"
 #include "model/config.h"
 #include "model/model.h"
 #include "model/safetensors.h"
-#include "server/chat_template/chat_template.h"
 #include "server/routes.h"
 #include "server/sse.h"
 
