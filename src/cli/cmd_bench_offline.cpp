@@ -206,7 +206,6 @@ Runner add_bench_offline(CLI::App& app) {
     } else if (a->device != "cpu") {
       fail("--device must be cpu or cuda, got {}", a->device);
     }
-    backend_for(lo.device).set_deterministic(a->deterministic);
     std::shared_ptr<const Model> model;
     if (a->load_format == "dummy") {
       ModelConfig c = a->preset.empty() ? ModelConfig::from_file(dir + "/config.json")
@@ -259,10 +258,11 @@ Runner add_bench_offline(CLI::App& app) {
     plain.page_size = a->device == "cuda" ? 64 : 16;
     plain.disable_cuda_graph = a->disable_cuda_graph;
     plain.workspace_mb = a->workspace_mb;
+    plain.deterministic = a->deterministic;
     EngineOptions sp = plain;
     sp.spec.algorithm = "EAGLE";
     sp.spec.num_steps = a->steps;
-    sp.spec.num_draft_tokens = a->steps + 1;
+    sp.spec.num_draft_tokens = 0;  // num_steps + 1
     sp.spec.simulate_accept_length = a->simulate;
     sp.profile_spec_phases = a->profile_phases;
     std::printf("model %s on %s: %zu prompts, %lld new tokens each, greedy\n",

@@ -29,9 +29,7 @@ ForwardBatch build_forward_batch(ForwardMode mode, const std::vector<SequenceChu
       ids.push_back(ch.tokens[i]);
       seq.push_back(static_cast<int32_t>(b));
       pos.push_back(static_cast<int32_t>(p));
-      slots.push_back((*ch.pages)[static_cast<size_t>(p / page_size)] *
-                          static_cast<int32_t>(page_size) +
-                      static_cast<int32_t>(p % page_size));
+      slots.push_back(slot_of(*ch.pages, p, page_size));
     }
     seq_lens.push_back(static_cast<int32_t>(len));
     total_kv += len;
@@ -55,6 +53,45 @@ ForwardBatch build_forward_batch(ForwardMode mode, const std::vector<SequenceChu
   fb.logit_rows = dev(rows, {static_cast<int64_t>(rows.size())});
   fb.total_kv = total_kv;
   return fb;
+}
+
+std::vector<int32_t> FixedLayout::packed() const {
+  std::vector<int32_t> v;
+  v.reserve(ids.size() * 3 + lens.size() * 2 + table.size());
+  for (const auto* p : {&ids, &pos, &slots, &lens, &rows, &table})
+    v.insert(v.end(), p->begin(), p->end());
+  return v;
+}
+
+FixedLayout fixed_layout(const std::vector<SequenceChunk>& chunks, int64_t Bb, int64_t q,
+                         const std::vector<int64_t>& logit_pos, int64_t max_pages,
+                         int64_t page_size) {
+  const int64_t B = static_cast<int64_t>(chunks.size()), T = Bb * q;
+  TD_CHECK(B <= Bb, "fixed_layout: {} sequences in a batch of {}", B, Bb);
+  FixedLayout l;
+  l.ids.assign(T, 0);
+  l.pos.assign(T, 0);
+  l.slots.assign(T, -1);
+  l.lens.assign(Bb, 1);
+  l.rows.assign(Bb, 0);
+  l.table.assign(Bb * max_pages, 0);
+  for (int64_t b = 0; b < B; ++b) {
+    const SequenceChunk& ch = chunks[b];
+    TD_CHECK(static_cast<int64_t>(ch.tokens.size()) == q, "fixed_layout: {} tokens, expected {}",
+             ch.tokens.size(), q);
+    TD_CHECK(static_cast<int64_t>(ch.pages->size()) <= max_pages,
+             "sequence holds more pages than the context allows");
+    for (int64_t i = 0; i < q; ++i) {
+      const int64_t p = ch.start_pos + i;
+      l.ids[b * q + i] = ch.tokens[i];
+      l.pos[b * q + i] = static_cast<int32_t>(p);
+      l.slots[b * q + i] = slot_of(*ch.pages, p, page_size);
+    }
+    std::copy(ch.pages->begin(), ch.pages->end(), l.table.begin() + b * max_pages);
+    l.lens[b] = static_cast<int32_t>(ch.start_pos + q);
+    if (!logit_pos.empty()) l.rows[b] = static_cast<int32_t>(b * q + logit_pos[b]);
+  }
+  return l;
 }
 
 }  // namespace tandem

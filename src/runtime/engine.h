@@ -1,7 +1,9 @@
 // The serving engine: a loop on its own thread that runs continuous batching (chunked prefill,
 // decode, optional MTP speculative decoding) over a paged KV cache with a prefix cache. The
 // server talks to it only through typed messages: submit a Request, read RequestOutputs from its
-// stream, abort. Everything here is host bookkeeping plus calls into the model.
+// stream, abort. Inside, the engine wires four rooms, each in its own files: the Scheduler
+// (what a step runs: a StepPlan), the ModelRunner (device inputs, graphs, forwards, sampling),
+// the SpecWorker (draft, verify, accept) and the OutputProcessor (stop rules, streams, metrics).
 #pragma once
 
 #include <array>
@@ -13,43 +15,10 @@
 #include <vector>
 
 #include "model/model.h"
+#include "runtime/engine_options.h"
 #include "runtime/sampler.h"
 
 namespace tandem {
-
-struct SpeculativeOptions {
-  std::string algorithm;         // "" (off) | "EAGLE" | "NEXTN" (an alias): the MTP layer drafts
-  int64_t num_steps = 3;         // S: draft tokens per round
-  int64_t eagle_topk = 1;        // only 1 (chain drafts) is supported
-  int64_t num_draft_tokens = 4;  // S + 1 tokens verified per round
-  // Benchmarking aid: force a mean accept length (tokens per round, bonus included) instead of
-  // comparing drafts with the target; 0 = off. Output text is then not the model's.
-  double simulate_accept_length = 0.0;
-  // Testing aid: each draft token d at position pos of a request becomes hook(request, pos, d),
-  // just before verification (forces full acceptance or full rejection).
-  std::function<int32_t(uint64_t request, int64_t position, int32_t draft)> draft_override;
-  bool enabled() const { return !algorithm.empty(); }
-};
-
-struct EngineOptions {
-  int64_t max_running_requests = 64;
-  int64_t page_size = 16;
-  int64_t num_pages = 0;               // 0: derived from max_total_tokens
-  int64_t max_total_tokens = 1 << 16;  // KV capacity in tokens when num_pages is 0
-  int64_t chunked_prefill_size = 512;  // largest prefill chunk of one request per step
-  int64_t max_prefill_tokens = 2048;   // prefill token budget of one step
-  bool enable_prefix_cache = true;
-  int64_t context_length = 0;   // longest prompt + output; 0: the model's max_position_embeddings
-  int64_t workspace_mb = 4096;  // activation arena of one step on GPUs
-  bool disable_cuda_graph = false;  // run decode-shaped forwards eagerly on GPUs
-  // Run decode-shaped forwards from padded static batches even on the CPU (what GPUs capture as
-  // graphs); tests use it to check that padding never changes results.
-  bool static_batches = false;
-  // Profiling aid: wait for the device after each phase of a speculative round and add the phase's
-  // wall time to EngineMetrics::spec_phase_seconds (the waits cost some speed).
-  bool profile_spec_phases = false;
-  SpeculativeOptions spec;
-};
 
 struct Request {
   std::vector<int32_t> prompt;

@@ -154,15 +154,12 @@ Generation::Generation(ServerState& st, std::vector<PromptInput> prompts, const 
     int64_t max_new;
     if (p.max_new_tokens) {
       max_new = *p.max_new_tokens;
-      // Compared as max_new > ctx - P: P + max_new could overflow for huge max_tokens.
-      if (max_new > ctx - P)
-        throw bad_request(
-            fmt::format("This model's maximum context length is {} tokens. However, you requested "
-                        "{} tokens ({} in the {}, {} in the completion). Please reduce the length "
-                        "of the {} or of the completion ('{}').",
-                        ctx, static_cast<uint64_t>(P) + static_cast<uint64_t>(max_new), P,
-                        o.prompt_noun, max_new, o.prompt_noun, p.max_tokens_param),
-            p.max_tokens_param);
+      // The engine's own rule, checked here so the 400 names the parameter.
+      if (const std::string e = request_length_error(P, max_new, ctx); !e.empty())
+        throw bad_request(fmt::format("{}. Please reduce the length of the {} or of the "
+                                      "completion ('{}').",
+                                      e, o.prompt_noun, p.max_tokens_param),
+                          p.max_tokens_param);
     } else {
       if (P >= ctx)
         throw bad_request(

@@ -50,7 +50,6 @@ LoadedModel load_model(const ServerArgs& args, const EngineOptions& eo, bool cud
   }
   LoadOptions lo;
   lo.device = cuda ? Device::cuda(0) : Device::cpu();
-  backend_for(lo.device).set_deterministic(args.enable_deterministic_inference);
   lo.dtype = cuda ? DType::BF16 : DType::F32;
   lo.load_mtp = eo.spec.enabled();
   std::shared_ptr<const Model> model =

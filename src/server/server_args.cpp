@@ -88,9 +88,6 @@ EngineOptions engine_options(const ServerArgs& a, bool cuda_available,
   auto warn = [&](std::string w) {
     if (warnings) warnings->push_back(std::move(w));
   };
-  auto positive = [](const char* flag, int64_t v) {
-    if (v < 1) throw InvalidArgument(fmt::format("{} must be at least 1, got {}", flag, v));
-  };
   if (a.device != "auto" && a.device != "cpu" && a.device != "cuda")
     throw InvalidArgument(fmt::format("--device must be cpu, cuda or auto, got '{}'", a.device));
   const bool cuda = a.device == "cuda" || (a.device == "auto" && cuda_available);
@@ -106,14 +103,6 @@ EngineOptions engine_options(const ServerArgs& a, bool cuda_available,
     throw InvalidArgument(fmt::format(
         "--tp-size {}: tensor parallelism is not implemented yet; use --tp-size 1", a.tp_size));
   }
-  positive("--max-running-requests", a.max_running_requests);
-  positive("--page-size", a.page_size);
-  positive("--chunked-prefill-size", a.chunked_prefill_size);
-  positive("--max-prefill-tokens", a.max_prefill_tokens);
-  positive("--max-total-tokens", a.max_total_tokens);
-  if (a.context_length < 0)
-    throw InvalidArgument(
-        fmt::format("--context-length must not be negative, got {}", a.context_length));
   if (a.port < 0 || a.port > 65535)
     throw InvalidArgument(fmt::format("--port must be in [0, 65535], got {}", a.port));
   if (a.mem_fraction_static < 0 || a.mem_fraction_static > 1)
@@ -155,33 +144,15 @@ EngineOptions engine_options(const ServerArgs& a, bool cuda_available,
     throw InvalidArgument(
         fmt::format("--load-format must be auto or dummy, got '{}'", a.load_format));
 
-  if (!a.speculative_algorithm.empty()) {
-    std::string alg = a.speculative_algorithm;
-    std::transform(alg.begin(), alg.end(), alg.begin(), ::toupper);
-    if (alg != "EAGLE" && alg != "NEXTN" && alg != "MTP")
-      throw InvalidArgument(fmt::format(
-          "--speculative-algorithm {}: Tandem drafts with the checkpoint's MTP layer; use EAGLE or "
-          "NEXTN",
-          a.speculative_algorithm));
-    if (a.speculative_eagle_topk != 1)
-      throw InvalidArgument(
-          fmt::format("--speculative-eagle-topk {}: only chain drafts are supported, use "
-                      "--speculative-eagle-topk 1",
-                      a.speculative_eagle_topk));
-    if (a.speculative_num_steps < 1)
-      throw InvalidArgument(fmt::format("--speculative-num-steps must be at least 1, got {}",
-                                        a.speculative_num_steps));
-    o.spec.algorithm = alg == "MTP" ? "NEXTN" : alg;
-    o.spec.num_steps = a.speculative_num_steps;
-    o.spec.eagle_topk = 1;
-    // With topk 1 a round verifies the S drafts plus the bonus position; SGLang adjusts the
-    // flag the same way.
-    o.spec.num_draft_tokens = a.speculative_num_steps + 1;
-    if (a.speculative_num_draft_tokens > 0 &&
-        a.speculative_num_draft_tokens != a.speculative_num_steps + 1)
-      warn(fmt::format("--speculative-num-draft-tokens {} adjusted to num_steps + 1 = {} (topk 1)",
-                       a.speculative_num_draft_tokens, a.speculative_num_steps + 1));
-  }
+  o.deterministic = a.enable_deterministic_inference;
+  o.spec.algorithm = a.speculative_algorithm;
+  o.spec.num_steps = a.speculative_num_steps;
+  o.spec.eagle_topk = a.speculative_eagle_topk;
+  o.spec.num_draft_tokens = a.speculative_num_draft_tokens;  // 0: num_steps + 1
+  // Every engine rule is checked once, by the options themselves (the engine checks again).
+  std::vector<std::string> notes;
+  o.validate(&notes);
+  for (const std::string& n : notes) warn(n);
   return o;
 }
 

@@ -95,6 +95,7 @@ inline void expect_close(const Tensor& gpu, const Tensor& cpu, double tol, const
   const std::vector<float> g = to_float_vector(gpu);
   const std::vector<float> c = to_float_vector(cpu.contiguous());
   ASSERT_EQ(g.size(), c.size()) << op << " " << what;
+  ASSERT_FALSE(c.empty()) << op << " " << what << ": nothing to compare";
   const CompareResult r = compare(g, c);
   const bool ok = r.nan == 0 && r.rel <= tol;
   ErrorTable::get().add(op, r.rel, tol, ok);
@@ -106,7 +107,8 @@ inline void expect_close(const Tensor& gpu, const Tensor& cpu, double tol, const
 inline void expect_equal_ints(const Tensor& gpu, const Tensor& cpu, const std::string& op,
                               const std::string& what) {
   const std::vector<int32_t> g = to_int_vector(gpu), c = to_int_vector(cpu);
-  ASSERT_EQ(g.size(), c.size());
+  ASSERT_EQ(g.size(), c.size()) << op << " " << what;
+  ASSERT_FALSE(c.empty()) << op << " " << what << ": nothing to compare";
   int64_t bad = 0, first = -1;
   for (size_t i = 0; i < g.size(); ++i)
     if (g[i] != c[i]) {

@@ -1,0 +1,66 @@
+// What an engine is configured with, and the one place its rules are checked: the server's flags,
+// bench-offline and the tests all build EngineOptions and the engine validates them here, so a
+// rule cannot give two answers in two layers.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tandem {
+
+// The deepest draft a round may run (S): its captured graphs and static buffers grow with S.
+constexpr int64_t kMaxSpeculativeSteps = 8;
+
+struct SpeculativeOptions {
+  std::string algorithm;         // "" (off) | "EAGLE" | "NEXTN" (an alias): the MTP layer drafts
+  int64_t num_steps = 3;         // S: draft tokens per round
+  int64_t eagle_topk = 1;        // only 1 (chain drafts) is supported
+  int64_t num_draft_tokens = 4;  // S + 1 tokens verified per round; 0: S + 1
+  // Benchmarking aid: force a mean accept length (tokens per round, bonus included) instead of
+  // comparing drafts with the target; 0 = off. Output text is then not the model's.
+  double simulate_accept_length = 0.0;
+  // Testing aid: each draft token d at position pos of a request becomes hook(request, pos, d),
+  // just before verification (forces full acceptance or full rejection).
+  std::function<int32_t(uint64_t request, int64_t position, int32_t draft)> draft_override;
+  bool enabled() const { return !algorithm.empty(); }
+};
+
+struct EngineOptions {
+  int64_t max_running_requests = 64;
+  int64_t page_size = 16;
+  int64_t num_pages = 0;               // 0: derived from max_total_tokens
+  int64_t max_total_tokens = 1 << 16;  // KV capacity in tokens when num_pages is 0
+  int64_t chunked_prefill_size = 512;  // largest prefill chunk of one request per step
+  int64_t max_prefill_tokens = 2048;   // prefill token budget of one step
+  bool enable_prefix_cache = true;
+  int64_t context_length = 0;   // longest prompt + output; 0: the model's max_position_embeddings
+  int64_t workspace_mb = 4096;  // activation arena of one step on GPUs
+  bool disable_cuda_graph = false;  // run decode-shaped forwards eagerly on GPUs
+  // Batch-invariant kernels (SGLang's --enable-deterministic-inference): a request's output
+  // does not depend on what else is batched with it, so greedy speculation reproduces plain
+  // decoding on GPUs too. The engine sets it on its backend for each of its steps.
+  bool deterministic = false;
+  // Run decode-shaped forwards from padded static batches even on the CPU (what GPUs capture as
+  // graphs); tests use it to check that padding never changes results.
+  bool static_batches = false;
+  // Profiling aid: wait for the device after each phase of a speculative round and add the phase's
+  // wall time to EngineMetrics::spec_phase_seconds (the waits cost some speed).
+  bool profile_spec_phases = false;
+  SpeculativeOptions spec;
+
+  // Checks every field and normalizes the speculative ones as SGLang does (algorithm names are
+  // case-insensitive and MTP means NEXTN; num_draft_tokens 0 means S + 1, and any other value is
+  // adjusted to S + 1 with a warning, since chain drafts verify exactly S + 1 tokens). Throws
+  // InvalidArgument naming the flag; notes go to `warnings` when given.
+  void validate(std::vector<std::string>* warnings = nullptr);
+};
+
+// The one rule for a request's length: the prompt plus max_new_tokens must fit the context.
+// Returns "" when it does, else the error (compared without forming P + max_new_tokens, which
+// can overflow).
+std::string request_length_error(int64_t prompt_tokens, int64_t max_new_tokens,
+                                 int64_t context_length);
+
+}  // namespace tandem

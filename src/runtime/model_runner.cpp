@@ -1,0 +1,298 @@
+#include "runtime/model_runner.h"
+
+#include "core/error.h"
+#include "ops/backend.h"
+#include "ops/ops.h"
+#include "runtime/scheduler.h"
+
+namespace tandem {
+
+// The device inputs of one captured shape: (kind, padded batch, tokens per sequence).
+struct ModelRunner::StaticBatch {
+  int64_t bucket = 0, q = 0;
+  ForwardBatch fb;
+  Tensor hidden;  // [bucket * q, D]: the draft's hidden-state input
+  Tensor reuse;   // [bucket * q, index_topk]: reused top-k rows
+  ForwardResult out;
+  // [3 T + 2 bucket + bucket * max_pages] i32: ids, positions, slots, lengths, logit rows and
+  // the page table (FixedLayout::packed()), which fb's tensors view, so a step uploads its inputs
+  // in one copy.
+  Tensor inputs;
+  // kDraftLoop only: one batch per draft step, sharing token_seq and the page table. Their
+  // ids, positions, slots and lengths are views of step_meta, uploaded in one copy.
+  std::vector<ForwardBatch> steps;  // [S - 1]
+  Tensor step_meta;                 // [S - 1, 4, bucket] i32: ids, positions, slots, lengths
+  Tensor drafts;                    // [S - 1, bucket] i32: d_2 .. d_S, written on the device
+};
+
+namespace {
+
+// Padded batch sizes, each captured once: powers of two and their midpoints up to 256.
+int64_t bucket_for(int64_t b) {
+  for (int64_t x : {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256})
+    if (b <= x) return x;
+  return (b + 63) / 64 * 64;
+}
+
+// flag: every token's logits (kTarget, kDraft*); reused top-k (kDraftLoop, whose q is S).
+int64_t shape_key(ModelRunner::Kind kind, int64_t bucket, int64_t q, bool flag) {
+  return (static_cast<int64_t>(kind) << 48) | (bucket << 16) | (q << 1) | (flag ? 1 : 0);
+}
+
+void put(Tensor& dst, const std::vector<int32_t>& v) {
+  dst.copy_from(Tensor::from_vector(v, dst.shape()));
+}
+
+}  // namespace
+
+ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions& opt,
+                         int64_t num_pages, int64_t context_length, int64_t draft_steps)
+    : model_(std::move(model)),
+      page_size_(opt.page_size),
+      ctx_len_(context_length),
+      S_(draft_steps),
+      deterministic_(opt.deterministic) {
+  KvCacheOptions ko;
+  ko.num_pages = num_pages;
+  ko.page_size = opt.page_size;
+  ko.device = model_->device();
+  ko.dtype = model_->device().is_cpu() ? DType::F32 : DType::BF16;
+  ko.with_mtp = draft_steps > 0;
+  cache_ = std::make_unique<KvCache>(model_->config(), ko);
+  workspace_ = ops::make_workspace(model_->device(), static_cast<size_t>(opt.workspace_mb) << 20);
+  if (!model_->device().is_cpu() || opt.static_batches)
+    graphs_ = make_graph_runner(*workspace_, opt.disable_cuda_graph || model_->device().is_cpu());
+}
+
+ModelRunner::~ModelRunner() = default;
+
+void ModelRunner::begin_step() {
+  workspace_->reset();
+  backend_for(model_->device()).set_deterministic(deterministic_);
+}
+
+ForwardResult ModelRunner::extend(const std::vector<SequenceChunk>& chunks) {
+  ForwardBatch fb = build_forward_batch(ForwardMode::kExtend, chunks, page_size_, device());
+  return model_->forward(*workspace_, fb, *cache_);
+}
+
+ForwardResult ModelRunner::extend_draft(const std::vector<SequenceChunk>& chunks,
+                                        const Tensor& hidden) {
+  ForwardBatch fb = build_forward_batch(ForwardMode::kExtend, chunks, page_size_, device());
+  return model_->forward_mtp(*workspace_, fb, hidden, *cache_);
+}
+
+// Page-table width of static batches: the longest context plus a round's tokens.
+int64_t ModelRunner::static_max_pages() const {
+  return pages_for(ctx_len_ + S_ + 2, page_size_);
+}
+
+// Device buffers of a fixed-width batch of Bb sequences with q tokens each. Every per-step input
+// is a view of *inputs; token_seq depends only on the shape and is written once, here.
+ForwardBatch ModelRunner::static_forward_batch(int64_t Bb, int64_t q, bool logit_rows,
+                                               Tensor* inputs) const {
+  const Device dev = device();
+  const int64_t T = Bb * q, maxp = static_max_pages();
+  *inputs = Tensor::zeros({3 * T + 2 * Bb + Bb * maxp}, DType::I32, dev);
+  int64_t at = 0;
+  auto take = [&](int64_t n) {
+    Tensor v = inputs->narrow(0, at, n);
+    at += n;
+    return v;
+  };
+  ForwardBatch fb;
+  fb.mode = ForwardMode::kDecode;
+  fb.input_ids = take(T);
+  fb.attn.token_pos = take(T);
+  fb.attn.slot_mapping = take(T);
+  fb.attn.seq_lens = take(Bb);
+  const Tensor rows = take(Bb);
+  if (logit_rows) fb.logit_rows = rows;
+  fb.attn.page_table = take(Bb * maxp).view({Bb, maxp});
+  std::vector<int32_t> seq(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) seq[t] = static_cast<int32_t>(t / q);
+  fb.attn.token_seq = indices(seq);
+  fb.attn.page_size = page_size_;
+  // Kernels read real lengths from the device; the capture is sized for the longest.
+  fb.attn.max_seq_len = ctx_len_ + S_ + 1;
+  return fb;
+}
+
+ForwardResult ModelRunner::forward_fixed(Kind kind, const std::vector<SequenceChunk>& chunks,
+                                         int64_t q, const std::vector<int64_t>& logit_pos,
+                                         const Tensor& hidden, const Tensor& reuse) {
+  const Device dev = device();
+  const int64_t B = static_cast<int64_t>(chunks.size());
+  if (!graphs_) {
+    ForwardBatch fb = build_forward_batch(ForwardMode::kDecode, chunks, page_size_, dev);
+    if (!logit_pos.empty()) {
+      std::vector<int32_t> rows;
+      for (int64_t b = 0; b < B; ++b) rows.push_back(static_cast<int32_t>(b * q + logit_pos[b]));
+      fb.logit_rows = indices(rows);
+    } else {
+      fb.logit_rows = Tensor();
+    }
+    if (kind == Kind::kTarget) return model_->forward(*workspace_, fb, *cache_);
+    return model_->forward_mtp(*workspace_, fb, hidden, *cache_,
+                               kind == Kind::kDraftReuse ? reuse : Tensor());
+  }
+  const int64_t Bb = bucket_for(B);
+  const int64_t key = shape_key(kind, Bb, q, logit_pos.empty());
+  std::unique_ptr<StaticBatch>& slot = statics_[key];
+  if (!slot) {
+    slot = std::make_unique<StaticBatch>();
+    StaticBatch& sb = *slot;
+    sb.bucket = Bb;
+    sb.q = q;
+    sb.fb = static_forward_batch(Bb, q, !logit_pos.empty(), &sb.inputs);
+    const int64_t T = Bb * q;
+    if (kind != Kind::kTarget)
+      sb.hidden =
+          Tensor::zeros({T, model_->config().hidden_size}, model_->weights().embed.dtype(), dev);
+    if (kind == Kind::kDraftReuse) sb.reuse = Tensor::zeros({T, reuse.size(1)}, DType::I32, dev);
+  }
+  StaticBatch& sb = *slot;
+  put(sb.inputs, fixed_layout(chunks, Bb, q, logit_pos, static_max_pages(), page_size_).packed());
+  if (kind != Kind::kTarget) {
+    Tensor dst = sb.hidden.narrow(0, 0, B * q);
+    dst.copy_from(hidden.contiguous());
+  }
+  if (kind == Kind::kDraftReuse) {
+    Tensor dst = sb.reuse.narrow(0, 0, B * q);
+    dst.copy_from(reuse.contiguous());
+  }
+  graphs_->run(key, [&](Workspace& w) {
+    sb.out = kind == Kind::kTarget
+                 ? model_->forward(w, sb.fb, *cache_)
+                 : model_->forward_mtp(w, sb.fb, sb.hidden, *cache_,
+                                       kind == Kind::kDraftReuse ? sb.reuse : Tensor());
+  });
+  return sb.out;
+}
+
+// Each step's argmax is copied on the device into the next step's input ids and into the drafts
+// buffer, which reaches the host once, after the last step: one graph for the whole loop.
+std::vector<std::vector<int32_t>> ModelRunner::draft_loop(
+    const std::vector<std::vector<SequenceChunk>>& steps, const Tensor& hidden,
+    const Tensor& reuse) {
+  TD_CHECK(graphs_ && static_cast<int64_t>(steps.size()) == S_ - 1,
+           "draft_loop: {} steps with S = {}", steps.size(), S_);
+  const int64_t B = static_cast<int64_t>(steps[0].size()), Bb = bucket_for(B);
+  const int64_t key = shape_key(Kind::kDraftLoop, Bb, S_, reuse.defined());
+  std::unique_ptr<StaticBatch>& slot = statics_[key];
+  if (!slot) slot = make_draft_loop(Bb, reuse.defined() ? reuse.size(1) : 0);
+  StaticBatch& sb = *slot;
+
+  std::vector<int32_t> meta;  // [S - 1, 4, Bb]
+  for (int64_t j = 0; j < S_ - 1; ++j) {
+    const FixedLayout l = fixed_layout(steps[j], Bb, 1, {}, static_max_pages(), page_size_);
+    for (const auto* v : {&l.ids, &l.pos, &l.slots, &l.lens})
+      meta.insert(meta.end(), v->begin(), v->end());
+    if (j == 0) put(sb.steps[0].attn.page_table, l.table);
+  }
+  put(sb.step_meta, meta);
+  Tensor h0 = sb.hidden.narrow(0, 0, B);
+  h0.copy_from(hidden);
+  if (reuse.defined()) {
+    Tensor r0 = sb.reuse.narrow(0, 0, B);
+    r0.copy_from(reuse);
+  }
+  graphs_->run(key, [&](Workspace& w) {
+    Tensor h = sb.hidden;  // [Bb, D]: the draft hidden state that produced d_1
+    for (int64_t j = 1; j < S_; ++j) {
+      const ForwardResult d = model_->forward_mtp(w, sb.steps[j - 1], h, *cache_, sb.reuse);
+      const Tensor am = ops::argmax(w, d.logits);  // [Bb] i32: d_{j+1}
+      Tensor row = sb.drafts.select(0, j - 1);
+      ops::copy(am, row);
+      if (j + 1 < S_) ops::copy(am, sb.steps[j].input_ids);
+      h = d.hidden;  // [Bb, D]
+    }
+  });
+  const std::vector<int32_t> out = to_int_vector(sb.drafts);  // [S - 1, Bb]
+  std::vector<std::vector<int32_t>> drafts(static_cast<size_t>(S_ - 1));
+  for (int64_t j = 0; j < S_ - 1; ++j)
+    drafts[j].assign(out.begin() + j * Bb, out.begin() + j * Bb + B);
+  return drafts;
+}
+
+// Static buffers of the draft loop for a bucket; K: the reused top-k width (0: the MTP indexer
+// runs at every step).
+std::unique_ptr<ModelRunner::StaticBatch> ModelRunner::make_draft_loop(int64_t Bb,
+                                                                       int64_t K) const {
+  const Device dev = device();
+  auto sb = std::make_unique<StaticBatch>();
+  sb->bucket = Bb;
+  sb->q = 1;
+  sb->step_meta = Tensor::zeros({S_ - 1, 4, Bb}, DType::I32, dev);
+  const ForwardBatch shared = static_forward_batch(Bb, 1, /*logit_rows=*/false, &sb->inputs);
+  for (int64_t j = 0; j < S_ - 1; ++j) {
+    ForwardBatch fb = shared;                     // token_seq, page table and max_seq_len
+    const Tensor m = sb->step_meta.select(0, j);  // [4, Bb]
+    fb.input_ids = m.select(0, 0);
+    fb.attn.token_pos = m.select(0, 1);
+    fb.attn.slot_mapping = m.select(0, 2);
+    fb.attn.seq_lens = m.select(0, 3);
+    sb->steps.push_back(fb);
+  }
+  sb->hidden =
+      Tensor::zeros({Bb, model_->config().hidden_size}, model_->weights().embed.dtype(), dev);
+  if (K > 0) sb->reuse = Tensor::zeros({Bb, K}, DType::I32, dev);
+  sb->drafts = Tensor::zeros({S_ - 1, Bb}, DType::I32, dev);
+  return sb;
+}
+
+std::vector<int32_t> ModelRunner::sample(const Tensor& logits, const std::vector<Sequence*>& seqs,
+                                         const std::vector<int64_t>& rows) {
+  bool all_greedy = true;
+  for (auto* s : seqs) all_greedy &= s->req.sampling.greedy();
+  std::vector<int32_t> picked;
+  if (all_greedy) {
+    picked = argmax(logits);
+  } else {
+    // The uniforms come from each request's seeded RNG, so a seed reproduces its tokens
+    // whatever else is batched with it.
+    const int64_t R = logits.size(0);
+    std::vector<float> temp(static_cast<size_t>(R), 0.0f), top_p(static_cast<size_t>(R), 1.0f),
+        u(static_cast<size_t>(R), 0.0f);
+    std::vector<int32_t> top_k(static_cast<size_t>(R), -1);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const SamplingParams& sp = seqs[i]->req.sampling;
+      const size_t r = static_cast<size_t>(rows[i]);
+      temp[r] = sp.greedy() ? 0.0f : sp.temperature;
+      top_k[r] = sp.top_k;
+      top_p[r] = sp.top_p;
+      u[r] = sp.greedy() ? 0.0f : static_cast<float>(seqs[i]->rng.uniform());
+    }
+    auto floats = [&](const std::vector<float>& v) {
+      Tensor t = Tensor::from_vector(v, {R});
+      return device().is_cpu() ? t : t.to(device());
+    };
+    picked = to_int_vector(
+        ops::sample(*workspace_, logits, floats(temp), indices(top_k), floats(top_p), floats(u)));
+  }
+  std::vector<int32_t> out(seqs.size());
+  for (size_t i = 0; i < seqs.size(); ++i) out[i] = picked[static_cast<size_t>(rows[i])];
+  return out;
+}
+
+std::vector<int32_t> ModelRunner::argmax(const Tensor& logits) {
+  return to_int_vector(ops::argmax(*workspace_, logits));
+}
+
+Tensor ModelRunner::activations(const std::vector<float>& v, const Shape& shape) const {
+  Tensor t = Tensor::from_vector(v, shape);
+  const DType dt = model_->weights().embed.dtype();
+  if (dt != DType::F32) t = t.to_dtype(dt);
+  return device().is_cpu() ? t : t.to(device());
+}
+
+Tensor ModelRunner::indices(const std::vector<int32_t>& v) const {
+  Tensor t = Tensor::from_vector(v, {static_cast<int64_t>(v.size())});
+  return device().is_cpu() ? t : t.to(device());
+}
+
+std::vector<float> ModelRunner::hidden_row(const Tensor& hidden, int64_t row) const {
+  return to_float_vector(hidden.narrow(0, row, 1).contiguous());
+}
+
+}  // namespace tandem

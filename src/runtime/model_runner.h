@@ -1,0 +1,82 @@
+// Turns a step's sequences into device inputs and runs the model: variable-width prefill
+// forwards, and the fixed-width decode-shaped forwards (decode, verify, draft steps, draft
+// extend) from static buffers per padded batch size, captured as CUDA graphs on GPUs. Owns the
+// KV cache, the step's workspace and the graphs; sampling of the next token happens here too,
+// on the device that holds the logits.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "model/model.h"
+#include "ops/graph_runner.h"
+#include "runtime/batch_builder.h"
+#include "runtime/engine_options.h"
+#include "runtime/sequence.h"
+
+namespace tandem {
+
+class ModelRunner {
+ public:
+  // The shapes a decode-shaped forward takes. kDraftLoop: all S - 1 draft steps of a round in
+  // one forward (draft_loop).
+  enum class Kind { kTarget = 0, kDraft = 1, kDraftReuse = 2, kDraftLoop = 3 };
+
+  ModelRunner(std::shared_ptr<const Model> model, const EngineOptions& opt, int64_t num_pages,
+              int64_t context_length, int64_t draft_steps);
+  ~ModelRunner();
+
+  // Before each step: the workspace starts empty, the backend takes the engine's kernel mode.
+  void begin_step();
+
+  // Prefill chunks of any width: the target, then the draft over (h_i, x_{i+1}) pairs.
+  ForwardResult extend(const std::vector<SequenceChunk>& chunks);
+  ForwardResult extend_draft(const std::vector<SequenceChunk>& chunks, const Tensor& hidden);
+
+  // A forward in which every sequence runs exactly q query tokens. logit_pos: for each sequence
+  // the index (0..q-1) of the token whose logits are wanted, or empty for every token. hidden /
+  // reuse: the draft's inputs ([B * q, D] and [B * q, K]).
+  ForwardResult forward_fixed(Kind kind, const std::vector<SequenceChunk>& chunks, int64_t q,
+                              const std::vector<int64_t>& logit_pos, const Tensor& hidden,
+                              const Tensor& reuse);
+  // The draft steps 2..S of a round in one captured forward: steps[j] holds step j + 1's chunk
+  // per sequence (its position; the token of step 1 only, later ones come from the previous
+  // step's argmax on the device). hidden: [B, D] the draft state that produced d_1; reuse: [B, K]
+  // or undefined. Returns d_2 .. d_S as [S - 1][B].
+  std::vector<std::vector<int32_t>> draft_loop(const std::vector<std::vector<SequenceChunk>>& steps,
+                                               const Tensor& hidden, const Tensor& reuse);
+  bool captures() const { return graphs_ != nullptr; }
+
+  // Next token of each sequence from logit row rows[i]: the device argmax when all are greedy,
+  // else one sampling op with each request's own seeded uniforms.
+  std::vector<int32_t> sample(const Tensor& logits, const std::vector<Sequence*>& seqs,
+                              const std::vector<int64_t>& rows);
+  std::vector<int32_t> argmax(const Tensor& logits);  // [T] on the host
+
+  // Host values as the model's activations (its dtype, its device) / host index vectors.
+  Tensor activations(const std::vector<float>& v, const Shape& shape) const;
+  Tensor indices(const std::vector<int32_t>& v) const;
+  std::vector<float> hidden_row(const Tensor& hidden, int64_t row) const;
+
+  Workspace& workspace() { return *workspace_; }
+  const Model& model() const { return *model_; }
+  Device device() const { return model_->device(); }
+
+ private:
+  struct StaticBatch;
+  int64_t static_max_pages() const;
+  ForwardBatch static_forward_batch(int64_t Bb, int64_t q, bool logit_rows, Tensor* inputs) const;
+  std::unique_ptr<StaticBatch> make_draft_loop(int64_t Bb, int64_t K) const;
+
+  std::shared_ptr<const Model> model_;
+  int64_t page_size_, ctx_len_, S_;
+  bool deterministic_;
+  std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<Workspace> workspace_;  // reset at the start of every step
+  std::unique_ptr<GraphRunner> graphs_;   // decode-shaped forwards, captured per shape
+  std::map<int64_t, std::unique_ptr<StaticBatch>> statics_;
+};
+
+}  // namespace tandem

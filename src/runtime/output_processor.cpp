@@ -1,0 +1,124 @@
+#include "runtime/output_processor.h"
+
+#include <algorithm>
+
+namespace tandem {
+
+OutputProcessor::OutputProcessor(int64_t draft_steps) {
+  m_.spec_accepted_per_position.assign(static_cast<size_t>(draft_steps), 0);
+}
+
+void OutputProcessor::commit(Sequence& s, const std::vector<int32_t>& toks) {
+  for (int32_t t : toks) {
+    s.tokens.push_back(t);
+    s.generated += 1;
+    s.pending.new_tokens.push_back(t);
+    const auto& stops = s.req.stop_token_ids;
+    if (std::find(stops.begin(), stops.end(), t) != stops.end()) {
+      s.pending.matched_stop_token = t;
+      s.pending.finish_reason = FinishReason::kStop;
+      s.finished = true;
+      break;
+    }
+    if (s.generated >= s.req.max_new_tokens) {
+      s.pending.finish_reason = FinishReason::kLength;
+      s.finished = true;
+      break;
+    }
+  }
+  s.kv_len = std::min<int64_t>(s.kv_len, static_cast<int64_t>(s.tokens.size()) - 1);
+}
+
+void OutputProcessor::fill_totals(const Sequence& s, RequestOutput& o) {
+  o.prompt_tokens = s.prompt_len;
+  o.completion_tokens = s.generated;
+  o.cached_tokens = s.cached_tokens;
+  o.spec_verify_steps = s.spec_verify_steps;
+  o.spec_accepted_drafts = s.spec_accepted;
+}
+
+void OutputProcessor::send(Scheduler& sched) {
+  int64_t produced = 0;
+  auto send_one = [&](Sequence& s) {
+    if (s.pending.new_tokens.empty() && !s.finished) return;
+    produced += static_cast<int64_t>(s.pending.new_tokens.size());
+    RequestOutput o = std::move(s.pending);
+    s.pending = RequestOutput{};
+    o.hidden_states = std::move(s.pending_hidden);
+    s.pending_hidden.clear();
+    fill_totals(s, o);
+    o.finished = s.finished;
+    s.stream->push(std::move(o));
+  };
+  // Finished sequences give their pages back (to the prefix cache) before their last message.
+  const std::vector<std::unique_ptr<Sequence>> done = sched.retire_finished();
+  for (const auto& s : sched.running()) send_one(*s);
+  for (const auto& s : done) send_one(*s);
+  std::lock_guard<std::mutex> g(mu_);
+  for (const auto& s : done) {
+    ++m_.requests_finished;
+    m_.prompt_tokens_total += static_cast<uint64_t>(s->prompt_len);
+    m_.cached_tokens_total += static_cast<uint64_t>(s->cached_tokens);
+  }
+  m_.generation_tokens_total += static_cast<uint64_t>(produced);
+  recent_tokens_.emplace_back(Clock::now(), produced);
+}
+
+void OutputProcessor::finish(Sequence& s, FinishReason why, const std::string& error) {
+  RequestOutput o = std::move(s.pending);
+  fill_totals(s, o);
+  o.finished = true;
+  o.finish_reason = why;
+  o.error = error;
+  s.finished = true;
+  s.stream->push(std::move(o));
+  std::lock_guard<std::mutex> g(mu_);
+  ++m_.requests_finished;
+}
+
+void OutputProcessor::count_request() {
+  std::lock_guard<std::mutex> g(mu_);
+  ++m_.requests_total;
+}
+
+void OutputProcessor::count_step() {
+  std::lock_guard<std::mutex> g(mu_);
+  ++m_.forward_steps_total;
+}
+
+void OutputProcessor::count_round(int64_t draft_steps, int64_t accepted) {
+  std::lock_guard<std::mutex> g(mu_);
+  m_.spec_verify_steps += 1;
+  m_.spec_draft_tokens += static_cast<uint64_t>(draft_steps);
+  m_.spec_accepted_tokens += static_cast<uint64_t>(accepted);
+  for (int64_t i = 0; i < accepted; ++i) m_.spec_accepted_per_position[i] += 1;
+}
+
+void OutputProcessor::add_phase_seconds(const std::array<double, 4>& seconds) {
+  std::lock_guard<std::mutex> g(mu_);
+  for (size_t i = 0; i < seconds.size(); ++i) m_.spec_phase_seconds[i] += seconds[i];
+  ++m_.spec_profiled_rounds;
+}
+
+void OutputProcessor::publish(const Scheduler& sched) {
+  std::lock_guard<std::mutex> g(mu_);
+  m_.num_running = static_cast<int64_t>(sched.running().size());
+  m_.num_waiting = sched.num_waiting();
+  m_.kv_pages_total = sched.pages_total();
+  m_.kv_pages_used = sched.pages_used();
+  m_.kv_pages_cached = sched.pages_cached();
+  m_.preemptions_total = sched.preemptions();
+  const auto now = Clock::now();
+  while (!recent_tokens_.empty() && now - recent_tokens_.front().first > std::chrono::seconds(5))
+    recent_tokens_.pop_front();
+  int64_t n = 0;
+  for (auto& [t, c] : recent_tokens_) n += c;
+  m_.last_gen_throughput = recent_tokens_.empty() ? 0.0 : n / 5.0;
+}
+
+EngineMetrics OutputProcessor::metrics() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return m_;
+}
+
+}  // namespace tandem

@@ -1,0 +1,189 @@
+#include "runtime/scheduler.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tandem {
+
+int64_t pages_for(int64_t tokens, int64_t page_size) {
+  return (tokens + page_size - 1) / page_size;
+}
+
+Scheduler::Scheduler(int64_t num_pages, SchedulerOptions o)
+    : opt_(o), pages_(num_pages), prefix_(pages_, o.page_size) {}
+
+void Scheduler::add(std::unique_ptr<Sequence> s) {
+  waiting_.push_back(std::move(s));
+}
+
+StepPlan Scheduler::plan() {
+  StepPlan p;
+  bool prefill_pending = !waiting_.empty();
+  for (auto& s : running_) prefill_pending |= !s->prefilled;
+  if (prefill_pending) {
+    p.prefill = prefill_chunks();
+    if (!p.prefill.empty()) {
+      p.kind = StepPlan::Kind::kPrefill;
+      return p;
+    }
+  }
+  bool decoding = false;
+  for (auto& s : running_) decoding |= s->prefilled;
+  if (!decoding) return p;
+  grow_decode_pages(opt_.draft_steps + 1);  // a round writes x_L and S drafts
+  p.kind = StepPlan::Kind::kDecode;
+  p.draft_steps = opt_.draft_steps;
+  for (auto& s : running_)
+    if (s->prefilled) p.decode.push_back(s.get());
+  return p;
+}
+
+// Unfinished prompts first (in admission order), then admissions from the waiting queue, each
+// taking up to chunked_prefill_size tokens of the step's max_prefill_tokens budget.
+std::vector<ScheduledChunk> Scheduler::prefill_chunks() {
+  std::vector<ScheduledChunk> batch;
+  int64_t budget = opt_.max_prefill_tokens;
+  auto schedule = [&](Sequence& s) {
+    const int64_t n = static_cast<int64_t>(s.tokens.size());
+    const int64_t len = std::min({n - s.kv_len, opt_.chunked_prefill_size, budget});
+    if (len <= 0) return;
+    batch.push_back({&s, s.kv_len, s.kv_len + len});
+    budget -= len;
+  };
+  for (auto& s : running_)
+    if (!s->prefilled && budget > 0) schedule(*s);
+  while (!waiting_.empty() && budget > 0 &&
+         static_cast<int64_t>(running_.size()) < opt_.max_running_requests) {
+    Sequence& s = *waiting_.front();
+    if (!admit(s)) {
+      if (running_.empty())
+        fail("KV cache too small for a {}-token request ({} pages of {})", s.tokens.size(),
+             pages_.num_pages(), opt_.page_size);
+      break;
+    }
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+    schedule(*running_.back());
+  }
+  return batch;
+}
+
+bool Scheduler::allocate(Sequence& s, int64_t tokens) {
+  const int64_t need = pages_for(tokens, opt_.page_size) - static_cast<int64_t>(s.pages.size());
+  if (need <= 0) return true;
+  if (pages_.num_free() < need) prefix_.evict(need);
+  return pages_.allocate(need, s.pages);
+}
+
+void Scheduler::release(Sequence& s, bool keep_prefix) {
+  if (s.pages.empty()) return;
+  if (keep_prefix && opt_.enable_prefix_cache) prefix_.insert(s.tokens, s.kv_len, s.pages);
+  pages_.release(s.pages);
+  s.pages.clear();
+}
+
+// Reuses the longest cached prefix, then takes pages for the whole prompt, its first token and
+// a round's drafts; on failure takes nothing.
+bool Scheduler::admit(Sequence& s) {
+  const int64_t n = static_cast<int64_t>(s.tokens.size());
+  const int64_t S = opt_.draft_steps;
+  if (s.pages.empty() && opt_.enable_prefix_cache) {
+    s.pages = prefix_.match(s.tokens, n - 1);  // at least one token is always computed
+    s.kv_len = static_cast<int64_t>(s.pages.size()) * opt_.page_size;
+    // The draft's pair (h_i, x_{i+1}) at the last cached position needs h_i: recompute it.
+    if (S > 0 && s.kv_len > 0) --s.kv_len;
+    if (s.generated == 0) s.cached_tokens = s.kv_len;
+  }
+  if (!allocate(s, n + 1 + S)) {
+    pages_.release(s.pages);
+    s.pages.clear();
+    s.kv_len = 0;
+    s.cached_tokens = 0;
+    return false;
+  }
+  return true;
+}
+
+// Makes every decoding sequence hold pages for kv_len + extra tokens, preempting the most
+// recently admitted sequences when the cache is full.
+void Scheduler::grow_decode_pages(int64_t extra) {
+  for (;;) {
+    int64_t need = 0;
+    for (auto& s : running_)
+      if (s->prefilled)
+        need += std::max<int64_t>(0, pages_for(s->kv_len + extra, opt_.page_size) -
+                                         static_cast<int64_t>(s->pages.size()));
+    if (pages_.num_free() < need) prefix_.evict(need);
+    if (pages_.num_free() >= need || running_.size() <= 1) break;
+    preempt_last();
+  }
+  for (auto& s : running_)
+    if (s->prefilled && !allocate(*s, s->kv_len + extra))
+      fail("KV cache exhausted: {} tokens do not fit in {} pages of {}", s->kv_len + extra,
+           pages_.num_pages(), opt_.page_size);
+}
+
+void Scheduler::preempt_last() {
+  std::unique_ptr<Sequence> s = std::move(running_.back());
+  running_.pop_back();
+  release(*s, /*keep_prefix=*/true);
+  // It restarts from its committed tokens; the prefix cache usually still holds them.
+  s->kv_len = 0;
+  s->prefilled = false;
+  s->next_draft = -1;
+  waiting_.push_front(std::move(s));
+  ++preemptions_;
+}
+
+std::vector<std::unique_ptr<Sequence>> Scheduler::retire_finished() {
+  std::vector<std::unique_ptr<Sequence>> done;
+  for (auto& s : running_)
+    if (s->finished) {
+      release(*s, /*keep_prefix=*/true);
+      done.push_back(std::move(s));
+    }
+  running_.erase(std::remove(running_.begin(), running_.end(), nullptr), running_.end());
+  return done;
+}
+
+std::unique_ptr<Sequence> Scheduler::remove(uint64_t id, bool keep_prefix) {
+  std::unique_ptr<Sequence> out;
+  for (auto it = waiting_.begin(); it != waiting_.end() && !out; ++it)
+    if ((*it)->id == id) {
+      out = std::move(*it);
+      waiting_.erase(it);
+      break;
+    }
+  for (auto it = running_.begin(); it != running_.end() && !out; ++it)
+    if ((*it)->id == id) {
+      out = std::move(*it);
+      running_.erase(it);
+      break;
+    }
+  if (out) release(*out, keep_prefix);
+  return out;
+}
+
+std::vector<std::unique_ptr<Sequence>> Scheduler::take_running() {
+  std::vector<std::unique_ptr<Sequence>> out;
+  out.swap(running_);
+  for (auto& s : out) release(*s, /*keep_prefix=*/false);
+  return out;
+}
+
+std::vector<std::unique_ptr<Sequence>> Scheduler::take_waiting() {
+  std::vector<std::unique_ptr<Sequence>> out;
+  for (auto& s : waiting_) out.push_back(std::move(s));
+  waiting_.clear();
+  for (auto& s : out) release(*s, /*keep_prefix=*/false);
+  return out;
+}
+
+bool Scheduler::flush_prefix_cache() {
+  const bool idle = running_.empty() && waiting_.empty();
+  if (idle) prefix_.clear();
+  return idle;
+}
+
+}  // namespace tandem

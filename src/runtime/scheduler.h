@@ -1,0 +1,90 @@
+// Decides what the next step runs: which waiting requests are admitted against free KV pages,
+// which prompt chunks are prefilled (chunked prefill under a token budget), which sequences
+// decode, and whom to preempt when pages run out. Plain host data, no tensors and no device:
+// tests/unit/scheduler_test.cpp drives it alone.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "runtime/page_allocator.h"
+#include "runtime/prefix_cache.h"
+#include "runtime/sequence.h"
+
+namespace tandem {
+
+// Prompt tokens [start, end) of one sequence, prefilled this step.
+struct ScheduledChunk {
+  Sequence* seq = nullptr;
+  int64_t start = 0, end = 0;
+};
+
+// One step's work. Prefill steps run chunks; decode steps run every prefilled sequence, each
+// with its next token (and, when speculating, a round of draft_steps drafts).
+struct StepPlan {
+  enum class Kind { kIdle, kPrefill, kDecode };
+  Kind kind = Kind::kIdle;
+  std::vector<ScheduledChunk> prefill;  // kPrefill: in batch order
+  std::vector<Sequence*> decode;        // kDecode: in admission order
+  int64_t draft_steps = 0;              // kDecode: S drafts per sequence (0: plain decoding)
+};
+
+struct SchedulerOptions {
+  int64_t max_running_requests = 64;
+  int64_t page_size = 16;
+  int64_t chunked_prefill_size = 512;
+  int64_t max_prefill_tokens = 2048;
+  bool enable_prefix_cache = true;
+  int64_t draft_steps = 0;  // S when speculating: a round writes S + 1 positions
+};
+
+class Scheduler {
+ public:
+  Scheduler(int64_t num_pages, SchedulerOptions o);
+
+  void add(std::unique_ptr<Sequence> s);  // joins the back of the waiting queue
+  // The next step. Prefill comes first while any prompt is unfinished and a chunk can be
+  // scheduled; otherwise every prefilled sequence decodes, after growing its pages for the step
+  // and preempting the most recently admitted sequences (back to the front of the waiting
+  // queue) while the cache is short. Throws when a request can never fit.
+  StepPlan plan();
+  // Removes finished sequences from the running set, oldest first, returning their pages (the
+  // prefix cache keeps their full computed pages).
+  std::vector<std::unique_ptr<Sequence>> retire_finished();
+  // Removes a sequence, waiting or running (nullptr if neither); its pages are released, and
+  // kept in the prefix cache when keep_prefix (its committed tokens' KV is complete).
+  std::unique_ptr<Sequence> remove(uint64_t id, bool keep_prefix);
+  // Every running (then every waiting) sequence, pages released: a failed step, shutdown.
+  std::vector<std::unique_ptr<Sequence>> take_running();
+  std::vector<std::unique_ptr<Sequence>> take_waiting();
+  // Drops the prefix cache when nothing runs or waits; false otherwise.
+  bool flush_prefix_cache();
+
+  const std::vector<std::unique_ptr<Sequence>>& running() const { return running_; }
+  int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  int64_t pages_total() const { return pages_.num_pages(); }
+  int64_t pages_used() const { return pages_.num_pages() - pages_.num_free(); }
+  int64_t pages_cached() const { return prefix_.evictable(); }
+  uint64_t preemptions() const { return preemptions_; }
+
+ private:
+  bool allocate(Sequence& s, int64_t tokens);
+  void release(Sequence& s, bool keep_prefix);
+  bool admit(Sequence& s);
+  std::vector<ScheduledChunk> prefill_chunks();
+  void grow_decode_pages(int64_t extra);
+  void preempt_last();
+
+  SchedulerOptions opt_;
+  PageAllocator pages_;
+  PrefixCache prefix_;
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> running_;
+  uint64_t preemptions_ = 0;
+};
+
+int64_t pages_for(int64_t tokens, int64_t page_size);
+
+}  // namespace tandem

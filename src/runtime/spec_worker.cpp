@@ -1,0 +1,246 @@
+#include "runtime/spec_worker.h"
+
+#include <chrono>
+
+#include "core/device.h"
+#include "ops/ops.h"
+#include "runtime/sampler.h"
+#include "runtime/spec_accept.h"
+
+namespace tandem {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Wall time of each phase of a round, with the device synchronized at every boundary so that
+// queued work is charged to the phase that queued it.
+struct PhaseClock {
+  bool on = false;
+  Device dev;
+  Clock::time_point t;
+  std::array<double, 4> seconds{};
+  PhaseClock(bool enabled, Device d) : on(enabled), dev(d) {
+    if (on) t = now();
+  }
+  Clock::time_point now() const {
+    device_interface(dev.type).synchronize(dev);
+    return Clock::now();
+  }
+  // Charges the time since the previous mark to phase i.
+  void mark(int i) {
+    if (!on) return;
+    const Clock::time_point n = now();
+    seconds[static_cast<size_t>(i)] += std::chrono::duration<double>(n - t).count();
+    t = n;
+  }
+};
+
+}  // namespace
+
+SpecWorker::SpecWorker(ModelRunner& runner, OutputProcessor& out, const SpeculativeOptions& opt,
+                       bool profile_phases)
+    : runner_(runner), out_(out), opt_(opt), S_(opt.num_steps), profile_(profile_phases) {}
+
+// Pairs (h_i, x_{i+1}) over each prefilled chunk; the last pair of a finished prompt pairs the
+// final prompt position with the token just sampled.
+void SpecWorker::after_prefill(const std::vector<ScheduledChunk>& batch,
+                               const ForwardResult& target) {
+  std::vector<SequenceChunk> chunks;
+  std::vector<int32_t> hidden_rows;
+  std::vector<Sequence*> seqs;
+  int64_t row = 0;
+  for (auto& b : batch) {
+    Sequence& s = *b.seq;
+    const int64_t len = b.end - b.start;
+    if (!s.finished && static_cast<int64_t>(s.tokens.size()) > b.end) {
+      chunks.push_back({&s.pages,
+                        b.start,
+                        {s.tokens.begin() + b.start + 1, s.tokens.begin() + b.end + 1},
+                        false});
+      for (int64_t i = 0; i < len; ++i) hidden_rows.push_back(static_cast<int32_t>(row + i));
+      seqs.push_back(&s);
+    }
+    row += len;
+  }
+  if (chunks.empty()) return;
+  Tensor h = ops::gather_rows(runner_.workspace(), target.hidden, runner_.indices(hidden_rows));
+  ForwardResult d = runner_.extend_draft(chunks, h);
+  std::vector<int64_t> ends;
+  int64_t off = 0;
+  for (auto& ch : chunks) ends.push_back(off += static_cast<int64_t>(ch.tokens.size()));
+  set_next_drafts(seqs, d, ends);
+}
+
+// From a draft forward: d1 = argmax of each sequence's logit row, and the draft hidden state
+// and indexer top-k of the token that produced it.
+void SpecWorker::set_next_drafts(const std::vector<Sequence*>& seqs, const ForwardResult& d,
+                                 const std::vector<int64_t>& token_end) {
+  Workspace& ws = runner_.workspace();
+  const Model& model = runner_.model();
+  const std::vector<int32_t> am = runner_.argmax(d.logits);
+  std::vector<int32_t> rows;
+  for (size_t i = 0; i < seqs.size(); ++i) rows.push_back(static_cast<int32_t>(token_end[i] - 1));
+  const Tensor rows_t = runner_.indices(rows);
+  const std::vector<float> hid = to_float_vector(ops::gather_rows(ws, d.hidden, rows_t));
+  const int64_t D = model.config().hidden_size;
+  std::vector<int32_t> topk;
+  int64_t K = 0;
+  if (d.topk.defined() && model.config().index_share_for_mtp_iteration) {
+    topk = to_int_vector(ops::gather_rows(ws, d.topk, rows_t).contiguous());
+    K = d.topk.size(1);
+  }
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Sequence& s = *seqs[i];
+    s.next_draft = am[i];  // one logit row per sequence, in order
+    s.draft_hidden.assign(hid.begin() + static_cast<int64_t>(i) * D,
+                          hid.begin() + static_cast<int64_t>(i + 1) * D);
+    if (K)
+      s.draft_topk.assign(topk.begin() + static_cast<int64_t>(i) * K,
+                          topk.begin() + static_cast<int64_t>(i + 1) * K);
+  }
+}
+
+// drafts[b] = d_1 .. d_S. Each of the S - 1 MTP steps feeds the draft's own hidden state and its
+// previous draft token, one position further. With index_share_for_mtp_iteration the steps reuse
+// the draft-extend token's top-k. With graphs the steps are one captured forward; without, one
+// forward per step, each draft token passing through the host.
+std::vector<std::vector<int32_t>> SpecWorker::draft(const std::vector<Sequence*>& seqs) {
+  const Model& model = runner_.model();
+  const int64_t B = static_cast<int64_t>(seqs.size());
+  const int64_t D = model.config().hidden_size;
+  std::vector<std::vector<int32_t>> drafts(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) drafts[b].push_back(seqs[b]->next_draft);
+  if (S_ == 1) return drafts;
+  std::vector<float> hid_host(static_cast<size_t>(B * D));
+  for (int64_t b = 0; b < B; ++b)
+    std::copy(seqs[b]->draft_hidden.begin(), seqs[b]->draft_hidden.end(), hid_host.begin() + b * D);
+  Tensor hid = runner_.activations(hid_host, {B, D});  // [B, D]
+  Tensor reuse;                                        // [B, K] or undefined
+  if (model.config().index_share_for_mtp_iteration && !seqs.empty() &&
+      !seqs[0]->draft_topk.empty()) {
+    const int64_t K = static_cast<int64_t>(seqs[0]->draft_topk.size());
+    std::vector<int32_t> all;
+    for (auto* s : seqs) all.insert(all.end(), s->draft_topk.begin(), s->draft_topk.end());
+    reuse = Tensor::from_vector(all, {B, K});
+    if (!model.device().is_cpu()) reuse = reuse.to(model.device());
+  }
+  // Step j writes position kv_len - 1 + j.
+  auto step_chunks = [&](int64_t j) {
+    std::vector<SequenceChunk> chunks;
+    for (int64_t b = 0; b < B; ++b)
+      chunks.push_back({&seqs[b]->pages, seqs[b]->kv_len - 1 + j, {drafts[b].back()}, false});
+    return chunks;
+  };
+  if (runner_.captures()) {
+    std::vector<std::vector<SequenceChunk>> steps;
+    for (int64_t j = 1; j < S_; ++j) steps.push_back(step_chunks(j));  // step 1's ids only count
+    const auto out = runner_.draft_loop(steps, hid, reuse);            // [S - 1][B]
+    for (const auto& step : out)
+      for (int64_t b = 0; b < B; ++b) drafts[b].push_back(step[b]);
+    return drafts;
+  }
+  for (int64_t j = 1; j < S_; ++j) {
+    const ForwardResult d = runner_.forward_fixed(
+        reuse.defined() ? ModelRunner::Kind::kDraftReuse : ModelRunner::Kind::kDraft,
+        step_chunks(j), 1, std::vector<int64_t>(static_cast<size_t>(B), 0), hid, reuse);
+    const std::vector<int32_t> am = runner_.argmax(d.logits);
+    for (int64_t b = 0; b < B; ++b) drafts[b].push_back(am[b]);
+    hid = d.hidden.narrow(0, 0, B);  // [B, D]
+  }
+  return drafts;
+}
+
+void SpecWorker::round(const std::vector<Sequence*>& seqs) {
+  PhaseClock clock(profile_, runner_.device());
+  const int64_t B = static_cast<int64_t>(seqs.size());
+  Workspace& ws = runner_.workspace();
+
+  // 1. Draft: d_1 (from the last draft extend) and S - 1 more.
+  std::vector<std::vector<int32_t>> drafts = draft(seqs);
+  if (opt_.draft_override)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = 0; j < S_; ++j)
+        drafts[b][j] = opt_.draft_override(seqs[b]->id, seqs[b]->kv_len + 1 + j, drafts[b][j]);
+  clock.mark(0);
+
+  // 2. Verify: the target runs [x_L, d_1 .. d_S] at positions L .. L + S.
+  std::vector<SequenceChunk> chunks;
+  for (int64_t b = 0; b < B; ++b) {
+    std::vector<int32_t> toks = {seqs[b]->tokens.back()};
+    toks.insert(toks.end(), drafts[b].begin(), drafts[b].end());
+    chunks.push_back({&seqs[b]->pages, seqs[b]->kv_len, toks, true});
+  }
+  ForwardResult v =
+      runner_.forward_fixed(ModelRunner::Kind::kTarget, chunks, S_ + 1, {}, Tensor(), Tensor());
+  out_.count_step();
+  const std::vector<int32_t> target_am = runner_.argmax(v.logits);  // [B * (S + 1)]
+  clock.mark(1);
+
+  // 3. Accept, commit, and count.
+  std::vector<int64_t> accepted(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    Sequence& s = *seqs[b];
+    const int64_t base = b * (S_ + 1);
+    std::vector<int32_t> t_next(target_am.begin() + base, target_am.begin() + base + S_ + 1);
+    Acceptance a;
+    if (opt_.simulate_accept_length > 0) {
+      a = accept_simulated(drafts[b], t_next, opt_.simulate_accept_length, s.rng);
+    } else if (s.req.sampling.greedy()) {
+      a = accept_greedy(drafts[b], t_next);
+    } else {
+      std::vector<int32_t> rows;
+      for (int64_t i = 0; i <= S_; ++i) rows.push_back(static_cast<int32_t>(base + i));
+      const std::vector<float> lg =
+          to_float_vector(ops::gather_rows(ws, v.logits, runner_.indices(rows)));
+      const int64_t V = v.logits.size(1);
+      std::vector<std::vector<float>> probs(static_cast<size_t>(S_ + 1));
+      for (int64_t i = 0; i <= S_; ++i)
+        sampling_distribution(lg.data() + i * V, V, s.req.sampling, probs[i]);
+      a = accept_sampled(drafts[b], probs, s.rng);
+    }
+    accepted[b] = a.accepted;
+    s.spec_verify_steps += 1;
+    s.spec_accepted += a.accepted;
+    out_.count_round(S_, a.accepted);
+    if (s.req.return_hidden_states)
+      for (int64_t i = 0; i <= a.accepted; ++i)
+        s.pending_hidden.push_back(runner_.hidden_row(v.hidden, base + i));
+    // Verified positions L .. L + k hold KV of committed tokens; the rest is overwritten later.
+    s.kv_len += 1 + a.accepted;
+    OutputProcessor::commit(s, a.tokens);
+  }
+  clock.mark(2);
+
+  // 4. Draft extend, fixed width S + 1: the draft re-reads every verified position with the
+  // target's hidden states, so its KV for committed positions comes from target states.
+  std::vector<SequenceChunk> ext;
+  std::vector<int32_t> hidden_rows;
+  std::vector<int64_t> logit_pos;
+  std::vector<Sequence*> live;
+  std::vector<int64_t> ends;
+  int64_t off = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    Sequence& s = *seqs[b];
+    if (s.finished) continue;
+    const int64_t k = accepted[b], L = s.kv_len - 1 - k;
+    std::vector<int32_t> toks(s.tokens.end() - (k + 1), s.tokens.end());  // d_1 .. d_k, bonus
+    for (int64_t i = k + 1; i <= S_; ++i) toks.push_back(target_am[b * (S_ + 1) + i]);  // filler
+    ext.push_back({&s.pages, L, toks, false});
+    for (int64_t i = 0; i <= S_; ++i) hidden_rows.push_back(static_cast<int32_t>(b * (S_ + 1) + i));
+    logit_pos.push_back(k);
+    ends.push_back(off + k + 1);
+    off += S_ + 1;
+    live.push_back(&s);
+  }
+  if (!ext.empty()) {
+    Tensor h = ops::gather_rows(ws, v.hidden, runner_.indices(hidden_rows));
+    ForwardResult d =
+        runner_.forward_fixed(ModelRunner::Kind::kDraft, ext, S_ + 1, logit_pos, h, Tensor());
+    set_next_drafts(live, d, ends);
+  }
+  clock.mark(3);
+  if (clock.on) out_.add_phase_seconds(clock.seconds);
+}
+
+}  // namespace tandem

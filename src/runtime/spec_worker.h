@@ -1,0 +1,41 @@
+// MTP speculative decoding on top of the model runner: after a prefill, the draft reads the
+// prompt's (h_i, x_{i+1}) pairs; each round then drafts S tokens (the draft feeding its own
+// hidden state), the target verifies [x_L, d_1 .. d_S] in one forward, acceptance keeps the
+// longest agreeing prefix plus a bonus token (the exact rejection rule when sampling), and the
+// draft re-reads the verified positions with the target's hidden states.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "runtime/engine_options.h"
+#include "runtime/model_runner.h"
+#include "runtime/output_processor.h"
+#include "runtime/scheduler.h"
+
+namespace tandem {
+
+class SpecWorker {
+ public:
+  SpecWorker(ModelRunner& runner, OutputProcessor& out, const SpeculativeOptions& opt,
+             bool profile_phases);
+
+  // Draft KV for the prefilled chunks and each finished prompt's first draft token.
+  void after_prefill(const std::vector<ScheduledChunk>& batch, const ForwardResult& target);
+  // One round for every sequence (their pages already hold S + 1 more positions).
+  void round(const std::vector<Sequence*>& seqs);
+
+ private:
+  std::vector<std::vector<int32_t>> draft(const std::vector<Sequence*>& seqs);
+  void set_next_drafts(const std::vector<Sequence*>& seqs, const ForwardResult& d,
+                       const std::vector<int64_t>& token_end);
+
+  ModelRunner& runner_;
+  OutputProcessor& out_;
+  const SpeculativeOptions& opt_;
+  int64_t S_;
+  bool profile_;
+};
+
+}  // namespace tandem

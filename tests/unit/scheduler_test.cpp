@@ -1,0 +1,196 @@
+// The scheduler alone, no model and no device: admission against free pages, chunked prefill
+// under the step's token budget, decode page growth with preemption and resumption from the
+// prefix cache, and every page coming back after aborts and retirement.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <numeric>
+
+#include "core/error.h"
+#include "runtime/scheduler.h"
+
+namespace tandem {
+namespace {
+
+std::unique_ptr<Sequence> seq(uint64_t id, int64_t prompt_len, int32_t first_token = 1) {
+  auto s = std::make_unique<Sequence>();
+  s->id = id;
+  s->tokens.resize(static_cast<size_t>(prompt_len));
+  std::iota(s->tokens.begin(), s->tokens.end(), first_token);
+  s->prompt_len = prompt_len;
+  s->req.max_new_tokens = 1000;
+  return s;
+}
+
+SchedulerOptions opts(int64_t page_size = 4) {
+  SchedulerOptions o;
+  o.page_size = page_size;
+  o.max_running_requests = 8;
+  o.chunked_prefill_size = 8;
+  o.max_prefill_tokens = 12;
+  return o;
+}
+
+// What the engine does with a plan: prefilled chunks advance kv_len; a finished prompt gets its
+// first token; a decode step commits one token per sequence.
+void run(StepPlan& p) {
+  for (auto& c : p.prefill) {
+    c.seq->kv_len = c.end;
+    if (c.end == static_cast<int64_t>(c.seq->tokens.size())) {
+      c.seq->prefilled = true;
+      c.seq->tokens.push_back(7);
+    }
+  }
+  for (Sequence* s : p.decode) {
+    s->kv_len += 1;
+    s->tokens.push_back(7);
+  }
+}
+
+TEST(Scheduler, ChunkedPrefillUnderTheBudgetThenDecode) {
+  Scheduler sch(64, opts());
+  sch.add(seq(1, 20));
+  sch.add(seq(2, 5));
+  StepPlan p = sch.plan();
+  ASSERT_EQ(p.kind, StepPlan::Kind::kPrefill);
+  // Request 1 takes a chunk of 8 (chunked_prefill_size), request 2 the remaining budget of 4.
+  ASSERT_EQ(p.prefill.size(), 2u);
+  EXPECT_EQ(p.prefill[0].seq->id, 1u);
+  EXPECT_EQ(p.prefill[0].start, 0);
+  EXPECT_EQ(p.prefill[0].end, 8);
+  EXPECT_EQ(p.prefill[1].end, 4);
+  run(p);
+  p = sch.plan();
+  ASSERT_EQ(p.kind, StepPlan::Kind::kPrefill);  // unfinished prompts continue, in order
+  ASSERT_EQ(p.prefill.size(), 2u);
+  EXPECT_EQ(p.prefill[0].start, 8);
+  EXPECT_EQ(p.prefill[0].end, 16);
+  EXPECT_EQ(p.prefill[1].start, 4);
+  EXPECT_EQ(p.prefill[1].end, 5);
+  run(p);
+  p = sch.plan();
+  ASSERT_EQ(p.kind, StepPlan::Kind::kPrefill);
+  ASSERT_EQ(p.prefill.size(), 1u);
+  EXPECT_EQ(p.prefill[0].end, 20);
+  run(p);
+  p = sch.plan();
+  ASSERT_EQ(p.kind, StepPlan::Kind::kDecode);
+  EXPECT_EQ(p.decode.size(), 2u);
+  EXPECT_EQ(p.draft_steps, 0);
+  for (Sequence* s : p.decode)  // pages cover the step's new position
+    EXPECT_GE(static_cast<int64_t>(s->pages.size()) * 4, s->kv_len + 1);
+}
+
+TEST(Scheduler, AdmissionWaitsForFreePagesAndNeverOvercommits) {
+  SchedulerOptions o = opts();
+  o.max_prefill_tokens = 100;
+  o.chunked_prefill_size = 100;
+  Scheduler sch(10, o);  // 40 slots
+  sch.add(seq(1, 20));   // needs pages for 20 + 1 tokens: 6
+  sch.add(seq(2, 20));   // 6 more do not fit
+  StepPlan p = sch.plan();
+  ASSERT_EQ(p.prefill.size(), 1u);
+  EXPECT_EQ(sch.num_waiting(), 1);
+  EXPECT_EQ(sch.pages_used(), 6);
+  EXPECT_LE(sch.pages_used(), sch.pages_total());
+}
+
+TEST(Scheduler, ARequestThatCanNeverFitFails) {
+  Scheduler sch(4, opts());
+  sch.add(seq(1, 40));
+  EXPECT_THROW(sch.plan(), Error);
+}
+
+TEST(Scheduler, DecodePreemptsTheNewestAndItResumesFromThePrefixCache) {
+  SchedulerOptions o = opts();
+  o.max_prefill_tokens = 100;
+  o.chunked_prefill_size = 100;
+  Scheduler sch(12, o);  // 48 slots
+  sch.add(seq(1, 16, 1));
+  sch.add(seq(2, 16, 100));
+  StepPlan p = sch.plan();
+  ASSERT_EQ(p.prefill.size(), 2u);  // 5 + 5 pages
+  run(p);
+  // Decode until both need more pages than are free: the newest (2) is preempted.
+  uint64_t preempted = 0;
+  for (int step = 0; step < 40 && !preempted; ++step) {
+    p = sch.plan();
+    ASSERT_EQ(p.kind, StepPlan::Kind::kDecode);
+    run(p);
+    preempted = sch.preemptions();
+  }
+  ASSERT_EQ(preempted, 1u);
+  ASSERT_EQ(sch.running().size(), 1u);
+  EXPECT_EQ(sch.running()[0]->id, 1u);
+  EXPECT_EQ(sch.num_waiting(), 1);
+  // Request 1 finishes; request 2 comes back with its committed tokens, most of them from the
+  // prefix cache, and decodes again.
+  sch.running()[0]->finished = true;
+  const auto done = sch.retire_finished();
+  ASSERT_EQ(done.size(), 1u);
+  p = sch.plan();
+  ASSERT_EQ(p.kind, StepPlan::Kind::kPrefill);
+  ASSERT_EQ(p.prefill.size(), 1u);
+  Sequence& s2 = *p.prefill[0].seq;
+  EXPECT_EQ(s2.id, 2u);
+  EXPECT_GT(p.prefill[0].start, 0) << "resumed without the prefix cache";
+  EXPECT_EQ(p.prefill[0].end, static_cast<int64_t>(s2.tokens.size()));
+  run(p);
+  p = sch.plan();
+  EXPECT_EQ(p.kind, StepPlan::Kind::kDecode);
+  ASSERT_EQ(p.decode.size(), 1u);
+  EXPECT_EQ(p.decode[0]->id, 2u);
+}
+
+TEST(Scheduler, SpeculativeRoundsReserveSPlusOnePositions) {
+  SchedulerOptions o = opts();
+  o.draft_steps = 3;
+  Scheduler sch(64, o);
+  sch.add(seq(1, 6));
+  StepPlan p = sch.plan();
+  run(p);
+  p = sch.plan();
+  ASSERT_EQ(p.kind, StepPlan::Kind::kDecode);
+  EXPECT_EQ(p.draft_steps, 3);
+  EXPECT_GE(static_cast<int64_t>(p.decode[0]->pages.size()) * 4, p.decode[0]->kv_len + 4);
+}
+
+TEST(Scheduler, AbortsAndRetirementReturnEveryPage) {
+  SchedulerOptions o = opts();
+  o.enable_prefix_cache = false;  // so that used pages must drop to exactly zero
+  Scheduler sch(64, o);
+  for (uint64_t id = 1; id <= 5; ++id) sch.add(seq(id, 10, static_cast<int32_t>(id * 50)));
+  StepPlan p = sch.plan();
+  run(p);
+  EXPECT_GT(sch.pages_used(), 0);
+  EXPECT_NE(sch.remove(2, /*keep_prefix=*/true), nullptr);  // running
+  EXPECT_NE(sch.remove(5, /*keep_prefix=*/true), nullptr);  // running or waiting
+  EXPECT_EQ(sch.remove(99, true), nullptr);                 // unknown
+  for (int i = 0; i < 4; ++i) {
+    p = sch.plan();
+    run(p);
+  }
+  for (auto& s : sch.running()) s->finished = true;
+  sch.retire_finished();
+  for (auto& s : sch.take_waiting()) (void)s;
+  EXPECT_TRUE(sch.running().empty());
+  EXPECT_EQ(sch.pages_used(), 0);
+}
+
+TEST(Scheduler, ThePrefixCacheKeepsRetiredPagesUntilFlushed) {
+  Scheduler sch(64, opts());
+  sch.add(seq(1, 10));
+  StepPlan p = sch.plan();
+  run(p);
+  p = sch.plan();
+  run(p);
+  sch.running()[0]->finished = true;
+  sch.retire_finished();
+  EXPECT_GT(sch.pages_cached(), 0);
+  EXPECT_EQ(sch.pages_used(), sch.pages_cached());
+  EXPECT_TRUE(sch.flush_prefix_cache());
+  EXPECT_EQ(sch.pages_used(), 0);
+}
+
+}  // namespace
+}  // namespace tandem
