@@ -9,6 +9,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_graph.h"
+#include "bench_util.h"
 #include "core/tensor.h"
 
 namespace tandem::bench {

@@ -1,0 +1,26 @@
+// What the GPU benchmarks share: the machine's ceilings measured in the same run, timing
+// helpers, and the tables that stand on their own (linear paths, sampling).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include "core/error.h"
+
+#define CK(x) \
+  TD_CHECK((x) == cudaSuccess, "CUDA call failed: {}", cudaGetErrorString(cudaGetLastError()))
+
+namespace tandem::bench {
+
+double median(std::vector<double> v);
+// HBM copy bandwidth, bytes read + written (GB/s), and the bf16 cuBLASLt GEMM rate at 8192^3
+// (TFLOP/s).
+double measure_copy_gbps();
+double measure_gemm_tflops();
+// One GLM-5.2 projection at M rows through each GEMM path (linear_bench.cpp).
+void bench_linear_paths(double copy_gbps, double gemm_tf, bool quick);
+// Sampling over the GLM-5 vocabulary (sampling_bench.cpp).
+void bench_sampling(double copy_gbps, bool quick);
+
+}  // namespace tandem::bench

@@ -1,0 +1,168 @@
+// The ceilings every GPU benchmark reports against, and the linear-path table: one GLM-5.2
+// projection at decode-shaped row counts through each GEMM path.
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_graph.h"
+#include "backends/cuda/kernels.h"
+#include "backends/cuda/lt_gemm.h"
+#include "bench_util.h"
+#include "core/tensor.h"
+
+namespace tandem::bench {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// ---- ceilings --------------------------------------------------------------------------------
+
+double measure_copy_gbps() {
+  const size_t bytes = size_t{2} << 30;
+  void *a = nullptr, *b = nullptr;
+  CK(cudaMalloc(&a, bytes));
+  CK(cudaMalloc(&b, bytes));
+  CK(cudaMemset(a, 1, bytes));
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<double> ms;
+  for (int i = 0; i < 12; ++i) {
+    cudaEventRecord(e0);
+    CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float t = 0;
+    cudaEventElapsedTime(&t, e0, e1);
+    if (i >= 2) ms.push_back(t);
+  }
+  cudaFree(a);
+  cudaFree(b);
+  return 2.0 * bytes / (median(ms) * 1e-3) / 1e9;  // read + write
+}
+
+double measure_gemm_tflops() {
+  const int64_t n = 8192;
+  Tensor x = Tensor::empty({n, n}, DType::BF16, Device::cuda()),
+         w = Tensor::empty({n, n}, DType::BF16, Device::cuda()),
+         d = Tensor::empty({n, n}, DType::BF16, Device::cuda());
+  cuda::fill_random(x, 1, 1.0f);
+  cuda::fill_random(w, 2, 1.0f);
+  cuda::LtGemm lt;
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<double> ms;
+  for (int i = 0; i < 12; ++i) {
+    cudaEventRecord(e0);
+    TD_CHECK(lt.gemm(x.raw(), n, w.raw(), n, d.raw(), n, false, n, n, n, nullptr),
+             "no cuBLASLt algorithm");
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float t = 0;
+    cudaEventElapsedTime(&t, e0, e1);
+    if (i >= 2) ms.push_back(t);
+  }
+  return 2.0 * n * n * n / (median(ms) * 1e-3) / 1e12;
+}
+
+// ---- linear kernels at decode-shaped M ---------------------------------------------------------
+
+// One GLM-5.2 projection at M rows through each GEMM path: the batch-invariant tensor-core kernel
+// (every bf16 product in deterministic mode), the SIMT skinny
+// kernel and cuBLASLt. Weight bytes / time against the copy bandwidth; the L2 is flushed before
+// every timed run.
+void bench_linear_paths(double copy_gbps, double gemm_tf, bool quick) {
+  struct Shape2 {
+    const char* name;
+    int64_t N, K, H = 1;  // H > 1: head_matmul, one [N, K] weight per head
+  };
+  const std::vector<Shape2> shapes = {
+      {"q_b 16384x2048", 16384, 2048},           {"o_proj 6144x16384", 6144, 16384},
+      {"dense gate_up 24576x6144", 24576, 6144}, {"lm_head 154880x6144", 154880, 6144},
+      {"W_UK 64 x 512x128", 512, 128, 64},       {"W_UV 64 x 128x512", 128, 512, 64}};
+  const std::vector<int64_t> ms =
+      quick ? std::vector<int64_t>{1, 16, 64} : std::vector<int64_t>{1, 4, 8, 16, 32, 64, 128, 256};
+  const int num_sms = cuda::cuda_backend()->num_sms();
+  Tensor flush = Tensor::empty({int64_t{256} << 20}, DType::U8, Device::cuda());
+  cuda::LtGemm lt;
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  auto time_it = [&](const std::function<void()>& fn) {
+    std::vector<double> us;
+    for (int i = 0; i < (quick ? 5 : 11); ++i) {
+      CK(cudaMemsetAsync(flush.raw(), i & 0xff, flush.nbytes()));
+      cudaEventRecord(e0);
+      fn();
+      cudaEventRecord(e1);
+      cudaEventSynchronize(e1);
+      float t = 0;
+      cudaEventElapsedTime(&t, e0, e1);
+      if (i > 0) us.push_back(t * 1e3);
+    }
+    CK(cudaGetLastError());
+    return median(us);
+  };
+  std::printf(
+      "linear paths (bf16 weights, bf16 out): us, and weight GB/s as %% of copy %.0f GB/s\n",
+      copy_gbps);
+  std::printf("%-26s %5s %16s %16s %16s %9s\n", "shape", "M", "tc (invariant)", "skinny",
+              "cuBLASLt", "tc TF/s");
+  for (const Shape2& sh : shapes) {
+    const int64_t Mmax = ms.back();
+    const int64_t H = sh.H;
+    Tensor x = Tensor::empty({Mmax, H, sh.K}, DType::BF16, Device::cuda());    // [M, H, K]
+    Tensor w = Tensor::empty({H, sh.N, sh.K}, DType::BF16, Device::cuda());    // [H, N, K]
+    Tensor out = Tensor::empty({Mmax, H, sh.N}, DType::BF16, Device::cuda());  // [M, H, N]
+    cuda::fill_random(x, 11, 1.0f);
+    cuda::fill_random(w, 12, 0.05f);
+    const double wb = static_cast<double>(H * sh.N * sh.K * 2);
+    for (int64_t M : ms) {
+      cuda::k::SkinnyParams p;
+      p.x = x.raw(), p.x_rs = H * sh.K, p.x_bs = sh.K;
+      p.w = w.raw(), p.w_bs = sh.N * sh.K;
+      p.out = out.raw(), p.o_rs = H * sh.N, p.o_bs = sh.N;
+      p.M = M, p.N = sh.N, p.K = sh.K, p.batch = H;
+      cuda::k::SkinnyParams pt = p, ps = p;
+      pt.splits = cuda::k::tc_gemm_splits(pt, num_sms);
+      ps.splits = cuda::k::skinny_splits(ps, cuda::k::DT::BF16, num_sms);
+      Tensor part_t, part_s;
+      if (pt.splits > 1) {
+        part_t = Tensor::empty({pt.splits * H * M * sh.N}, DType::F32, Device::cuda());
+        pt.partial = part_t.data<float>();
+      }
+      if (ps.splits > 1) {
+        part_s = Tensor::empty({ps.splits * H * M * sh.N}, DType::F32, Device::cuda());
+        ps.partial = part_s.data<float>();
+      }
+      const double t_tc = time_it([&] { cuda::k::tc_gemm(pt, cuda::k::DT::BF16, nullptr); });
+      const double t_sk =
+          time_it([&] { cuda::k::skinny_gemm(ps, cuda::k::DT::BF16, cuda::k::DT::BF16, nullptr); });
+      const double t_lt = time_it([&] {
+        lt.gemm(x.raw(), H * sh.K, w.raw(), sh.K, out.raw(), H * sh.N, false, M, sh.N, sh.K,
+                nullptr, H, sh.K, sh.N * sh.K, sh.N);
+      });
+      auto cell = [&](double us) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%7.1f %5.1f%%", us,
+                      100.0 * wb / (us * 1e-6) / 1e9 / copy_gbps);
+        return std::string(buf);
+      };
+      std::printf("%-26s %5lld %16s %16s %16s %9.1f\n", sh.name, static_cast<long long>(M),
+                  cell(t_tc).c_str(), cell(t_sk).c_str(), cell(t_lt).c_str(),
+                  2.0 * M * H * sh.N * sh.K / (t_tc * 1e-6) / 1e12);
+      std::fflush(stdout);
+    }
+  }
+  std::printf("(GEMM ceiling %.0f TFLOP/s)\n\n", gemm_tf);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
+}  // namespace tandem::bench
