@@ -37,6 +37,7 @@
 #include "model/layer_context.h"
 #include "model/presets.h"
 #include "model/rope.h"
+#include "ops/forwarding_backend.h"
 #include "ops/ops.h"
 #include "runtime/batch_builder.h"
 
@@ -123,68 +124,15 @@ Layer make_layer(const ModelConfig& c, bool moe) {
 
 // Forwards every op to the CUDA backend and keeps the last routing, to count the experts a step
 // really reads.
-class Recorder final : public Backend {
+class Recorder final : public ForwardingBackend {
  public:
-  explicit Recorder(Backend& b) : b_(b) {}
+  explicit Recorder(Backend& b) : ForwardingBackend(b) {}
   Tensor last_idx;
-  void embedding(const Tensor& i, const Tensor& t, Tensor& o) override { b_.embedding(i, t, o); }
-  void rms_norm(const Tensor& x, const Tensor& w, float e, Tensor& o) override {
-    b_.rms_norm(x, w, e, o);
-  }
-  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float e, Tensor& o) override {
-    b_.layer_norm(x, w, b, e, o);
-  }
-  void rope(Tensor& x, const Tensor& p, const Tensor& f, const RopeParams& r) override {
-    b_.rope(x, p, f, r);
-  }
-  void linear(const Tensor& x, const Weight& w, Tensor& o) override { b_.linear(x, w, o); }
-  void head_matmul(const Tensor& x, const Tensor& w, Tensor& o) override {
-    b_.head_matmul(x, w, o);
-  }
-  void silu_mul(const Tensor& x, Tensor& o) override { b_.silu_mul(x, o); }
-  void add(const Tensor& a, const Tensor& b, Tensor& o) override { b_.add(a, b, o); }
-  void concat_cols(const Tensor& a, const Tensor& b, Tensor& o) override {
-    b_.concat_cols(a, b, o);
-  }
-  void gather_rows(const Tensor& s, const Tensor& r, Tensor& o) override {
-    b_.gather_rows(s, r, o);
-  }
-  void kv_store(const Tensor& r, const Tensor& s, Tensor& p) override { b_.kv_store(r, s, p); }
-  void kv_gather(const Tensor& p, const AttentionMeta& m, Tensor& o) override {
-    b_.kv_gather(p, m, o);
-  }
-  void mla_decode(const Tensor& q, const Tensor& p, const AttentionMeta& m, const Tensor& k,
-                  float s, Tensor& o) override {
-    b_.mla_decode(q, p, m, k, s, o);
-  }
-  void mla_prefill(const Tensor& q, const Tensor& kv, const Tensor& pe, const AttentionMeta& m,
-                   const Tensor& k, float s, Tensor& o) override {
-    b_.mla_prefill(q, kv, pe, m, k, s, o);
-  }
-  void indexer_topk(const Tensor& q, const Tensor& w, const Tensor& p, const AttentionMeta& m,
-                    Tensor& o) override {
-    b_.indexer_topk(q, w, p, m, o);
-  }
   void moe_route(const Tensor& l, const Tensor& b, const RouteParams& p, Tensor& i,
                  Tensor& w) override {
-    b_.moe_route(l, b, p, i, w);
+    inner().moe_route(l, b, p, i, w);
     last_idx = i;
   }
-  void moe_experts(const Tensor& x, const Tensor& gu, const Tensor& d, const Tensor& i,
-                   const Tensor& w, Tensor& o) override {
-    b_.moe_experts(x, gu, d, i, w, o);
-  }
-  void argmax(const Tensor& l, Tensor& o) override { b_.argmax(l, o); }
-  void fill_random(Tensor& t, uint64_t seed, float scale) override {
-    b_.fill_random(t, seed, scale);
-  }
-  void sample(const Tensor& l, const Tensor& t, const Tensor& k, const Tensor& p, const Tensor& u,
-              Tensor& o) override {
-    b_.sample(l, t, k, p, u, o);
-  }
-
- private:
-  Backend& b_;
 };
 
 // Forwards every op to the CUDA backend with a pair of events around it: where a step's time
@@ -340,6 +288,7 @@ Timing time_layer(Env& env, Layer& layer, const ForwardBatch& fb, int iters, boo
   body();
   register_backend(DeviceType::CUDA, be);
   if (rec.last_idx.defined()) {
+    cuda::synchronize();  // routing may have run beside a side branch
     const std::vector<int32_t> ids = to_int_vector(rec.last_idx);
     out.unique_experts = static_cast<int64_t>(std::set<int32_t>(ids.begin(), ids.end()).size());
   }

@@ -20,6 +20,7 @@
 #include "core/device.h"
 #include "core/tensor.h"
 #include "ops/backend.h"
+#include "ops/forwarding_backend.h"
 
 namespace tandem::test {
 
@@ -48,80 +49,21 @@ struct ChoiceStats {
 };
 
 // Forwards every op to the real CUDA backend and logs the results of the two choosing ops.
-class RecordingBackend final : public Backend {
+class RecordingBackend final : public ForwardingBackend {
  public:
-  RecordingBackend(Backend& inner, ChoiceLog& log) : b_(inner), log_(log) {}
+  RecordingBackend(Backend& inner, ChoiceLog& log) : ForwardingBackend(inner), log_(log) {}
 
-  void embedding(const Tensor& i, const Tensor& t, Tensor& o) override { b_.embedding(i, t, o); }
-  void rms_norm(const Tensor& x, const Tensor& w, float e, Tensor& o) override {
-    b_.rms_norm(x, w, e, o);
-  }
-  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float e, Tensor& o) override {
-    b_.layer_norm(x, w, b, e, o);
-  }
-  void rope(Tensor& x, const Tensor& p, const Tensor& f, const RopeParams& r) override {
-    b_.rope(x, p, f, r);
-  }
-  void linear(const Tensor& x, const Weight& w, Tensor& o) override { b_.linear(x, w, o); }
-  void head_matmul(const Tensor& x, const Tensor& w, Tensor& o) override {
-    b_.head_matmul(x, w, o);
-  }
-  void silu_mul(const Tensor& x, Tensor& o) override { b_.silu_mul(x, o); }
-  void add(const Tensor& a, const Tensor& b, Tensor& o) override { b_.add(a, b, o); }
-  void add_rms_norm(Tensor& h, const Tensor& b, const Tensor& w, float e, Tensor& o) override {
-    b_.add_rms_norm(h, b, w, e, o);
-  }
-  void concat_cols(const Tensor& a, const Tensor& b, Tensor& o) override {
-    b_.concat_cols(a, b, o);
-  }
-  void gather_rows(const Tensor& s, const Tensor& r, Tensor& o) override {
-    b_.gather_rows(s, r, o);
-  }
-  void copy(const Tensor& s, Tensor& d) override { b_.copy(s, d); }
-  void kv_store(const Tensor& r, const Tensor& s, Tensor& p) override { b_.kv_store(r, s, p); }
-  void mla_kv_store(const Tensor& x, const Tensor& w, float eps, const Tensor& pos, const Tensor& f,
-                    const RopeParams& p, const Tensor& s, Tensor& pool) override {
-    b_.mla_kv_store(x, w, eps, pos, f, p, s, pool);
-  }
-  void kv_gather(const Tensor& p, const AttentionMeta& m, Tensor& o) override {
-    b_.kv_gather(p, m, o);
-  }
-  void mla_decode(const Tensor& q, const Tensor& p, const AttentionMeta& m, const Tensor& k,
-                  float s, Tensor& o) override {
-    b_.mla_decode(q, p, m, k, s, o);
-  }
-  void mla_prefill(const Tensor& q, const Tensor& kv, const Tensor& pe, const AttentionMeta& m,
-                   const Tensor& k, float s, Tensor& o) override {
-    b_.mla_prefill(q, kv, pe, m, k, s, o);
-  }
   void indexer_topk(const Tensor& q, const Tensor& w, const Tensor& p, const AttentionMeta& m,
                     Tensor& o) override {
-    b_.indexer_topk(q, w, p, m, o);
+    inner().indexer_topk(q, w, p, m, o);
     sync(o);
     log_.topk.push_back(to_int_vector(o));
   }
   void moe_route(const Tensor& l, const Tensor& bias, const RouteParams& p, Tensor& i,
                  Tensor& w) override {
-    b_.moe_route(l, bias, p, i, w);
+    inner().moe_route(l, bias, p, i, w);
     sync(i);
     log_.routes.push_back({to_int_vector(i), to_float_vector(w)});
-  }
-  void moe_experts(const Tensor& x, const Tensor& gu, const Tensor& d, const Tensor& i,
-                   const Tensor& w, Tensor& o) override {
-    b_.moe_experts(x, gu, d, i, w, o);
-  }
-  void argmax(const Tensor& l, Tensor& o) override { b_.argmax(l, o); }
-  void sample(const Tensor& l, const Tensor& t, const Tensor& k, const Tensor& p, const Tensor& u,
-              Tensor& o) override {
-    b_.sample(l, t, k, p, u, o);
-  }
-  void begin_side() override { b_.begin_side(); }
-  void end_side() override { b_.end_side(); }
-  void join_side() override { b_.join_side(); }
-  void set_deterministic(bool on) override { b_.set_deterministic(on); }
-  void fill_random(Tensor& t, uint64_t s, float sc) override { b_.fill_random(t, s, sc); }
-  std::unique_ptr<Workspace> make_workspace(Device d, size_t n) override {
-    return b_.make_workspace(d, n);
   }
   // Eager only: the log reads results back on the host.
   std::unique_ptr<GraphRunner> make_graph_runner(Workspace&) override { return nullptr; }
@@ -129,7 +71,6 @@ class RecordingBackend final : public Backend {
  private:
   // The op may run on the side stream: wait for the whole device before reading back.
   static void sync(const Tensor& t) { device_interface(DeviceType::CUDA).synchronize(t.device()); }
-  Backend& b_;
   ChoiceLog& log_;
 };
 
