@@ -226,13 +226,20 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& src) {
   c.bos_token_id = opt<int64_t>(j, "bos_token_id", -1, src);
   if (j.contains("eos_token_id")) {
     if (j["eos_token_id"].is_array())
-      for (const auto& e : j["eos_token_id"]) c.eos_token_ids.push_back(e.get<int64_t>());
+      for (const auto& e : j["eos_token_id"]) {
+        if (!e.is_number_integer())
+          fail("{}: field 'eos_token_id' has the wrong type ({})", src, j["eos_token_id"].dump());
+        c.eos_token_ids.push_back(e.get<int64_t>());
+      }
     else if (j["eos_token_id"].is_number_integer())
       c.eos_token_ids.push_back(j["eos_token_id"].get<int64_t>());
   }
 
   const int64_t L = c.num_hidden_layers;
   if (L <= 0) fail("{}: field 'num_hidden_layers' must be positive, got {}", src, L);
+  // Per-layer lists are sized from L below, so its bound is checked before validate().
+  if (L > ConfigLimits::kMaxLayers)
+    fail("{}: field 'num_hidden_layers'={} exceeds the limit {}", src, L, ConfigLimits::kMaxLayers);
   // mlp_layer_types wins; otherwise first_k_dense_replace and moe_layer_freq decide.
   if (j.contains("mlp_layer_types") && !j["mlp_layer_types"].is_null()) {
     c.layer_is_moe = parse_layer_list(j, "mlp_layer_types", "sparse", "dense", L, src);
@@ -284,14 +291,57 @@ void ModelConfig::validate(const std::string& src) const {
   auto positive = [&](const char* field, int64_t v) {
     if (v <= 0) fail("{}: field '{}' must be positive, got {}", src, field, v);
   };
+  // Upper bounds apply whether or not the field is used; positivity only where it is.
+  auto at_most = [&](const char* field, int64_t v, int64_t max) {
+    if (v > max) fail("{}: field '{}'={} exceeds the limit {}", src, field, v, max);
+  };
+  auto finite_positive = [&](const char* field, double v) {
+    if (!std::isfinite(v) || v <= 0)
+      fail("{}: field '{}' must be a finite positive number, got {}", src, field, v);
+  };
+  using Lim = ConfigLimits;
+  positive("num_hidden_layers", num_hidden_layers);
+  at_most("num_hidden_layers", num_hidden_layers, Lim::kMaxLayers);
   positive("hidden_size", hidden_size);
+  at_most("hidden_size", hidden_size, Lim::kMaxHiddenSize);
   positive("vocab_size", vocab_size);
+  at_most("vocab_size", vocab_size, Lim::kMaxVocabSize);
   positive("num_attention_heads", num_attention_heads);
+  at_most("num_attention_heads", num_attention_heads, Lim::kMaxHeads);
+  at_most("q_lora_rank", q_lora_rank, Lim::kMaxHeadDim);
   positive("kv_lora_rank", kv_lora_rank);
+  at_most("kv_lora_rank", kv_lora_rank, Lim::kMaxHeadDim);
   positive("qk_nope_head_dim", qk_nope_head_dim);
+  at_most("qk_nope_head_dim", qk_nope_head_dim, Lim::kMaxHeadDim);
   positive("qk_rope_head_dim", qk_rope_head_dim);
+  at_most("qk_rope_head_dim", qk_rope_head_dim, Lim::kMaxHeadDim);
   positive("v_head_dim", v_head_dim);
+  at_most("v_head_dim", v_head_dim, Lim::kMaxHeadDim);
   positive("intermediate_size", intermediate_size);
+  at_most("intermediate_size", intermediate_size, Lim::kMaxIntermediate);
+  at_most("moe_intermediate_size", moe_intermediate_size, Lim::kMaxIntermediate);
+  at_most("n_routed_experts", n_routed_experts, Lim::kMaxExperts);
+  at_most("n_shared_experts", n_shared_experts, Lim::kMaxExperts);
+  at_most("num_experts_per_tok", num_experts_per_tok, Lim::kMaxExperts);
+  at_most("n_group", n_group, Lim::kMaxExperts);
+  at_most("index_n_heads", index_n_heads, Lim::kMaxHeads);
+  at_most("index_head_dim", index_head_dim, Lim::kMaxHeadDim);
+  at_most("index_topk", index_topk, Lim::kMaxIndexTopk);
+  positive("max_position_embeddings", max_position_embeddings);
+  at_most("max_position_embeddings", max_position_embeddings, Lim::kMaxPositions);
+  finite_positive("rms_norm_eps", rms_norm_eps);
+  finite_positive("rope_theta", rope.theta);
+  finite_positive("routed_scaling_factor", routed_scaling_factor);
+  if (static_cast<int64_t>(layer_is_moe.size()) != num_hidden_layers)
+    fail("{}: field 'mlp_layer_types' must have num_hidden_layers entries", src);
+  for (int64_t id : eos_token_ids)
+    if (id < 0 || id >= vocab_size)
+      fail("{}: field 'eos_token_id' has {}, outside the vocabulary [0, vocab_size={})", src, id,
+           vocab_size);
+  // -1 means absent (HF configs write null).
+  if (bos_token_id < -1 || bos_token_id >= vocab_size)
+    fail("{}: field 'bos_token_id' is {}, outside the vocabulary [0, vocab_size={})", src,
+         bos_token_id, vocab_size);
   if (qk_rope_head_dim % 2)
     fail("{}: field 'qk_rope_head_dim' must be even, got {}", src, qk_rope_head_dim);
   if (q_lora_rank < 0) fail("{}: field 'q_lora_rank' must not be negative", src);
@@ -336,7 +386,7 @@ void ModelConfig::validate(const std::string& src) const {
       fail("{}: field 'indexer_types[0]' is 'shared' but no earlier layer computes top-k indices",
            src);
   }
-  if (rope.type == "yarn" && rope.factor <= 0)
+  if (rope.type == "yarn" && !(std::isfinite(rope.factor) && rope.factor > 0))
     fail("{}: field 'rope_parameters.factor' must be positive", src);
   if (quant.method == "fp8" && (quant.block_n <= 0 || quant.block_k <= 0))
     fail("{}: field 'quantization_config.weight_block_size' must be positive", src);

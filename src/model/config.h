@@ -38,6 +38,21 @@ struct QuantConfig {
   bool is_excluded(const std::string& module) const;
 };
 
+// Upper bounds checked at load, well above every real model (GLM-5.x, DeepSeek-V3.x: 78 layers,
+// hidden 7168, vocab 154880, 256 experts, 1M positions). They exist so that a corrupt or hostile
+// config.json is refused naming the field, before anything is sized from it.
+struct ConfigLimits {
+  static constexpr int64_t kMaxLayers = 1024;                  // num_hidden_layers
+  static constexpr int64_t kMaxHiddenSize = int64_t{1} << 17;  // hidden_size
+  static constexpr int64_t kMaxVocabSize = int64_t{1} << 24;   // vocab_size
+  static constexpr int64_t kMaxHeads = int64_t{1} << 12;       // num_attention_heads, index_n_heads
+  static constexpr int64_t kMaxHeadDim = int64_t{1} << 16;     // *_head_dim, *_lora_rank
+  static constexpr int64_t kMaxIntermediate = int64_t{1} << 20;  // intermediate_size, moe_...
+  static constexpr int64_t kMaxExperts = int64_t{1} << 16;       // n_routed_experts, n_shared_...
+  static constexpr int64_t kMaxPositions = int64_t{1} << 24;     // max_position_embeddings
+  static constexpr int64_t kMaxIndexTopk = int64_t{1} << 20;     // index_topk
+};
+
 struct ModelConfig {
   Arch arch = Arch::kGlmMoeDsa;
   std::string architecture;  // as spelled in config.json

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -91,12 +92,17 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     if (!v["dtype"].is_string() || !dtype_from_safetensors(v["dtype"].get<std::string>(), &e.dtype))
       fail("{}: tensor '{}': unsupported dtype {}", path, name, v["dtype"].dump());
     if (!v["shape"].is_array()) fail("{}: tensor '{}': shape is not a list", path, name);
-    int64_t numel = 1;
+    // Sizes come from the file: every product is overflow-checked, so a shape such as
+    // [2^32, 2^32] cannot wrap to a small byte count that matches the data_offsets.
+    uint64_t want = dtype_size(e.dtype);
     for (const auto& d : v["shape"]) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0)
         fail("{}: tensor '{}': bad shape {}", path, name, v["shape"].dump());
       e.shape.push_back(d.get<int64_t>());
-      numel *= e.shape.back();
+      if (__builtin_mul_overflow(want, static_cast<uint64_t>(e.shape.back()), &want) ||
+          want > static_cast<uint64_t>(INT64_MAX))
+        fail("{}: tensor '{}': shape {} needs more bytes than any file holds", path, name,
+             v["shape"].dump());
     }
     const auto& off = v["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
@@ -104,10 +110,11 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
       fail("{}: tensor '{}': data_offsets must be two non-negative integers", path, name);
     e.begin = off[0].get<uint64_t>();
     e.end = off[1].get<uint64_t>();
-    if (e.begin > e.end || e.end > data_size)
+    uint64_t data_end = 0;  // end of the tensor's bytes in the file
+    if (e.begin > e.end || e.end > data_size ||
+        __builtin_add_overflow(e.end, 8 + header_len, &data_end) || data_end > size)
       fail("{}: tensor '{}': bytes [{}, {}) lie outside the {}-byte data section (truncated file?)",
            path, name, e.begin, e.end, data_size);
-    const uint64_t want = static_cast<uint64_t>(numel) * dtype_size(e.dtype);
     if (e.end - e.begin != want)
       fail("{}: tensor '{}': {} {} needs {} bytes but data_offsets span {}", path, name,
            v["dtype"].get<std::string>(), v["shape"].dump(), want, e.end - e.begin);

@@ -62,6 +62,15 @@ std::string quote_header(const std::string& v) {
   return v.size() > kMaxQuotedValueChars ? v.substr(0, kMaxQuotedValueChars) + "..." : v;
 }
 
+// `Authorization: Bearer <key>`: the scheme is case-insensitive (RFC 7235 section 2.1), the
+// key is compared exactly.
+bool bearer_matches(const std::string& authorization, const std::string& key) {
+  constexpr std::string_view kScheme = "bearer ";
+  return authorization.size() == kScheme.size() + key.size() &&
+         strncasecmp(authorization.c_str(), kScheme.data(), kScheme.size()) == 0 &&
+         authorization.compare(kScheme.size(), std::string::npos, key) == 0;
+}
+
 }  // namespace
 
 std::optional<std::string> content_type_error(const std::string& content_type) {
@@ -126,7 +135,7 @@ HttpResponse Router::route(const HttpRequest& req) const {
     return r;
   }
   if (!api_key_.empty() && req.path.rfind("/health", 0) != 0 && req.path != "/metrics" &&
-      req.header("Authorization") != "Bearer " + api_key_)
+      !bearer_matches(req.header("Authorization"), api_key_))
     return HttpResponse::error(401, "Missing or invalid API key (Authorization: Bearer <key>)");
   // Bodies are JSON. Requiring the type keeps browsers from sending one cross-origin without a
   // preflight (text/plain and form bodies are "simple" requests); an empty body (`curl -X POST

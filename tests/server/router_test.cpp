@@ -62,6 +62,21 @@ TEST(Router, ApiKey) {
   HttpRequest authed = req("GET", "/ok");
   authed.headers.emplace_back("authorization", "Bearer secret");
   EXPECT_EQ(r.dispatch(authed).status, 200);
+  // The scheme is case-insensitive (RFC 7235); the key is not.
+  auto with_auth = [](const std::string& value) {
+    HttpRequest q = req("GET", "/ok");
+    q.headers.emplace_back("Authorization", value);
+    return q;
+  };
+  EXPECT_EQ(r.dispatch(with_auth("bearer secret")).status, 200);
+  EXPECT_EQ(r.dispatch(with_auth("BEARER secret")).status, 200);
+  EXPECT_EQ(r.dispatch(with_auth("BeArEr secret")).status, 200);
+  EXPECT_EQ(r.dispatch(with_auth("bearer SECRET")).status, 401);
+  EXPECT_EQ(r.dispatch(with_auth("Bearer wrong")).status, 401);
+  EXPECT_EQ(r.dispatch(with_auth("Bearer secret2")).status, 401);
+  EXPECT_EQ(r.dispatch(with_auth("Bearer")).status, 401);
+  EXPECT_EQ(r.dispatch(with_auth("Basic secret")).status, 401);
+  EXPECT_EQ(r.dispatch(with_auth("Bearersecret")).status, 401);
 }
 
 }  // namespace

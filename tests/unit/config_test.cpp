@@ -1,7 +1,10 @@
 // Parsing config.json for the three architectures, and errors that name the field.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "model/config.h"
@@ -130,6 +133,75 @@ TEST(Config, ErrorsNameTheField) {
   j = glm52_json();
   j["quantization_config"] = {{"quant_method", "gptq"}};
   EXPECT_NE(error_of(j).find("quant_method"), std::string::npos);
+}
+
+// Each load-time range check refuses the config and names the field, before anything is sized
+// from it (a billion layers or experts used to end in std::bad_alloc after a minute).
+TEST(Config, RangeChecksNameTheField) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<std::pair<std::string, json>> cases = {
+      {"max_position_embeddings", 0},
+      {"max_position_embeddings", -5},
+      {"max_position_embeddings", int64_t{1} << 40},
+      {"num_hidden_layers", 1e9},
+      {"num_hidden_layers", 0},
+      {"hidden_size", 0},
+      {"hidden_size", int64_t{1} << 20},
+      {"vocab_size", int64_t{1} << 30},
+      {"num_attention_heads", 1000000},
+      {"kv_lora_rank", -1},
+      {"kv_lora_rank", int64_t{1} << 30},
+      {"qk_nope_head_dim", int64_t{1} << 30},
+      {"qk_rope_head_dim", int64_t{1} << 30},
+      {"v_head_dim", 0},
+      {"v_head_dim", int64_t{1} << 30},
+      {"intermediate_size", int64_t{1} << 30},
+      {"moe_intermediate_size", 0},
+      {"moe_intermediate_size", int64_t{1} << 30},
+      {"n_routed_experts", 1e9},
+      {"n_routed_experts", 0},
+      {"num_experts_per_tok", 0},
+      {"num_experts_per_tok", 257},  // > n_routed_experts = 256
+      {"index_n_heads", 0},
+      {"index_n_heads", 1000000},
+      {"index_head_dim", int64_t{1} << 30},
+      {"index_topk", 0},
+      {"index_topk", int64_t{1} << 30},
+      {"n_group", 3},     // does not divide 256
+      {"topk_group", 2},  // > n_group = 1
+      {"rms_norm_eps", 0.0},
+      {"rms_norm_eps", -1e-6},
+      {"rms_norm_eps", inf},
+      {"routed_scaling_factor", 0.0},
+      {"routed_scaling_factor", -inf},
+      {"bos_token_id", 154880},  // == vocab_size
+  };
+  for (const auto& [field, value] : cases) {
+    json j = glm52_json();
+    j[field] = value;
+    const std::string e = error_of(j);
+    EXPECT_NE(e.find("'" + field + "'"), std::string::npos) << field << "=" << value << ": " << e;
+    EXPECT_NE(e.find("config.json"), std::string::npos) << e;
+  }
+  // rope_theta lives in rope_parameters (and in legacy configs at the top level).
+  for (const double theta : {0.0, -1.0, inf}) {
+    json j = glm52_json();
+    j["rope_parameters"]["rope_theta"] = theta;
+    EXPECT_NE(error_of(j).find("'rope_theta'"), std::string::npos) << theta << ": " << error_of(j);
+  }
+  json legacy = preset_config("deepseek-v3").to_json();
+  legacy.erase("rope_parameters");
+  legacy["rope_theta"] = 0;
+  EXPECT_NE(error_of(legacy).find("'rope_theta'"), std::string::npos) << error_of(legacy);
+  // Every eos id must be a token.
+  for (const json& eos : {json(154880), json{154820, -1}, json{1, 1 << 30}}) {
+    json j = glm52_json();
+    j["eos_token_id"] = eos;
+    EXPECT_NE(error_of(j).find("'eos_token_id'"), std::string::npos) << eos << ": " << error_of(j);
+  }
+  // The real presets stay inside every limit.
+  for (const auto& name : preset_names())
+    EXPECT_EQ(error_of(preset_config(name).to_json()), "") << name;
 }
 
 TEST(Config, QuantizationExcludeRules) {

@@ -2,6 +2,8 @@
 // the tensor, never a crash.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -128,6 +130,43 @@ TEST(Safetensors, BadHeaders) {
   write_all(p, raw_file(R"({"w":{"dtype":"F32","shape":[1]}})", 4));
   EXPECT_NE(error_opening(p).find("data_offsets"), std::string::npos);
   EXPECT_NE(error_opening(d.file("missing.safetensors")).find("cannot open"), std::string::npos);
+}
+
+// Shapes and offsets come from the file; none of the size arithmetic may wrap.
+TEST(Safetensors, HugeShapesAndOffsetsAreRefused) {
+  TempDir d;
+  const std::string p = d.file("big.safetensors");
+  // 2^32 * 2^32 elements wrap to 0 in 64 bits, which would match empty data_offsets.
+  for (const char* dtype : {"U8", "F32"}) {
+    write_all(p, raw_file(fmt::format(R"({{"w":{{"dtype":"{}","shape":[4294967296,4294967296],)"
+                                      R"("data_offsets":[0,0]}}}})",
+                                      dtype),
+                          8));
+    const std::string e = error_opening(p);
+    EXPECT_NE(e.find("big.safetensors"), std::string::npos) << e;
+    EXPECT_NE(e.find("'w'"), std::string::npos) << e;
+    EXPECT_NE(e.find("shape"), std::string::npos) << e;
+  }
+  // 2^62 four-byte elements: the byte count overflows even though the element count does not.
+  write_all(
+      p,
+      raw_file(R"({"w":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})", 8));
+  EXPECT_NE(error_opening(p).find("'w'"), std::string::npos) << error_opening(p);
+  // A negative dim.
+  write_all(p, raw_file(R"({"w":{"dtype":"U8","shape":[4,-4],"data_offsets":[0,0]}})", 8));
+  std::string e = error_opening(p);
+  EXPECT_NE(e.find("'w'"), std::string::npos) << e;
+  EXPECT_NE(e.find("bad shape"), std::string::npos) << e;
+  // Offsets past the end of the file, including ones that would wrap when added to the header.
+  for (const char* off : {"[8,12]", "[18446744073709551612,18446744073709551615]"}) {
+    write_all(
+        p,
+        raw_file(fmt::format(R"({{"w":{{"dtype":"U8","shape":[4],"data_offsets":{}}}}})", off), 8));
+    e = error_opening(p);
+    EXPECT_NE(e.find("big.safetensors"), std::string::npos) << e;
+    EXPECT_NE(e.find("'w'"), std::string::npos) << e;
+    EXPECT_NE(e.find("outside"), std::string::npos) << e;
+  }
 }
 
 std::string error_loading(const std::string& dir) {
