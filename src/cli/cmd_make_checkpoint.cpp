@@ -93,6 +93,9 @@ Runner add_make_checkpoint(CLI::App& app) {
       c = ModelConfig::from_json(j, "make-checkpoint --set");
     }
     if (a->num_layers > 0) {
+      if (a->num_layers > ConfigLimits::kMaxLayers)  // before the per-layer lists are sized
+        fail("make-checkpoint: --num-layers {} is over the limit of {}", a->num_layers,
+             ConfigLimits::kMaxLayers);
       c.num_hidden_layers = a->num_layers;
       c.layer_is_moe.resize(static_cast<size_t>(a->num_layers), true);
       if (c.has_indexer) c.indexer_full.resize(static_cast<size_t>(a->num_layers), true);
