@@ -11,6 +11,7 @@
 #include "backends/init.h"
 #include "chat_template/chat_template.h"
 #include "core/error.h"
+#include "default_model_routes.h"
 #include "model/config.h"
 #include "model/model.h"
 #include "model/safetensors.h"
@@ -19,10 +20,6 @@
 
 namespace tandem::server {
 namespace {
-
-std::string source_path(const std::string& rel) {
-  return std::string(TANDEM_SOURCE_DIR) + "/" + rel;
-}
 
 // `levels` nested arrays around 1: "[[1]]" for 2.
 std::string nested(int levels) {
@@ -314,45 +311,14 @@ TEST(Cors, AllowedOriginsFlag) {
 }
 
 // Request numbers at the integer boundaries, through the routes with the default model loaded.
-class RequestLimitsTest : public ::testing::Test {
+class RequestLimitsTest : public DefaultModelRoutes {
  protected:
-  static void SetUpTestSuite() {
-    init_backends();
-    ServerArgs a;
-    a.model_path = source_path("models/tandem-austen");
-    state_ = new ServerState(a);
-    LoadedModel lm;
-    lm.tokenizer = Tokenizer::from_file(a.model_path + "/tokenizer.json");
-    auto tpl = load_chat_template(a.model_path);
-    ASSERT_TRUE(tpl.has_value());
-    lm.chat_template.emplace(tpl->source);
-    LoadOptions lo;
-    lo.load_mtp = false;
-    lo.show_progress = false;
-    EngineOptions eo;
-    eo.max_total_tokens = 16384;
-    lm.engine =
-        std::make_unique<Engine>(std::shared_ptr<const Model>(Model::load(a.model_path, lo)), eo);
-    state_->set_model(std::move(lm));
-    router_ = new Router();
-    add_openai_routes(*router_, *state_);
-    add_native_routes(*router_, *state_);
-  }
-  static void TearDownTestSuite() {
-    delete router_;
-    delete state_;
-  }
   static HttpResponse chat(Json extra) {
     Json body = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}};
     for (auto& [k, v] : extra.items()) body[k] = v;
     return router_->dispatch(post("/v1/chat/completions", body));
   }
-  static ServerState* state_;
-  static Router* router_;
 };
-
-ServerState* RequestLimitsTest::state_ = nullptr;
-Router* RequestLimitsTest::router_ = nullptr;
 
 // 2^31, 2^32, 2^63 - 1, and 2^64 - 1 (which only fits uint64).
 const std::vector<Json> kBoundaries = {Json(int64_t{1} << 31), Json(int64_t{1} << 32),
@@ -464,7 +430,9 @@ TEST_F(RequestLimitsTest, DeepValuesAtTheLimitWork) {
         router_->dispatch(raw_post("/v1/chat/completions", at_limit[i].second));
     if (i >= 2) {
       EXPECT_EQ(res.status, 200) << at_limit[i].first << ": " << res.body;
-      if (res.stream) EXPECT_FALSE(Json::parse(drain(*res.stream)).contains("error"));
+      if (res.stream) {
+        EXPECT_FALSE(Json::parse(drain(*res.stream)).contains("error"));
+      }
     } else {
       EXPECT_EQ(res.body.find(kDepthError), std::string::npos) << res.body;
       if (res.stream) drain(*res.stream);

@@ -6,16 +6,13 @@
 #include <thread>
 
 #include "backends/init.h"
+#include "default_model_routes.h"
 #include "model/model.h"
 #include "server/routes.h"
 #include "server/sse.h"
 
 namespace tandem::server {
 namespace {
-
-std::string source_path(const std::string& rel) {
-  return std::string(TANDEM_SOURCE_DIR) + "/" + rel;
-}
 
 HttpRequest post(const std::string& path, const Json& body) {
   HttpRequest r;
@@ -72,40 +69,7 @@ TEST(RoutesNotReady, AnswerWhileTheModelLoads) {
   EXPECT_NE(metrics.body.find("sglang:num_running_reqs{model_name=\"x\"} 0"), std::string::npos);
 }
 
-class RoutesTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    init_backends();
-    ServerArgs a;
-    a.model_path = source_path("models/tandem-austen");
-    state_ = new ServerState(a);
-    LoadedModel lm;
-    lm.tokenizer = Tokenizer::from_file(a.model_path + "/tokenizer.json");
-    auto tpl = load_chat_template(a.model_path);
-    ASSERT_TRUE(tpl.has_value());
-    lm.chat_template.emplace(tpl->source);
-    LoadOptions lo;
-    lo.load_mtp = false;
-    lo.show_progress = false;
-    EngineOptions eo;
-    eo.max_total_tokens = 16384;
-    lm.engine =
-        std::make_unique<Engine>(std::shared_ptr<const Model>(Model::load(a.model_path, lo)), eo);
-    state_->set_model(std::move(lm));
-    router_ = new Router();
-    add_openai_routes(*router_, *state_);
-    add_native_routes(*router_, *state_);
-  }
-  static void TearDownTestSuite() {
-    delete router_;
-    delete state_;
-  }
-  static ServerState* state_;
-  static Router* router_;
-};
-
-ServerState* RoutesTest::state_ = nullptr;
-Router* RoutesTest::router_ = nullptr;
+class RoutesTest : public DefaultModelRoutes {};
 
 TEST_F(RoutesTest, ChatStreamChunkSequence) {
   HttpResponse res = router_->dispatch(
