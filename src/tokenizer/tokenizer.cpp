@@ -148,9 +148,21 @@ void Tokenizer::Impl::encode_piece(std::string text, std::vector<int32_t>& ids) 
 }
 
 Tokenizer Tokenizer::from_json(const std::string& json_text) {
+  // Nesting is bounded while parsing: reading the pipeline copies subtrees, which is recursive in
+  // nlohmann::json, and a deep enough file would overflow the stack.
+  constexpr int kMaxDepth = 128;
+  struct TooDeep {};
   tok::Json root;
   try {
-    root = tok::Json::parse(json_text);
+    root = tok::Json::parse(json_text, [](int depth, tok::Json::parse_event_t e, tok::Json&) {
+      if ((e == tok::Json::parse_event_t::object_start ||
+           e == tok::Json::parse_event_t::array_start) &&
+          depth >= kMaxDepth)
+        throw TooDeep{};
+      return true;
+    });
+  } catch (const TooDeep&) {
+    fail("tokenizer.json: JSON nested deeper than {} levels", kMaxDepth);
   } catch (const tok::Json::parse_error& e) {
     fail("tokenizer.json is not valid JSON: {}", e.what());
   }

@@ -20,6 +20,19 @@ TEST(TokenizerErrors, NotJson) {
   expect_error([] { Tokenizer::from_json("{\"model\": "); }, {"not valid JSON"});
 }
 
+// A file nested 100,000 deep is refused while parsing (reading it later would recurse and
+// overflow the stack); 128 levels, the root object included, is the limit.
+TEST(TokenizerErrors, NestingIsBoundedWhileParsing) {
+  const auto deep = [](int levels) {
+    return "{\"normalizer\": " + std::string(static_cast<size_t>(levels), '[') +
+           std::string(static_cast<size_t>(levels), ']') + "}";
+  };
+  expect_error([&] { Tokenizer::from_json(deep(100000)); }, {"nested deeper than 128 levels"});
+  expect_error([&] { Tokenizer::from_json(deep(128)); }, {"nested deeper than 128 levels"});
+  // At the limit the parse succeeds and the file is judged on its content instead.
+  expect_error([&] { Tokenizer::from_json(deep(127)); }, {"'normalizer'", "expected an object"});
+}
+
 TEST(TokenizerErrors, MissingModel) {
   expect_json_error(json::object(), {"'model'", "missing"});
 }
