@@ -11,8 +11,6 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
-#include <limits>
-#include <mutex>
 #include <string>
 #include <vector>
 

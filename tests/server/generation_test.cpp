@@ -7,39 +7,15 @@
 #include <thread>
 
 #include "backends/init.h"
+#include "default_model_routes.h"
 #include "model/model.h"
 #include "server/generation.h"
 
 namespace tandem::server {
 namespace {
 
-std::string source_path(const std::string& rel) {
-  return std::string(TANDEM_SOURCE_DIR) + "/" + rel;
-}
-
-class GenerationTest : public ::testing::Test {
+class GenerationTest : public DefaultModelRoutes {
  protected:
-  static void SetUpTestSuite() {
-    init_backends();
-    ServerArgs a;
-    a.model_path = source_path("models/tandem-austen");
-    state_ = new ServerState(a);
-    LoadedModel lm;
-    lm.tokenizer = Tokenizer::from_file(a.model_path + "/tokenizer.json");
-    LoadOptions lo;
-    lo.load_mtp = false;
-    lo.show_progress = false;
-    std::shared_ptr<const Model> model = Model::load(a.model_path, lo);
-    EngineOptions eo;
-    eo.max_total_tokens = 16384;
-    lm.engine = std::make_unique<Engine>(model, eo);
-    state_->set_model(std::move(lm));
-  }
-  static void TearDownTestSuite() {
-    delete state_;
-    state_ = nullptr;
-  }
-
   struct Outcome {
     std::vector<ChoiceResult> choices;
     std::vector<std::string> streamed;  // concatenated deltas per choice
@@ -64,11 +40,7 @@ class GenerationTest : public ::testing::Test {
 
   static std::vector<int32_t> prompt(const std::string& text) { return tok().encode(text, true); }
   static const Tokenizer& tok() { return state_->tokenizer(); }
-
-  static ServerState* state_;
 };
-
-ServerState* GenerationTest::state_ = nullptr;
 
 GenerationParams greedy(int64_t max_new) {
   GenerationParams p;
