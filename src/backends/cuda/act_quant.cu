@@ -1,0 +1,174 @@
+// Activation quantization on the way into a quantized weight (docs/quantization.md,
+// "Activations"): FP8 per token and group of bk (kFp8Group) and the MXFP4 quantize-dequantize
+// (kMxfp4). One block per row; the row stays in registers between the group maxima and the
+// quantization (one read of x).
+#include <cuda_fp8.h>
+
+#include <algorithm>
+
+#include "backends/cuda/common.cuh"
+#include "backends/cuda/quant_kernels.h"
+
+namespace tandem::cuda::k {
+
+namespace {
+
+constexpr int kVecs = 8;  // 16-byte vectors of the row per thread
+
+__device__ __forceinline__ float fp8_scale(float amax, bool ue8m0) {
+  float s = fmaxf(amax, 1e-4f) / 448.0f;
+  if (ue8m0) {
+    // 2^ceil(log2 s) from the bits (s is a positive normal float): exact, where a float log2
+    // could round a value just above a power of two down onto it.
+    const uint32_t b = __float_as_uint(s);
+    if (b & 0x7fffffu) s = __uint_as_float((b & 0x7f800000u) + 0x00800000u);
+  }
+  return s;
+}
+
+// grid M, block threads (a multiple of 32, threads * kVecs * 8 >= K). smem: kb uints, the
+// group maxima as float bits (non-negative floats order like their bits).
+__global__ void act_quant_fp8_kernel(const bf16* x, int64_t xs, int64_t K, int64_t bk, bool ue8m0,
+                                     void* q, int64_t qs, QStore store, float* scale, int64_t s_m,
+                                     int64_t s_b) {
+  pdl_wait();
+  extern __shared__ unsigned gmax[];
+  const int64_t m = blockIdx.x, nvec = K / 8, kb = (K + bk - 1) / bk;
+  const int64_t vpg = bk >= K ? nvec : bk / 8;  // vectors per group
+  for (int64_t b = threadIdx.x; b < kb; b += blockDim.x) gmax[b] = 0;
+  __syncthreads();
+  uint4 v[kVecs];
+#pragma unroll
+  for (int j = 0; j < kVecs; ++j) {
+    const int64_t vi = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+    v[j] =
+        vi < nvec ? *reinterpret_cast<const uint4*>(x + m * xs + vi * 8) : make_uint4(0, 0, 0, 0);
+    if (vi < nvec) {
+      float f[8];
+      bf16x8_to_f(v[j], f);
+      float a = 0.f;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) a = fmaxf(a, fabsf(f[i]));
+      atomicMax(&gmax[vi / vpg], __float_as_uint(a));
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < kVecs; ++j) {
+    const int64_t vi = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+    if (vi >= nvec) break;
+    const int64_t b = vi / vpg;
+    const float s = fp8_scale(__uint_as_float(gmax[b]), ue8m0);
+    if (vi % vpg == 0) scale[m * s_m + b * s_b] = s;
+    float f[8];
+    bf16x8_to_f(v[j], f);
+    uint32_t e[4];  // 8 e4m3, two per 16 bits
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      e[i] = __nv_cvt_float2_to_fp8x2(make_float2(f[2 * i] / s, f[2 * i + 1] / s), __NV_SATFINITE,
+                                      __NV_E4M3);
+    if (store == QStore::E4M3) {
+      const uint2 o = make_uint2(e[0] | (e[1] << 16), e[2] | (e[3] << 16));
+      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(q) + m * qs + vi * 8) = o;
+    } else {
+      uint4 o;
+      uint32_t* ow = reinterpret_cast<uint32_t*>(&o);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const __half2_raw h =
+            __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(e[i]), __NV_E4M3);
+        ow[i] = static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+      }
+      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(q) + m * qs + vi * 8) = o;
+    }
+  }
+}
+
+// e2m1 of a (|a| <= 6 after scaling, else saturated), rounded to nearest even on the grid
+// {0, 0.5, 1, 1.5, 2, 3, 4, 6}: the thresholds are the midpoints, ties going to the even code
+// (0, 1, 2, 4 have an even mantissa; 0.25 -> 0, 0.75 -> 1, 1.25 -> 1, 1.75 -> 2, 2.5 -> 2,
+// 3.5 -> 4, 5 -> 4).
+__device__ __forceinline__ float e2m1_rne(float v) {
+  const float a = fabsf(v);
+  float q;
+  if (a <= 0.25f)
+    q = 0.f;
+  else if (a < 0.75f)
+    q = 0.5f;
+  else if (a <= 1.25f)
+    q = 1.f;
+  else if (a < 1.75f)
+    q = 1.5f;
+  else if (a <= 2.5f)
+    q = 2.f;
+  else if (a < 3.5f)
+    q = 3.f;
+  else if (a <= 5.f)
+    q = 4.f;
+  else
+    q = 6.f;
+  return copysignf(q, v);
+}
+
+// One warp per (row, 4 groups of 32): lane l holds 4 consecutive values; 8 lanes share a group.
+__global__ void act_qdq_mxfp4_kernel(const bf16* x, int64_t xs, int64_t M, int64_t K, bf16* out,
+                                     int64_t os) {
+  pdl_wait();
+  const int64_t warps_per_row = (K + 127) / 128;
+  const int64_t gw = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (gw >= M * warps_per_row) return;  // whole warps only
+  const int64_t m = gw / warps_per_row, k0 = (gw % warps_per_row) * 128 + lane * 4;
+  const bool in = k0 < K;  // K is a multiple of 32: a group is all in or all out
+  float f[4] = {0.f, 0.f, 0.f, 0.f};
+  if (in) {
+    const uint2 r = *reinterpret_cast<const uint2*>(x + m * xs + k0);
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&r);
+    const float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]);
+    f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y;
+  }
+  float amax = fmaxf(fmaxf(fabsf(f[0]), fabsf(f[1])), fmaxf(fabsf(f[2]), fabsf(f[3])));
+#pragma unroll
+  for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  if (!in) return;
+  // floor(log2 amax) = exponent of frexp - 1 (exact, subnormals included).
+  int ex = 0;
+  if (amax > 0.f) {
+    frexpf(amax, &ex);
+    ex = ex - 1 - 2;
+  }
+  float o[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) o[i] = ldexpf(e2m1_rne(ldexpf(f[i], -ex)), ex);
+  __nv_bfloat162 r[2] = {__floats2bfloat162_rn(o[0], o[1]), __floats2bfloat162_rn(o[2], o[3])};
+  *reinterpret_cast<uint2*>(out + m * os + k0) = *reinterpret_cast<uint2*>(r);
+}
+
+}  // namespace
+
+bool act_quant_fp8_applies(int64_t K, int64_t bk) {
+  return K % 8 == 0 && bk % 8 == 0 && K <= 1024 * kVecs * 8;
+}
+
+void act_quant_fp8(const void* x, int64_t xs, int64_t M, int64_t K, int64_t bk, bool ue8m0, void* q,
+                   int64_t qs, QStore store, float* scale, int64_t s_m, int64_t s_b,
+                   cudaStream_t s) {
+  if (M == 0) return;
+  const int64_t nvec = K / 8;
+  // Enough threads for kVecs vectors each, whole warps.
+  const int64_t threads = std::max<int64_t>(32, ((nvec + kVecs - 1) / kVecs + 31) / 32 * 32);
+  const int64_t kb = (K + bk - 1) / bk;
+  launch(act_quant_fp8_kernel, static_cast<unsigned>(M), static_cast<unsigned>(threads),
+         static_cast<size_t>(kb) * sizeof(unsigned), s, static_cast<const bf16*>(x), xs, K, bk,
+         ue8m0, q, qs, store, scale, s_m, s_b);
+}
+
+void act_qdq_mxfp4(const void* x, int64_t xs, int64_t M, int64_t K, void* out, int64_t os,
+                   cudaStream_t s) {
+  if (M == 0) return;
+  const int64_t warps = M * ((K + 127) / 128);
+  launch(act_qdq_mxfp4_kernel, cdiv(warps, 8), 256, 0, s, static_cast<const bf16*>(x), xs, M, K,
+         static_cast<bf16*>(out), os);
+}
+
+}  // namespace tandem::cuda::k

@@ -1,0 +1,119 @@
+// Decode-sized linear on quantized weights (FP8 block, MXFP4): the weight stream of
+// quant_mma.cuh over one [N, K] weight, K split across blocks where N alone does not fill the
+// GPU (the partials summed in split order by skinny_split_reduce).
+#include <algorithm>
+
+#include "backends/cuda/quant_mma.cuh"
+
+namespace tandem::cuda::k {
+
+namespace {
+
+// grid (ceil(M / 8NT), ceil(N / 32), splits): the activation tile varies fastest, so the blocks
+// that read the same 32 weight rows for different token tiles run side by side (the second
+// read comes from L2). Each block covers chunks [split * cps, split * cps + cps).
+template <class F, class W, int NT>
+__global__ void __launch_bounds__(kQThreads) q_gemv_kernel(QGemvParams p, W w, int64_t cps) {
+  pdl_wait();
+  __shared__ float red[q_red_floats<NT>()];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.x) * 8 * NT;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * 32;
+  const int64_t split = blockIdx.z;
+  int64_t n[2][2];
+#pragma unroll
+  for (int t = 0; t < 2; ++t)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) n[t][i] = n0 + 16 * t + 8 * i + g;
+  const typename F::Rows wr = F::rows(w, 0, n, c);
+  XTile<NT> xt;
+  const auto* x = static_cast<const uint16_t*>(p.x);
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int64_t m = m0 + 8 * nt + g;
+    xt.x[nt] = m < p.M ? x + m * p.x_rs + 32 * c : nullptr;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int64_t mc = m0 + 8 * nt + 2 * c + i;
+      xt.sx[nt][i] = p.xscale && mc < p.M ? p.xscale + mc * p.xs_rs : nullptr;
+    }
+  }
+  const int64_t nch = (w.K + kQChunk - 1) / kQChunk;
+  const int64_t ch0 = split * cps, ch1 = min64(nch, ch0 + cps);
+  QAcc<NT> acc = {};
+  typename F::Frag a;
+  q_pass<F, NT>(acc, a, false, wr, xt, ch0, ch1, warp, c);
+  q_stash<NT>(red, acc, warp, lane);
+  const int r = tid & 15, col = tid >> 4;
+  const int64_t m = m0 + col;
+  if (col >= 8 * NT || m >= p.M) return;
+#pragma unroll
+  for (int t = 0; t < 2; ++t) {
+    const int64_t nn = n0 + 16 * t + r;
+    if (nn >= w.N) continue;
+    const float v = q_reduce<NT>(red, t, r, col);
+    if (p.splits > 1)
+      p.partial[(split * p.M + m) * w.N + nn] = v;
+    else if (p.out_dt == DT::F32)
+      static_cast<float*>(p.out)[m * p.o_rs + nn] = v;
+    else
+      static_cast<bf16*>(p.out)[m * p.o_rs + nn] = __float2bfloat16_rn(v);
+  }
+}
+
+template <class F, class W>
+void run(const QGemvParams& p, const W& w, cudaStream_t s) {
+  if (p.M == 0 || w.N == 0) return;
+  const int64_t nch = (w.K + kQChunk - 1) / kQChunk;
+  const int64_t cps = (nch + p.splits - 1) / p.splits;
+  const unsigned ny = cdiv(w.N, 32), nz = static_cast<unsigned>(p.splits);
+  // 8 activation rows per pass up to 8 rows, else 16 (more would spill: see quant_mma.cuh).
+  if (p.M <= 8)
+    launch(q_gemv_kernel<F, W, 1>, dim3(cdiv(p.M, 8), ny, nz), kQThreads, 0, s, p, w, cps);
+  else
+    launch(q_gemv_kernel<F, W, 2>, dim3(cdiv(p.M, 16), ny, nz), kQThreads, 0, s, p, w, cps);
+  if (p.splits > 1) {
+    SkinnyParams sp;
+    sp.out = p.out;
+    sp.o_rs = p.o_rs;
+    sp.M = p.M;
+    sp.N = w.N;
+    sp.batch = 1;
+    sp.splits = p.splits;
+    sp.partial = p.partial;
+    skinny_split_reduce(sp, p.out_dt, s);
+  }
+}
+
+}  // namespace
+
+bool fp8_decode_applies(const Fp8W& w) {
+  return w.K % 16 == 0 && w.bn >= 1 && (w.bk % kQChunk == 0 || w.bk >= w.K) &&
+         w.s_rs >= (w.K + w.bk - 1) / w.bk;
+}
+
+bool mxfp4_decode_applies(const Mx4W& w) {
+  return w.K % 32 == 0 && w.s_rs >= w.K / 32;
+}
+
+int64_t quant_gemv_splits(int64_t N, int64_t K, int num_sms) {
+  // Never a function of M (batch invariance: the split boundaries are part of every row's
+  // reduction order). Aim for about two blocks per SM with at least one chunk per warp.
+  const int64_t blocks = (N + 31) / 32, target = 2 * static_cast<int64_t>(num_sms);
+  const int64_t nch = (K + kQChunk - 1) / kQChunk;
+  if (blocks >= target) return 1;
+  int64_t splits = std::min<int64_t>((target + blocks - 1) / blocks, nch / kQWarps);
+  if (splits <= 1) return 1;
+  const int64_t cps = (nch + splits - 1) / splits;
+  return (nch + cps - 1) / cps;  // what the chunks per split really give
+}
+
+void fp8_gemv(const QGemvParams& p, const Fp8W& w, cudaStream_t s) {
+  run<Fp8Fmt>(p, w, s);
+}
+
+void mxfp4_gemv(const QGemvParams& p, const Mx4W& w, cudaStream_t s) {
+  run<Mx4Fmt>(p, w, s);
+}
+
+}  // namespace tandem::cuda::k

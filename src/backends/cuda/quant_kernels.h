@@ -1,0 +1,131 @@
+// Launchers of the kernels for quantized weights (docs/quantization.md is the numerics
+// contract): FP8 block weights (W8A8, e4m3 with f32 block scales) and MXFP4 weights (e2m1 with
+// e8m0 scales per 32, dequantized in registers: the H200 has no FP4 tensor cores). Raw device
+// pointers and plain params only, like kernels.h (nvcc and g++ both include it). Strides are in
+// elements. Every launcher enqueues on `s`, never synchronizes and never allocates (scratch comes
+// from the caller), so all of them are graph-capturable.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backends/cuda/kernels.h"
+
+namespace tandem::cuda::k {
+
+// ---- act_quant.cu ---------------------------------------------------------------------------
+// How act_quant_fp8 stores the quantized values: f16 (exact e4m3 values, the B operand of the
+// decode kernels' f16 mma) or the e4m3 bytes themselves (cuBLASLt's FP8 operand).
+enum class QStore : int { F16 = 0, E4M3 = 1 };
+
+// ActQuant::kFp8Group: per row m and group b of bk consecutive features (bk >= K: one group),
+// amax = max |x|, s = max(amax, 1e-4) / 448 (ue8m0: s = 2^ceil(log2 s)), q = e4m3(x / s)
+// (round to nearest even, saturating). x: bf16 [M, K] rows strided by xs; q: [M, K] rows strided
+// by qs; scale(m, b) = scale[m * s_m + b * s_b] (s_m = kb, s_b = 1 for the decode kernels;
+// s_m = 1, s_b = M_padded for cuBLASLt's VEC128 layout kb * M + m). K and bk multiples of 8,
+// K <= 65536 (act_quant_fp8_applies).
+bool act_quant_fp8_applies(int64_t K, int64_t bk);
+void act_quant_fp8(const void* x, int64_t xs, int64_t M, int64_t K, int64_t bk, bool ue8m0, void* q,
+                   int64_t qs, QStore store, float* scale, int64_t s_m, int64_t s_b,
+                   cudaStream_t s);
+
+// ActQuant::kMxfp4, quantize-dequantize: per row and group of 32, the shared exponent
+// floor(log2 amax) - 2 (scale 1 when amax is 0), e2m1 values rounded to nearest even and
+// saturating at +-6, written back as bf16 (q * 2^e, exact): the decode kernels then run the
+// W4A16 product on it, which equals the W4A4 product up to fp32 summation order.
+// x, out: bf16 [M, K] rows strided by xs / os; K a multiple of 32.
+void act_qdq_mxfp4(const void* x, int64_t xs, int64_t M, int64_t K, void* out, int64_t os,
+                   cudaStream_t s);
+
+// ---- quantized weights as the kernels see them ------------------------------------------------
+// kFp8Block: w e4m3 [E][N, K] (experts w_es bytes apart); scale f32 [E][ceil(N/bn), >= kb] rows
+// strided by s_rs, experts s_es apart. The decode kernels need K a multiple of 16 and bk a
+// multiple of 128 or bk >= K (one K block per 128-wide chunk).
+struct Fp8W {
+  const uint8_t* w = nullptr;
+  const float* s = nullptr;
+  int64_t s_rs = 0;
+  int64_t bn = 128, bk = 128;
+  int64_t N = 0, K = 0;
+  int64_t w_es = 0, s_es = 0;
+};
+// kMxfp4: w [E][N, K/2] bytes (two e2m1 per byte, low nibble first); scale e8m0 [E][N, >= K/32]
+// rows strided by s_rs. K a multiple of 32.
+struct Mx4W {
+  const uint8_t* w = nullptr;
+  const uint8_t* s = nullptr;
+  int64_t s_rs = 0;
+  int64_t N = 0, K = 0;
+  int64_t w_es = 0, s_es = 0;
+};
+bool fp8_decode_applies(const Fp8W& w);
+bool mxfp4_decode_applies(const Mx4W& w);
+
+// ---- quant_gemv.cu --------------------------------------------------------------------------
+// Decode-sized dense linear (M = 1..64 rows; any M works): out[m, n] = x[m] . dequant(w)[n]^T.
+// FP8: x is act_quant_fp8's f16 output [M, K] (rows x_rs) with scales [M, kb] (rows xs_rs).
+// MXFP4: x is bf16 [M, K] (the input itself, or act_qdq_mxfp4's output); xscale unused.
+// A block owns 32 weight rows and 8 or 16 activation rows, 8 warps take 128-wide K chunks
+// round-robin; K splits (quant_gemv_splits: from N, K and the SM count, never from M) write f32
+// partials [splits, M, N] that a second kernel sums in split order. Every output element is
+// reduced in an order fixed by N, K and the GPU: batch-invariant.
+struct QGemvParams {
+  const void* x = nullptr;
+  int64_t x_rs = 0;
+  const float* xscale = nullptr;
+  int64_t xs_rs = 0;
+  void* out = nullptr;  // [M, N] rows strided by o_rs
+  int64_t o_rs = 0;
+  DT out_dt = DT::BF16;
+  int64_t M = 0;
+  int64_t splits = 1;
+  float* partial = nullptr;  // splits > 1: [splits, M, N] f32 scratch
+};
+int64_t quant_gemv_splits(int64_t N, int64_t K, int num_sms);
+void fp8_gemv(const QGemvParams& p, const Fp8W& w, cudaStream_t s);
+void mxfp4_gemv(const QGemvParams& p, const Mx4W& w, cudaStream_t s);
+
+// ---- quant_moe.cu ---------------------------------------------------------------------------
+// The grouped expert products of moe_experts' device path on quantized experts, with the
+// grouping of moe_prepare (kernels.h): counts, offsets, perm, active, num_active, and max_active
+// bounding *num_active. gate_up: [E, 2I, D] (rows i and I + i are gate and up of unit i), down:
+// [E, D, I]. A block owns 16 units of gate_up (both halves) or 32 rows of down of one expert and
+// loops over that expert's rows; the reduction order of a row never depends on how many rows
+// its expert has (batch-invariant).
+struct MoeGroups {
+  const int32_t* counts = nullptr;
+  const int32_t* offsets = nullptr;
+  const int32_t* perm = nullptr;
+  const int32_t* active = nullptr;
+  const int32_t* num_active = nullptr;
+  int64_t max_active = 0;
+  int64_t k = 1;      // slots per token (perm[sorted] / k is the token)
+  int64_t pairs = 0;  // T * k: picks how many rows one pass takes
+};
+// h[sorted, i] = silu(gate) * up, bf16 [P, I]. FP8: xq = act_quant_fp8(x) f16 [T, D] rows xq_rs,
+// scales [T, kb] rows xs_rs (one quantization per token, shared by its k slots). I a multiple
+// of 16.
+void fp8_moe_gate_up(const void* xq, int64_t xq_rs, const float* xscale, int64_t xs_rs,
+                     const MoeGroups& g, const Fp8W& gate_up, int64_t I, void* h, cudaStream_t s);
+// y[sorted, d] = down_e[d] . h[sorted], f32 [P, D]. hq = act_quant_fp8(h) f16 [P, I] rows hq_rs,
+// scales [P, kb] rows hs_rs.
+void fp8_moe_down(const void* hq, int64_t hq_rs, const float* hscale, int64_t hs_rs,
+                  const MoeGroups& g, const Fp8W& down, float* y, cudaStream_t s);
+// The same with MXFP4 experts on bf16 activations (x as it is, or act_qdq_mxfp4's output).
+void mxfp4_moe_gate_up(const void* x, int64_t xs, const MoeGroups& g, const Mx4W& gate_up,
+                       int64_t I, void* h, cudaStream_t s);
+void mxfp4_moe_down(const void* h, int64_t hs, const MoeGroups& g, const Mx4W& down, float* y,
+                    cudaStream_t s);
+
+// ---- quant_misc.cu --------------------------------------------------------------------------
+// out[m, n] = acc[m, n] * xs[m] * ws[n], bf16 or f32 (per-channel FP8 prefill: a per-tensor FP8
+// GEMM with unit scales into f32, then this epilogue). acc: f32 [M, N] contiguous; ws read with
+// stride ws_stride (a padded [N, >= 1] scale tensor's first column).
+void scale_rows_cols(const float* acc, int64_t M, int64_t N, const float* xs, const float* ws,
+                     int64_t ws_stride, void* out, int64_t o_rs, DT out_dt, cudaStream_t s);
+// MXFP4 prefill: dequantize rows [0, N) of one [N, K/2] + [N, >= K/32] weight into bf16 [N, K]
+// (then the bf16 cuBLASLt GEMM runs on it).
+void mxfp4_dequant_bf16(const Mx4W& w, int64_t expert, void* out, cudaStream_t s);
+
+}  // namespace tandem::cuda::k

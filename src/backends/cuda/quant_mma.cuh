@@ -1,0 +1,321 @@
+// The weight stream shared by the quantized decode kernels (dense and MoE, FP8 and MXFP4).
+// At decode sizes these are weight streams like moe_mma.cu: a block owns 32 weight rows (two
+// 16-row tiles) and 8 x NT activation rows per pass; its 8 warps take 128-wide K chunks
+// round-robin (warp w: chunks w, w + 8, ...), one chunk's loads in flight while the previous
+// one multiplies, and the warps' partial sums are added in warp order at the end. So every
+// output is reduced in an order fixed by K alone, whatever the number of rows (batch-invariant).
+//
+// Thread (g, c) of a warp (g = lane / 4, c = lane % 4) owns elements [32c, 32c + 32) of each
+// chunk for weight rows g and g + 8 of both tiles and for activation row g of each 8-row tile;
+// mma j of the chunk (m16n8k16) takes the thread's elements 4j .. 4j + 3 as its k = {2c, 2c + 1,
+// 2c + 8, 2c + 9}. Weights and activations agree on this permutation, so each mma is a dot
+// product over 16 of the chunk's k in another order, and loads stay 16 bytes wide.
+//
+// FP8 (Fp8Fmt): e4m3 weights become f16 exactly (cvt.rn.f16x2.e4m3x2), activations are the
+// quantized e4m3 values held as f16, so the f16 mma multiplies e4m3 values exactly and sums in
+// fp32. A chunk lies in one K block (bk a multiple of 128, or bk >= K), so each chunk's mma sums
+// start from zero and are added to the accumulators times ws[row block, b] * s[token, b].
+// MXFP4 (Mx4Fmt): each thread's 32 elements of a row are one e8m0 group; e2m1 nibbles become
+// bf16 through two byte tables (prmt), are multiplied by their group's power of two (exact), and
+// meet bf16 activations in the bf16 mma.
+#pragma once
+
+#include <cuda_fp8.h>
+
+#include "backends/cuda/mma.cuh"
+#include "backends/cuda/quant_kernels.h"
+
+namespace tandem::cuda::k {
+
+constexpr int kQWarps = 8;
+constexpr int kQThreads = 32 * kQWarps;
+constexpr int kQChunk = 128;  // K per chunk: one FP8 K block, four MXFP4 groups
+
+// Weights are read once per pass: keep them out of L1.
+__device__ __forceinline__ uint4 ld_stream16(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+
+__device__ __forceinline__ uint32_t word4(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// d += A (16 x 16, row) . B (16 x 8, col): f16 in, fp32 accumulate.
+__device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                        uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Two e4m3 values (the low or high half of w) as f16x2, exactly.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t w, bool high) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
+      static_cast<__nv_fp8x2_storage_t>(high ? w >> 16 : w & 0xffffu), __NV_E4M3);
+  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+}
+
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+
+// Eight e2m1 values (nibbles of v, low first) as four bf16x2 words: out[i] = (e_2i, e_2i+1).
+// The magnitude (3 bits) picks the low and the high byte of its bf16 pattern from two 8-byte
+// tables (0, 0.5, 1, 1.5, 2, 3, 4, 6 = 0x0000, 3F00, 3F80, 3FC0, 4000, 4040, 4080, 40C0); the
+// sign bit is moved to bit 15 / 31.
+__device__ __forceinline__ void e2m1x8_to_bf16(uint32_t v, uint32_t (&out)[4]) {
+  constexpr uint32_t kLo0 = 0xC0800000u, kLo1 = 0xC0804000u;  // low bytes of magnitudes 0-3, 4-7
+  constexpr uint32_t kHi0 = 0x3F3F3F00u, kHi1 = 0x40404040u;  // high bytes
+  const uint32_t sel0 = v & 0x7777u, sel1 = (v >> 16) & 0x7777u;
+  const uint32_t l0 = prmt(kLo0, kLo1, sel0), h0 = prmt(kHi0, kHi1, sel0);
+  const uint32_t l1 = prmt(kLo0, kLo1, sel1), h1 = prmt(kHi0, kHi1, sel1);
+  // Byte i of (v << 4) has nibble 2i's sign in bit 7; byte i of v has nibble 2i + 1's.
+  const uint32_t v4 = v << 4;
+  out[0] = prmt(l0, h0, 0x5140u) | (prmt(v, v4, 0x0040u) & 0x80008000u);
+  out[1] = prmt(l0, h0, 0x7362u) | (prmt(v, v4, 0x1050u) & 0x80008000u);
+  out[2] = prmt(l1, h1, 0x5140u) | (prmt(v, v4, 0x2060u) & 0x80008000u);
+  out[3] = prmt(l1, h1, 0x7362u) | (prmt(v, v4, 0x3070u) & 0x80008000u);
+}
+
+// 2^(b - 127) in both halves of a bf16x2 (b = 0: the subnormal 2^-127).
+__device__ __forceinline__ uint32_t e8m0_bf16x2(uint32_t b) {
+  const uint32_t h = b == 0 ? 0x0040u : (b << 7);
+  return h | (h << 16);
+}
+
+__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
+  __nv_bfloat162 x = *reinterpret_cast<__nv_bfloat162*>(&a);
+  const __nv_bfloat162 y = *reinterpret_cast<__nv_bfloat162*>(&b);
+  x = __hmul2(x, y);
+  return *reinterpret_cast<uint32_t*>(&x);
+}
+
+// Activation rows of one pass: row 8nt + g of each 8-row tile at the thread's element 32c (null:
+// no such row, zeros), and for FP8 the scale rows of the rows 8nt + 2c and 8nt + 2c + 1 (the
+// columns of the thread's accumulators; null: no such row).
+template <int NT>
+struct XTile {
+  const uint16_t* x[NT];
+  const float* sx[NT][2];
+};
+
+// This thread's 32 activations of chunk ch (f16 or bf16 bits), zero past K or without a row.
+template <int NT>
+__device__ __forceinline__ void load_x_slice(uint4 (&v)[4], const XTile<NT>& xt, int nt, int64_t ch,
+                                             int c, int64_t K) {
+  const int64_t k0 = ch * kQChunk + 32 * c;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    if (xt.x[nt] && k0 + 8 * q < K)
+      v[q] = __ldg(reinterpret_cast<const uint4*>(xt.x[nt] + ch * kQChunk + 8 * q));
+    else
+      v[q] = make_uint4(0, 0, 0, 0);
+  }
+}
+
+// Accumulators of one warp: [tile][8-row activation tile][mma C fragment].
+template <int NT>
+using QAcc = float[2][NT][4];
+
+// ---- FP8 ---------------------------------------------------------------------------------------
+struct Fp8Fmt {
+  // Where this thread's four weight rows are ([tile][row g, g + 8]).
+  struct Rows {
+    const uint8_t* w[2][2];  // row start + 32c
+    const float* ws[2][2];   // the row's scale row (indexed by K block)
+    bool ok[2][2];
+    int64_t K, bk;
+  };
+  struct Frag {
+    uint4 w[2][2][2];  // [tile][row][two 16-byte halves]
+    float ws[2][2];
+  };
+  static __device__ __forceinline__ Rows rows(const Fp8W& W, int64_t e, const int64_t (&n)[2][2],
+                                              int c) {
+    Rows r;
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        r.ok[t][i] = n[t][i] < W.N;
+        const int64_t row = r.ok[t][i] ? n[t][i] : 0;
+        r.w[t][i] = W.w + e * W.w_es + row * W.K + 32 * c;
+        r.ws[t][i] = W.s + e * W.s_es + (row / W.bn) * W.s_rs;
+      }
+    r.K = W.K;
+    r.bk = W.bk;
+    return r;
+  }
+  static __device__ __forceinline__ void load(Frag& f, const Rows& r, int64_t ch, int c) {
+    const int64_t k0 = ch * kQChunk + 32 * c;
+    const int64_t b = ch * kQChunk / r.bk;
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          f.w[t][i][h] = r.ok[t][i] && k0 + 16 * h < r.K
+                             ? ld_stream16(r.w[t][i] + ch * kQChunk + 16 * h)
+                             : make_uint4(0, 0, 0, 0);
+        f.ws[t][i] = r.ok[t][i] ? __ldg(r.ws[t][i] + b) : 0.f;
+      }
+  }
+  template <int NT>
+  static __device__ __forceinline__ void compute(QAcc<NT>& acc, const Frag& f, const Rows& r,
+                                                 const XTile<NT>& xt, int64_t ch, int c) {
+    const int64_t b = ch * kQChunk / r.bk;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      uint4 xv[4];
+      load_x_slice<NT>(xv, xt, nt, ch, c, r.K);
+      const float s0 = xt.sx[nt][0] ? __ldg(xt.sx[nt][0] + b) : 0.f;
+      const float s1 = xt.sx[nt][1] ? __ldg(xt.sx[nt][1] + b) : 0.f;
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        float d[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const uint32_t wg = word4(f.w[t][0][j >> 2], j & 3);
+          const uint32_t wg8 = word4(f.w[t][1][j >> 2], j & 3);
+          mma_f16(d, e4m3x2_to_f16x2(wg, false), e4m3x2_to_f16x2(wg8, false),
+                  e4m3x2_to_f16x2(wg, true), e4m3x2_to_f16x2(wg8, true),
+                  word4(xv[j >> 1], (2 * j) & 3), word4(xv[j >> 1], (2 * j + 1) & 3));
+        }
+        // C fragment: d0, d1 = row g, columns 2c, 2c + 1; d2, d3 = row g + 8.
+        acc[t][nt][0] = fmaf(d[0], f.ws[t][0] * s0, acc[t][nt][0]);
+        acc[t][nt][1] = fmaf(d[1], f.ws[t][0] * s1, acc[t][nt][1]);
+        acc[t][nt][2] = fmaf(d[2], f.ws[t][1] * s0, acc[t][nt][2]);
+        acc[t][nt][3] = fmaf(d[3], f.ws[t][1] * s1, acc[t][nt][3]);
+      }
+    }
+  }
+};
+
+// ---- MXFP4 -------------------------------------------------------------------------------------
+struct Mx4Fmt {
+  struct Rows {
+    const uint8_t* w[2][2];  // row start + 16c bytes
+    const uint8_t* s[2][2];  // the row's scales + c
+    bool ok[2][2];
+    int64_t K;
+  };
+  struct Frag {
+    uint4 w[2][2];  // 32 e2m1 per row
+    uint32_t s[2][2];
+  };
+  static __device__ __forceinline__ Rows rows(const Mx4W& W, int64_t e, const int64_t (&n)[2][2],
+                                              int c) {
+    Rows r;
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        r.ok[t][i] = n[t][i] < W.N;
+        const int64_t row = r.ok[t][i] ? n[t][i] : 0;
+        r.w[t][i] = W.w + e * W.w_es + row * (W.K / 2) + 16 * c;
+        r.s[t][i] = W.s + e * W.s_es + row * W.s_rs + c;
+      }
+    r.K = W.K;
+    return r;
+  }
+  static __device__ __forceinline__ void load(Frag& f, const Rows& r, int64_t ch, int c) {
+    const bool in = ch * kQChunk + 32 * c < r.K;
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const bool ld = r.ok[t][i] && in;
+        f.w[t][i] = ld ? ld_stream16(r.w[t][i] + ch * (kQChunk / 2)) : make_uint4(0, 0, 0, 0);
+        f.s[t][i] = ld ? __ldg(r.s[t][i] + ch * (kQChunk / 32)) : 127u;
+      }
+  }
+  template <int NT>
+  static __device__ __forceinline__ void compute(QAcc<NT>& acc, const Frag& f, const Rows& r,
+                                                 const XTile<NT>& xt, int64_t ch, int c) {
+    uint4 xv[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) load_x_slice<NT>(xv[nt], xt, nt, ch, c, r.K);
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      const uint32_t sg = e8m0_bf16x2(f.s[t][0]), sg8 = e8m0_bf16x2(f.s[t][1]);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {  // nibble word q: elements 8q .. 8q + 7, mma 2q and 2q + 1
+        uint32_t a[4], b[4];
+        e2m1x8_to_bf16(word4(f.w[t][0], q), a);
+        e2m1x8_to_bf16(word4(f.w[t][1], q), b);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[i] = bf16x2_mul(a[i], sg), b[i] = bf16x2_mul(b[i], sg8);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          mma_bf16(acc[t][nt], a[0], b[0], a[1], b[1], word4(xv[nt][q], 0), word4(xv[nt][q], 1));
+          mma_bf16(acc[t][nt], a[2], b[2], a[3], b[3], word4(xv[nt][q], 2), word4(xv[nt][q], 3));
+        }
+      }
+    }
+  }
+};
+
+// This warp's share of one pass over chunks [ch0, ch1): acc += W[32 rows] . X[8 NT rows]^T, the
+// next chunk's loads in flight while the current one multiplies. a_loaded: a already holds the
+// warp's first chunk (issued before the expert's rows were looked up).
+template <class F, int NT>
+__device__ __forceinline__ void q_pass(QAcc<NT>& acc, typename F::Frag& a, bool a_loaded,
+                                       const typename F::Rows& wr, const XTile<NT>& xt, int64_t ch0,
+                                       int64_t ch1, int warp, int c) {
+  typename F::Frag b;
+  int64_t ch = ch0 + warp;
+  if (ch < ch1 && !a_loaded) F::load(a, wr, ch, c);
+  for (; ch < ch1; ch += 2 * kQWarps) {
+    const bool more = ch + kQWarps < ch1;
+    if (more) F::load(b, wr, ch + kQWarps, c);
+    F::template compute<NT>(acc, a, wr, xt, ch, c);
+    if (!more) break;
+    if (ch + 2 * kQWarps < ch1) F::load(a, wr, ch + 2 * kQWarps, c);
+    F::template compute<NT>(acc, b, wr, xt, ch + kQWarps, c);
+  }
+}
+
+// Writes this warp's partial sums to red [warps][tile][16 rows][8 NT cols] and waits for all.
+template <int NT>
+__device__ __forceinline__ void q_stash(float* red, const QAcc<NT>& acc, int warp, int lane) {
+  constexpr int C = 8 * NT;
+  const int g = lane >> 2, c = lane & 3;
+#pragma unroll
+  for (int t = 0; t < 2; ++t)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      float* r = red + (warp * 2 + t) * 16 * C;
+      const int col = 8 * nt + 2 * c;
+      r[g * C + col] = acc[t][nt][0];
+      r[g * C + col + 1] = acc[t][nt][1];
+      r[(g + 8) * C + col] = acc[t][nt][2];
+      r[(g + 8) * C + col + 1] = acc[t][nt][3];
+    }
+  __syncthreads();
+}
+
+// Tile t's output (row, col) summed over the warps in warp order.
+template <int NT>
+__device__ __forceinline__ float q_reduce(const float* red, int t, int row, int col) {
+  constexpr int C = 8 * NT;
+  float s = 0.f;
+#pragma unroll
+  for (int w = 0; w < kQWarps; ++w) s += red[(w * 2 + t) * 16 * C + row * C + col];
+  return s;
+}
+
+template <int NT>
+constexpr int q_red_floats() {
+  return kQWarps * 2 * 16 * 8 * NT;
+}
+
+}  // namespace tandem::cuda::k

@@ -1,0 +1,116 @@
+// The grouped expert products of moe_experts' device path on quantized experts (FP8 block,
+// MXFP4): the weight stream of quant_mma.cuh over one expert's rows, looping over that expert's
+// rows 8 NT at a time. gate_up: a block owns 16 units (gate rows i0 .. i0 + 15 as tile 0, the
+// same up rows as tile 1) and writes h = silu(gate) * up in bf16; down: a block owns 32 rows of
+// D and writes f32 y.
+#include "backends/cuda/quant_mma.cuh"
+
+namespace tandem::cuda::k {
+
+namespace {
+
+// grid (I / 16 or ceil(D / 32), max_active). xs / x_rs: the activation rows (x: [T, D] read
+// through perm for gate_up, h: [P, I] in sorted order for down), xscale / xs_rs their FP8
+// scales (null for MXFP4).
+template <class F, class W, int NT, bool kGateUp>
+__global__ void __launch_bounds__(kQThreads)
+    q_moe_kernel(const uint16_t* x, int64_t x_rs, const float* xscale, int64_t xs_rs, MoeGroups g,
+                 W w, int64_t I, void* out) {
+  pdl_wait();
+  __shared__ float red[q_red_floats<NT>()];
+  if (static_cast<int>(blockIdx.y) >= *g.num_active) return;  // uniform over the block
+  const int e = g.active[blockIdx.y];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gi = lane >> 2, c = lane & 3;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * (kGateUp ? 16 : 32);
+  int64_t n[2][2];
+#pragma unroll
+  for (int t = 0; t < 2; ++t)
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+      n[t][i] = kGateUp ? t * I + r0 + 8 * i + gi : r0 + 16 * t + 8 * i + gi;
+  const typename F::Rows wr = F::rows(w, e, n, c);
+  const int64_t nch = (w.K + kQChunk - 1) / kQChunk;
+  // The first chunk's weights go out before the expert's row count and rows are looked up.
+  typename F::Frag a;
+  if (warp < nch) F::load(a, wr, warp, c);
+  const int cnt = g.counts[e], off = g.offsets[e];
+  for (int m0 = 0; m0 < cnt; m0 += 8 * NT) {
+    const int rows = min(8 * NT, cnt - m0);
+    XTile<NT> xt;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int m = 8 * nt + gi;
+      const int64_t row =
+          m < rows ? (kGateUp ? g.perm[off + m0 + m] / g.k : static_cast<int64_t>(off + m0 + m))
+                   : -1;
+      xt.x[nt] = row >= 0 ? x + row * x_rs + 32 * c : nullptr;
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int mc = 8 * nt + 2 * c + i;
+        const int64_t rc = mc < rows ? (kGateUp ? g.perm[off + m0 + mc] / g.k
+                                                : static_cast<int64_t>(off + m0 + mc))
+                                     : -1;
+        xt.sx[nt][i] = xscale && rc >= 0 ? xscale + rc * xs_rs : nullptr;
+      }
+    }
+    QAcc<NT> acc = {};
+    q_pass<F, NT>(acc, a, m0 == 0, wr, xt, 0, nch, warp, c);
+    q_stash<NT>(red, acc, warp, lane);
+    const int r = tid & 15, col = tid >> 4;
+    if (col < rows) {
+      const int64_t s = off + m0 + col;
+      if (kGateUp) {
+        const float gv = q_reduce<NT>(red, 0, r, col), uv = q_reduce<NT>(red, 1, r, col);
+        static_cast<bf16*>(out)[s * I + r0 + r] = from_f<bf16>(gv / (1.0f + expf(-gv)) * uv);
+      } else {
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          const int64_t d = r0 + 16 * t + r;
+          if (d < w.N) static_cast<float*>(out)[s * w.N + d] = q_reduce<NT>(red, t, r, col);
+        }
+      }
+    }
+    __syncthreads();  // red is rewritten by the next pass
+  }
+}
+
+// 8 rows per pass while experts see a few rows each (decode), 16 from 8 rows per expert on
+// average; either way a row's reduction order is the same.
+template <class F, class W, bool kGateUp>
+void run(const void* x, int64_t x_rs, const float* xscale, int64_t xs_rs, const MoeGroups& g,
+         const W& w, int64_t I, void* out, cudaStream_t s) {
+  if (g.max_active == 0) return;
+  const int64_t experts_rows = kGateUp ? I / 16 : (w.N + 31) / 32;
+  const dim3 grid(static_cast<unsigned>(experts_rows), static_cast<unsigned>(g.max_active));
+  const auto* xp = static_cast<const uint16_t*>(x);
+  if (g.pairs < 8 * g.max_active)
+    launch(q_moe_kernel<F, W, 1, kGateUp>, grid, kQThreads, 0, s, xp, x_rs, xscale, xs_rs, g, w, I,
+           out);
+  else
+    launch(q_moe_kernel<F, W, 2, kGateUp>, grid, kQThreads, 0, s, xp, x_rs, xscale, xs_rs, g, w, I,
+           out);
+}
+
+}  // namespace
+
+void fp8_moe_gate_up(const void* xq, int64_t xq_rs, const float* xscale, int64_t xs_rs,
+                     const MoeGroups& g, const Fp8W& gate_up, int64_t I, void* h, cudaStream_t s) {
+  run<Fp8Fmt, Fp8W, true>(xq, xq_rs, xscale, xs_rs, g, gate_up, I, h, s);
+}
+
+void fp8_moe_down(const void* hq, int64_t hq_rs, const float* hscale, int64_t hs_rs,
+                  const MoeGroups& g, const Fp8W& down, float* y, cudaStream_t s) {
+  run<Fp8Fmt, Fp8W, false>(hq, hq_rs, hscale, hs_rs, g, down, 0, y, s);
+}
+
+void mxfp4_moe_gate_up(const void* x, int64_t xs, const MoeGroups& g, const Mx4W& gate_up,
+                       int64_t I, void* h, cudaStream_t s) {
+  run<Mx4Fmt, Mx4W, true>(x, xs, nullptr, 0, g, gate_up, I, h, s);
+}
+
+void mxfp4_moe_down(const void* h, int64_t hs, const MoeGroups& g, const Mx4W& down, float* y,
+                    cudaStream_t s) {
+  run<Mx4Fmt, Mx4W, false>(h, hs, nullptr, 0, g, down, 0, y, s);
+}
+
+}  // namespace tandem::cuda::k
