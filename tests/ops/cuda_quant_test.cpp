@@ -1,0 +1,692 @@
+// The kernels for quantized weights (backends/cuda/quant_kernels.h, lt_fp8.h) against a host
+// implementation of the numerics contract (docs/quantization.md), written here from the
+// contract's text: activation quantization bit for bit, the products up to fp32 summation
+// order, and batch invariance (a row alone equals the same row in a batch, bitwise).
+// Fresh random inputs with realistic scales (weights around 1e-2 after scaling, activations
+// around 1 with outliers), never zeros; edge sizes M = 1, 3, 4, 17, 64, 65, 300, N and K not
+// multiples of 128, experts without tokens.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/kernels.h"
+#include "backends/cuda/lt_fp8.h"
+#include "backends/cuda/quant_kernels.h"
+
+namespace tandem {
+namespace {
+
+namespace k = cuda::k;
+
+// ---- host side of the contract -----------------------------------------------------------------
+
+float bf16_round(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  b += 0x7fffu + ((b >> 16) & 1u);
+  b &= 0xffff0000u;
+  std::memcpy(&v, &b, 4);
+  return v;
+}
+uint16_t bf16_bits(float v) {
+  v = bf16_round(v);
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return static_cast<uint16_t>(b >> 16);
+}
+float bf16_value(uint16_t h) {
+  const uint32_t b = static_cast<uint32_t>(h) << 16;
+  float v;
+  std::memcpy(&v, &b, 4);
+  return v;
+}
+
+float e4m3_value(uint8_t c) {
+  const int s = c >> 7, e = (c >> 3) & 15, m = c & 7;
+  const float mag = e == 0 ? std::ldexp(static_cast<float>(m), -9)
+                           : std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);
+  return s ? -mag : mag;
+}
+
+// e4m3 of v, nearest even, saturating at +-448 (codes 0x00 .. 0x7e by magnitude).
+uint8_t e4m3_code(float v) {
+  const float a = std::fabs(v);
+  uint8_t best = 0;
+  if (a >= 448.0f) {
+    best = 0x7e;
+  } else {
+    for (uint8_t c = 1; c <= 0x7e; ++c) {
+      const float lo = e4m3_value(static_cast<uint8_t>(c - 1)), hi = e4m3_value(c);
+      if (a <= hi) {
+        const float dl = a - lo, dh = hi - a;
+        best = dl < dh ? c - 1 : dh < dl ? c : ((c - 1) % 2 == 0 ? c - 1 : c);
+        break;
+      }
+    }
+  }
+  return static_cast<uint8_t>(best | (std::signbit(v) ? 0x80 : 0));
+}
+
+float e2m1_value(uint8_t nib) {
+  static const float mag[8] = {0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f};
+  return nib & 8 ? -mag[nib & 7] : mag[nib & 7];
+}
+
+// kFp8Group for one row: q (e4m3 values as floats) and the group scales.
+void act_quant_fp8_ref(const float* x, int64_t K, int64_t bk, bool ue8m0, float* q, float* s) {
+  const int64_t g = std::min(bk, K), kb = (K + g - 1) / g;
+  for (int64_t b = 0; b < kb; ++b) {
+    float amax = 0.f;
+    for (int64_t i = b * g; i < std::min(K, (b + 1) * g); ++i)
+      amax = std::max(amax, std::fabs(x[i]));
+    float sc = std::max(amax, 1e-4f) / 448.0f;
+    if (ue8m0) sc = std::exp2(std::ceil(std::log2(static_cast<double>(sc))));
+    s[b] = sc;
+    for (int64_t i = b * g; i < std::min(K, (b + 1) * g); ++i)
+      q[i] = e4m3_value(e4m3_code(x[i] / sc));
+  }
+}
+
+// kMxfp4 quantize-dequantize of one row (K a multiple of 32).
+void act_qdq_mxfp4_ref(const float* x, int64_t K, float* out) {
+  for (int64_t g = 0; g < K; g += 32) {
+    float amax = 0.f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[g + i]));
+    const int e =
+        amax > 0.f ? static_cast<int>(std::floor(std::log2(static_cast<double>(amax)))) - 2 : 0;
+    for (int i = 0; i < 32; ++i) {
+      const float v = std::ldexp(x[g + i], -e), a = std::fabs(v);
+      float q = 6.f;  // nearest on the e2m1 grid, ties to the even code
+      static const float grid[8] = {0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f};
+      for (int c = 0; c < 7; ++c) {
+        const float mid = 0.5f * (grid[c] + grid[c + 1]);
+        if (a < mid || (a == mid && c % 2 == 0)) {
+          q = grid[c];
+          break;
+        }
+      }
+      out[g + i] = std::copysign(std::ldexp(q, e), v);
+    }
+  }
+}
+
+// ---- test data
+// -----------------------------------------------------------------------------------
+
+struct Rng {
+  std::mt19937_64 g{1234};
+  float normal() { return std::normal_distribution<float>(0.f, 1.f)(g); }
+  float uniform(float a, float b) { return std::uniform_real_distribution<float>(a, b)(g); }
+  int64_t below(int64_t n) { return static_cast<int64_t>(g() % static_cast<uint64_t>(n)); }
+};
+
+// Activations: bf16 values around 1 with a few outliers per row (what sets a group's amax).
+std::vector<float> activations(Rng& r, int64_t M, int64_t K) {
+  std::vector<float> x(static_cast<size_t>(M * K));
+  for (auto& v : x) {
+    v = r.normal();
+    if (r.below(64) == 0) v *= 8.f;
+    if (v == 0.f) v = 0.5f;
+    v = bf16_round(v);
+  }
+  return x;
+}
+
+// An FP8 block weight: e4m3 codes of N(0, 1) * 64 (the spread of a real checkpoint's codes)
+// and scales of about 1e-2 / 64 per block; scale rows padded to a multiple of 4 like the CUDA
+// backend's.
+struct Fp8Host {
+  int64_t E = 1, N = 0, K = 0, bn = 128, bk = 128, nb = 0, kb = 0, s_rs = 0;
+  std::vector<uint8_t> w;  // [E, N, K]
+  std::vector<float> s;    // [E, nb, s_rs]
+  float wv(int64_t e, int64_t n, int64_t kk) const {
+    return e4m3_value(w[static_cast<size_t>((e * N + n) * K + kk)]);
+  }
+  float sv(int64_t e, int64_t n, int64_t b) const {
+    return s[static_cast<size_t>((e * nb + n / bn) * s_rs + b)];
+  }
+};
+Fp8Host make_fp8(Rng& r, int64_t E, int64_t N, int64_t K, int64_t bn, int64_t bk) {
+  Fp8Host h;
+  h.E = E, h.N = N, h.K = K, h.bn = bn, h.bk = std::min(bk, K);
+  h.nb = (N + bn - 1) / bn;
+  h.kb = (K + h.bk - 1) / h.bk;
+  h.s_rs = (h.kb + 3) / 4 * 4;
+  h.w.resize(static_cast<size_t>(E * N * K));
+  for (auto& c : h.w) {
+    c = e4m3_code(r.normal() * 64.f);
+    if ((c & 0x7f) == 0) c = 0x08;  // never zero
+  }
+  h.s.assign(static_cast<size_t>(E * h.nb * h.s_rs), -1.f);  // padding: poison
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t n = 0; n < h.nb; ++n)
+      for (int64_t b = 0; b < h.kb; ++b)
+        h.s[static_cast<size_t>((e * h.nb + n) * h.s_rs + b)] = r.uniform(0.5f, 2.f) * 1.5e-4f;
+  return h;
+}
+
+// An MXFP4 weight: random e2m1 codes (no zero bytes) and e8m0 scales 2^-9 .. 2^-5.
+struct Mx4Host {
+  int64_t E = 1, N = 0, K = 0, s_rs = 0;
+  std::vector<uint8_t> w;  // [E, N, K / 2]
+  std::vector<uint8_t> s;  // [E, N, s_rs]
+  float wv(int64_t e, int64_t n, int64_t kk) const {
+    const uint8_t b = w[static_cast<size_t>((e * N + n) * (K / 2) + kk / 2)];
+    const float sc = std::ldexp(1.0f, s[static_cast<size_t>((e * N + n) * s_rs + kk / 32)] - 127);
+    return e2m1_value(kk % 2 ? b >> 4 : b & 15) * sc;
+  }
+};
+Mx4Host make_mx4(Rng& r, int64_t E, int64_t N, int64_t K) {
+  Mx4Host h;
+  h.E = E, h.N = N, h.K = K, h.s_rs = K / 32 + (K / 32) % 2;  // odd counts padded: stride honoured
+  h.w.resize(static_cast<size_t>(E * N * K / 2));
+  for (auto& b : h.w) {
+    b = static_cast<uint8_t>(r.below(256));
+    if (b == 0) b = 0x21;
+  }
+  h.s.assign(static_cast<size_t>(E * N * h.s_rs), 0xff);
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t g = 0; g < K / 32; ++g)
+        h.s[static_cast<size_t>((e * N + n) * h.s_rs + g)] = static_cast<uint8_t>(118 + r.below(5));
+  return h;
+}
+
+// ---- device buffers
+// ------------------------------------------------------------------------------
+
+template <typename T>
+struct Dev {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit Dev(size_t count) : n(count) {
+    EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(1, n) * sizeof(T)), cudaSuccess);
+    cudaMemset(p, 0xff, std::max<size_t>(1, n) * sizeof(T));  // NaN / poison
+  }
+  explicit Dev(const std::vector<T>& v) : Dev(v.size()) {
+    cudaMemcpy(p, v.data(), n * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  ~Dev() { cudaFree(p); }
+  Dev(const Dev&) = delete;
+  std::vector<T> get() const {
+    std::vector<T> v(n);
+    cudaDeviceSynchronize();
+    cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost);
+    return v;
+  }
+};
+
+std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> o(v.size());
+  for (size_t i = 0; i < v.size(); ++i) o[i] = bf16_bits(v[i]);
+  return o;
+}
+std::vector<float> from_bf16(const std::vector<uint16_t>& v) {
+  std::vector<float> o(v.size());
+  for (size_t i = 0; i < v.size(); ++i) o[i] = bf16_value(v[i]);
+  return o;
+}
+float half_value(uint16_t h) {
+  const int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+  const float mag = e == 0 ? std::ldexp(static_cast<float>(m), -24)
+                           : std::ldexp(1.0f + static_cast<float>(m) / 1024.0f, e - 15);
+  return s ? -mag : mag;
+}
+
+// ||a - b|| / ||b||; NaN anywhere fails.
+double rel_err(const std::vector<float>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (std::isnan(a[i])) return INFINITY;
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+class CudaQuant : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "no CUDA device";
+    cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, 0);
+  }
+  int sms_ = 0;
+  Rng rng_;
+};
+
+k::Fp8W fp8_view(const Fp8Host& h, const Dev<uint8_t>& w, const Dev<float>& s) {
+  k::Fp8W v;
+  v.w = w.p, v.s = s.p, v.s_rs = h.s_rs, v.bn = h.bn, v.bk = h.bk, v.N = h.N, v.K = h.K;
+  v.w_es = h.N * h.K, v.s_es = h.nb * h.s_rs;
+  return v;
+}
+k::Mx4W mx4_view(const Mx4Host& h, const Dev<uint8_t>& w, const Dev<uint8_t>& s) {
+  k::Mx4W v;
+  v.w = w.p, v.s = s.p, v.s_rs = h.s_rs, v.N = h.N, v.K = h.K;
+  v.w_es = h.N * h.K / 2, v.s_es = h.N * h.s_rs;
+  return v;
+}
+
+// Host reference of the FP8 product: out[m, n] over quantized activations.
+std::vector<double> fp8_ref(const Fp8Host& w, int64_t e, const std::vector<float>& q,
+                            const std::vector<float>& s, int64_t M) {
+  std::vector<double> out(static_cast<size_t>(M * w.N));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < w.N; ++n) {
+      double acc = 0;
+      for (int64_t b = 0; b < w.kb; ++b) {
+        double dot = 0;
+        for (int64_t kk = b * w.bk; kk < std::min(w.K, (b + 1) * w.bk); ++kk)
+          dot += static_cast<double>(w.wv(e, n, kk)) * q[static_cast<size_t>(m * w.K + kk)];
+        acc += dot * w.sv(e, n, b) * s[static_cast<size_t>(m * w.kb + b)];
+      }
+      out[static_cast<size_t>(m * w.N + n)] = acc;
+    }
+  return out;
+}
+
+std::vector<double> mx4_ref(const Mx4Host& w, int64_t e, const std::vector<float>& x, int64_t M) {
+  std::vector<double> out(static_cast<size_t>(M * w.N));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < w.N; ++n) {
+      double acc = 0;
+      for (int64_t kk = 0; kk < w.K; ++kk)
+        acc += static_cast<double>(w.wv(e, n, kk)) * x[static_cast<size_t>(m * w.K + kk)];
+      out[static_cast<size_t>(m * w.N + n)] = acc;
+    }
+  return out;
+}
+
+const int64_t kRows[] = {1, 3, 4, 17, 64, 65, 300};
+
+// ---- activation quantization
+// ---------------------------------------------------------------------
+
+TEST_F(CudaQuant, ActQuantFp8MatchesContractBitwise) {
+  struct Case {
+    int64_t M, K, bk;
+    bool ue8m0;
+  };
+  for (const Case& c :
+       {Case{3, 512, 128, false}, Case{17, 1552, 128, true}, Case{4, 336, 336, false},
+        Case{65, 6144, 128, false}, Case{2, 16384, 16384, true}}) {
+    const std::vector<float> x = activations(rng_, c.M, c.K);
+    Dev<uint16_t> dx(to_bf16(x));
+    const int64_t kb = (c.K + c.bk - 1) / c.bk;
+    Dev<uint16_t> q16(static_cast<size_t>(c.M * c.K));
+    Dev<uint8_t> q8(static_cast<size_t>(c.M * c.K));
+    Dev<float> s1(static_cast<size_t>(c.M * kb)), s2(static_cast<size_t>(c.M * kb));
+    ASSERT_TRUE(k::act_quant_fp8_applies(c.K, c.bk));
+    k::act_quant_fp8(dx.p, c.K, c.M, c.K, c.bk, c.ue8m0, q16.p, c.K, k::QStore::F16, s1.p, kb, 1,
+                     nullptr);
+    // cuBLASLt's layout: scale (m, b) at b * M + m.
+    k::act_quant_fp8(dx.p, c.K, c.M, c.K, c.bk, c.ue8m0, q8.p, c.K, k::QStore::E4M3, s2.p, 1, c.M,
+                     nullptr);
+    const auto g16 = q16.get();
+    const auto g8 = q8.get();
+    const auto gs1 = s1.get(), gs2 = s2.get();
+    std::vector<float> q(static_cast<size_t>(c.M * c.K)), s(static_cast<size_t>(c.M * kb));
+    int64_t bad = 0;
+    for (int64_t m = 0; m < c.M; ++m) {
+      act_quant_fp8_ref(&x[m * c.K], c.K, c.bk, c.ue8m0, &q[m * c.K], &s[m * kb]);
+      for (int64_t b = 0; b < kb; ++b)
+        bad += gs1[m * kb + b] != s[m * kb + b] || gs2[b * c.M + m] != s[m * kb + b];
+      for (int64_t i = 0; i < c.K; ++i)
+        bad += half_value(g16[m * c.K + i]) != q[m * c.K + i] ||
+               e4m3_value(g8[m * c.K + i]) != q[m * c.K + i];
+    }
+    EXPECT_EQ(bad, 0) << "M " << c.M << " K " << c.K << " bk " << c.bk << " ue8m0 " << c.ue8m0;
+  }
+}
+
+TEST_F(CudaQuant, ActQdqMxfp4MatchesContractBitwise) {
+  for (int64_t K : {32, 96, 2048, 6144}) {
+    const int64_t M = 5;
+    std::vector<float> x = activations(rng_, M, K);
+    x[3] = 0.f;  // a group with a zero among others, and one all-zero group
+    for (int i = 0; i < 32 && K >= 64; ++i) x[32 + i] = 0.f;
+    Dev<uint16_t> dx(to_bf16(x)), dout(static_cast<size_t>(M * K));
+    k::act_qdq_mxfp4(dx.p, K, M, K, dout.p, K, nullptr);
+    const auto g = from_bf16(dout.get());
+    std::vector<float> ref(static_cast<size_t>(M * K));
+    for (int64_t m = 0; m < M; ++m) act_qdq_mxfp4_ref(&x[m * K], K, &ref[m * K]);
+    int64_t bad = 0;
+    for (size_t i = 0; i < ref.size(); ++i) bad += g[i] != ref[i];
+    EXPECT_EQ(bad, 0) << "K " << K;
+  }
+}
+
+// ---- dense decode kernels
+// ------------------------------------------------------------------------
+
+struct DenseShape {
+  int64_t N, K, bn, bk;
+  bool ue8m0;
+};
+
+TEST_F(CudaQuant, Fp8GemvMatchesContract) {
+  const DenseShape shapes[] = {{300, 512, 128, 128, false},  {130, 1552, 128, 128, true},
+                               {257, 336, 1, 336, false},    {96, 2048, 1, 2048, false},
+                               {1000, 384, 128, 128, false}, {2752, 6144, 128, 128, false}};
+  for (const DenseShape& sh : shapes) {
+    const Fp8Host w = make_fp8(rng_, 1, sh.N, sh.K, sh.bn, sh.bk);
+    Dev<uint8_t> dw(w.w);
+    Dev<float> ds(w.s);
+    const k::Fp8W wv = fp8_view(w, dw, ds);
+    ASSERT_TRUE(k::fp8_decode_applies(wv));
+    for (int64_t M : kRows) {
+      if (sh.K >= 6144 && M > 17) continue;  // the host reference's time
+      const std::vector<float> x = activations(rng_, M, sh.K);
+      Dev<uint16_t> dx(to_bf16(x)), xq(static_cast<size_t>(M * sh.K));
+      Dev<float> xs(static_cast<size_t>(M * w.kb));
+      k::act_quant_fp8(dx.p, sh.K, M, sh.K, w.bk, sh.ue8m0, xq.p, sh.K, k::QStore::F16, xs.p, w.kb,
+                       1, nullptr);
+      k::QGemvParams p;
+      p.x = xq.p, p.x_rs = sh.K, p.xscale = xs.p, p.xs_rs = w.kb, p.M = M;
+      p.splits = k::quant_gemv_splits(sh.N, sh.K, sms_);
+      Dev<float> part(static_cast<size_t>(p.splits * M * sh.N));
+      p.partial = part.p;
+      Dev<float> out32(static_cast<size_t>(M * sh.N));
+      Dev<uint16_t> out16(static_cast<size_t>(M * sh.N));
+      p.out = out32.p, p.o_rs = sh.N, p.out_dt = k::DT::F32;
+      k::fp8_gemv(p, wv, nullptr);
+      p.out = out16.p, p.out_dt = k::DT::BF16;
+      k::fp8_gemv(p, wv, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<float> q(static_cast<size_t>(M * sh.K)), s(static_cast<size_t>(M * w.kb));
+      for (int64_t m = 0; m < M; ++m)
+        act_quant_fp8_ref(&x[m * sh.K], sh.K, w.bk, sh.ue8m0, &q[m * sh.K], &s[m * w.kb]);
+      const std::vector<double> ref = fp8_ref(w, 0, q, s, M);
+      const std::string what = "N " + std::to_string(sh.N) + " K " + std::to_string(sh.K) + " bn " +
+                               std::to_string(sh.bn) + " M " + std::to_string(M);
+      EXPECT_LE(rel_err(out32.get(), ref), 1e-5) << what << " (f32 out)";
+      EXPECT_LE(rel_err(from_bf16(out16.get()), ref), 4e-3) << what << " (bf16 out)";
+    }
+  }
+}
+
+TEST_F(CudaQuant, Mxfp4GemvMatchesContract) {
+  const int64_t shapes[][2] = {{300, 512}, {130, 1568}, {257, 96}, {2048, 6144}};
+  for (const auto& sh : shapes) {
+    const int64_t N = sh[0], K = sh[1];
+    const Mx4Host w = make_mx4(rng_, 1, N, K);
+    Dev<uint8_t> dw(w.w), ds(w.s);
+    const k::Mx4W wv = mx4_view(w, dw, ds);
+    ASSERT_TRUE(k::mxfp4_decode_applies(wv));
+    for (int64_t M : kRows) {
+      if (K >= 6144 && M > 17) continue;
+      for (bool w4a4 : {false, true}) {
+        std::vector<float> x = activations(rng_, M, K);
+        Dev<uint16_t> dx(to_bf16(x)), xq(static_cast<size_t>(M * K));
+        if (w4a4) {
+          k::act_qdq_mxfp4(dx.p, K, M, K, xq.p, K, nullptr);
+          std::vector<float> r(x.size());
+          for (int64_t m = 0; m < M; ++m) act_qdq_mxfp4_ref(&x[m * K], K, &r[m * K]);
+          x = r;
+        }
+        k::QGemvParams p;
+        p.x = w4a4 ? xq.p : dx.p, p.x_rs = K, p.M = M;
+        p.splits = k::quant_gemv_splits(N, K, sms_);
+        Dev<float> part(static_cast<size_t>(p.splits * M * N)), out(static_cast<size_t>(M * N));
+        p.partial = part.p, p.out = out.p, p.o_rs = N, p.out_dt = k::DT::F32;
+        k::mxfp4_gemv(p, wv, nullptr);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        EXPECT_LE(rel_err(out.get(), mx4_ref(w, 0, x, M)), 1e-5)
+            << "N " << N << " K " << K << " M " << M << (w4a4 ? " W4A4" : " W4A16");
+      }
+    }
+  }
+}
+
+// Row m of an M-row product is bitwise the row computed alone (both formats, with K splits).
+TEST_F(CudaQuant, GemvBatchInvariant) {
+  const int64_t N = 384, K = 4096, M = 40;
+  const Fp8Host w8 = make_fp8(rng_, 1, N, K, 128, 128);
+  const Mx4Host w4 = make_mx4(rng_, 1, N, K);
+  Dev<uint8_t> dw8(w8.w), dw4(w4.w), ds4(w4.s);
+  Dev<float> ds8(w8.s);
+  const std::vector<float> x = activations(rng_, M, K);
+  Dev<uint16_t> dx(to_bf16(x)), xq(static_cast<size_t>(M * K));
+  Dev<float> xs(static_cast<size_t>(M * w8.kb));
+  k::act_quant_fp8(dx.p, K, M, K, 128, false, xq.p, K, k::QStore::F16, xs.p, w8.kb, 1, nullptr);
+  const int64_t splits = k::quant_gemv_splits(N, K, sms_);
+  Dev<float> part(static_cast<size_t>(splits * M * N));
+  for (int fmt = 0; fmt < 2; ++fmt) {
+    auto run = [&](int64_t m0, int64_t rows) {
+      Dev<float> out(static_cast<size_t>(rows * N));
+      k::QGemvParams p;
+      p.x = fmt == 0 ? static_cast<const void*>(xq.p + m0 * K) : dx.p + m0 * K;
+      p.x_rs = K, p.xscale = fmt == 0 ? xs.p + m0 * w8.kb : nullptr, p.xs_rs = w8.kb;
+      p.M = rows, p.splits = splits, p.partial = part.p;
+      p.out = out.p, p.o_rs = N, p.out_dt = k::DT::F32;
+      if (fmt == 0)
+        k::fp8_gemv(p, fp8_view(w8, dw8, ds8), nullptr);
+      else
+        k::mxfp4_gemv(p, mx4_view(w4, dw4, ds4), nullptr);
+      return out.get();
+    };
+    const std::vector<float> all = run(0, M);
+    for (int64_t m : {0, 7, 8, 17, 39}) {
+      const std::vector<float> one = run(m, 1);
+      EXPECT_EQ(std::memcmp(one.data(), &all[m * N], N * sizeof(float)), 0)
+          << (fmt == 0 ? "fp8" : "mxfp4") << " row " << m;
+    }
+  }
+}
+
+// ---- MoE experts
+// ---------------------------------------------------------------------------------
+
+struct Routing {
+  std::vector<int32_t> idx;  // [T, k]
+  std::vector<float> w;      // [T, k]
+};
+// Distinct experts per token from the first E - 2 (the last two never get a token).
+Routing route(Rng& r, int64_t T, int64_t kk, int64_t E) {
+  Routing ro;
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<int32_t> pick;
+    while (static_cast<int64_t>(pick.size()) < kk) {
+      const int32_t e = static_cast<int32_t>(r.below(E - 2));
+      if (std::find(pick.begin(), pick.end(), e) == pick.end()) pick.push_back(e);
+    }
+    for (int32_t e : pick) ro.idx.push_back(e), ro.w.push_back(r.uniform(0.05f, 0.5f));
+  }
+  return ro;
+}
+
+// Grouping buffers of moe_prepare for P pairs over E experts.
+struct Groups {
+  Dev<int32_t> counts, offsets, perm, inv, active, num;
+  Groups(int64_t P, int64_t E) : counts(E), offsets(E + 1), perm(P), inv(P), active(E), num(1) {}
+  k::MoeGroups view(int64_t P, int64_t E, int64_t kk) const {
+    k::MoeGroups g;
+    g.counts = counts.p, g.offsets = offsets.p, g.perm = perm.p, g.active = active.p;
+    g.num_active = num.p, g.max_active = std::min(E, P), g.k = kk, g.pairs = P;
+    return g;
+  }
+};
+
+float silu(float v) {
+  return v / (1.0f + std::exp(-v));
+}
+
+TEST_F(CudaQuant, Fp8MoeMatchesContract) {
+  const int64_t E = 10, D = 400, I = 144, kk = 3;  // D, I: not multiples of 128
+  for (int64_t bn : {128, 1}) {
+    const Fp8Host gu = make_fp8(rng_, E, 2 * I, D, bn, bn == 1 ? D : 128);
+    const Fp8Host dn = make_fp8(rng_, E, D, I, bn, bn == 1 ? I : 128);
+    Dev<uint8_t> dgu(gu.w), ddn(dn.w);
+    Dev<float> sgu(gu.s), sdn(dn.s);
+    for (int64_t T : {1, 3, 17, 65}) {
+      const int64_t P = T * kk;
+      const std::vector<float> x = activations(rng_, T, D);
+      const Routing ro = route(rng_, T, kk, E);
+      Dev<uint16_t> dx(to_bf16(x)), xq(static_cast<size_t>(T * D)), h(static_cast<size_t>(P * I)),
+          hq(static_cast<size_t>(P * I)), out(static_cast<size_t>(T * D));
+      Dev<float> xs(static_cast<size_t>(T * gu.kb)), hs(static_cast<size_t>(P * dn.kb)),
+          y(static_cast<size_t>(P * D)), rw(ro.w);
+      Dev<int32_t> idx(ro.idx);
+      Groups g(P, E);
+      k::moe_prepare(idx.p, P, E, g.counts.p, g.offsets.p, g.perm.p, g.inv.p, g.active.p, g.num.p,
+                     nullptr);
+      const k::MoeGroups gv = g.view(P, E, kk);
+      k::act_quant_fp8(dx.p, D, T, D, gu.bk, false, xq.p, D, k::QStore::F16, xs.p, gu.kb, 1,
+                       nullptr);
+      k::fp8_moe_gate_up(xq.p, D, xs.p, gu.kb, gv, fp8_view(gu, dgu, sgu), I, h.p, nullptr);
+      k::act_quant_fp8(h.p, I, P, I, dn.bk, false, hq.p, I, k::QStore::F16, hs.p, dn.kb, 1,
+                       nullptr);
+      k::fp8_moe_down(hq.p, I, hs.p, dn.kb, gv, fp8_view(dn, ddn, sdn), y.p, nullptr);
+      k::moe_combine(y.p, k::DT::F32, g.inv.p, rw.p, T, kk, D, out.p, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      // Host: the contract per (token, slot); h rounded to bf16 as the GPU stores it.
+      std::vector<double> ref(static_cast<size_t>(T * D), 0.0);
+      std::vector<float> q(static_cast<size_t>(D)), s(static_cast<size_t>(gu.kb));
+      std::vector<float> hq_ref(static_cast<size_t>(I)), hs_ref(static_cast<size_t>(dn.kb));
+      for (int64_t t = 0; t < T; ++t) {
+        act_quant_fp8_ref(&x[t * D], D, gu.bk, false, q.data(), s.data());
+        for (int64_t j = 0; j < kk; ++j) {
+          const int64_t e = ro.idx[t * kk + j];
+          const std::vector<double> gx = fp8_ref(gu, e, q, s, 1);
+          std::vector<float> hv(static_cast<size_t>(I));
+          for (int64_t i = 0; i < I; ++i)
+            hv[i] = bf16_round(silu(static_cast<float>(gx[i])) * static_cast<float>(gx[I + i]));
+          act_quant_fp8_ref(hv.data(), I, dn.bk, false, hq_ref.data(), hs_ref.data());
+          const std::vector<double> yv = fp8_ref(dn, e, hq_ref, hs_ref, 1);
+          for (int64_t d = 0; d < D; ++d) ref[t * D + d] += ro.w[t * kk + j] * yv[d];
+        }
+      }
+      EXPECT_LE(rel_err(from_bf16(out.get()), ref), 1e-2) << "bn " << bn << " T " << T;
+    }
+  }
+}
+
+TEST_F(CudaQuant, Mxfp4MoeMatchesContract) {
+  const int64_t E = 10, D = 416, I = 160, kk = 3;
+  const Mx4Host gu = make_mx4(rng_, E, 2 * I, D), dn = make_mx4(rng_, E, D, I);
+  Dev<uint8_t> dgu(gu.w), sgu(gu.s), ddn(dn.w), sdn(dn.s);
+  for (bool w4a4 : {false, true})
+    for (int64_t T : {1, 3, 17, 65}) {
+      const int64_t P = T * kk;
+      std::vector<float> x = activations(rng_, T, D);
+      const Routing ro = route(rng_, T, kk, E);
+      Dev<uint16_t> dx(to_bf16(x)), xq(static_cast<size_t>(T * D)), h(static_cast<size_t>(P * I)),
+          hq(static_cast<size_t>(P * I)), out(static_cast<size_t>(T * D));
+      Dev<float> y(static_cast<size_t>(P * D)), rw(ro.w);
+      Dev<int32_t> idx(ro.idx);
+      Groups g(P, E);
+      k::moe_prepare(idx.p, P, E, g.counts.p, g.offsets.p, g.perm.p, g.inv.p, g.active.p, g.num.p,
+                     nullptr);
+      const k::MoeGroups gv = g.view(P, E, kk);
+      if (w4a4) k::act_qdq_mxfp4(dx.p, D, T, D, xq.p, D, nullptr);
+      k::mxfp4_moe_gate_up(w4a4 ? xq.p : dx.p, D, gv, mx4_view(gu, dgu, sgu), I, h.p, nullptr);
+      if (w4a4) k::act_qdq_mxfp4(h.p, I, P, I, hq.p, I, nullptr);
+      k::mxfp4_moe_down(w4a4 ? hq.p : h.p, I, gv, mx4_view(dn, ddn, sdn), y.p, nullptr);
+      k::moe_combine(y.p, k::DT::F32, g.inv.p, rw.p, T, kk, D, out.p, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<double> ref(static_cast<size_t>(T * D), 0.0);
+      for (int64_t t = 0; t < T; ++t) {
+        std::vector<float> xt(x.begin() + t * D, x.begin() + (t + 1) * D);
+        if (w4a4) act_qdq_mxfp4_ref(&x[t * D], D, xt.data());
+        for (int64_t j = 0; j < kk; ++j) {
+          const int64_t e = ro.idx[t * kk + j];
+          const std::vector<double> gx = mx4_ref(gu, e, xt, 1);
+          std::vector<float> hv(static_cast<size_t>(I));
+          for (int64_t i = 0; i < I; ++i)
+            hv[i] = bf16_round(silu(static_cast<float>(gx[i])) * static_cast<float>(gx[I + i]));
+          if (w4a4) {
+            std::vector<float> r(hv.size());
+            act_qdq_mxfp4_ref(hv.data(), I, r.data());
+            hv = r;
+          }
+          const std::vector<double> yv = mx4_ref(dn, e, hv, 1);
+          for (int64_t d = 0; d < D; ++d) ref[t * D + d] += ro.w[t * kk + j] * yv[d];
+        }
+      }
+      EXPECT_LE(rel_err(from_bf16(out.get()), ref), 1e-2)
+          << (w4a4 ? "W4A4" : "W4A16") << " T " << T;
+    }
+}
+
+// ---- prefill paths
+// -------------------------------------------------------------------------------
+
+// cuBLASLt block-scaled FP8 (M padded to a multiple of 4, scales kb * Mp + m) and per-channel
+// FP8 (outer-vector scales, or per-tensor into f32 and the scale epilogue).
+TEST_F(CudaQuant, Fp8CublasLtMatchesContract) {
+  cuda::LtFp8 lt;
+  for (int64_t K : {512, 640}) {
+    const int64_t N = 384;
+    const Fp8Host w = make_fp8(rng_, 1, N, K, 128, 128);
+    const Fp8Host wc = make_fp8(rng_, 1, N, K, 1, K);
+    // cuBLASLt reads contiguous per-channel scales: the first column of the padded tensor.
+    std::vector<float> wc_col(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n) wc_col[n] = wc.sv(0, n, 0);
+    Dev<uint8_t> dw(w.w), dwc(wc.w);
+    Dev<float> ds(w.s), dsc(wc_col);
+    for (int64_t M : {4, 64, 65, 300}) {
+      const int64_t Mp = (M + 3) / 4 * 4;
+      const std::vector<float> x = activations(rng_, M, K);
+      Dev<uint16_t> dx(to_bf16(x)), out(static_cast<size_t>(M * N));
+      Dev<uint8_t> xq(static_cast<size_t>(Mp * K));
+      Dev<float> xs(static_cast<size_t>(Mp * w.kb));
+      cudaMemset(xq.p, 0, Mp * K);
+      cudaMemset(xs.p, 0, Mp * w.kb * sizeof(float));
+      k::act_quant_fp8(dx.p, K, M, K, 128, false, xq.p, K, k::QStore::E4M3, xs.p, 1, Mp, nullptr);
+      Dev<uint16_t> outp(static_cast<size_t>(Mp * N));
+      ASSERT_TRUE(lt.gemm(cuda::LtFp8::Scales::kBlock128, xq.p, xs.p, dw.p, ds.p, outp.p, N, false,
+                          Mp, N, K, nullptr))
+          << "no block-scaled algorithm, M " << Mp << " K " << K;
+      std::vector<float> q(static_cast<size_t>(M * K)), s(static_cast<size_t>(M * w.kb));
+      for (int64_t m = 0; m < M; ++m)
+        act_quant_fp8_ref(&x[m * K], K, 128, false, &q[m * K], &s[m * w.kb]);
+      std::vector<float> got = from_bf16(outp.get());
+      got.resize(static_cast<size_t>(M * N));
+      EXPECT_LE(rel_err(got, fp8_ref(w, 0, q, s, M)), 6e-3) << "block M " << M << " K " << K;
+
+      // Per channel: one group per row.
+      Dev<uint8_t> cq(static_cast<size_t>(M * K));
+      Dev<float> cs(static_cast<size_t>(M));
+      k::act_quant_fp8(dx.p, K, M, K, K, false, cq.p, K, k::QStore::E4M3, cs.p, 1, M, nullptr);
+      const bool outer = lt.gemm(cuda::LtFp8::Scales::kOuterVec, cq.p, cs.p, dwc.p, dsc.p, out.p, N,
+                                 false, M, N, K, nullptr);
+      if (!outer) {
+        Dev<float> one(std::vector<float>{1.f}), acc(static_cast<size_t>(M * N));
+        ASSERT_TRUE(lt.gemm(cuda::LtFp8::Scales::kTensor, cq.p, one.p, dwc.p, one.p, acc.p, N, true,
+                            M, N, K, nullptr));
+        k::scale_rows_cols(acc.p, M, N, cs.p, dsc.p, 1, out.p, N, k::DT::BF16, nullptr);
+      }
+      for (int64_t m = 0; m < M; ++m) act_quant_fp8_ref(&x[m * K], K, K, false, &q[m * K], &s[m]);
+      s.resize(static_cast<size_t>(M));
+      EXPECT_LE(rel_err(from_bf16(out.get()), fp8_ref(wc, 0, q, s, M)), 6e-3)
+          << "per-channel (" << (outer ? "outer-vector scales" : "per-tensor + epilogue") << ") M "
+          << M << " K " << K;
+      if (M == 4 && K == 512)
+        std::printf("per-channel FP8 prefill runs %s\n",
+                    outer ? "cuBLASLt OUTER_VEC_32F" : "per-tensor FP8 + scale epilogue");
+    }
+  }
+}
+
+TEST_F(CudaQuant, Mxfp4DequantMatchesContract) {
+  const Mx4Host w = make_mx4(rng_, 2, 72, 224);
+  Dev<uint8_t> dw(w.w), ds(w.s);
+  Dev<uint16_t> out(static_cast<size_t>(w.N * w.K));
+  k::mxfp4_dequant_bf16(mx4_view(w, dw, ds), 1, out.p, nullptr);
+  const auto g = from_bf16(out.get());
+  int64_t bad = 0;
+  for (int64_t n = 0; n < w.N; ++n)
+    for (int64_t kk = 0; kk < w.K; ++kk) bad += g[n * w.K + kk] != w.wv(1, n, kk);
+  EXPECT_EQ(bad, 0);
+}
+
+}  // namespace
+}  // namespace tandem
