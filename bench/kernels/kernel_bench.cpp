@@ -9,8 +9,9 @@
 // the KV rows read) as GB/s against the copy bandwidth; the same for a dense layer; and prefill
 // tokens/s with TFLOP/s against the GEMM rate.
 //
-// Usage: kernel_bench [--quick] [--linear-only]   (--quick: fewer shapes and iterations;
-// --linear-only: the ceilings and the linear-path table only)
+// Usage: kernel_bench [--quick] [--linear-only] [--quant-only]   (--quick: fewer shapes and
+// iterations; --linear-only: the ceilings and the linear-path table only; --quant-only: the
+// ceilings and the quantized-weight tables only)
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
@@ -385,12 +386,13 @@ struct PrefillRow {
 int main(int argc, char** argv) {
   using namespace tandem;
   using namespace tandem::bench;
-  bool quick = false, linear_only = false;
+  bool quick = false, linear_only = false, quant_only = false;
   std::string profile_layer;  // --profile-step moe|dense BATCH: one eager step for ncu
   int64_t profile_batch = 1;
   for (int i = 1; i < argc; ++i) {
     quick |= std::strcmp(argv[i], "--quick") == 0;
     linear_only |= std::strcmp(argv[i], "--linear-only") == 0;
+    quant_only |= std::strcmp(argv[i], "--quant-only") == 0;
     if (std::strcmp(argv[i], "--profile-step") == 0 && i + 2 < argc) {
       profile_layer = argv[i + 1];
       profile_batch = std::atoll(argv[i + 2]);
@@ -411,8 +413,13 @@ int main(int argc, char** argv) {
     std::printf(
         "ceilings: HBM copy %.0f GB/s (read + write), bf16 GEMM 8192^3 %.0f TFLOP/s (cuBLASLt)\n\n",
         copy_gbps, gemm_tf);
+    if (quant_only) {
+      bench_quant(copy_gbps, quick);
+      return 0;
+    }
     if (profile_layer.empty()) bench_linear_paths(copy_gbps, gemm_tf, quick);
     if (linear_only) return 0;
+    if (profile_layer.empty()) bench_quant(copy_gbps, quick);
     if (profile_layer.empty()) bench_sampling(copy_gbps, quick);
 
     Env env;
