@@ -8,6 +8,7 @@
 #include "backends/cuda/cuda_validate.h"
 #include "backends/cuda/heuristics.h"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/lt_fp8.h"
 #include "backends/cuda/lt_gemm.h"
 #include "core/error.h"
 #include "core/log.h"

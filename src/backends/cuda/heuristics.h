@@ -139,5 +139,20 @@ bool moe_host_path(int64_t pairs, int64_t experts, bool deterministic, Capturing
   return pairs >= kMoeHostPathRowsPerExpert * experts && !capturing() && !deterministic;
 }
 
+// ---- quantized weights (FP8 block, MXFP4) -------------------------------------------------------
+// Rows up to which linear on quantized weights runs the weight-streaming decode kernels
+// (quant_kernels.h); above it FP8 block weights (128 x 128) go to cuBLASLt's block-scaled FP8
+// GEMM, per-channel FP8 to a per-tensor FP8 GEMM plus a scale epilogue, MXFP4 to a bf16
+// dequantization of the weight and the bf16 cuBLASLt GEMM. cuBLASLt's FP8 paths sit at 10-15 us
+// per 6144x2048 GEMM whatever M is up to ~128 rows (dependencies.md, "cuBLASLt on the H200,
+// measured"), so the decode kernels keep the small batches. Not measured on the kernels yet:
+// kernel_bench --quant-only prints both sides.
+constexpr int64_t kQuantDecodeMaxRows = 64;
+// Deterministic mode keeps the decode kernels at every M: their reduction order is fixed by N, K
+// and the SM count (batch-invariant); cuBLASLt picks algorithms by row count.
+inline bool quant_lt_path(int64_t rows, bool deterministic) {
+  return rows > kQuantDecodeMaxRows && !deterministic;
+}
+
 }  // namespace heuristics
 }  // namespace tandem::cuda

@@ -23,6 +23,9 @@ void set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, const T& v) {
 LtFp8::LtFp8() {
   TD_LT8_CHECK(cublasLtCreate(&handle_));
   for (void*& w : workspace_) TD_CUDA_CHECK(cudaMalloc(&w, workspace_bytes_));
+  const float one = 1.0f;
+  TD_CUDA_CHECK(cudaMalloc(&one_, sizeof(float)));
+  TD_CUDA_CHECK(cudaMemcpy(one_, &one, sizeof(float), cudaMemcpyHostToDevice));
 }
 
 LtFp8::~LtFp8() {
@@ -34,6 +37,7 @@ LtFp8::~LtFp8() {
   }
   for (void* w : workspace_)
     if (w) cudaFree(w);
+  if (one_) cudaFree(one_);
   if (handle_) cublasLtDestroy(handle_);
 }
 

@@ -44,6 +44,8 @@ class LtFp8 {
             void* d, int64_t ldd, bool d_f32, int64_t M, int64_t N, int64_t K, cudaStream_t s);
   // Whether gemm has an algorithm for this shape (runs the heuristic once, caches the answer).
   bool supported(Scales mode, bool d_f32, int64_t M, int64_t N, int64_t K, int64_t ldd);
+  // A device 1.0f: the scale pointers of kTensor for a GEMM whose scales are applied elsewhere.
+  const float* unit_scale() const { return one_; }
   // As LtGemm::use_workspace: concurrent GEMMs (main stream, side branch) use different slots.
   void use_workspace(int slot) { slot_ = slot; }
 
@@ -59,6 +61,7 @@ class LtFp8 {
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_[2] = {nullptr, nullptr};
+  float* one_ = nullptr;
   int slot_ = 0;
   size_t workspace_bytes_ = 32u << 20;
   std::map<Key, Plan> plans_;
