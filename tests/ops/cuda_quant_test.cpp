@@ -16,9 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/lt_fp8.h"
 #include "backends/cuda/quant_kernels.h"
+#include "backends/init.h"
+#include "core/tensor.h"
+#include "ops/weight.h"
 
 namespace tandem {
 namespace {
@@ -686,6 +690,164 @@ TEST_F(CudaQuant, Mxfp4DequantMatchesContract) {
   for (int64_t n = 0; n < w.N; ++n)
     for (int64_t kk = 0; kk < w.K; ++kk) bad += g[n * w.K + kk] != w.wv(1, n, kk);
   EXPECT_EQ(bad, 0);
+}
+
+// ---- the backend's paths (CudaBackend::quant_linear, quant_moe_chunk)
+// -----------------------------
+
+Tensor upload(const void* host, size_t bytes, const Shape& shape, DType dt) {
+  Tensor t = Tensor::empty(shape, dt, Device::cuda());
+  cudaMemcpy(t.raw(), host, bytes, cudaMemcpyHostToDevice);
+  return t;
+}
+Weight fp8_weight(const Fp8Host& h, bool experts) {
+  Weight w;
+  const Shape ws = experts ? Shape{h.E, h.N, h.K} : Shape{h.N, h.K};
+  const Shape ss = experts ? Shape{h.E, h.nb, h.s_rs} : Shape{h.nb, h.s_rs};
+  w.w = upload(h.w.data(), h.w.size(), ws, DType::F8_E4M3);
+  w.scale = upload(h.s.data(), h.s.size() * 4, ss, DType::F32)
+                .narrow(experts ? 2 : 1, 0, h.kb);  // padded rows: stride s_rs
+  w.format = WeightFormat::kFp8Block;
+  w.block_n = h.bn, w.block_k = h.bk;
+  return w;
+}
+Weight mx4_weight(const Mx4Host& h, bool experts) {
+  Weight w;
+  const Shape ws = experts ? Shape{h.E, h.N, h.K / 2} : Shape{h.N, h.K / 2};
+  const Shape ss = experts ? Shape{h.E, h.N, h.s_rs} : Shape{h.N, h.s_rs};
+  w.w = upload(h.w.data(), h.w.size(), ws, DType::FP4X2);
+  w.scale = upload(h.s.data(), h.s.size(), ss, DType::E8M0).narrow(experts ? 2 : 1, 0, h.K / 32);
+  w.format = WeightFormat::kMxfp4;
+  w.block_k = 32;
+  return w;
+}
+std::vector<float> bf16_rows(const Tensor& t) {
+  std::vector<uint16_t> v(static_cast<size_t>(t.numel()));
+  cudaDeviceSynchronize();
+  cudaMemcpy(v.data(), t.raw(), v.size() * 2, cudaMemcpyDeviceToHost);
+  return from_bf16(v);
+}
+
+class CudaQuantBackend : public CudaQuant {
+ protected:
+  void SetUp() override {
+    CudaQuant::SetUp();
+    if (IsSkipped()) return;
+    ASSERT_TRUE(init_backends());
+    be_ = cuda::cuda_backend();
+    ASSERT_NE(be_, nullptr);
+  }
+  void TearDown() override {
+    if (be_) be_->set_deterministic(false);
+  }
+  cuda::CudaBackend* be_ = nullptr;
+};
+using QA = cuda::CudaBackend::QuantAct;
+
+// Every M through linear: the decode kernels up to 64 rows, cuBLASLt above (block-scaled FP8,
+// per-tensor FP8 + epilogue for per-channel, bf16 on the dequantized weight for MXFP4); in
+// deterministic mode the decode kernels at every M, each row bitwise equal to that row alone.
+TEST_F(CudaQuantBackend, LinearMatchesContract) {
+  const Fp8Host blk = make_fp8(rng_, 1, 384, 640, 128, 128);
+  const Fp8Host chn = make_fp8(rng_, 1, 264, 512, 1, 512);
+  const Mx4Host mx = make_mx4(rng_, 1, 300, 512);
+  const Weight wb = fp8_weight(blk, false), wc = fp8_weight(chn, false), wm = mx4_weight(mx, false);
+  for (bool det : {false, true}) {
+    be_->set_deterministic(det);
+    for (int64_t M : kRows) {
+      const std::vector<float> x = activations(rng_, M, 640);
+      const std::vector<uint16_t> xb = to_bf16(x);
+      for (int which = 0; which < 4; ++which) {
+        const Fp8Host* f = which == 0 ? &blk : which == 1 ? &chn : nullptr;
+        const int64_t K = f ? f->K : mx.K, N = f ? f->N : mx.N;
+        // x: [M, K] as a view with row stride 640 (the first K columns).
+        Tensor xt = upload(xb.data(), xb.size() * 2, {M, 640}, DType::BF16).narrow(1, 0, K);
+        Tensor out = Tensor::empty({M, N}, DType::BF16, Device::cuda());
+        const QA act = f ? QA::kFp8Group : which == 3 ? QA::kMxfp4 : QA::kNone;
+        be_->quant_linear(xt, which == 0 ? wb : which == 1 ? wc : wm, act, false, out);
+        std::vector<float> xr(static_cast<size_t>(M * K));
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t kk = 0; kk < K; ++kk) xr[m * K + kk] = x[m * 640 + kk];
+        std::vector<double> ref;
+        if (f) {
+          std::vector<float> q(xr.size()), s(static_cast<size_t>(M * f->kb));
+          for (int64_t m = 0; m < M; ++m)
+            act_quant_fp8_ref(&xr[m * K], K, f->bk, false, &q[m * K], &s[m * f->kb]);
+          ref = fp8_ref(*f, 0, q, s, M);
+        } else {
+          if (which == 3)
+            for (int64_t m = 0; m < M; ++m) {
+              std::vector<float> r(static_cast<size_t>(K));
+              act_qdq_mxfp4_ref(&xr[m * K], K, r.data());
+              std::copy(r.begin(), r.end(), xr.begin() + m * K);
+            }
+          ref = mx4_ref(mx, 0, xr, M);
+        }
+        const std::vector<float> got = bf16_rows(out);
+        EXPECT_LE(rel_err(got, ref), 6e-3)
+            << "format " << which << " M " << M << (det ? " deterministic" : "");
+        if (det && M > 1) {
+          Tensor one = Tensor::empty({1, N}, DType::BF16, Device::cuda());
+          be_->quant_linear(xt.narrow(0, M - 1, 1),
+                            which == 0   ? wb
+                            : which == 1 ? wc
+                                         : wm,
+                            act, false, one);
+          const std::vector<float> o = bf16_rows(one);
+          EXPECT_EQ(std::memcmp(o.data(), &got[(M - 1) * N], N * sizeof(float)), 0)
+              << "format " << which << " last row of " << M << " not batch-invariant";
+        }
+      }
+    }
+  }
+}
+
+// The routed experts through both of moe_experts' paths (device kernels; cuBLASLt per expert),
+// FP8 block and MXFP4 (W4A16, W4A4), experts without tokens included.
+TEST_F(CudaQuantBackend, MoeChunkMatchesContract) {
+  const int64_t E = 10, D = 512, I = 256, kk = 4;
+  const Fp8Host gu8 = make_fp8(rng_, E, 2 * I, D, 128, 128),
+                dn8 = make_fp8(rng_, E, D, I, 128, 128);
+  const Mx4Host gu4 = make_mx4(rng_, E, 2 * I, D), dn4 = make_mx4(rng_, E, D, I);
+  const Weight g8 = fp8_weight(gu8, true), d8 = fp8_weight(dn8, true);
+  const Weight g4 = mx4_weight(gu4, true), d4 = mx4_weight(dn4, true);
+  for (int64_t T : {1, 17, 65, 300})
+    for (int fmt = 0; fmt < 3; ++fmt)
+      for (bool host : {false, true}) {
+        if (host && T < 17) continue;
+        const std::vector<float> x = activations(rng_, T, D);
+        const std::vector<uint16_t> xb = to_bf16(x);
+        const Routing ro = route(rng_, T, kk, E);
+        Tensor xt = upload(xb.data(), xb.size() * 2, {T, D}, DType::BF16);
+        Tensor it = upload(ro.idx.data(), ro.idx.size() * 4, {T, kk}, DType::I32);
+        Tensor wt = upload(ro.w.data(), ro.w.size() * 4, {T, kk}, DType::F32);
+        Tensor out = Tensor::empty({T, D}, DType::BF16, Device::cuda());
+        const QA act = fmt == 0 ? QA::kFp8Group : fmt == 2 ? QA::kMxfp4 : QA::kNone;
+        be_->quant_moe_chunk(xt, fmt == 0 ? g8 : g4, fmt == 0 ? d8 : d4, act, false, act, false, it,
+                             wt, out, host);
+        std::vector<double> ref(static_cast<size_t>(T * D), 0.0);
+        for (int64_t t = 0; t < T; ++t) {
+          std::vector<float> xq(x.begin() + t * D, x.begin() + (t + 1) * D), xs(D / 128);
+          if (fmt == 0) act_quant_fp8_ref(&x[t * D], D, 128, false, xq.data(), xs.data());
+          if (fmt == 2) act_qdq_mxfp4_ref(&x[t * D], D, xq.data());
+          for (int64_t j = 0; j < kk; ++j) {
+            const int64_t e = ro.idx[t * kk + j];
+            const std::vector<double> gx =
+                fmt == 0 ? fp8_ref(gu8, e, xq, xs, 1) : mx4_ref(gu4, e, xq, 1);
+            std::vector<float> hv(static_cast<size_t>(I)), hq(static_cast<size_t>(I)), hs(I / 128);
+            for (int64_t i = 0; i < I; ++i)
+              hv[i] = bf16_round(silu(static_cast<float>(gx[i])) * static_cast<float>(gx[I + i]));
+            hq = hv;
+            if (fmt == 0) act_quant_fp8_ref(hv.data(), I, 128, false, hq.data(), hs.data());
+            if (fmt == 2) act_qdq_mxfp4_ref(hv.data(), I, hq.data());
+            const std::vector<double> yv =
+                fmt == 0 ? fp8_ref(dn8, e, hq, hs, 1) : mx4_ref(dn4, e, hq, 1);
+            for (int64_t d = 0; d < D; ++d) ref[t * D + d] += ro.w[t * kk + j] * yv[d];
+          }
+        }
+        EXPECT_LE(rel_err(bf16_rows(out), ref), 1e-2)
+            << "format " << fmt << " T " << T << (host ? " host path" : " device path");
+      }
 }
 
 }  // namespace

@@ -44,7 +44,7 @@ class Pieces {
 // The kernels' view of expert (or only) weight w: [E, N, K] e4m3 or [E, N, K/2] fp4x2 with
 // [E, nb, >= kb] scales (rows through the stride).
 k::Fp8W fp8_view(const Weight& w) {
-  const bool experts = w.w.dim() == 3;
+  const bool experts = w.w.ndim() == 3;
   k::Fp8W v;
   v.w = static_cast<const uint8_t*>(w.w.raw());
   v.s = w.scale.data<float>();
@@ -58,7 +58,7 @@ k::Fp8W fp8_view(const Weight& w) {
   return v;
 }
 k::Mx4W mx4_view(const Weight& w) {
-  const bool experts = w.w.dim() == 3;
+  const bool experts = w.w.ndim() == 3;
   k::Mx4W v;
   v.w = static_cast<const uint8_t*>(w.w.raw());
   v.s = static_cast<const uint8_t*>(w.scale.raw());
@@ -267,7 +267,8 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
   host_path = host_path && (!fp8 || (lt_block_layout(g8) && lt_block_layout(d8)));
   const int64_t kbx = fp8 ? (D + g8.bk - 1) / g8.bk : 0, kbh = fp8 ? (I + d8.bk - 1) / d8.bk : 0;
 
-  if (!host_path) {
+  // Device path: the grouped expert kernels (graph-capturable, batch-invariant).
+  auto device_path = [&] {
     Pieces sz;
     sz.take<int32_t>(3 * E + 2 + 2 * P);
     sz.take<uint16_t>(P * I);
@@ -312,6 +313,9 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
     TD_CUDA_LAUNCH_CHECK();
     k::moe_combine(y, DT::F32, inv, weights.data<float>(), T, kk, D, out.raw(), stream_);
     TD_CUDA_LAUNCH_CHECK();
+  };
+  if (!host_path) {
+    device_path();
     return;
   }
 
@@ -363,6 +367,16 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
   TD_CUDA_LAUNCH_CHECK();
   if (fp8) {
     LtFp8& l = lt8();
+    // Every expert's GEMMs must have a block-scaled algorithm (checked once per row count and
+    // cached); otherwise the whole chunk takes the device path.
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t np = round_up(cnt[e], 4);
+      if (np > 0 && !(l.supported(LtFp8::Scales::kBlock128, false, np, 2 * I, D, 2 * I) &&
+                      l.supported(LtFp8::Scales::kBlock128, false, np, D, I, D))) {
+        device_path();
+        return;
+      }
+    }
     int64_t po = 0;
     std::vector<int64_t> pad_off(static_cast<size_t>(E));
     for (int64_t e = 0; e < E; ++e) {
