@@ -115,6 +115,9 @@ class CudaBackend final : public Backend {
   // graph-capturable); above, cuBLASLt (block-scaled FP8; per-tensor FP8 + a scale epilogue for
   // per-channel FP8; bf16 on the dequantized weight for MXFP4).
   void quant_linear(const Tensor& x, const Weight& w, QuantAct act, bool ue8m0, Tensor& out);
+  // The activation rule and scale rounding of a quantized weight.
+  static QuantAct quant_act(const Weight& w);
+  static bool quant_ue8m0(const Weight& w);
   // The routed experts of one token chunk on quantized gate_up [E, 2I, D] and down [E, D, I]
   // weights (moe_experts' device path, or with host_path the cuBLASLt-per-expert path).
   void quant_moe_chunk(const Tensor& x, const Weight& gate_up, const Weight& down, QuantAct act_gu,

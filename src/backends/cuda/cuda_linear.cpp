@@ -67,11 +67,11 @@ bool CudaBackend::tc(const void* x, int64_t x_rs, int64_t x_bs, const Tensor& w,
 }
 
 void CudaBackend::linear(const Tensor& x, const Weight& w, Tensor& out) {
-  if (w.format != WeightFormat::kDense)
-    fail(
-        "cuda linear: only dense bf16/f32 weights are supported so far (FP8 block and MXFP4 "
-        "checkpoints must be loaded with dtype bf16, which dequantizes them), got {}",
-        w.w.str());
+  if (w.format != WeightFormat::kDense) {
+    // FP8 block and MXFP4 weights stay quantized (cuda_quant.cpp).
+    quant_linear(x, w, quant_act(w), quant_ue8m0(w), out);
+    return;
+  }
   need_dtype(x, DType::BF16, "linear", "x");
   need_contiguous(w.w, "linear", "weight");
   need_cuda(w.w, "linear", "weight");

@@ -101,6 +101,16 @@ bool per_channel(const k::Fp8W& v) {
 
 }  // namespace
 
+CudaBackend::QuantAct CudaBackend::quant_act(const Weight& w) {
+  // Until Weight carries its activation rule (docs/quantization.md, Weight::act): FP8 block
+  // checkpoints quantize activations dynamically per group; MXFP4 weights take them as they are.
+  return w.format == WeightFormat::kFp8Block ? QuantAct::kFp8Group : QuantAct::kNone;
+}
+
+bool CudaBackend::quant_ue8m0(const Weight& w) {
+  return false;
+}
+
 LtFp8& CudaBackend::lt8() {
   if (!lt8_) lt8_ = std::make_unique<LtFp8>();
   lt8_->use_workspace(in_side_ ? 1 : 0);
