@@ -867,5 +867,67 @@ TEST_F(CudaQuantBackend, MoeChunkMatchesContract) {
       }
 }
 
+// Decode paths are graph-capturable (no sync, no allocation once the scratch is sized: replay
+// equals the eager run bitwise) and the experts batch-invariant (a token alone equals the same
+// token in a batch, bitwise).
+TEST_F(CudaQuantBackend, DecodePathsCaptureAndAreBatchInvariant) {
+  const int64_t E = 12, D = 512, I = 256, kk = 4, T = 24;
+  const Fp8Host lin = make_fp8(rng_, 1, 320, 512, 128, 128);
+  const Fp8Host gu8 = make_fp8(rng_, E, 2 * I, D, 128, 128),
+                dn8 = make_fp8(rng_, E, D, I, 128, 128);
+  const Mx4Host gu4 = make_mx4(rng_, E, 2 * I, D), dn4 = make_mx4(rng_, E, D, I);
+  const Weight wl = fp8_weight(lin, false);
+  const Weight g8 = fp8_weight(gu8, true), d8 = fp8_weight(dn8, true);
+  const Weight g4 = mx4_weight(gu4, true), d4 = mx4_weight(dn4, true);
+  const std::vector<uint16_t> xb = to_bf16(activations(rng_, T, D));
+  const Routing ro = route(rng_, T, kk, E);
+  Tensor xt = upload(xb.data(), xb.size() * 2, {T, D}, DType::BF16);
+  Tensor it = upload(ro.idx.data(), ro.idx.size() * 4, {T, kk}, DType::I32);
+  Tensor wt = upload(ro.w.data(), ro.w.size() * 4, {T, kk}, DType::F32);
+  Tensor lo = Tensor::empty({T, 320}, DType::BF16, Device::cuda());
+  Tensor m8 = Tensor::empty({T, D}, DType::BF16, Device::cuda());
+  Tensor m4 = Tensor::empty({T, D}, DType::BF16, Device::cuda());
+  auto step = [&] {
+    be_->quant_linear(xt, wl, QA::kFp8Group, false, lo);
+    be_->quant_moe_chunk(xt, g8, d8, QA::kFp8Group, false, QA::kFp8Group, false, it, wt, m8, false);
+    be_->quant_moe_chunk(xt, g4, d4, QA::kMxfp4, false, QA::kMxfp4, false, it, wt, m4, false);
+  };
+  step();  // eager: sizes the scratch
+  const std::vector<float> e_lo = bf16_rows(lo), e_m8 = bf16_rows(m8), e_m4 = bf16_rows(m4);
+  cudaStream_t st;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  const cudaStream_t prev = be_->stream();
+  be_->set_stream(st);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  step();
+  ASSERT_EQ(cudaStreamEndCapture(st, &graph), cudaSuccess);
+  be_->set_stream(prev);
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  cudaMemset(lo.raw(), 0xff, lo.nbytes());
+  cudaMemset(m8.raw(), 0xff, m8.nbytes());
+  cudaMemset(m4.raw(), 0xff, m4.nbytes());
+  ASSERT_EQ(cudaGraphLaunch(exec, st), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  EXPECT_EQ(bf16_rows(lo), e_lo) << "linear replay";
+  EXPECT_EQ(bf16_rows(m8), e_m8) << "FP8 experts replay";
+  EXPECT_EQ(bf16_rows(m4), e_m4) << "MXFP4 experts replay";
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(st);
+  for (int64_t t : {0, 5, 23}) {
+    Tensor o8 = Tensor::empty({1, D}, DType::BF16, Device::cuda());
+    Tensor o4 = Tensor::empty({1, D}, DType::BF16, Device::cuda());
+    be_->quant_moe_chunk(xt.narrow(0, t, 1), g8, d8, QA::kFp8Group, false, QA::kFp8Group, false,
+                         it.narrow(0, t, 1), wt.narrow(0, t, 1), o8, false);
+    be_->quant_moe_chunk(xt.narrow(0, t, 1), g4, d4, QA::kMxfp4, false, QA::kMxfp4, false,
+                         it.narrow(0, t, 1), wt.narrow(0, t, 1), o4, false);
+    const std::vector<float> a8 = bf16_rows(o8), a4 = bf16_rows(o4);
+    EXPECT_EQ(std::memcmp(a8.data(), &e_m8[t * D], D * sizeof(float)), 0) << "FP8 token " << t;
+    EXPECT_EQ(std::memcmp(a4.data(), &e_m4[t * D], D * sizeof(float)), 0) << "MXFP4 token " << t;
+  }
+}
+
 }  // namespace
 }  // namespace tandem
