@@ -44,20 +44,23 @@ __global__ void __launch_bounds__(kQThreads) q_gemv_kernel(QGemvParams p, W w, i
   typename F::Frag a;
   q_pass<F, NT>(acc, a, false, wr, xt, ch0, ch1, warp, c);
   q_stash<NT>(red, acc, warp, lane);
-  const int r = tid & 15, col = tid >> 4;
-  const int64_t m = m0 + col;
-  if (col >= 8 * NT || m >= p.M) return;
+  // 16 output rows x 8 NT columns of each tile, kQThreads / 16 columns at a time.
+  const int r = tid & 15;
+  for (int col = tid >> 4; col < 8 * NT; col += kQThreads / 16) {
+    const int64_t m = m0 + col;
+    if (m >= p.M) break;
 #pragma unroll
-  for (int t = 0; t < 2; ++t) {
-    const int64_t nn = n0 + 16 * t + r;
-    if (nn >= w.N) continue;
-    const float v = q_reduce<NT>(red, t, r, col);
-    if (p.splits > 1)
-      p.partial[(split * p.M + m) * w.N + nn] = v;
-    else if (p.out_dt == DT::F32)
-      static_cast<float*>(p.out)[m * p.o_rs + nn] = v;
-    else
-      static_cast<bf16*>(p.out)[m * p.o_rs + nn] = __float2bfloat16_rn(v);
+    for (int t = 0; t < 2; ++t) {
+      const int64_t nn = n0 + 16 * t + r;
+      if (nn >= w.N) continue;
+      const float v = q_reduce<NT>(red, t, r, col);
+      if (p.splits > 1)
+        p.partial[(split * p.M + m) * w.N + nn] = v;
+      else if (p.out_dt == DT::F32)
+        static_cast<float*>(p.out)[m * p.o_rs + nn] = v;
+      else
+        static_cast<bf16*>(p.out)[m * p.o_rs + nn] = __float2bfloat16_rn(v);
+    }
   }
 }
 
@@ -98,11 +101,11 @@ bool mxfp4_decode_applies(const Mx4W& w) {
 
 int64_t quant_gemv_splits(int64_t N, int64_t K, int num_sms) {
   // Never a function of M (batch invariance: the split boundaries are part of every row's
-  // reduction order). The kernels hold 160-220 registers per thread: one block per SM. Pick the
-  // split count whose blocks fill their last wave best (N = 6144: 192 blocks fill 73% of two
-  // waves on 132 SMs, 384 fill 97% of three), each warp keeping at least one chunk, and a larger
-  // count only where it fills 10% better.
-  const int64_t blocks = (N + 31) / 32, slots = num_sms;
+  // reduction order). Two blocks per SM at least (4-warp blocks of 120-220 registers per
+  // thread). Pick the split count whose blocks fill their last wave best (N = 6144: 192 blocks
+  // fill 73% of one wave of 264), each warp keeping at least one chunk, and a larger count only
+  // where it fills 10% better.
+  const int64_t blocks = (N + 31) / 32, slots = 2 * static_cast<int64_t>(num_sms);
   const int64_t nch = (K + kQChunk - 1) / kQChunk;
   const int64_t most = std::max<int64_t>(1, nch / kQWarps);
   auto fill = [&](int64_t s) {

@@ -1,7 +1,7 @@
 // The weight stream shared by the quantized decode kernels (dense and MoE, FP8 and MXFP4).
 // At decode sizes these are weight streams like moe_mma.cu: a block owns 32 weight rows (two
-// 16-row tiles) and 8 x NT activation rows per pass; its 8 warps take 128-wide K chunks
-// round-robin (warp w: chunks w, w + 8, ...), one chunk's loads in flight while the previous
+// 16-row tiles) and 8 x NT activation rows per pass; its 4 warps take 128-wide K chunks
+// round-robin (warp w: chunks w, w + 4, ...), one chunk's loads in flight while the previous
 // one multiplies, and the warps' partial sums are added in warp order at the end. So every
 // output is reduced in an order fixed by K alone, whatever the number of rows (batch-invariant).
 //
@@ -27,7 +27,10 @@
 
 namespace tandem::cuda::k {
 
-constexpr int kQWarps = 8;
+// 4 warps per block: the kernels hold 120-220 registers per thread, so a block of 4 warps lets
+// two or three blocks share an SM, one block's start (first loads) and end (the warp-order
+// reduction) overlapping another's steady stream, where 8-warp blocks ran one per SM.
+constexpr int kQWarps = 4;
 constexpr int kQThreads = 32 * kQWarps;
 constexpr int kQChunk = 128;  // K per chunk: one FP8 K block, four MXFP4 groups
 

@@ -56,8 +56,8 @@ __global__ void __launch_bounds__(kQThreads)
     QAcc<NT> acc = {};
     q_pass<F, NT>(acc, a, m0 == 0, wr, xt, 0, nch, warp, c);
     q_stash<NT>(red, acc, warp, lane);
-    const int r = tid & 15, col = tid >> 4;
-    if (col < rows) {
+    const int r = tid & 15;
+    for (int col = tid >> 4; col < rows; col += kQThreads / 16) {
       const int64_t s = off + m0 + col;
       if (kGateUp) {
         const float gv = q_reduce<NT>(red, 0, r, col), uv = q_reduce<NT>(red, 1, r, col);
