@@ -101,21 +101,16 @@ bool mxfp4_decode_applies(const Mx4W& w) {
 
 int64_t quant_gemv_splits(int64_t N, int64_t K, int num_sms) {
   // Never a function of M (batch invariance: the split boundaries are part of every row's
-  // reduction order). Two blocks per SM at least (4-warp blocks of 120-220 registers per
-  // thread). Pick the split count whose blocks fill their last wave best (N = 6144: 192 blocks
-  // fill 73% of one wave of 264), each warp keeping at least one chunk, and a larger count only
-  // where it fills 10% better.
-  const int64_t blocks = (N + 31) / 32, slots = 2 * static_cast<int64_t>(num_sms);
+  // reduction order). Once every SM has a block, the blocks' loads in flight (4 warps x two
+  // 2-4 KB chunks each) exceed what the HBM needs to stay busy, so K is split only for N too
+  // small for that: up to about two blocks per SM, each warp keeping at least one chunk.
+  const int64_t blocks = (N + 31) / 32, sms = num_sms;
+  if (blocks >= sms) return 1;
   const int64_t nch = (K + kQChunk - 1) / kQChunk;
   const int64_t most = std::max<int64_t>(1, nch / kQWarps);
-  auto fill = [&](int64_t s) {
-    const int64_t work = blocks * s, waves = (work + slots - 1) / slots;
-    return static_cast<double>(work) / static_cast<double>(waves * slots);
-  };
-  int64_t best = 1;
-  for (int64_t s = 2; s <= std::min<int64_t>(most, 8); ++s)
-    if (fill(s) > fill(best) + 0.1) best = s;
-  const int64_t cps = (nch + best - 1) / best;
+  const int64_t want = std::min<int64_t>(most, (2 * sms + blocks - 1) / blocks);
+  if (want <= 1) return 1;
+  const int64_t cps = (nch + want - 1) / want;
   return (nch + cps - 1) / cps;  // what the chunks per split really give
 }
 
