@@ -109,8 +109,8 @@ Layer make_layer(const ModelConfig& c, bool moe) {
     const int64_t E = c.n_routed_experts, I = c.moe_intermediate_size;
     m.router = wt({E, D}, s, DType::F32);
     m.score_bias = dev_rand({E}, 0.01f, DType::F32);
-    m.experts_gate_up = dev_rand({E, 2 * I, D}, s);
-    m.experts_down = dev_rand({E, D, I}, s);
+    m.experts_gate_up = Weight::from_dense(dev_rand({E, 2 * I, D}, s));
+    m.experts_down = Weight::from_dense(dev_rand({E, D, I}, s));
     MlpWeights sh{wt({2 * I * c.n_shared_experts, D}, s), wt({D, I * c.n_shared_experts}, s)};
     m.shared = sh;
     L.shared_bytes = wbytes(m.router) + wbytes(sh.gate_up) + wbytes(sh.down);
@@ -203,7 +203,7 @@ class OpTimer final : public Backend {
                  Tensor& w) override {
     time("moe_route", [&] { b_.moe_route(l, b, p, i, w); });
   }
-  void moe_experts(const Tensor& x, const Tensor& gu, const Tensor& d, const Tensor& i,
+  void moe_experts(const Tensor& x, const Weight& gu, const Weight& d, const Tensor& i,
                    const Tensor& w, Tensor& o) override {
     time("moe_experts", [&] { b_.moe_experts(x, gu, d, i, w, o); });
   }

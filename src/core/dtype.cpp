@@ -119,6 +119,21 @@ float fp4_e2m1_to_f32(uint8_t code) {
   return (code & 8) ? -m : m;
 }
 
+uint8_t f32_to_fp4_e2m1(float f) {
+  static constexpr float kMag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  if (std::isnan(f)) return 0;
+  const float a = std::fabs(f);
+  uint8_t best = 7;  // beyond 6: saturate
+  for (uint8_t c = 0; c < 7; ++c) {
+    const float mid = 0.5f * (kMag[c] + kMag[c + 1]);  // exact: the grid has few bits
+    if (a < mid || (a == mid && c % 2 == 0)) {
+      best = c;
+      break;
+    }
+  }
+  return static_cast<uint8_t>(best | (std::signbit(f) && best != 0 ? 8 : 0));
+}
+
 void convert_to_f32(DType from, const void* src, float* dst, int64_t n) {
   switch (from) {
     case DType::F32:

@@ -71,6 +71,8 @@ float fp8_e4m3_to_f32(uint8_t v);
 uint8_t f32_to_fp8_e4m3(float f);  // saturates to +-448, round to nearest even
 float e8m0_to_f32(uint8_t v);
 float fp4_e2m1_to_f32(uint8_t code);  // code in the low 4 bits
+// Nearest e2m1 code (ties to the even code), saturating at +-6; NaN gives +0.
+uint8_t f32_to_fp4_e2m1(float f);
 
 // Converts n elements of type `from` at src into fp32 at dst. FP4X2 yields 2n floats.
 void convert_to_f32(DType from, const void* src, float* dst, int64_t n);

@@ -75,8 +75,8 @@ LayerWeights layer(const ModelConfig& c, Filler& f, bool moe, bool indexer) {
   MoeWeights& m = w.moe.emplace();
   m.router = f.linear_f32(E, D);
   m.score_bias = f.vec(E, 0.01f);
-  m.experts_gate_up = f.weight({E, 2 * I, D}, a.kv_b_proj.w.dtype());
-  m.experts_down = f.weight({E, D, I}, a.kv_b_proj.w.dtype());
+  m.experts_gate_up = Weight::from_dense(f.weight({E, 2 * I, D}, a.kv_b_proj.w.dtype()));
+  m.experts_down = Weight::from_dense(f.weight({E, D, I}, a.kv_b_proj.w.dtype()));
   if (c.n_shared_experts > 0) {
     MlpWeights& s = m.shared.emplace();
     s.gate_up = f.linear(2 * I * c.n_shared_experts, D);

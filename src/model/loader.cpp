@@ -47,9 +47,9 @@ class Loader {
   Loader(const Checkpoint& ck, const ModelConfig& c, const LoadOptions& o)
       : ck_(ck), c_(c), o_(o), progress_(ck.total_bytes(), o.show_progress) {}
 
-  // Reads one tensor of the table as a host fp32 tensor, checking presence, dtype and shape,
-  // and dequantizing FP8/MXFP4 storage.
-  Tensor read_f32(const TensorSpec& s) {
+  // Reads one tensor of the table as stored, checking presence, dtype and shape: a dense host
+  // fp32 weight, or the checkpoint's FP8 / MXFP4 codes with their scales.
+  Weight read_weight(const TensorSpec& s) {
     const std::string name = s.name();
     if (!ck_.has(name)) fail("{}: checkpoint is missing tensor '{}'", ck_.dir(), name);
     const std::string& file = ck_.file_of(name);
@@ -64,15 +64,21 @@ class Loader {
         fail("{}: tensor '{}' is F8_E4M3 but '{}' is missing", file, name, scale_inv);
       w.format = WeightFormat::kFp8Block;
       w.scale = ck_.tensor(scale_inv);
+      if (w.scale.dtype() == DType::BF16 || w.scale.dtype() == DType::F16)
+        w.scale = w.scale.to_f32();
       w.block_n = c_.quant.block_n;
       w.block_k = c_.quant.block_k;
+      w.act = ActQuant::kFp8Group;  // activation_scheme: dynamic
       count_format(s, true);
     } else if (s.linear && (t.dtype() == DType::U8 || t.dtype() == DType::FP4X2) &&
                ck_.has(scale)) {
       w.format = WeightFormat::kMxfp4;
       w.w = Tensor::wrap(t.raw(), t.shape(), DType::FP4X2, Device::cpu());
       w.scale = ck_.tensor(scale);
+      w.block_n = 1;
       w.block_k = c_.quant.group_size;
+      // Quark's checkpoints are calibrated with dynamic MXFP4 activations (W4A4).
+      w.act = c_.quant.method == "quark" ? ActQuant::kMxfp4 : ActQuant::kNone;
       count_format(s, true);
     } else if (is_float_dtype(t.dtype())) {
       count_format(s, false);
@@ -85,11 +91,35 @@ class Loader {
     if (w.w.shape().vec() != want)
       fail("{}: tensor '{}' has shape {} but the config implies {}", file, name, w.w.shape().str(),
            Shape(want).str());
+    if (!w.quantized()) {
+      w.w = t.to_f32();
+      return w;
+    }
     try {
-      return dequantize_to_f32(w);
+      check_weight_scale(w);
     } catch (const Error& e) {
       fail("{}: tensor '{}': {}", file, name, e.what());
     }
+    return w;
+  }
+
+  // Reads one tensor as a host fp32 tensor, dequantizing FP8/MXFP4 storage.
+  Tensor read_f32(const TensorSpec& s) {
+    Weight w = read_weight(s);
+    if (!w.quantized()) return w.w;
+    try {
+      return dequantize_to_f32(w);
+    } catch (const Error& e) {
+      fail("{}: tensor '{}': {}", ck_.file_of(s.name()), s.name(), e.what());
+    }
+  }
+
+  // Reads a linear weight for a slot whose kernels take quantized weights: kept as stored
+  // (LoadOptions::keep_quantized), else dequantized.
+  Weight read_linear(const TensorSpec& s) {
+    Weight w = read_weight(s);
+    if (w.quantized() && !o_.keep_quantized) return Weight::from_dense(dequantize_to_f32(w));
+    return w;
   }
 
   Tensor place(const Tensor& host_f32, DType dt) const {
@@ -98,6 +128,19 @@ class Loader {
   }
   Weight dense(const Tensor& host_f32) const {
     return Weight{place(host_f32, o_.dtype), {}, WeightFormat::kDense};
+  }
+  // A host weight, dense f32 or quantized, in the backend's form on its device. FP8 scales get
+  // rows padded to a multiple of 4 K blocks on CUDA (the layout cuBLASLt's block-scaled GEMM
+  // reads); the weight's scale is a view of the logical columns.
+  Weight place_weight(const Weight& host) const {
+    if (!host.quantized()) return dense(host.w);
+    Weight w = host;
+    w.w = o_.device.is_cpu() ? host.w.contiguous() : host.w.contiguous().to(o_.device);
+    const bool pad = !o_.device.is_cpu() && host.format == WeightFormat::kFp8Block;
+    const Tensor scale = pad ? pad_scale_rows(host.scale, 4) : host.scale.contiguous();
+    Tensor placed = o_.device.is_cpu() ? scale : scale.to(o_.device);
+    w.scale = placed.narrow(placed.ndim() - 1, 0, host.scale.size(-1));
+    return w;
   }
   // Norms, biases and the router stay fp32 on every backend.
   Tensor small(const Tensor& host_f32) const { return place(host_f32, DType::F32); }
@@ -129,12 +172,93 @@ class Loader {
   std::vector<std::string> mismatches_;
 };
 
-// Stacks rows [a; b] of two [n, k] matrices into [2n, k].
-Tensor stack_rows(const Tensor& a, const Tensor& b) {
-  Tensor out = Tensor::empty({a.size(0) + b.size(0), a.size(1)}, DType::F32);
-  std::memcpy(out.data<float>(), a.data<float>(), a.nbytes());
-  std::memcpy(out.data<float>() + a.numel(), b.data<float>(), b.nbytes());
+// Concatenates host tensors along dim 0 (same dtype and trailing shape), optionally under a
+// new leading dim (stack).
+Tensor concat_host(const std::vector<Tensor>& parts, bool stack) {
+  std::vector<int64_t> shape = parts.front().shape().vec();
+  int64_t rows = 0;
+  for (const Tensor& p : parts) rows += stack ? 1 : p.size(0);
+  if (stack)
+    shape.insert(shape.begin(), rows);
+  else
+    shape[0] = rows;
+  Tensor out = Tensor::empty(Shape(shape), parts.front().dtype());
+  auto* dst = static_cast<char*>(out.raw());
+  for (const Tensor& p : parts) {
+    const Tensor c = p.contiguous();
+    std::memcpy(dst, c.raw(), static_cast<size_t>(c.nbytes()));
+    dst += c.nbytes();
+  }
   return out;
+}
+
+// Why host weights cannot be combined in their quantized form, or "" if they can: one format,
+// block size and activation rule; FP8 row blocks must not straddle two parts.
+std::string unstackable(const std::vector<Weight>& parts, bool stack) {
+  const Weight& f = parts.front();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Weight& p = parts[i];
+    if (p.format != f.format || p.block_n != f.block_n || p.block_k != f.block_k ||
+        p.act != f.act || p.in_features() != f.in_features() ||
+        (stack && p.out_features() != f.out_features()))
+      return "its parts are stored in different formats";
+    if (p.format == WeightFormat::kFp8Block && p.block_n > 1 && p.out_features() % p.block_n != 0 &&
+        (stack || i + 1 < parts.size()))
+      return fmt::format("{} rows are not a whole number of {}-row scale blocks", p.out_features(),
+                         p.block_n);
+  }
+  return "";
+}
+
+// Linear weights the kernels take FP8 / MXFP4: the projections and MLPs. kv_b_proj is split
+// into the absorbed W_UK / W_UV and the indexer's wk joins the fused bf16 qkv_a GEMM, so both
+// are dequantized, as the reference does; routers, heads and eh_proj are high precision.
+bool keeps_quantized_format(Slot s) {
+  switch (s) {
+    case Slot::kQaProj:
+    case Slot::kQbProj:
+    case Slot::kQProj:
+    case Slot::kKvaProj:
+    case Slot::kOProj:
+    case Slot::kIdxWqb:
+    case Slot::kMlpGate:
+    case Slot::kMlpUp:
+    case Slot::kMlpDown:
+    case Slot::kExpertGate:
+    case Slot::kExpertUp:
+    case Slot::kExpertDown:
+    case Slot::kSharedGate:
+    case Slot::kSharedUp:
+    case Slot::kSharedDown:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Dequantizes a stack of experts [E, N, K] to dense fp32.
+Weight dequantize_stack(const Weight& w) {
+  std::vector<Tensor> parts;
+  for (int64_t e = 0; e < w.experts(); ++e) parts.push_back(dequantize_to_f32(w.expert(e)));
+  return Weight::from_dense(concat_host(parts, true));
+}
+
+// Combines host weights: rows concatenated ([a; b], stack = false) or stacked under a new
+// expert dim (stack = true). Quantized parts stay quantized where unstackable() allows;
+// otherwise every part is dequantized (and `why` says so).
+Weight combine(const std::vector<Weight>& parts, bool stack, std::string* why) {
+  const bool quantized = parts.front().quantized();
+  if (quantized) *why = unstackable(parts, stack);
+  std::vector<Tensor> ws, ss;
+  if (quantized && why->empty()) {
+    for (const Weight& p : parts) ws.push_back(p.w), ss.push_back(p.scale);
+    Weight out = parts.front();
+    out.w = concat_host(ws, stack);
+    out.scale = concat_host(ss, stack);
+    return out;
+  }
+  for (const Weight& p : parts) ws.push_back(p.quantized() ? dequantize_to_f32(p) : p.w);
+  return Weight::from_dense(concat_host(ws, stack));
 }
 
 }  // namespace
@@ -154,8 +278,9 @@ ModelWeights load_weights(const Checkpoint& ck, const ModelConfig& c, const Load
   if (o.load_mtp && c.has_mtp()) mtp.emplace();
   // Per-layer scratch for tensors that are combined after all their parts are read.
   struct Pending {
-    Tensor gate, up, sgate, sup, kvb;
-    std::vector<Tensor> egate, eup, edown;
+    Weight gate, up, sgate, sup;
+    Tensor kvb;
+    std::vector<Weight> egate, eup, edown;
   };
   std::map<int64_t, Pending> pending;
   const float index_w_scale =
@@ -170,7 +295,12 @@ ModelWeights load_weights(const Checkpoint& ck, const ModelConfig& c, const Load
         fail("{}: tensor '{}' has the wrong shape", ck.file_of(s.name()), s.name());
       continue;
     }
-    Tensor t = ld.read_f32(s);
+    // Linear weights whose kernels take FP8 / MXFP4 stay as stored; everything else (norms,
+    // embeddings, heads, routers, kv_b_proj before its absorbed split, the indexer's wk) is
+    // read as fp32.
+    const bool keeps_format = keeps_quantized_format(s.slot);
+    const Weight hw = keeps_format ? ld.read_linear(s) : Weight{};
+    Tensor t = keeps_format ? Tensor{} : ld.read_f32(s);
     const bool is_mtp = s.layer == L;
     LayerWeights* lw = s.layer < 0 ? nullptr
                        : is_mtp    ? &mtp->layer
@@ -201,19 +331,19 @@ ModelWeights load_weights(const Checkpoint& ck, const ModelConfig& c, const Load
         lw->post_attn_norm = ld.small(t);
         break;
       case Slot::kQaProj:
-        lw->attn.q_a_proj = ld.dense(t);
+        lw->attn.q_a_proj = ld.place_weight(hw);
         break;
       case Slot::kQaNorm:
         lw->attn.q_a_layernorm = ld.small(t);
         break;
       case Slot::kQbProj:
-        lw->attn.q_b_proj = ld.dense(t);
+        lw->attn.q_b_proj = ld.place_weight(hw);
         break;
       case Slot::kQProj:
-        lw->attn.q_proj = ld.dense(t);
+        lw->attn.q_proj = ld.place_weight(hw);
         break;
       case Slot::kKvaProj:
-        lw->attn.kv_a_proj = ld.dense(t);
+        lw->attn.kv_a_proj = ld.place_weight(hw);
         break;
       case Slot::kKvaNorm:
         lw->attn.kv_a_layernorm = ld.small(t);
@@ -223,10 +353,10 @@ ModelWeights load_weights(const Checkpoint& ck, const ModelConfig& c, const Load
         p.kvb = t;
         break;
       case Slot::kOProj:
-        lw->attn.o_proj = ld.dense(t);
+        lw->attn.o_proj = ld.place_weight(hw);
         break;
       case Slot::kIdxWqb:
-        indexer().wq_b = ld.dense(t);
+        indexer().wq_b = ld.place_weight(hw);
         break;
       case Slot::kIdxWk:
         indexer().wk = ld.dense(t);
@@ -246,14 +376,14 @@ ModelWeights load_weights(const Checkpoint& ck, const ModelConfig& c, const Load
         break;
       }
       case Slot::kMlpGate:
-        p.gate = t;
+        p.gate = hw;
         break;
       case Slot::kMlpUp:
-        p.up = t;
+        p.up = hw;
         break;
       case Slot::kMlpDown:
         lw->mlp.emplace();
-        lw->mlp->down = ld.dense(t);
+        lw->mlp->down = ld.place_weight(hw);
         break;
       case Slot::kRouter:
         moe().router = Weight{ld.small(t), {}, WeightFormat::kDense};
@@ -262,23 +392,23 @@ ModelWeights load_weights(const Checkpoint& ck, const ModelConfig& c, const Load
         moe().score_bias = ld.small(t);
         break;
       case Slot::kExpertGate:
-        p.egate.push_back(t);
+        p.egate.push_back(hw);
         break;
       case Slot::kExpertUp:
-        p.eup.push_back(t);
+        p.eup.push_back(hw);
         break;
       case Slot::kExpertDown:
-        p.edown.push_back(t);
+        p.edown.push_back(hw);
         break;
       case Slot::kSharedGate:
-        p.sgate = t;
+        p.sgate = hw;
         break;
       case Slot::kSharedUp:
-        p.sup = t;
+        p.sup = hw;
         break;
       case Slot::kSharedDown:
         moe().shared.emplace();
-        moe().shared->down = ld.dense(t);
+        moe().shared->down = ld.place_weight(hw);
         break;
       case Slot::kMtpEnorm:
         mtp->enorm = ld.small(t);
@@ -303,20 +433,40 @@ ModelWeights load_weights(const Checkpoint& ck, const ModelConfig& c, const Load
   for (auto& [layer, p] : pending) {
     if (layer < 0) continue;
     LayerWeights& lw = layer == L ? mtp->layer : mw.layers[static_cast<size_t>(layer)];
-    if (p.gate.defined()) lw.mlp->gate_up = ld.dense(stack_rows(p.gate, p.up));
-    if (p.sgate.defined()) lw.moe->shared->gate_up = ld.dense(stack_rows(p.sgate, p.sup));
+    // gate_up rows: gate then up; routed experts stacked [E, 2I, D] and [E, D, I].
+    const auto fused = [&](const std::vector<Weight>& parts, bool stack, const char* what) {
+      std::string why;
+      Weight w = combine(parts, stack, &why);
+      if (!why.empty())
+        log_warn("{}: layer {} {} load dequantized to {}: {}", ck.dir(), layer, what,
+                 dtype_name(o.dtype), why);
+      return ld.place_weight(w);
+    };
+    if (p.gate.defined()) lw.mlp->gate_up = fused({p.gate, p.up}, false, "gate/up_proj");
+    if (p.sgate.defined())
+      lw.moe->shared->gate_up = fused({p.sgate, p.sup}, false, "shared_experts gate/up_proj");
     if (!p.egate.empty()) {
-      const int64_t E = static_cast<int64_t>(p.egate.size()), I = p.egate[0].size(0),
-                    D = p.egate[0].size(1);
-      Tensor gu = Tensor::empty({E, 2 * I, D}, DType::F32),
-             down = Tensor::empty({E, D, I}, DType::F32);
-      for (int64_t e = 0; e < E; ++e) {
-        std::memcpy(gu.data<float>() + e * 2 * I * D, p.egate[e].data<float>(), I * D * 4);
-        std::memcpy(gu.data<float>() + e * 2 * I * D + I * D, p.eup[e].data<float>(), I * D * 4);
-        std::memcpy(down.data<float>() + e * D * I, p.edown[e].data<float>(), D * I * 4);
+      std::string why;
+      std::vector<Weight> gu;  // per expert [2I, D]
+      std::string why_gu, why_down;
+      for (size_t e = 0; e < p.egate.size(); ++e) {
+        std::string why;
+        gu.push_back(combine({p.egate[e], p.eup[e]}, false, &why));
+        if (!why.empty() && why_gu.empty()) why_gu = fmt::format("expert {} gate/up: {}", e, why);
       }
-      lw.moe->experts_gate_up = ld.place(gu, o.dtype);
-      lw.moe->experts_down = ld.place(down, o.dtype);
+      Weight gate_up = combine(gu, true, &why), down = combine(p.edown, true, &why_down);
+      if (why_gu.empty()) why_gu = why;
+      // The expert kernels take both projections in one form.
+      if (gate_up.quantized() != down.quantized()) {
+        (gate_up.quantized() ? gate_up : down) =
+            dequantize_stack(gate_up.quantized() ? gate_up : down);
+        why_gu = "gate/up and down are stored in different formats";
+      }
+      if (!why_gu.empty() || !why_down.empty())
+        log_warn("{}: layer {} routed experts load dequantized to {}: {}", ck.dir(), layer,
+                 dtype_name(o.dtype), why_gu.empty() ? why_down : why_gu);
+      lw.moe->experts_gate_up = ld.place_weight(gate_up);
+      lw.moe->experts_down = ld.place_weight(down);
     }
     // Absorbed MLA: split kv_b_proj [H, dn + dv, rkv] into W_UK^T [H, rkv, dn] and W_UV [H, dv,
     // rkv].

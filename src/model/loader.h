@@ -20,6 +20,9 @@ struct LoadOptions {
   DType dtype = DType::F32;  // compute dtype of dense weights (the CPU backend wants f32)
   bool load_mtp = true;
   bool show_progress = true;  // a progress line on stderr for checkpoints over 256 MB
+  // FP8 / MXFP4 linear weights stay quantized (docs/quantization.md); false dequantizes them to
+  // `dtype` at load.
+  bool keep_quantized = true;
 };
 
 ModelWeights load_weights(const Checkpoint& ckpt, const ModelConfig& c, const LoadOptions& o);

@@ -43,8 +43,8 @@ struct MlpWeights {
 struct MoeWeights {
   Weight router;                     // [E, D], computed in fp32
   Tensor score_bias;                 // [E] f32 e_score_correction_bias
-  Tensor experts_gate_up;            // [E, 2I, D]
-  Tensor experts_down;               // [E, D, I]
+  Weight experts_gate_up;            // [E, 2I, D]: each expert's gate rows then up rows
+  Weight experts_down;               // [E, D, I]
   std::optional<MlpWeights> shared;  // intermediate I * n_shared_experts
 };
 

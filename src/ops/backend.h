@@ -113,8 +113,9 @@ class Backend {
   virtual void moe_route(const Tensor& logits, const Tensor& bias, const RouteParams& p,
                          Tensor& idx, Tensor& weights) = 0;
   // out[t] = sum_k weights[t, k] * down_e(silu(gate_e x) * up_e x), e = idx[t, k].
-  // x: [T, D]; gate_up: [E, 2I, D]; down: [E, D, I]; out: [T, D]
-  virtual void moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down,
+  // x: [T, D]; gate_up: [E, 2I, D]; down: [E, D, I] (dense or quantized, docs/quantization.md);
+  // out: [T, D]
+  virtual void moe_experts(const Tensor& x, const Weight& gate_up, const Weight& down,
                            const Tensor& idx, const Tensor& weights, Tensor& out) = 0;
 
   // out[t] = argmax_v logits[t, v] (lowest index on ties). logits: [T, V] f32; out: [T] i32

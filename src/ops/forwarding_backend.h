@@ -62,7 +62,7 @@ class ForwardingBackend : public Backend {
                  Tensor& w) override {
     b_.moe_route(l, bias, p, i, w);
   }
-  void moe_experts(const Tensor& x, const Tensor& gu, const Tensor& d, const Tensor& i,
+  void moe_experts(const Tensor& x, const Weight& gu, const Weight& d, const Tensor& i,
                    const Tensor& w, Tensor& o) override {
     b_.moe_experts(x, gu, d, i, w, o);
   }

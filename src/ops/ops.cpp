@@ -269,12 +269,21 @@ Routing moe_route(Workspace& ws, const Tensor& logits, const Tensor& bias, const
   return r;
 }
 
-Tensor moe_experts(Workspace& ws, const Tensor& x, const Tensor& gate_up, const Tensor& down,
+Tensor moe_experts(Workspace& ws, const Tensor& x, const Weight& gate_up, const Weight& down,
                    const Routing& r) {
   expect("moe_experts", "x", x, "[T, D]", {-1, -1});
-  expect("moe_experts", "gate_up", gate_up, "[E, 2I, D]", {-1, -1, x.size(1)});
-  expect("moe_experts", "down", down, "[E, D, I]",
-         {gate_up.size(0), x.size(1), gate_up.size(1) / 2});
+  TD_CHECK(gate_up.w.ndim() == 3 && down.w.ndim() == 3,
+           "moe_experts: expert weights must be [E, N, K], got gate_up {} and down {}",
+           gate_up.w.str(), down.w.str());
+  const auto dims = [](const Weight& w) {
+    return fmt::format("[{}, {}, {}]", w.experts(), w.out_features(), w.in_features());
+  };
+  TD_CHECK(gate_up.in_features() == x.size(1) && gate_up.out_features() % 2 == 0,
+           "moe_experts: gate_up must be [E, 2I, D={}], got {}", x.size(1), dims(gate_up));
+  TD_CHECK(down.experts() == gate_up.experts() && down.out_features() == x.size(1) &&
+               down.in_features() == gate_up.out_features() / 2,
+           "moe_experts: down must be [E={}, D={}, I={}], got {}", gate_up.experts(), x.size(1),
+           gate_up.out_features() / 2, dims(down));
   expect("moe_experts", "idx", r.idx, "[T, k]", {x.size(0), -1});
   expect("moe_experts", "weights", r.weights, "[T, k]", {x.size(0), r.idx.size(1)});
   Tensor out = ws.alloc(x.shape(), x.dtype());

@@ -67,9 +67,14 @@ struct Routing {
 };
 // logits: [T, E] f32, bias: [E] f32 (may be undefined)
 Routing moe_route(Workspace& ws, const Tensor& logits, const Tensor& bias, const RouteParams& p);
-// x: [T, D], gate_up: [E, 2I, D], down: [E, D, I] -> [T, D]
-Tensor moe_experts(Workspace& ws, const Tensor& x, const Tensor& gate_up, const Tensor& down,
+// x: [T, D], gate_up: [E, 2I, D], down: [E, D, I] (dense or quantized) -> [T, D]
+Tensor moe_experts(Workspace& ws, const Tensor& x, const Weight& gate_up, const Weight& down,
                    const Routing& r);
+// Dense expert weights as plain tensors.
+inline Tensor moe_experts(Workspace& ws, const Tensor& x, const Tensor& gate_up, const Tensor& down,
+                          const Routing& r) {
+  return moe_experts(ws, x, Weight::from_dense(gate_up), Weight::from_dense(down), r);
+}
 // [T, V] -> [T] i32
 Tensor argmax(Workspace& ws, const Tensor& logits);
 // One sampled token per row (see Backend::sample). logits: [T, V] f32; params: [T] -> [T] i32

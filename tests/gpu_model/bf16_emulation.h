@@ -51,7 +51,9 @@ class Bf16CpuBackend final : public Backend {
   }
   void linear(const Tensor& x, const Weight& w, Tensor& out) override {
     const bool f32w = f32_weights_.count(w.w.raw()) > 0;
-    cpu().linear(x, f32w ? w : Weight{rounded(w.w), {}, WeightFormat::kDense}, out);
+    // Quantized weights hold exact values already: the reference computes with them as stored.
+    cpu().linear(x, f32w || w.quantized() ? w : Weight{rounded(w.w), {}, WeightFormat::kDense},
+                 out);
     if (!f32w && w.w.raw() != lm_head_) round(out);  // router, head weights, logits stay f32
   }
   void head_matmul(const Tensor& x, const Tensor& w, Tensor& out) override {
@@ -142,8 +144,12 @@ class Bf16CpuBackend final : public Backend {
   }
   // out[t] = bf16(sum_j w[t, j] * down_e . bf16(silu(gate_e . x) * (up_e . x))), e = idx[t, j]:
   // the CUDA expert kernels' rounding points (fp32 sums, h stored in bf16).
-  void moe_experts(const Tensor& x, const Tensor& gu, const Tensor& d, const Tensor& idx,
+  // Quantized experts go to the CPU reference as they are (their values are exact already).
+  void moe_experts(const Tensor& x, const Weight& guw, const Weight& dw, const Tensor& idx,
                    const Tensor& w, Tensor& out) override {
+    if (guw.quantized()) return cpu().moe_experts(x, guw, dw, idx, w, out);
+    const Tensor& gu = guw.w;
+    const Tensor& d = dw.w;
     const int64_t T = x.size(0), D = x.size(1), I = d.size(2), k = idx.size(1);
     const float* gp = rounded(gu).data<float>();
     const float* dp = rounded(d).data<float>();

@@ -144,31 +144,49 @@ INSTANTIATE_TEST_SUITE_P(Presets, PagedDecode,
                          ::testing::Values("tiny-glm5.2", "tiny-deepseek-v3.2", "tiny-deepseek-v3"),
                          [](const auto& info) { return test::test_name(info.param); });
 
-// Every storage format loads and runs; quantized formats stay close to their bf16 source.
+// Every storage format loads and runs; quantized formats stay close to their bf16 source, both
+// as the checkpoint's numerics (FP8 W8A8, Quark MXFP4 W4A4: weights kept quantized) and
+// weight-only after dequantizing at load (LoadOptions::keep_quantized = false).
 TEST(RandomCheckpoint, AllFormatsLoadAndAgree) {
   init_backends();
-  LoadOptions lo;
-  lo.show_progress = false;
   std::vector<int32_t> prompt;
   for (int i = 0; i < 6; ++i) prompt.push_back(i * 17 % 256);
   std::map<std::string, std::vector<float>> out;
-  for (const std::string& fmt : {"bf16", "fp8", "mxfp4"}) {
-    const std::string dir = tiny_checkpoint("tiny-glm5.2", fmt == "bf16" ? "" : fmt, "bf16");
-    auto model = Model::load(dir, lo);
-    EXPECT_TRUE(model->has_mtp());
-    Generator g(*model, 64, 16);
-    GenerateRequest req;
-    req.prompt = prompt;
-    req.max_new_tokens = 1;
-    out[fmt] = g.generate(req).logits[0];
-  }
+  for (const std::string& fmt : {"bf16", "fp8", "mxfp4"})
+    for (bool keep : {true, false}) {
+      if (fmt == "bf16" && !keep) continue;
+      LoadOptions lo;
+      lo.show_progress = false;
+      lo.keep_quantized = keep;
+      const std::string dir = tiny_checkpoint("tiny-glm5.2", fmt == "bf16" ? "" : fmt, "bf16");
+      auto model = Model::load(dir, lo);
+      EXPECT_TRUE(model->has_mtp());
+      // FP8 quantizes the projections; Quark's MXFP4 layout only the routed experts.
+      const auto& layers = model->weights().layers;
+      const auto moe = std::find_if(layers.begin(), layers.end(),
+                                    [](const LayerWeights& l) { return l.moe.has_value(); });
+      ASSERT_NE(moe, layers.end());
+      const Weight& probe = fmt == "mxfp4" ? moe->moe->experts_gate_up : layers[0].attn.q_b_proj;
+      EXPECT_EQ(probe.quantized(), keep && fmt != "bf16") << fmt;
+      Generator g(*model, 64, 16);
+      GenerateRequest req;
+      req.prompt = prompt;
+      req.max_new_tokens = 1;
+      out[fmt + (keep ? "" : "-weight-only")] = g.generate(req).logits[0];
+    }
   // Same seed, so the quantized checkpoints hold the same underlying weights. The prompt stays
   // within index_topk: past it, small weight differences can flip top-k selections.
-  std::printf("fp8 %g mxfp4 %g\n", rel_err(out["fp8"], out["bf16"]),
-              rel_err(out["mxfp4"], out["bf16"]));
-  EXPECT_LT(rel_err(out["fp8"], out["bf16"]), 0.1);
-  EXPECT_LT(rel_err(out["mxfp4"], out["bf16"]), 0.5);
-  EXPECT_GT(rel_err(out["mxfp4"], out["bf16"]), 0.0);  // it really used the fp4 weights
+  const auto err = [&](const std::string& k) { return rel_err(out[k], out["bf16"]); };
+  std::printf("fp8 %g (weight-only %g), mxfp4 %g (weight-only %g)\n", err("fp8"),
+              err("fp8-weight-only"), err("mxfp4"), err("mxfp4-weight-only"));
+  EXPECT_LT(err("fp8-weight-only"), 0.1);
+  EXPECT_LT(err("fp8"), 0.15);
+  EXPECT_LT(err("mxfp4-weight-only"), 0.5);
+  EXPECT_LT(err("mxfp4"), 0.8);
+  EXPECT_GT(err("mxfp4-weight-only"), 0.0);  // it really used the fp4 weights
+  // The activation rules really apply: quantized inputs move the logits.
+  EXPECT_GT(rel_err(out["fp8"], out["fp8-weight-only"]), 1e-3);
+  EXPECT_GT(rel_err(out["mxfp4"], out["mxfp4-weight-only"]), 1e-2);
 }
 
 }  // namespace

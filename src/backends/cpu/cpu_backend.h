@@ -34,12 +34,17 @@ class CpuBackend final : public Backend {
                     Tensor& out) override;
   void moe_route(const Tensor& logits, const Tensor& bias, const RouteParams& p, Tensor& idx,
                  Tensor& weights) override;
-  void moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, const Tensor& idx,
+  void moe_experts(const Tensor& x, const Weight& gate_up, const Weight& down, const Tensor& idx,
                    const Tensor& weights, Tensor& out) override;
   void argmax(const Tensor& logits, Tensor& out) override;
   void sample(const Tensor& logits, const Tensor& temperature, const Tensor& top_k,
               const Tensor& top_p, const Tensor& u, Tensor& out) override;
   void fill_random(Tensor& t, uint64_t seed, float scale) override;
+
+ private:
+  void linear_quantized(const Tensor& x, const Weight& w, Tensor& out);
+  void moe_experts_quantized(const Tensor& x, const Weight& gate_up, const Weight& down,
+                             const Tensor& idx, const Tensor& weights, Tensor& out);
 };
 
 CpuBackend& cpu_backend();

@@ -1,9 +1,11 @@
 // Linear layers (x . W^T) and per-head matmuls. One fixed-order dot product per output element,
 // so a token's result never depends on which other tokens share the batch.
 #include <algorithm>
+#include <vector>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_math.h"
+#include "backends/cpu/cpu_quant.h"
 #include "core/thread_pool.h"
 
 namespace tandem::cpu {
@@ -14,9 +16,8 @@ constexpr int64_t kTokenBlock = 32;
 }  // namespace
 
 void CpuBackend::linear(const Tensor& x, const Weight& w, Tensor& out) {
-  TD_CHECK(w.format == WeightFormat::kDense && w.w.dtype() == DType::F32,
-           "cpu linear: weights must be dense f32 (the loader dequantizes for the CPU), got {}",
-           w.w.str());
+  if (w.quantized()) return linear_quantized(x, w, out);
+  TD_CHECK(w.w.dtype() == DType::F32, "cpu linear: dense weights must be f32, got {}", w.w.str());
   TD_CHECK(w.w.is_contiguous(), "cpu linear: weight must be contiguous");
   const int64_t T = x.size(0), K = x.size(1), N = w.out_features(), xs = x.stride(0);
   const float* xp = f32_ptr(x, "linear");
@@ -35,6 +36,28 @@ void CpuBackend::linear(const Tensor& x, const Weight& w, Tensor& out) {
         }
       },
       /*min_chunk=*/std::max<int64_t>(1, 4096 / std::max<int64_t>(1, K * T)));
+}
+
+// The quantized product of docs/quantization.md: each token's input quantized once, each weight
+// row decoded once per block of tokens.
+void CpuBackend::linear_quantized(const Tensor& x, const Weight& w, Tensor& out) {
+  const int64_t T = x.size(0), K = x.size(1), N = w.out_features(), xs = x.stride(0);
+  TD_CHECK(w.w.ndim() == 2 && w.in_features() == K, "cpu linear: weight {} for input width {}",
+           w.w.str(), K);
+  const float* xp = f32_ptr(x, "linear");
+  float* o = f32_mut(out, "linear");
+  const int64_t os = out.stride(0);
+  std::vector<QuantInput> in(static_cast<size_t>(T));
+  parallel_for(T, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) quantize_input(xp + t * xs, K, w, in[t]);
+  });
+  parallel_for(N, [&](int64_t nb, int64_t ne) {
+    std::vector<float> row(static_cast<size_t>(K));
+    for (int64_t n = nb; n < ne; ++n) {
+      decode_weight_row(w, n, row.data());
+      for (int64_t t = 0; t < T; ++t) o[t * os + n] = quant_dot(w, n, row.data(), in[t]);
+    }
+  });
 }
 
 void CpuBackend::head_matmul(const Tensor& x, const Tensor& w, Tensor& out) {

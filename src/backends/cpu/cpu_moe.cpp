@@ -8,6 +8,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_math.h"
+#include "backends/cpu/cpu_quant.h"
 #include "core/thread_pool.h"
 
 namespace tandem::cpu {
@@ -62,20 +63,22 @@ void CpuBackend::moe_route(const Tensor& logits, const Tensor& bias, const Route
   }
 }
 
-void CpuBackend::moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down,
+void CpuBackend::moe_experts(const Tensor& x, const Weight& gate_up, const Weight& down,
                              const Tensor& idx, const Tensor& weights, Tensor& out) {
-  const int64_t T = x.size(0), D = x.size(1), I = down.size(2), k = idx.size(1),
-                E = gate_up.size(0);
-  TD_CHECK(gate_up.is_contiguous() && down.is_contiguous(),
+  const int64_t E = gate_up.experts(), k = idx.size(1);
+  const int32_t* ip = idx.data<int32_t>();
+  for (int64_t i = 0; i < x.size(0) * k; ++i)
+    TD_CHECK(ip[i] >= 0 && ip[i] < E, "moe_experts: expert {} outside [0, {})", ip[i], E);
+  if (gate_up.quantized() || down.quantized())
+    return moe_experts_quantized(x, gate_up, down, idx, weights, out);
+  const int64_t T = x.size(0), D = x.size(1), I = down.in_features();
+  TD_CHECK(gate_up.w.is_contiguous() && down.w.is_contiguous(),
            "moe_experts: weights must be contiguous");
   const float* xp = f32_ptr(x, "moe_experts");
-  const float* gu = f32_ptr(gate_up, "moe_experts");
-  const float* dn = f32_ptr(down, "moe_experts");
-  const int32_t* ip = idx.data<int32_t>();
+  const float* gu = f32_ptr(gate_up.w, "moe_experts");
+  const float* dn = f32_ptr(down.w, "moe_experts");
   const float* wp = f32_ptr(weights, "moe_experts");
   float* o = f32_mut(out, "moe_experts");
-  for (int64_t i = 0; i < T * k; ++i)
-    TD_CHECK(ip[i] >= 0 && ip[i] < E, "moe_experts: expert {} outside [0, {})", ip[i], E);
   // Phase 1: h[t, j] = silu(gate x) * (up x) for every (token, chosen expert), split over rows.
   std::vector<float> h(static_cast<size_t>(T * k * I));
   parallel_for(T * k * I, [&](int64_t b, int64_t e) {
@@ -98,6 +101,65 @@ void CpuBackend::moe_experts(const Tensor& x, const Tensor& gate_up, const Tenso
       o[t * D + d] = acc;
     }
   });
+}
+
+// Quantized experts, grouped by expert so each weight row is decoded once per call: every
+// (token, slot) pair's input is quantized by the weight's rule (x for gate|up, h for down).
+void CpuBackend::moe_experts_quantized(const Tensor& x, const Weight& gate_up, const Weight& down,
+                                       const Tensor& idx, const Tensor& weights, Tensor& out) {
+  TD_CHECK(gate_up.quantized() && down.quantized(),
+           "cpu moe_experts: gate_up ({}) and down ({}) must both be quantized or both dense",
+           gate_up.w.str(), down.w.str());
+  const int64_t T = x.size(0), D = x.size(1), I = down.in_features(), k = idx.size(1),
+                E = gate_up.experts(), P = T * k;
+  const int32_t* ip = idx.data<int32_t>();
+  const float* xp = f32_ptr(x, "moe_experts");
+  const float* wp = f32_ptr(weights, "moe_experts");
+  float* o = f32_mut(out, "moe_experts");
+  std::vector<std::vector<int64_t>> pairs_of(static_cast<size_t>(E));  // pairs in pair order
+  for (int64_t p = 0; p < P; ++p) pairs_of[ip[p]].push_back(p);
+  std::vector<QuantInput> in_x(static_cast<size_t>(T));
+  parallel_for(T, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) quantize_input(xp + t * x.stride(0), D, gate_up, in_x[t]);
+  });
+  // g [P, 2I]: gate | up of each pair.
+  std::vector<float> g(static_cast<size_t>(P * 2 * I));
+  parallel_for(E * 2 * I, [&](int64_t b, int64_t e_) {
+    std::vector<float> row(static_cast<size_t>(D));
+    for (int64_t r = b; r < e_; ++r) {
+      const int64_t e = r / (2 * I), n = r % (2 * I);
+      if (pairs_of[e].empty()) continue;
+      const Weight we = gate_up.expert(e);
+      decode_weight_row(we, n, row.data());
+      for (int64_t p : pairs_of[e]) g[p * 2 * I + n] = quant_dot(we, n, row.data(), in_x[p / k]);
+    }
+  });
+  std::vector<QuantInput> in_h(static_cast<size_t>(P));
+  parallel_for(P, [&](int64_t b, int64_t e) {
+    std::vector<float> h(static_cast<size_t>(I));
+    for (int64_t p = b; p < e; ++p) {
+      for (int64_t i = 0; i < I; ++i) h[i] = silu(g[p * 2 * I + i]) * g[p * 2 * I + I + i];
+      quantize_input(h.data(), I, down, in_h[p]);
+    }
+  });
+  // y [P, D]: each pair's down projection.
+  std::vector<float> y(static_cast<size_t>(P * D));
+  parallel_for(E * D, [&](int64_t b, int64_t e_) {
+    std::vector<float> row(static_cast<size_t>(I));
+    for (int64_t r = b; r < e_; ++r) {
+      const int64_t e = r / D, d = r % D;
+      if (pairs_of[e].empty()) continue;
+      const Weight we = down.expert(e);
+      decode_weight_row(we, d, row.data());
+      for (int64_t p : pairs_of[e]) y[p * D + d] = quant_dot(we, d, row.data(), in_h[p]);
+    }
+  });
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t d = 0; d < D; ++d) {
+      float acc = 0;
+      for (int64_t j = 0; j < k; ++j) acc += wp[t * k + j] * y[(t * k + j) * D + d];
+      o[t * D + d] = acc;
+    }
 }
 
 }  // namespace tandem::cpu

@@ -54,7 +54,7 @@ class CudaBackend final : public Backend {
                     Tensor& out) override;
   void moe_route(const Tensor& logits, const Tensor& bias, const RouteParams& p, Tensor& idx,
                  Tensor& weights) override;
-  void moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, const Tensor& idx,
+  void moe_experts(const Tensor& x, const Weight& gate_up, const Weight& down, const Tensor& idx,
                    const Tensor& weights, Tensor& out) override;
   void argmax(const Tensor& logits, Tensor& out) override;
   void sample(const Tensor& logits, const Tensor& temperature, const Tensor& top_k,

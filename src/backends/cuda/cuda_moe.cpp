@@ -33,9 +33,14 @@ bool CudaBackend::moe_tensor_cores(int64_t pairs, int64_t experts) const {
   return heuristics::moe_tensor_cores(moe_tc_mode_, deterministic_, pairs, experts);
 }
 
-void CudaBackend::moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down,
+void CudaBackend::moe_experts(const Tensor& x, const Weight& gate_up_w, const Weight& down_w,
                               const Tensor& idx, const Tensor& weights, Tensor& out) {
   const char* op = "moe_experts";
+  TD_CHECK(!gate_up_w.quantized() && !down_w.quantized(),
+           "cuda moe_experts: only dense bf16 expert weights are supported so far, got {} and {}",
+           gate_up_w.w.str(), down_w.w.str());
+  const Tensor& gate_up = gate_up_w.w;
+  const Tensor& down = down_w.w;
   need_dtype(x, DType::BF16, op, "x");
   need_dtype(gate_up, DType::BF16, op, "gate_up");
   need_dtype(down, DType::BF16, op, "down");
