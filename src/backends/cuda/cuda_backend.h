@@ -107,22 +107,17 @@ class CudaBackend final : public Backend {
   // The kernel-choice thresholds live in heuristics.h, with the measurements behind them.
   static constexpr int64_t kSkinnyMaxRows = heuristics::kSkinnyMaxRows;
 
-  // Quantized weights (cuda_quant.cpp; docs/quantization.md): how the input of a quantized
-  // weight is quantized on its way in.
-  enum class QuantAct { kNone, kFp8Group, kMxfp4 };
-  // linear on a kFp8Block or kMxfp4 weight: the weight-streaming decode kernels up to
-  // heuristics::kQuantDecodeMaxRows rows and at every M in deterministic mode (batch-invariant,
-  // graph-capturable); above, cuBLASLt (block-scaled FP8; per-tensor FP8 + a scale epilogue for
-  // per-channel FP8; bf16 on the dequantized weight for MXFP4).
-  void quant_linear(const Tensor& x, const Weight& w, QuantAct act, bool ue8m0, Tensor& out);
-  // The activation rule and scale rounding of a quantized weight.
-  static QuantAct quant_act(const Weight& w);
-  static bool quant_ue8m0(const Weight& w);
+  // Quantized weights (cuda_quant.cpp; docs/quantization.md), each input quantized by its
+  // weight's rule (Weight::act, Weight::ue8m0). linear on a kFp8Block or kMxfp4 weight: the
+  // weight-streaming decode kernels up to heuristics::kQuantDecodeMaxRows rows and at every M in
+  // deterministic mode (batch-invariant, graph-capturable); above, cuBLASLt (block-scaled FP8;
+  // per-tensor FP8 + a scale epilogue for per-channel FP8; bf16 on the dequantized weight for
+  // MXFP4).
+  void quant_linear(const Tensor& x, const Weight& w, Tensor& out);
   // The routed experts of one token chunk on quantized gate_up [E, 2I, D] and down [E, D, I]
-  // weights (moe_experts' device path, or with host_path the cuBLASLt-per-expert path).
-  void quant_moe_chunk(const Tensor& x, const Weight& gate_up, const Weight& down, QuantAct act_gu,
-                       bool ue8m0_gu, QuantAct act_dn, bool ue8m0_dn, const Tensor& idx,
-                       const Tensor& weights, Tensor& out, bool host_path);
+  // weights: moe_experts' device path, or with host_path the cuBLASLt-per-expert path.
+  void quant_moe_chunk(const Tensor& x, const Weight& gate_up, const Weight& down,
+                       const Tensor& idx, const Tensor& weights, Tensor& out, bool host_path);
 
  private:
   // Scratch for one op's intermediates, valid until the next op is enqueued.
@@ -132,8 +127,8 @@ class CudaBackend final : public Backend {
   // The tensor-core kernel for bf16 weights; false (nothing done) where it does not apply.
   bool tc(const void* x, int64_t x_rs, int64_t x_bs, const Tensor& w, int64_t w_bs, Tensor& out,
           int64_t o_rs, int64_t o_bs, int64_t M, int64_t N, int64_t K, int64_t batch);
-  void fp8_linear(const Tensor& x, const Weight& w, QuantAct act, bool ue8m0, Tensor& out);
-  void mxfp4_linear(const Tensor& x, const Weight& w, QuantAct act, Tensor& out);
+  void fp8_linear(const Tensor& x, const Weight& w, Tensor& out);
+  void mxfp4_linear(const Tensor& x, const Weight& w, Tensor& out);
   // The FP8 cuBLASLt GEMMs (created at first use), on this line's workspace.
   LtFp8& lt8();
   void moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor& down, const Tensor& idx,

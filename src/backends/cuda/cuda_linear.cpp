@@ -69,7 +69,7 @@ bool CudaBackend::tc(const void* x, int64_t x_rs, int64_t x_bs, const Tensor& w,
 void CudaBackend::linear(const Tensor& x, const Weight& w, Tensor& out) {
   if (w.format != WeightFormat::kDense) {
     // FP8 block and MXFP4 weights stay quantized (cuda_quant.cpp).
-    quant_linear(x, w, quant_act(w), quant_ue8m0(w), out);
+    quant_linear(x, w, out);
     return;
   }
   need_dtype(x, DType::BF16, "linear", "x");

@@ -36,9 +36,32 @@ bool CudaBackend::moe_tensor_cores(int64_t pairs, int64_t experts) const {
 void CudaBackend::moe_experts(const Tensor& x, const Weight& gate_up_w, const Weight& down_w,
                               const Tensor& idx, const Tensor& weights, Tensor& out) {
   const char* op = "moe_experts";
-  TD_CHECK(!gate_up_w.quantized() && !down_w.quantized(),
-           "cuda moe_experts: only dense bf16 expert weights are supported so far, got {} and {}",
-           gate_up_w.w.str(), down_w.w.str());
+  if (gate_up_w.quantized() || down_w.quantized()) {
+    // FP8 block / MXFP4 experts stay quantized (cuda_quant.cpp).
+    TD_CHECK(gate_up_w.quantized() && down_w.quantized(),
+             "cuda moe_experts: gate_up ({}) and down ({}) must both be quantized or both dense",
+             gate_up_w.w.str(), down_w.w.str());
+    need_dtype(x, DType::BF16, op, "x");
+    need_dtype(out, DType::BF16, op, "out");
+    need_dtype(idx, DType::I32, op, "idx");
+    need_dtype(weights, DType::F32, op, "weights");
+    need_all_contiguous({&idx, &weights, &out}, op, "routing and out");
+    need_unit_last(x, op, "x");
+    need_vec(x, {x.stride(0)}, op, "x");
+    const int64_t T = x.size(0), D = x.size(1), E = gate_up_w.experts(), I = down_w.in_features(),
+                  kk = idx.size(1);
+    if (T == 0) return;
+    const int64_t Tc = heuristics::moe_token_chunk(T, D, I, kk);
+    for (int64_t t0 = 0; t0 < T; t0 += Tc) {
+      const int64_t n = std::min(Tc, T - t0);
+      Tensor xo = out.narrow(0, t0, n);
+      const bool host =
+          heuristics::moe_host_path(n * kk, E, deterministic_, [this] { return capturing(); });
+      quant_moe_chunk(x.narrow(0, t0, n), gate_up_w, down_w, idx.narrow(0, t0, n),
+                      weights.narrow(0, t0, n), xo, host);
+    }
+    return;
+  }
   const Tensor& gate_up = gate_up_w.w;
   const Tensor& down = down_w.w;
   need_dtype(x, DType::BF16, op, "x");

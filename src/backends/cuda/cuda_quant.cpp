@@ -101,24 +101,13 @@ bool per_channel(const k::Fp8W& v) {
 
 }  // namespace
 
-CudaBackend::QuantAct CudaBackend::quant_act(const Weight& w) {
-  // Until Weight carries its activation rule (docs/quantization.md, Weight::act): FP8 block
-  // checkpoints quantize activations dynamically per group; MXFP4 weights take them as they are.
-  return w.format == WeightFormat::kFp8Block ? QuantAct::kFp8Group : QuantAct::kNone;
-}
-
-bool CudaBackend::quant_ue8m0(const Weight& w) {
-  return false;
-}
-
 LtFp8& CudaBackend::lt8() {
   if (!lt8_) lt8_ = std::make_unique<LtFp8>();
   lt8_->use_workspace(in_side_ ? 1 : 0);
   return *lt8_;
 }
 
-void CudaBackend::quant_linear(const Tensor& x, const Weight& w, QuantAct act, bool ue8m0,
-                               Tensor& out) {
+void CudaBackend::quant_linear(const Tensor& x, const Weight& w, Tensor& out) {
   const char* op = "linear";
   need_dtype(x, DType::BF16, op, "x");
   need_unit_last(x, op, "x");
@@ -128,16 +117,16 @@ void CudaBackend::quant_linear(const Tensor& x, const Weight& w, QuantAct act, b
   kdt(out, op, "out");
   if (x.size(0) == 0) return;
   if (w.format == WeightFormat::kFp8Block)
-    fp8_linear(x, w, act, ue8m0, out);
+    fp8_linear(x, w, out);
   else
-    mxfp4_linear(x, w, act, out);
+    mxfp4_linear(x, w, out);
 }
 
-void CudaBackend::fp8_linear(const Tensor& x, const Weight& w, QuantAct act, bool ue8m0,
-                             Tensor& out) {
+void CudaBackend::fp8_linear(const Tensor& x, const Weight& w, Tensor& out) {
+  const bool ue8m0 = w.ue8m0;
   const DT odt = kdt(out, "linear", "out");
   const int64_t M = x.size(0), K = w.in_features(), N = w.out_features();
-  if (act != QuantAct::kFp8Group)
+  if (w.act != ActQuant::kFp8Group)
     fail("cuda linear: FP8 block weights need FP8 group activations (kFp8Group) on the GPU");
   const k::Fp8W v = fp8_view(w);
   const int64_t kb = (K + v.bk - 1) / v.bk;
@@ -207,13 +196,13 @@ void CudaBackend::fp8_linear(const Tensor& x, const Weight& w, QuantAct act, boo
   TD_CUDA_LAUNCH_CHECK();
 }
 
-void CudaBackend::mxfp4_linear(const Tensor& x, const Weight& w, QuantAct act, Tensor& out) {
+void CudaBackend::mxfp4_linear(const Tensor& x, const Weight& w, Tensor& out) {
   const DT odt = kdt(out, "linear", "out");
   const int64_t M = x.size(0), K = w.in_features(), N = w.out_features();
-  if (act == QuantAct::kFp8Group)
+  if (w.act == ActQuant::kFp8Group)
     fail("cuda linear: MXFP4 weights take unquantized or MXFP4 activations, not FP8 groups");
   const k::Mx4W v = mx4_view(w);
-  const bool qdq = act == QuantAct::kMxfp4;
+  const bool qdq = w.act == ActQuant::kMxfp4;
   const bool lt = heuristics::quant_lt_path(M, deterministic_);
   k::QGemvParams p;
   p.M = M;
@@ -252,17 +241,18 @@ void CudaBackend::mxfp4_linear(const Tensor& x, const Weight& w, QuantAct act, T
 // ------------------------------------------------------------------------------
 
 void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const Weight& down,
-                                  QuantAct act_gu, bool ue8m0_gu, QuantAct act_dn, bool ue8m0_dn,
                                   const Tensor& idx, const Tensor& weights, Tensor& out,
                                   bool host_path) {
+  const ActQuant act_gu = gate_up.act, act_dn = down.act;
+  const bool ue8m0_gu = gate_up.ue8m0, ue8m0_dn = down.ue8m0;
   const char* op = "moe_experts";
   check_quant_weight(gate_up, op, "gate_up");
   check_quant_weight(down, op, "down");
   TD_CHECK(gate_up.format == down.format, "cuda moe_experts: gate_up and down formats differ");
   const bool fp8 = gate_up.format == WeightFormat::kFp8Block;
-  if (fp8 && (act_gu != QuantAct::kFp8Group || act_dn != QuantAct::kFp8Group))
+  if (fp8 && (act_gu != ActQuant::kFp8Group || act_dn != ActQuant::kFp8Group))
     fail("cuda moe_experts: FP8 block experts need FP8 group activations on the GPU");
-  if (!fp8 && (act_gu == QuantAct::kFp8Group || act_dn == QuantAct::kFp8Group))
+  if (!fp8 && (act_gu == ActQuant::kFp8Group || act_dn == ActQuant::kFp8Group))
     fail("cuda moe_experts: MXFP4 experts take unquantized or MXFP4 activations");
   const int64_t T = x.size(0), D = x.size(1), E = gate_up.w.size(0), kk = idx.size(1);
   const int64_t I = gate_up.w.size(1) / 2, P = T * kk;
@@ -272,7 +262,7 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
            I);
   const k::Fp8W g8 = fp8 ? fp8_view(gate_up) : k::Fp8W{}, d8 = fp8 ? fp8_view(down) : k::Fp8W{};
   const k::Mx4W g4 = fp8 ? k::Mx4W{} : mx4_view(gate_up), d4 = fp8 ? k::Mx4W{} : mx4_view(down);
-  const bool qx = !fp8 && act_gu == QuantAct::kMxfp4, qh = !fp8 && act_dn == QuantAct::kMxfp4;
+  const bool qx = !fp8 && act_gu == ActQuant::kMxfp4, qh = !fp8 && act_dn == ActQuant::kMxfp4;
   // The host path needs cuBLASLt's block layout for FP8 (anything else keeps the device path).
   host_path = host_path && (!fp8 || (lt_block_layout(g8) && lt_block_layout(d8)));
   const int64_t kbx = fp8 ? (D + g8.bk - 1) / g8.bk : 0, kbh = fp8 ? (I + d8.bk - 1) / d8.bk : 0;
