@@ -85,8 +85,9 @@ void check_quant_weight(const Weight& w, const char* op, const char* what) {
   } else {
     need_dtype(w.w, DType::FP4X2, op, what);
     need_dtype(w.scale, DType::E8M0, op, what);
-    if (!k::mxfp4_decode_applies(mx4_view(w)))
-      fail("cuda {}: MXFP4 {} needs K a multiple of 32, got {}", op, what, w.w.str());
+    if (w.block_k != 32 || !k::mxfp4_decode_applies(mx4_view(w)))
+      fail("cuda {}: MXFP4 {} needs groups of 32 and K a multiple of 32, got {} (groups of {})", op,
+           what, w.w.str(), w.block_k);
   }
 }
 
