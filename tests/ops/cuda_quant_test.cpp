@@ -780,24 +780,32 @@ class CudaQuantBackend : public CudaQuant {
 // deterministic mode the decode kernels at every M, each row bitwise equal to that row alone.
 // Against the CPU backend and the host reference of this file.
 TEST_F(CudaQuantBackend, LinearMatchesCpu) {
+  // FP8 128 x 128 (K = 640; and N, K not multiples of 128), per-channel FP8, MXFP4 (K = 512;
+  // and K = 480) with unquantized and with MXFP4 activations.
   const Fp8Host blk = make_fp8(rng_, 1, 384, 640, 128, 128);
+  const Fp8Host odd = make_fp8(rng_, 1, 200, 592, 128, 128);
   const Fp8Host chn = make_fp8(rng_, 1, 264, 512, 1, 512);
   const Mx4Host mx = make_mx4(rng_, 1, 300, 512);
-  const Weight wg[4] = {fp8_weight(blk, false), fp8_weight(chn, false),
-                        mx4_weight(mx, false, ActQuant::kNone),
-                        mx4_weight(mx, false, ActQuant::kMxfp4)};
-  const Weight wc[4] = {fp8_weight(blk, false, Device::cpu()),
-                        fp8_weight(chn, false, Device::cpu()),
-                        mx4_weight(mx, false, ActQuant::kNone, Device::cpu()),
-                        mx4_weight(mx, false, ActQuant::kMxfp4, Device::cpu())};
+  const Mx4Host mxo = make_mx4(rng_, 1, 100, 480);
+  const Fp8Host* f8[7] = {&blk, &odd, &chn, nullptr, nullptr, nullptr, nullptr};
+  const Mx4Host* f4[7] = {nullptr, nullptr, nullptr, &mx, &mx, &mxo, &mxo};
+  const ActQuant a4[7] = {ActQuant::kFp8Group, ActQuant::kFp8Group, ActQuant::kFp8Group,
+                          ActQuant::kNone,     ActQuant::kMxfp4,    ActQuant::kNone,
+                          ActQuant::kMxfp4};
+  std::vector<Weight> wg, wc;
+  for (int i = 0; i < 7; ++i) {
+    wg.push_back(f8[i] ? fp8_weight(*f8[i], false) : mx4_weight(*f4[i], false, a4[i]));
+    wc.push_back(f8[i] ? fp8_weight(*f8[i], false, Device::cpu())
+                       : mx4_weight(*f4[i], false, a4[i], Device::cpu()));
+  }
   for (bool det : {false, true}) {
     be_->set_deterministic(det);
     for (int64_t M : kRows) {
       const std::vector<float> x = activations(rng_, M, 640);
       const std::vector<uint16_t> xb = to_bf16(x);
-      for (int which = 0; which < 4; ++which) {
-        const Fp8Host* f = which == 0 ? &blk : which == 1 ? &chn : nullptr;
-        const int64_t K = f ? f->K : mx.K, N = f ? f->N : mx.N;
+      for (int which = 0; which < 7; ++which) {
+        const Fp8Host* f = f8[which];
+        const int64_t K = f ? f->K : f4[which]->K, N = f ? f->N : f4[which]->N;
         // x: [M, K] as a view with row stride 640 (the first K columns).
         Tensor xt = upload(xb.data(), xb.size() * 2, {M, 640}, DType::BF16).narrow(1, 0, K);
         Tensor out = Tensor::empty({M, N}, DType::BF16, Device::cuda());
@@ -814,13 +822,13 @@ TEST_F(CudaQuantBackend, LinearMatchesCpu) {
             act_quant_fp8_ref(&xr[m * K], K, f->bk, false, &q[m * K], &s[m * f->kb]);
           ref = fp8_ref(*f, 0, q, s, M);
         } else {
-          if (which == 3)
+          if (a4[which] == ActQuant::kMxfp4)
             for (int64_t m = 0; m < M; ++m) {
               std::vector<float> r(static_cast<size_t>(K));
               act_qdq_mxfp4_ref(&xr[m * K], K, r.data());
               std::copy(r.begin(), r.end(), xr.begin() + m * K);
             }
-          ref = mx4_ref(mx, 0, xr, M);
+          ref = mx4_ref(*f4[which], 0, xr, M);
         }
         const std::vector<float> got = bf16_rows(out);
         const std::string what = "format " + std::to_string(which) + " M " + std::to_string(M) +
@@ -844,63 +852,67 @@ TEST_F(CudaQuantBackend, LinearMatchesCpu) {
 // W4A4), experts without tokens included. Against the CPU backend (h in f32 there, bf16 on the
 // GPU) and the host reference (h rounded to bf16 like the GPU).
 TEST_F(CudaQuantBackend, MoeExpertsMatchCpu) {
-  const int64_t E = 10, D = 512, I = 256, kk = 4;
-  const Fp8Host gu8 = make_fp8(rng_, E, 2 * I, D, 128, 128),
-                dn8 = make_fp8(rng_, E, D, I, 128, 128);
-  const Mx4Host gu4 = make_mx4(rng_, E, 2 * I, D), dn4 = make_mx4(rng_, E, D, I);
-  for (int fmt = 0; fmt < 3; ++fmt) {
-    const ActQuant act = fmt == 2 ? ActQuant::kMxfp4 : ActQuant::kNone;
-    const Weight gg = fmt == 0 ? fp8_weight(gu8, true) : mx4_weight(gu4, true, act);
-    const Weight dg = fmt == 0 ? fp8_weight(dn8, true) : mx4_weight(dn4, true, act);
-    const Weight gc =
-        fmt == 0 ? fp8_weight(gu8, true, Device::cpu()) : mx4_weight(gu4, true, act, Device::cpu());
-    const Weight dc =
-        fmt == 0 ? fp8_weight(dn8, true, Device::cpu()) : mx4_weight(dn4, true, act, Device::cpu());
-    for (int64_t T : {1, 17, 65, 160})
-      for (bool force_host : {false, true}) {
-        if (force_host && T < 17) continue;
-        const std::vector<float> x = activations(rng_, T, D);
-        const std::vector<uint16_t> xb = to_bf16(x);
-        const Routing ro = route(rng_, T, kk, E);
-        Tensor xt = upload(xb.data(), xb.size() * 2, {T, D}, DType::BF16);
-        Tensor it = upload(ro.idx.data(), ro.idx.size() * 4, {T, kk}, DType::I32);
-        Tensor wt = upload(ro.w.data(), ro.w.size() * 4, {T, kk}, DType::F32);
-        Tensor out = Tensor::empty({T, D}, DType::BF16, Device::cuda());
-        if (force_host)
-          be_->quant_moe_chunk(xt, gg, dg, it, wt, out, true);
-        else
-          be_->moe_experts(xt, gg, dg, it, wt, out);
-        Tensor oc = Tensor::empty({T, D}, DType::F32);
-        cpu().moe_experts(Tensor::from_vector(x, {T, D}), gc, dc,
-                          Tensor::from_vector(ro.idx, {T, kk}), Tensor::from_vector(ro.w, {T, kk}),
-                          oc);
-        std::vector<double> ref(static_cast<size_t>(T * D), 0.0);
-        for (int64_t t = 0; t < T; ++t) {
-          std::vector<float> xq(x.begin() + t * D, x.begin() + (t + 1) * D), xs(D / 128);
-          if (fmt == 0) act_quant_fp8_ref(&x[t * D], D, 128, false, xq.data(), xs.data());
-          if (fmt == 2) act_qdq_mxfp4_ref(&x[t * D], D, xq.data());
-          for (int64_t j = 0; j < kk; ++j) {
-            const int64_t e = ro.idx[t * kk + j];
-            const std::vector<double> gx =
-                fmt == 0 ? fp8_ref(gu8, e, xq, xs, 1) : mx4_ref(gu4, e, xq, 1);
-            std::vector<float> hv(static_cast<size_t>(I)), hs(I / 128);
-            for (int64_t i = 0; i < I; ++i)
-              hv[i] = bf16_round(silu(static_cast<float>(gx[i])) * static_cast<float>(gx[I + i]));
-            std::vector<float> hq = hv;
-            if (fmt == 0) act_quant_fp8_ref(hv.data(), I, 128, false, hq.data(), hs.data());
-            if (fmt == 2) act_qdq_mxfp4_ref(hv.data(), I, hq.data());
-            const std::vector<double> yv =
-                fmt == 0 ? fp8_ref(dn8, e, hq, hs, 1) : mx4_ref(dn4, e, hq, 1);
-            for (int64_t d = 0; d < D; ++d) ref[t * D + d] += ro.w[t * kk + j] * yv[d];
+  const int64_t E = 10, kk = 4;
+  for (int fmt = 0; fmt < 3; ++fmt)
+    for (int odd = 0; odd < 2; ++odd) {
+      // D, I: multiples of 128, then not (FP8: 400 / 144; MXFP4: 416 / 160).
+      const int64_t D = odd ? (fmt == 0 ? 400 : 416) : 512, I = odd ? (fmt == 0 ? 144 : 160) : 256;
+      const Fp8Host gu8 = make_fp8(rng_, fmt == 0 ? E : 1, 2 * I, D, 128, 128),
+                    dn8 = make_fp8(rng_, fmt == 0 ? E : 1, D, I, 128, 128);
+      const Mx4Host gu4 = make_mx4(rng_, fmt == 0 ? 1 : E, 2 * I, D),
+                    dn4 = make_mx4(rng_, fmt == 0 ? 1 : E, D, I);
+      const ActQuant act = fmt == 2 ? ActQuant::kMxfp4 : ActQuant::kNone;
+      const Weight gg = fmt == 0 ? fp8_weight(gu8, true) : mx4_weight(gu4, true, act);
+      const Weight dg = fmt == 0 ? fp8_weight(dn8, true) : mx4_weight(dn4, true, act);
+      const Weight gc = fmt == 0 ? fp8_weight(gu8, true, Device::cpu())
+                                 : mx4_weight(gu4, true, act, Device::cpu());
+      const Weight dc = fmt == 0 ? fp8_weight(dn8, true, Device::cpu())
+                                 : mx4_weight(dn4, true, act, Device::cpu());
+      for (int64_t T : {1, 17, 65, 160})
+        for (bool force_host : {false, true}) {
+          if (force_host && T < 17) continue;
+          const std::vector<float> x = activations(rng_, T, D);
+          const std::vector<uint16_t> xb = to_bf16(x);
+          const Routing ro = route(rng_, T, kk, E);
+          Tensor xt = upload(xb.data(), xb.size() * 2, {T, D}, DType::BF16);
+          Tensor it = upload(ro.idx.data(), ro.idx.size() * 4, {T, kk}, DType::I32);
+          Tensor wt = upload(ro.w.data(), ro.w.size() * 4, {T, kk}, DType::F32);
+          Tensor out = Tensor::empty({T, D}, DType::BF16, Device::cuda());
+          if (force_host)
+            be_->quant_moe_chunk(xt, gg, dg, it, wt, out, true);
+          else
+            be_->moe_experts(xt, gg, dg, it, wt, out);
+          Tensor oc = Tensor::empty({T, D}, DType::F32);
+          cpu().moe_experts(Tensor::from_vector(x, {T, D}), gc, dc,
+                            Tensor::from_vector(ro.idx, {T, kk}),
+                            Tensor::from_vector(ro.w, {T, kk}), oc);
+          std::vector<double> ref(static_cast<size_t>(T * D), 0.0);
+          for (int64_t t = 0; t < T; ++t) {
+            std::vector<float> xq(x.begin() + t * D, x.begin() + (t + 1) * D), xs((D + 127) / 128);
+            if (fmt == 0) act_quant_fp8_ref(&x[t * D], D, 128, false, xq.data(), xs.data());
+            if (fmt == 2) act_qdq_mxfp4_ref(&x[t * D], D, xq.data());
+            for (int64_t j = 0; j < kk; ++j) {
+              const int64_t e = ro.idx[t * kk + j];
+              const std::vector<double> gx =
+                  fmt == 0 ? fp8_ref(gu8, e, xq, xs, 1) : mx4_ref(gu4, e, xq, 1);
+              std::vector<float> hv(static_cast<size_t>(I)), hs((I + 127) / 128);
+              for (int64_t i = 0; i < I; ++i)
+                hv[i] = bf16_round(silu(static_cast<float>(gx[i])) * static_cast<float>(gx[I + i]));
+              std::vector<float> hq = hv;
+              if (fmt == 0) act_quant_fp8_ref(hv.data(), I, 128, false, hq.data(), hs.data());
+              if (fmt == 2) act_qdq_mxfp4_ref(hv.data(), I, hq.data());
+              const std::vector<double> yv =
+                  fmt == 0 ? fp8_ref(dn8, e, hq, hs, 1) : mx4_ref(dn4, e, hq, 1);
+              for (int64_t d = 0; d < D; ++d) ref[t * D + d] += ro.w[t * kk + j] * yv[d];
+            }
           }
+          const std::vector<float> got = bf16_rows(out);
+          const std::string what = "format " + std::to_string(fmt) + " D " + std::to_string(D) +
+                                   " T " + std::to_string(T) + (force_host ? " host path" : "");
+          EXPECT_LE(rel_err(got, f32_rows(oc)), 2e-2) << what << " (against the CPU backend)";
+          EXPECT_LE(rel_err(got, ref), 1e-2) << what << " (against the host reference)";
         }
-        const std::vector<float> got = bf16_rows(out);
-        const std::string what = "format " + std::to_string(fmt) + " T " + std::to_string(T) +
-                                 (force_host ? " host path" : "");
-        EXPECT_LE(rel_err(got, f32_rows(oc)), 2e-2) << what << " (against the CPU backend)";
-        EXPECT_LE(rel_err(got, ref), 1e-2) << what << " (against the host reference)";
-      }
-  }
+    }
 }
 
 // Decode paths are graph-capturable (no sync, no allocation once the scratch is sized: replay
