@@ -238,8 +238,7 @@ void CudaBackend::mxfp4_linear(const Tensor& x, const Weight& w, Tensor& out) {
   TD_CUDA_LAUNCH_CHECK();
 }
 
-// ---- routed experts
-// ------------------------------------------------------------------------------
+// ---- routed experts ----------------------------------------------------------------------------
 
 void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const Weight& down,
                                   const Tensor& idx, const Tensor& weights, Tensor& out,
@@ -257,6 +256,10 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
     fail("cuda moe_experts: MXFP4 experts take unquantized or MXFP4 activations");
   const int64_t T = x.size(0), D = x.size(1), E = gate_up.w.size(0), kk = idx.size(1);
   const int64_t I = gate_up.w.size(1) / 2, P = T * kk;
+  TD_CHECK(gate_up.in_features() == D && down.out_features() == D && down.in_features() == I &&
+               down.experts() == E,
+           "cuda moe_experts: gate_up {} and down {} do not fit x {}", gate_up.w.str(),
+           down.w.str(), x.str());
   TD_CHECK(I % 16 == 0,
            "cuda moe_experts: quantized experts need the intermediate size {} to be a "
            "multiple of 16",
