@@ -77,7 +77,8 @@ void check_quant_weight(const Weight& w, const char* op, const char* what) {
   if (w.format == WeightFormat::kFp8Block) {
     need_dtype(w.w, DType::F8_E4M3, op, what);
     need_dtype(w.scale, DType::F32, op, what);
-    if (!k::fp8_decode_applies(fp8_view(w)))
+    const k::Fp8W v = fp8_view(w);
+    if (!k::fp8_decode_applies(v) || !k::act_quant_fp8_applies(v.K, v.bk))
       fail(
           "cuda {}: FP8 {} needs K a multiple of 16 and block_k a multiple of 128 (or >= K), got "
           "{}",
