@@ -80,8 +80,8 @@ void check_quant_weight(const Weight& w, const char* op, const char* what) {
     const k::Fp8W v = fp8_view(w);
     if (!k::fp8_decode_applies(v) || !k::act_quant_fp8_applies(v.K, v.bk))
       fail(
-          "cuda {}: FP8 {} needs K a multiple of 16 and block_k a multiple of 128 (or >= K), got "
-          "{}",
+          "cuda {}: FP8 {} needs K a multiple of 16 up to 65536 and block_k a multiple of 128 "
+          "(or >= K), got {}",
           op, what, w.w.str());
   } else {
     need_dtype(w.w, DType::FP4X2, op, what);
