@@ -178,8 +178,8 @@ struct DecodeLinear {
     }
   }
   void quant(cudaStream_t s) const {
-    k::act_quant_fp8(x.raw(), w->v.K, p.M, w->v.K, 128, false, xq.raw(), w->v.K, k::QStore::F16,
-                     xs.data<float>(), p.xs_rs, 1, s);
+    k::act_quant_fp8(x.raw(), w->v.K, k::DT::BF16, p.M, w->v.K, 128, false, xq.raw(), w->v.K,
+                     k::QStore::F16, xs.data<float>(), p.xs_rs, 1, s);
   }
   void gemv(cudaStream_t s) const { k::fp8_gemv(p, w->v, s); }
 };
@@ -211,7 +211,7 @@ struct DecodeExperts {
     ints = Tensor::empty({3 * E + 2 + 2 * P}, DType::I32, Device::cuda());  // moe_prepare's
     xq = Tensor::empty({T, D}, DType::F16, Device::cuda());        // [T, D] (MXFP4: bf16 qdq)
     xs = Tensor::empty({T, D / 128}, DType::F32, Device::cuda());  // [T, kb]
-    h = Tensor::empty({P, I}, DType::BF16, Device::cuda());        // [P, I]
+    h = Tensor::empty({P, I}, DType::F32, Device::cuda());         // [P, I] f32 (W4A16: bf16)
     hq = Tensor::empty({P, I}, DType::F16, Device::cuda());        // [P, I]
     hs = Tensor::empty({P, I / 128}, DType::F32, Device::cuda());  // [P, kb]
     y = Tensor::empty({P, D}, DType::F32, Device::cuda());         // [P, D]
@@ -232,19 +232,20 @@ struct DecodeExperts {
   }
   void fp8(const Fp8Dev& gu, const Fp8Dev& dn, cudaStream_t s) const {
     prepare(s);
-    k::act_quant_fp8(x.raw(), D, T, D, 128, false, xq.raw(), D, k::QStore::F16, xs.data<float>(),
-                     D / 128, 1, s);
-    k::fp8_moe_gate_up(xq.raw(), D, xs.data<float>(), D / 128, g, gu.v, I, h.raw(), s);
-    k::act_quant_fp8(h.raw(), I, P, I, 128, false, hq.raw(), I, k::QStore::F16, hs.data<float>(),
-                     I / 128, 1, s);
+    k::act_quant_fp8(x.raw(), D, k::DT::BF16, T, D, 128, false, xq.raw(), D, k::QStore::F16,
+                     xs.data<float>(), D / 128, 1, s);
+    k::fp8_moe_gate_up(xq.raw(), D, xs.data<float>(), D / 128, g, gu.v, I, h.raw(), k::DT::F32, s);
+    k::act_quant_fp8(h.raw(), I, k::DT::F32, P, I, 128, false, hq.raw(), I, k::QStore::F16,
+                     hs.data<float>(), I / 128, 1, s);
     k::fp8_moe_down(hq.raw(), I, hs.data<float>(), I / 128, g, dn.v, y.data<float>(), s);
     combine(s);
   }
   void mxfp4(const Mx4Dev& gu, const Mx4Dev& dn, bool w4a4, cudaStream_t s) const {
     prepare(s);
-    if (w4a4) k::act_qdq_mxfp4(x.raw(), D, T, D, xq.raw(), D, s);
-    k::mxfp4_moe_gate_up(w4a4 ? xq.raw() : x.raw(), D, g, gu.v, I, h.raw(), s);
-    if (w4a4) k::act_qdq_mxfp4(h.raw(), I, P, I, hq.raw(), I, s);
+    if (w4a4) k::act_qdq_mxfp4(x.raw(), D, k::DT::BF16, T, D, xq.raw(), D, s);
+    k::mxfp4_moe_gate_up(w4a4 ? xq.raw() : x.raw(), D, g, gu.v, I, h.raw(),
+                         w4a4 ? k::DT::F32 : k::DT::BF16, s);
+    if (w4a4) k::act_qdq_mxfp4(h.raw(), I, k::DT::F32, P, I, hq.raw(), I, s);
     k::mxfp4_moe_down(w4a4 ? hq.raw() : h.raw(), I, g, dn.v, y.data<float>(), s);
     combine(s);
   }
@@ -381,8 +382,8 @@ void bench_quant(double copy_gbps, bool quick) {
     Tensor out = Tensor::empty({M, l.N}, DType::BF16, Device::cuda());  // [M, N]
     const double tq = tm.us(
         [&](cudaStream_t s) {
-          k::act_quant_fp8(x.raw(), l.K, M, l.K, 128, false, xq.raw(), l.K, k::QStore::E4M3,
-                           xs.data<float>(), 1, M, s);
+          k::act_quant_fp8(x.raw(), l.K, k::DT::BF16, M, l.K, 128, false, xq.raw(), l.K,
+                           k::QStore::E4M3, xs.data<float>(), 1, M, s);
         },
         false);
     bool ok_b = true, ok_t = true;

@@ -347,11 +347,11 @@ TEST_F(CudaQuant, ActQuantFp8MatchesContractBitwise) {
     Dev<uint8_t> q8(static_cast<size_t>(c.M * c.K));
     Dev<float> s1(static_cast<size_t>(c.M * kb)), s2(static_cast<size_t>(c.M * kb));
     ASSERT_TRUE(k::act_quant_fp8_applies(c.K, c.bk));
-    k::act_quant_fp8(dx.p, c.K, c.M, c.K, c.bk, c.ue8m0, q16.p, c.K, k::QStore::F16, s1.p, kb, 1,
-                     nullptr);
+    k::act_quant_fp8(dx.p, c.K, k::DT::BF16, c.M, c.K, c.bk, c.ue8m0, q16.p, c.K, k::QStore::F16,
+                     s1.p, kb, 1, nullptr);
     // cuBLASLt's layout: scale (m, b) at b * M + m.
-    k::act_quant_fp8(dx.p, c.K, c.M, c.K, c.bk, c.ue8m0, q8.p, c.K, k::QStore::E4M3, s2.p, 1, c.M,
-                     nullptr);
+    k::act_quant_fp8(dx.p, c.K, k::DT::BF16, c.M, c.K, c.bk, c.ue8m0, q8.p, c.K, k::QStore::E4M3,
+                     s2.p, 1, c.M, nullptr);
     const auto g16 = q16.get();
     const auto g8 = q8.get();
     const auto gs1 = s1.get(), gs2 = s2.get();
@@ -376,7 +376,7 @@ TEST_F(CudaQuant, ActQdqMxfp4MatchesContractBitwise) {
     x[3] = 0.f;  // a group with a zero among others, and one all-zero group
     for (int i = 0; i < 32 && K >= 64; ++i) x[32 + i] = 0.f;
     Dev<uint16_t> dx(to_bf16(x)), dout(static_cast<size_t>(M * K));
-    k::act_qdq_mxfp4(dx.p, K, M, K, dout.p, K, nullptr);
+    k::act_qdq_mxfp4(dx.p, K, k::DT::BF16, M, K, dout.p, K, nullptr);
     const auto g = from_bf16(dout.get());
     std::vector<float> ref(static_cast<size_t>(M * K));
     for (int64_t m = 0; m < M; ++m) act_qdq_mxfp4_ref(&x[m * K], K, &ref[m * K]);
@@ -409,8 +409,8 @@ TEST_F(CudaQuant, Fp8GemvMatchesContract) {
       const std::vector<float> x = activations(rng_, M, sh.K);
       Dev<uint16_t> dx(to_bf16(x)), xq(static_cast<size_t>(M * sh.K));
       Dev<float> xs(static_cast<size_t>(M * w.kb));
-      k::act_quant_fp8(dx.p, sh.K, M, sh.K, w.bk, sh.ue8m0, xq.p, sh.K, k::QStore::F16, xs.p, w.kb,
-                       1, nullptr);
+      k::act_quant_fp8(dx.p, sh.K, k::DT::BF16, M, sh.K, w.bk, sh.ue8m0, xq.p, sh.K, k::QStore::F16,
+                       xs.p, w.kb, 1, nullptr);
       k::QGemvParams p;
       p.x = xq.p, p.x_rs = sh.K, p.xscale = xs.p, p.xs_rs = w.kb, p.M = M;
       p.splits = k::quant_gemv_splits(sh.N, sh.K, sms_);
@@ -449,7 +449,7 @@ TEST_F(CudaQuant, Mxfp4GemvMatchesContract) {
         std::vector<float> x = activations(rng_, M, K);
         Dev<uint16_t> dx(to_bf16(x)), xq(static_cast<size_t>(M * K));
         if (w4a4) {
-          k::act_qdq_mxfp4(dx.p, K, M, K, xq.p, K, nullptr);
+          k::act_qdq_mxfp4(dx.p, K, k::DT::BF16, M, K, xq.p, K, nullptr);
           std::vector<float> r(x.size());
           for (int64_t m = 0; m < M; ++m) act_qdq_mxfp4_ref(&x[m * K], K, &r[m * K]);
           x = r;
@@ -478,7 +478,8 @@ TEST_F(CudaQuant, GemvBatchInvariant) {
   const std::vector<float> x = activations(rng_, M, K);
   Dev<uint16_t> dx(to_bf16(x)), xq(static_cast<size_t>(M * K));
   Dev<float> xs(static_cast<size_t>(M * w8.kb));
-  k::act_quant_fp8(dx.p, K, M, K, 128, false, xq.p, K, k::QStore::F16, xs.p, w8.kb, 1, nullptr);
+  k::act_quant_fp8(dx.p, K, k::DT::BF16, M, K, 128, false, xq.p, K, k::QStore::F16, xs.p, w8.kb, 1,
+                   nullptr);
   const int64_t splits = k::quant_gemv_splits(N, K, sms_);
   Dev<float> part(static_cast<size_t>(splits * M * N));
   for (int fmt = 0; fmt < 2; ++fmt) {
@@ -552,24 +553,25 @@ TEST_F(CudaQuant, Fp8MoeMatchesContract) {
       const int64_t P = T * kk;
       const std::vector<float> x = activations(rng_, T, D);
       const Routing ro = route(rng_, T, kk, E);
-      Dev<uint16_t> dx(to_bf16(x)), xq(static_cast<size_t>(T * D)), h(static_cast<size_t>(P * I)),
-          hq(static_cast<size_t>(P * I)), out(static_cast<size_t>(T * D));
+      Dev<uint16_t> dx(to_bf16(x)), xq(static_cast<size_t>(T * D)), hq(static_cast<size_t>(P * I)),
+          out(static_cast<size_t>(T * D));
       Dev<float> xs(static_cast<size_t>(T * gu.kb)), hs(static_cast<size_t>(P * dn.kb)),
-          y(static_cast<size_t>(P * D)), rw(ro.w);
+          y(static_cast<size_t>(P * D)), rw(ro.w), h(static_cast<size_t>(P * I));  // h: [P, I] f32
       Dev<int32_t> idx(ro.idx);
       Groups g(P, E);
       k::moe_prepare(idx.p, P, E, g.counts.p, g.offsets.p, g.perm.p, g.inv.p, g.active.p, g.num.p,
                      nullptr);
       const k::MoeGroups gv = g.view(P, E, kk);
-      k::act_quant_fp8(dx.p, D, T, D, gu.bk, false, xq.p, D, k::QStore::F16, xs.p, gu.kb, 1,
-                       nullptr);
-      k::fp8_moe_gate_up(xq.p, D, xs.p, gu.kb, gv, fp8_view(gu, dgu, sgu), I, h.p, nullptr);
-      k::act_quant_fp8(h.p, I, P, I, dn.bk, false, hq.p, I, k::QStore::F16, hs.p, dn.kb, 1,
-                       nullptr);
+      k::act_quant_fp8(dx.p, D, k::DT::BF16, T, D, gu.bk, false, xq.p, D, k::QStore::F16, xs.p,
+                       gu.kb, 1, nullptr);
+      k::fp8_moe_gate_up(xq.p, D, xs.p, gu.kb, gv, fp8_view(gu, dgu, sgu), I, h.p, k::DT::F32,
+                         nullptr);
+      k::act_quant_fp8(h.p, I, k::DT::F32, P, I, dn.bk, false, hq.p, I, k::QStore::F16, hs.p, dn.kb,
+                       1, nullptr);
       k::fp8_moe_down(hq.p, I, hs.p, dn.kb, gv, fp8_view(dn, ddn, sdn), y.p, nullptr);
       k::moe_combine(y.p, k::DT::F32, g.inv.p, rw.p, T, kk, D, out.p, nullptr);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      // Host: the contract per (token, slot); h rounded to bf16 as the GPU stores it.
+      // Host: the contract per (token, slot), h in f32 as the GPU keeps it.
       std::vector<double> ref(static_cast<size_t>(T * D), 0.0);
       std::vector<float> q(static_cast<size_t>(D)), s(static_cast<size_t>(gu.kb));
       std::vector<float> hq_ref(static_cast<size_t>(I)), hs_ref(static_cast<size_t>(dn.kb));
@@ -580,7 +582,7 @@ TEST_F(CudaQuant, Fp8MoeMatchesContract) {
           const std::vector<double> gx = fp8_ref(gu, e, q, s, 1);
           std::vector<float> hv(static_cast<size_t>(I));
           for (int64_t i = 0; i < I; ++i)
-            hv[i] = bf16_round(silu(static_cast<float>(gx[i])) * static_cast<float>(gx[I + i]));
+            hv[i] = silu(static_cast<float>(gx[i])) * static_cast<float>(gx[I + i]);
           act_quant_fp8_ref(hv.data(), I, dn.bk, false, hq_ref.data(), hs_ref.data());
           const std::vector<double> yv = fp8_ref(dn, e, hq_ref, hs_ref, 1);
           for (int64_t d = 0; d < D; ++d) ref[t * D + d] += ro.w[t * kk + j] * yv[d];
@@ -600,18 +602,21 @@ TEST_F(CudaQuant, Mxfp4MoeMatchesContract) {
       const int64_t P = T * kk;
       std::vector<float> x = activations(rng_, T, D);
       const Routing ro = route(rng_, T, kk, E);
-      Dev<uint16_t> dx(to_bf16(x)), xq(static_cast<size_t>(T * D)), h(static_cast<size_t>(P * I)),
-          hq(static_cast<size_t>(P * I)), out(static_cast<size_t>(T * D));
-      Dev<float> y(static_cast<size_t>(P * D)), rw(ro.w);
+      Dev<uint16_t> dx(to_bf16(x)), xq(static_cast<size_t>(T * D)), hq(static_cast<size_t>(P * I)),
+          out(static_cast<size_t>(T * D));
+      // h: [P, I], f32 for W4A4 (quantized from f32), bf16 for W4A16 (the first half then).
+      Dev<float> y(static_cast<size_t>(P * D)), rw(ro.w), h(static_cast<size_t>(P * I));
       Dev<int32_t> idx(ro.idx);
       Groups g(P, E);
       k::moe_prepare(idx.p, P, E, g.counts.p, g.offsets.p, g.perm.p, g.inv.p, g.active.p, g.num.p,
                      nullptr);
       const k::MoeGroups gv = g.view(P, E, kk);
-      if (w4a4) k::act_qdq_mxfp4(dx.p, D, T, D, xq.p, D, nullptr);
-      k::mxfp4_moe_gate_up(w4a4 ? xq.p : dx.p, D, gv, mx4_view(gu, dgu, sgu), I, h.p, nullptr);
-      if (w4a4) k::act_qdq_mxfp4(h.p, I, P, I, hq.p, I, nullptr);
-      k::mxfp4_moe_down(w4a4 ? hq.p : h.p, I, gv, mx4_view(dn, ddn, sdn), y.p, nullptr);
+      if (w4a4) k::act_qdq_mxfp4(dx.p, D, k::DT::BF16, T, D, xq.p, D, nullptr);
+      k::mxfp4_moe_gate_up(w4a4 ? xq.p : dx.p, D, gv, mx4_view(gu, dgu, sgu), I, h.p,
+                           w4a4 ? k::DT::F32 : k::DT::BF16, nullptr);
+      if (w4a4) k::act_qdq_mxfp4(h.p, I, k::DT::F32, P, I, hq.p, I, nullptr);
+      k::mxfp4_moe_down(w4a4 ? static_cast<const void*>(hq.p) : h.p, I, gv, mx4_view(dn, ddn, sdn),
+                        y.p, nullptr);
       k::moe_combine(y.p, k::DT::F32, g.inv.p, rw.p, T, kk, D, out.p, nullptr);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       std::vector<double> ref(static_cast<size_t>(T * D), 0.0);
@@ -623,7 +628,9 @@ TEST_F(CudaQuant, Mxfp4MoeMatchesContract) {
           const std::vector<double> gx = mx4_ref(gu, e, xt, 1);
           std::vector<float> hv(static_cast<size_t>(I));
           for (int64_t i = 0; i < I; ++i)
-            hv[i] = bf16_round(silu(static_cast<float>(gx[i])) * static_cast<float>(gx[I + i]));
+            hv[i] = silu(static_cast<float>(gx[i])) * static_cast<float>(gx[I + i]);
+          if (!w4a4)  // W4A16: h is the down product's bf16 input
+            for (float& v : hv) v = bf16_round(v);
           if (w4a4) {
             std::vector<float> r(hv.size());
             act_qdq_mxfp4_ref(hv.data(), I, r.data());
@@ -662,7 +669,8 @@ TEST_F(CudaQuant, Fp8CublasLtMatchesContract) {
       Dev<float> xs(static_cast<size_t>(Mp * w.kb));
       cudaMemset(xq.p, 0, Mp * K);
       cudaMemset(xs.p, 0, Mp * w.kb * sizeof(float));
-      k::act_quant_fp8(dx.p, K, M, K, 128, false, xq.p, K, k::QStore::E4M3, xs.p, 1, Mp, nullptr);
+      k::act_quant_fp8(dx.p, K, k::DT::BF16, M, K, 128, false, xq.p, K, k::QStore::E4M3, xs.p, 1,
+                       Mp, nullptr);
       Dev<uint16_t> outp(static_cast<size_t>(Mp * N));
       ASSERT_TRUE(lt.gemm(cuda::LtFp8::Scales::kBlock128, xq.p, xs.p, dw.p, ds.p, outp.p, N, false,
                           Mp, N, K, nullptr))
@@ -677,7 +685,8 @@ TEST_F(CudaQuant, Fp8CublasLtMatchesContract) {
       // Per channel: one group per row.
       Dev<uint8_t> cq(static_cast<size_t>(M * K));
       Dev<float> cs(static_cast<size_t>(M));
-      k::act_quant_fp8(dx.p, K, M, K, K, false, cq.p, K, k::QStore::E4M3, cs.p, 1, M, nullptr);
+      k::act_quant_fp8(dx.p, K, k::DT::BF16, M, K, K, false, cq.p, K, k::QStore::E4M3, cs.p, 1, M,
+                       nullptr);
       const bool outer = lt.gemm(cuda::LtFp8::Scales::kOuterVec, cq.p, cs.p, dwc.p, dsc.p, out.p, N,
                                  false, M, N, K, nullptr);
       if (!outer) {
@@ -897,7 +906,9 @@ TEST_F(CudaQuantBackend, MoeExpertsMatchCpu) {
                   fmt == 0 ? fp8_ref(gu8, e, xq, xs, 1) : mx4_ref(gu4, e, xq, 1);
               std::vector<float> hv(static_cast<size_t>(I)), hs((I + 127) / 128);
               for (int64_t i = 0; i < I; ++i)
-                hv[i] = bf16_round(silu(static_cast<float>(gx[i])) * static_cast<float>(gx[I + i]));
+                hv[i] = silu(static_cast<float>(gx[i])) * static_cast<float>(gx[I + i]);
+              if (fmt == 1)  // W4A16: h is the down product's bf16 input
+                for (float& v : hv) v = bf16_round(v);
               std::vector<float> hq = hv;
               if (fmt == 0) act_quant_fp8_ref(hv.data(), I, 128, false, hq.data(), hs.data());
               if (fmt == 2) act_qdq_mxfp4_ref(hv.data(), I, hq.data());

@@ -26,29 +26,38 @@ __device__ __forceinline__ float fp8_scale(float amax, bool ue8m0) {
   return s;
 }
 
+// Eight consecutive values of a row (16-byte aligned) as floats.
+__device__ __forceinline__ void load8(const bf16* p, float (&f)[8]) {
+  bf16x8_to_f(*reinterpret_cast<const uint4*>(p), f);
+}
+__device__ __forceinline__ void load8(const float* p, float (&f)[8]) {
+  const float4 a = *reinterpret_cast<const float4*>(p), b = *reinterpret_cast<const float4*>(p + 4);
+  f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+}
+
 // grid M, block threads (a multiple of 32, threads * kVecs * 8 >= K). smem: kb uints, the
-// group maxima as float bits (non-negative floats order like their bits).
-__global__ void act_quant_fp8_kernel(const bf16* x, int64_t xs, int64_t K, int64_t bk, bool ue8m0,
+// group maxima as float bits (non-negative floats order like their bits). TX: bf16 rows, or f32
+// (the MoE intermediate h, kept in f32 so that it is quantized from the value the contract
+// quantizes, not from a bf16 rounding of it).
+template <typename TX>
+__global__ void __launch_bounds__(512) act_quant_fp8_kernel(const TX* x, int64_t xs, int64_t K, int64_t bk, bool ue8m0,
                                      void* q, int64_t qs, QStore store, float* scale, int64_t s_m,
                                      int64_t s_b) {
   pdl_wait();
   extern __shared__ unsigned gmax[];
   const int64_t m = blockIdx.x, nvec = K / 8, kb = (K + bk - 1) / bk;
-  const int64_t vpg = bk >= K ? nvec : bk / 8;  // vectors per group
+  const int64_t vpg = bk >= K ? nvec : bk / 8;  // 8-value vectors per group
   for (int64_t b = threadIdx.x; b < kb; b += blockDim.x) gmax[b] = 0;
   __syncthreads();
-  uint4 v[kVecs];
+  float v[kVecs][8];
 #pragma unroll
   for (int j = 0; j < kVecs; ++j) {
     const int64_t vi = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
-    v[j] =
-        vi < nvec ? *reinterpret_cast<const uint4*>(x + m * xs + vi * 8) : make_uint4(0, 0, 0, 0);
     if (vi < nvec) {
-      float f[8];
-      bf16x8_to_f(v[j], f);
+      load8(x + m * xs + vi * 8, v[j]);
       float a = 0.f;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) a = fmaxf(a, fabsf(f[i]));
+      for (int i = 0; i < 8; ++i) a = fmaxf(a, fabsf(v[j][i]));
       atomicMax(&gmax[vi / vpg], __float_as_uint(a));
     }
   }
@@ -60,13 +69,11 @@ __global__ void act_quant_fp8_kernel(const bf16* x, int64_t xs, int64_t K, int64
     const int64_t b = vi / vpg;
     const float s = fp8_scale(__uint_as_float(gmax[b]), ue8m0);
     if (vi % vpg == 0) scale[m * s_m + b * s_b] = s;
-    float f[8];
-    bf16x8_to_f(v[j], f);
     uint32_t e[4];  // 8 e4m3, two per 16 bits
 #pragma unroll
     for (int i = 0; i < 4; ++i)
-      e[i] = __nv_cvt_float2_to_fp8x2(make_float2(f[2 * i] / s, f[2 * i + 1] / s), __NV_SATFINITE,
-                                      __NV_E4M3);
+      e[i] = __nv_cvt_float2_to_fp8x2(make_float2(v[j][2 * i] / s, v[j][2 * i + 1] / s),
+                                      __NV_SATFINITE, __NV_E4M3);
     if (store == QStore::E4M3) {
       const uint2 o = make_uint2(e[0] | (e[1] << 16), e[2] | (e[3] << 16));
       *reinterpret_cast<uint2*>(static_cast<uint8_t*>(q) + m * qs + vi * 8) = o;
@@ -110,8 +117,22 @@ __device__ __forceinline__ float e2m1_rne(float v) {
   return copysignf(q, v);
 }
 
+// Four consecutive values of a row (8- or 16-byte aligned) as floats.
+__device__ __forceinline__ void load4(const bf16* p, float (&f)[4]) {
+  const uint2 r = *reinterpret_cast<const uint2*>(p);
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&r);
+  const float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]);
+  f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y;
+}
+__device__ __forceinline__ void load4(const float* p, float (&f)[4]) {
+  const float4 a = *reinterpret_cast<const float4*>(p);
+  f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w;
+}
+
 // One warp per (row, 4 groups of 32): lane l holds 4 consecutive values; 8 lanes share a group.
-__global__ void act_qdq_mxfp4_kernel(const bf16* x, int64_t xs, int64_t M, int64_t K, bf16* out,
+// In place (out == x) works for bf16: every value is read before its own lane writes it.
+template <typename TX>
+__global__ void act_qdq_mxfp4_kernel(const TX* x, int64_t xs, int64_t M, int64_t K, bf16* out,
                                      int64_t os) {
   pdl_wait();
   const int64_t warps_per_row = (K + 127) / 128;
@@ -121,12 +142,7 @@ __global__ void act_qdq_mxfp4_kernel(const bf16* x, int64_t xs, int64_t M, int64
   const int64_t m = gw / warps_per_row, k0 = (gw % warps_per_row) * 128 + lane * 4;
   const bool in = k0 < K;  // K is a multiple of 32: a group is all in or all out
   float f[4] = {0.f, 0.f, 0.f, 0.f};
-  if (in) {
-    const uint2 r = *reinterpret_cast<const uint2*>(x + m * xs + k0);
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&r);
-    const float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]);
-    f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y;
-  }
+  if (in) load4(x + m * xs + k0, f);
   float amax = fmaxf(fmaxf(fabsf(f[0]), fabsf(f[1])), fmaxf(fabsf(f[2]), fabsf(f[3])));
 #pragma unroll
   for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
@@ -147,28 +163,36 @@ __global__ void act_qdq_mxfp4_kernel(const bf16* x, int64_t xs, int64_t M, int64
 }  // namespace
 
 bool act_quant_fp8_applies(int64_t K, int64_t bk) {
-  return K % 8 == 0 && bk % 8 == 0 && K <= 1024 * kVecs * 8;
+  return K % 8 == 0 && bk % 8 == 0 && K <= 512 * kVecs * 8;  // 512 threads of ~100 registers
 }
 
-void act_quant_fp8(const void* x, int64_t xs, int64_t M, int64_t K, int64_t bk, bool ue8m0, void* q,
-                   int64_t qs, QStore store, float* scale, int64_t s_m, int64_t s_b,
+void act_quant_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, int64_t bk, bool ue8m0,
+                   void* q, int64_t qs, QStore store, float* scale, int64_t s_m, int64_t s_b,
                    cudaStream_t s) {
   if (M == 0) return;
   const int64_t nvec = K / 8;
   // Enough threads for kVecs vectors each, whole warps.
   const int64_t threads = std::max<int64_t>(32, ((nvec + kVecs - 1) / kVecs + 31) / 32 * 32);
-  const int64_t kb = (K + bk - 1) / bk;
-  launch(act_quant_fp8_kernel, static_cast<unsigned>(M), static_cast<unsigned>(threads),
-         static_cast<size_t>(kb) * sizeof(unsigned), s, static_cast<const bf16*>(x), xs, K, bk,
-         ue8m0, q, qs, store, scale, s_m, s_b);
+  const size_t smem = static_cast<size_t>((K + bk - 1) / bk) * sizeof(unsigned);
+  const dim3 g(static_cast<unsigned>(M)), b(static_cast<unsigned>(threads));
+  if (x_dt == DT::F32)
+    launch(act_quant_fp8_kernel<float>, g, b, smem, s, static_cast<const float*>(x), xs, K, bk,
+           ue8m0, q, qs, store, scale, s_m, s_b);
+  else
+    launch(act_quant_fp8_kernel<bf16>, g, b, smem, s, static_cast<const bf16*>(x), xs, K, bk, ue8m0,
+           q, qs, store, scale, s_m, s_b);
 }
 
-void act_qdq_mxfp4(const void* x, int64_t xs, int64_t M, int64_t K, void* out, int64_t os,
+void act_qdq_mxfp4(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, void* out, int64_t os,
                    cudaStream_t s) {
   if (M == 0) return;
-  const int64_t warps = M * ((K + 127) / 128);
-  launch(act_qdq_mxfp4_kernel, cdiv(warps, 8), 256, 0, s, static_cast<const bf16*>(x), xs, M, K,
-         static_cast<bf16*>(out), os);
+  const unsigned blocks = cdiv(M * ((K + 127) / 128), 8);
+  if (x_dt == DT::F32)
+    launch(act_qdq_mxfp4_kernel<float>, blocks, 256, 0, s, static_cast<const float*>(x), xs, M, K,
+           static_cast<bf16*>(out), os);
+  else
+    launch(act_qdq_mxfp4_kernel<bf16>, blocks, 256, 0, s, static_cast<const bf16*>(x), xs, M, K,
+           static_cast<bf16*>(out), os);
 }
 
 }  // namespace tandem::cuda::k

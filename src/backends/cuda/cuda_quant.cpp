@@ -80,7 +80,7 @@ void check_quant_weight(const Weight& w, const char* op, const char* what) {
     const k::Fp8W v = fp8_view(w);
     if (!k::fp8_decode_applies(v) || !k::act_quant_fp8_applies(v.K, v.bk))
       fail(
-          "cuda {}: FP8 {} needs K a multiple of 16 up to 65536 and block_k a multiple of 128 "
+          "cuda {}: FP8 {} needs K a multiple of 16 up to 32768 and block_k a multiple of 128 "
           "(or >= K), got {}",
           op, what, w.w.str());
   } else {
@@ -146,8 +146,8 @@ void CudaBackend::fp8_linear(const Tensor& x, const Weight& w, Tensor& out) {
     auto* xq = pc.take<uint8_t>(Mp * K);  // [Mp, K] e4m3
     auto* xs = pc.take<float>(kb * Mp);   // [kb, Mp]
     auto* d = pc.take<uint16_t>(Mp * N);  // [Mp, N] bf16 (unless out takes it directly)
-    k::act_quant_fp8(x.raw(), x.stride(0), M, K, v.bk, ue8m0, xq, K, k::QStore::E4M3, xs, 1, Mp,
-                     stream_);
+    k::act_quant_fp8(x.raw(), x.stride(0), DT::BF16, M, K, v.bk, ue8m0, xq, K, k::QStore::E4M3, xs,
+                     1, Mp, stream_);
     TD_CUDA_LAUNCH_CHECK();
     if (lt8().gemm(LtFp8::Scales::kBlock128, xq, xs, v.w, v.s, direct ? out.raw() : d,
                    direct ? out.stride(0) : N, false, Mp, N, K, stream_)) {
@@ -166,8 +166,8 @@ void CudaBackend::fp8_linear(const Tensor& x, const Weight& w, Tensor& out) {
     auto* xq = pc.take<uint8_t>(M * K);  // [M, K] e4m3
     auto* xs = pc.take<float>(M);        // [M]
     auto* acc = pc.take<float>(M * N);   // [M, N]
-    k::act_quant_fp8(x.raw(), x.stride(0), M, K, K, ue8m0, xq, K, k::QStore::E4M3, xs, 1, M,
-                     stream_);
+    k::act_quant_fp8(x.raw(), x.stride(0), DT::BF16, M, K, K, ue8m0, xq, K, k::QStore::E4M3, xs, 1,
+                     M, stream_);
     TD_CUDA_LAUNCH_CHECK();
     LtFp8& l = lt8();
     if (l.gemm(LtFp8::Scales::kTensor, xq, l.unit_scale(), v.w, l.unit_scale(), acc, N, true, M, N,
@@ -189,8 +189,8 @@ void CudaBackend::fp8_linear(const Tensor& x, const Weight& w, Tensor& out) {
   auto* xq = pc.take<uint16_t>(M * K);                              // [M, K] e4m3 values as f16
   auto* xs = pc.take<float>(M * kb);                                // [M, kb]
   p.partial = pc.take<float>(p.splits > 1 ? p.splits * M * N : 0);  // [splits, M, N]
-  k::act_quant_fp8(x.raw(), x.stride(0), M, K, v.bk, ue8m0, xq, K, k::QStore::F16, xs, kb, 1,
-                   stream_);
+  k::act_quant_fp8(x.raw(), x.stride(0), DT::BF16, M, K, v.bk, ue8m0, xq, K, k::QStore::F16, xs, kb,
+                   1, stream_);
   TD_CUDA_LAUNCH_CHECK();
   p.x = xq, p.x_rs = K, p.xscale = xs, p.xs_rs = kb;
   p.out = out.raw(), p.o_rs = out.stride(0), p.out_dt = odt;
@@ -220,7 +220,7 @@ void CudaBackend::mxfp4_linear(const Tensor& x, const Weight& w, Tensor& out) {
   const void* xin = x.raw();
   int64_t xrs = x.stride(0);
   if (qdq) {
-    k::act_qdq_mxfp4(x.raw(), x.stride(0), M, K, xa, K, stream_);
+    k::act_qdq_mxfp4(x.raw(), x.stride(0), DT::BF16, M, K, xa, K, stream_);
     TD_CUDA_LAUNCH_CHECK();
     xin = xa, xrs = K;
   }
@@ -273,10 +273,13 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
   const int64_t kbx = fp8 ? (D + g8.bk - 1) / g8.bk : 0, kbh = fp8 ? (I + d8.bk - 1) / d8.bk : 0;
 
   // Device path: the grouped expert kernels (graph-capturable, batch-invariant).
+  // h stays f32 where the down weight quantizes it (FP8; MXFP4 with MXFP4 activations): it is
+  // quantized from its f32 value, as the contract does, not from a bf16 rounding of it.
+  const bool h32 = fp8 || qh;
   auto device_path = [&] {
     Pieces sz;
     sz.take<int32_t>(3 * E + 2 + 2 * P);
-    sz.take<uint16_t>(P * I);
+    sz.take<uint8_t>(P * I * (h32 ? 4 : 2));
     sz.take<float>(P * D);
     sz.take<uint16_t>(fp8 || qx ? T * D : 0);
     sz.take<float>(T * kbx);
@@ -284,7 +287,7 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
     sz.take<float>(P * kbh);
     Pieces pc(static_cast<char*>(scratch(sz.bytes())));
     auto* ints = pc.take<int32_t>(3 * E + 2 + 2 * P);     // counts, offsets, perm, inv, active, n
-    auto* h = pc.take<uint16_t>(P * I);                   // [P, I] bf16
+    auto* h = pc.take<uint8_t>(P * I * (h32 ? 4 : 2));    // [P, I] f32 or bf16
     auto* y = pc.take<float>(P * D);                      // [P, D]
     auto* xq = pc.take<uint16_t>(fp8 || qx ? T * D : 0);  // [T, D] f16 (FP8) / bf16 (MXFP4)
     auto* xs = pc.take<float>(T * kbx);                   // [T, kb]
@@ -303,17 +306,18 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
     g.counts = counts, g.offsets = offsets, g.perm = perm, g.active = active;
     g.num_active = num_active, g.max_active = std::min(E, P), g.k = kk, g.pairs = P;
     if (fp8) {
-      k::act_quant_fp8(x.raw(), x.stride(0), T, D, g8.bk, ue8m0_gu, xq, D, k::QStore::F16, xs, kbx,
-                       1, stream_);
-      k::fp8_moe_gate_up(xq, D, xs, kbx, g, g8, I, h, stream_);
-      k::act_quant_fp8(h, I, P, I, d8.bk, ue8m0_dn, hq, I, k::QStore::F16, hs, kbh, 1, stream_);
+      k::act_quant_fp8(x.raw(), x.stride(0), DT::BF16, T, D, g8.bk, ue8m0_gu, xq, D, k::QStore::F16,
+                       xs, kbx, 1, stream_);
+      k::fp8_moe_gate_up(xq, D, xs, kbx, g, g8, I, h, DT::F32, stream_);
+      k::act_quant_fp8(h, I, DT::F32, P, I, d8.bk, ue8m0_dn, hq, I, k::QStore::F16, hs, kbh, 1,
+                       stream_);
       k::fp8_moe_down(hq, I, hs, kbh, g, d8, y, stream_);
     } else {
-      if (qx) k::act_qdq_mxfp4(x.raw(), x.stride(0), T, D, xq, D, stream_);
+      if (qx) k::act_qdq_mxfp4(x.raw(), x.stride(0), DT::BF16, T, D, xq, D, stream_);
       k::mxfp4_moe_gate_up(qx ? static_cast<const void*>(xq) : x.raw(), qx ? D : x.stride(0), g, g4,
-                           I, h, stream_);
-      if (qh) k::act_qdq_mxfp4(h, I, P, I, hq, I, stream_);
-      k::mxfp4_moe_down(qh ? hq : h, I, g, d4, y, stream_);
+                           I, h, h32 ? DT::F32 : DT::BF16, stream_);
+      if (qh) k::act_qdq_mxfp4(h, I, DT::F32, P, I, hq, I, stream_);
+      k::mxfp4_moe_down(qh ? static_cast<const void*>(hq) : h, I, g, d4, y, stream_);
     }
     TD_CUDA_LAUNCH_CHECK();
     k::moe_combine(y, DT::F32, inv, weights.data<float>(), T, kk, D, out.raw(), stream_);
@@ -328,34 +332,11 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
   // come back to the host (one sync), then one cuBLASLt GEMM per expert on its gathered rows.
   // FP8: each expert's rows padded to a multiple of 4 (block-scaled cuBLASLt), quantized per
   // expert into that layout. MXFP4: each expert dequantized into bf16, then the bf16 GEMM.
-  Pieces sz0;
-  sz0.take<int32_t>(3 * E + 2 + 2 * P);
+  // Where the down weight quantizes h, gate|up and h stay f32 (h is quantized from its f32
+  // value, as the contract does) when cuBLASLt can write f32.
   const int64_t Pp = P + 3 * E;  // rows with every expert padded to a multiple of 4
   const int64_t rows = fp8 ? Pp : P;
-  sz0.take<uint16_t>(P * D);                // gathered x (bf16)
-  sz0.take<uint16_t>(rows * 2 * I);         // g
-  sz0.take<uint16_t>(rows * I);             // h
-  sz0.take<float>(P * D);                   // y (sorted rows)
-  sz0.take<uint8_t>(fp8 ? Pp * D : 0);      // xq
-  sz0.take<float>(fp8 ? Pp * kbx : 0);      // xs
-  sz0.take<uint8_t>(fp8 ? Pp * I : 0);      // hq
-  sz0.take<float>(fp8 ? Pp * kbh : 0);      // hs
-  sz0.take<uint16_t>(fp8 ? Pp * D : 0);     // yp: padded down output (bf16)
-  sz0.take<uint16_t>(fp8 ? 0 : 2 * I * D);  // one expert's gate_up, dequantized
-  sz0.take<uint16_t>(fp8 ? 0 : D * I);      // one expert's down, dequantized
-  Pieces pc(static_cast<char*>(scratch(sz0.bytes())));
-  auto* ints = pc.take<int32_t>(3 * E + 2 + 2 * P);
-  auto* xg = pc.take<uint16_t>(P * D);         // [P, D]
-  auto* gg = pc.take<uint16_t>(rows * 2 * I);  // [rows, 2I]
-  auto* hh = pc.take<uint16_t>(rows * I);      // [rows, I]
-  auto* y = pc.take<float>(P * D);             // [P, D]
-  auto* xq = pc.take<uint8_t>(fp8 ? Pp * D : 0);
-  auto* xs = pc.take<float>(fp8 ? Pp * kbx : 0);
-  auto* hq = pc.take<uint8_t>(fp8 ? Pp * I : 0);
-  auto* hs = pc.take<float>(fp8 ? Pp * kbh : 0);
-  auto* yp = pc.take<uint16_t>(fp8 ? Pp * D : 0);
-  auto* wg = pc.take<uint16_t>(fp8 ? 0 : 2 * I * D);
-  auto* wdn = pc.take<uint16_t>(fp8 ? 0 : D * I);
+  int32_t* ints = static_cast<int32_t*>(scratch(static_cast<size_t>(3 * E + 2 + 2 * P) * 4));
   int32_t* counts = ints;
   int32_t* offsets = counts + E;
   int32_t* perm = offsets + E + 1;
@@ -368,20 +349,61 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
   TD_CUDA_CHECK(cudaMemcpyAsync(cnt.data(), counts, E * 4, cudaMemcpyDeviceToHost, stream_));
   TD_CUDA_CHECK(cudaMemcpyAsync(off.data(), offsets, E * 4, cudaMemcpyDeviceToHost, stream_));
   TD_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  // f32 gate|up and h: FP8 if every expert's block-scaled GEMM can write f32 (else bf16, or the
+  // device path if not even bf16 has an algorithm), MXFP4 with MXFP4 activations.
+  bool g32 = !fp8 && qh;
+  if (fp8) {
+    LtFp8& l = lt8();
+    bool ok32 = true, ok16 = true;
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t np = round_up(cnt[e], 4);
+      if (np == 0) continue;
+      ok32 = ok32 && l.supported(LtFp8::Scales::kBlock128, true, np, 2 * I, D, 2 * I);
+      ok16 = ok16 && l.supported(LtFp8::Scales::kBlock128, false, np, D, I, D);
+      if (!ok32) ok16 = ok16 && l.supported(LtFp8::Scales::kBlock128, false, np, 2 * I, D, 2 * I);
+    }
+    if (!ok16) {
+      device_path();
+      return;
+    }
+    g32 = ok32;
+  }
+  const int64_t ge = g32 ? 4 : 2;  // bytes per gate|up and h element
+  Pieces sz;
+  sz.take<int32_t>(3 * E + 2 + 2 * P);
+  sz.take<uint16_t>(P * D);                   // gathered x (bf16)
+  sz.take<uint8_t>(rows * 2 * I * ge);        // g
+  sz.take<uint8_t>(rows * I * ge);            // h
+  sz.take<uint16_t>(!fp8 && qh ? P * I : 0);  // h quantize-dequantized (MXFP4 W4A4)
+  sz.take<float>(P * D);                      // y (sorted rows)
+  sz.take<uint8_t>(fp8 ? Pp * D : 0);         // xq
+  sz.take<float>(fp8 ? Pp * kbx : 0);         // xs
+  sz.take<uint8_t>(fp8 ? Pp * I : 0);         // hq
+  sz.take<float>(fp8 ? Pp * kbh : 0);         // hs
+  sz.take<uint16_t>(fp8 ? Pp * D : 0);        // yp: padded down output (bf16)
+  sz.take<uint16_t>(fp8 ? 0 : 2 * I * D);     // one expert's gate_up, dequantized
+  sz.take<uint16_t>(fp8 ? 0 : D * I);         // one expert's down, dequantized
+  Pieces pc(static_cast<char*>(scratch(sz.bytes())));
+  // The grouping stays where moe_prepare wrote it: at the start of this same buffer, or, if the
+  // scratch had to grow, in the outgrown buffer, which the backend keeps alive.
+  pc.take<int32_t>(3 * E + 2 + 2 * P);
+  auto* xg = pc.take<uint16_t>(P * D);                   // [P, D]
+  auto* gg = pc.take<uint8_t>(rows * 2 * I * ge);        // [rows, 2I] bf16 or f32
+  auto* hh = pc.take<uint8_t>(rows * I * ge);            // [rows, I] bf16 or f32
+  auto* hm = pc.take<uint16_t>(!fp8 && qh ? P * I : 0);  // [P, I] bf16
+  auto* y = pc.take<float>(P * D);                       // [P, D]
+  auto* xq = pc.take<uint8_t>(fp8 ? Pp * D : 0);
+  auto* xs = pc.take<float>(fp8 ? Pp * kbx : 0);
+  auto* hq = pc.take<uint8_t>(fp8 ? Pp * I : 0);
+  auto* hs = pc.take<float>(fp8 ? Pp * kbh : 0);
+  auto* yp = pc.take<uint16_t>(fp8 ? Pp * D : 0);
+  auto* wg = pc.take<uint16_t>(fp8 ? 0 : 2 * I * D);
+  auto* wdn = pc.take<uint16_t>(fp8 ? 0 : D * I);
+  const DT gdt = g32 ? DT::F32 : DT::BF16;
   k::moe_gather_x(x.raw(), x.stride(0), kk, perm, P, D, xg, stream_);
   TD_CUDA_LAUNCH_CHECK();
   if (fp8) {
     LtFp8& l = lt8();
-    // Every expert's GEMMs must have a block-scaled algorithm (checked once per row count and
-    // cached); otherwise the whole chunk takes the device path.
-    for (int64_t e = 0; e < E; ++e) {
-      const int64_t np = round_up(cnt[e], 4);
-      if (np > 0 && !(l.supported(LtFp8::Scales::kBlock128, false, np, 2 * I, D, 2 * I) &&
-                      l.supported(LtFp8::Scales::kBlock128, false, np, D, I, D))) {
-        device_path();
-        return;
-      }
-    }
     int64_t po = 0;
     std::vector<int64_t> pad_off(static_cast<size_t>(E));
     for (int64_t e = 0; e < E; ++e) {
@@ -389,20 +411,20 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
       pad_off[e] = po;
       if (n == 0) continue;
       // Scales of this expert's GEMM: [kb, np] at its own region (kb * np + m).
-      k::act_quant_fp8(xg + o * D, D, n, D, 128, ue8m0_gu, xq + po * D, D, k::QStore::E4M3,
-                       xs + po * kbx, 1, np, stream_);
+      k::act_quant_fp8(xg + o * D, D, DT::BF16, n, D, 128, ue8m0_gu, xq + po * D, D,
+                       k::QStore::E4M3, xs + po * kbx, 1, np, stream_);
       if (!l.gemm(LtFp8::Scales::kBlock128, xq + po * D, xs + po * kbx, g8.w + e * g8.w_es,
-                  g8.s + e * g8.s_es, gg + po * 2 * I, 2 * I, false, np, 2 * I, D, stream_))
+                  g8.s + e * g8.s_es, gg + po * 2 * I * ge, 2 * I, g32, np, 2 * I, D, stream_))
         fail("cuda moe_experts: no block-scaled cuBLASLt algorithm for {} x {} x {}", np, 2 * I, D);
       po += np;
     }
-    k::silu_mul(gg, 2 * I, hh, po, I, DT::BF16, stream_);
+    k::silu_mul(gg, 2 * I, hh, po, I, gdt, stream_);
     TD_CUDA_LAUNCH_CHECK();
     for (int64_t e = 0; e < E; ++e) {
       const int64_t n = cnt[e], o = off[e], np = round_up(n, 4), pe = pad_off[e];
       if (n == 0) continue;
-      k::act_quant_fp8(hh + pe * I, I, n, I, 128, ue8m0_dn, hq + pe * I, I, k::QStore::E4M3,
-                       hs + pe * kbh, 1, np, stream_);
+      k::act_quant_fp8(hh + pe * I * ge, I, gdt, n, I, 128, ue8m0_dn, hq + pe * I, I,
+                       k::QStore::E4M3, hs + pe * kbh, 1, np, stream_);
       if (!l.gemm(LtFp8::Scales::kBlock128, hq + pe * I, hs + pe * kbh, d8.w + e * d8.w_es,
                   d8.s + e * d8.s_es, yp + pe * D, D, false, np, D, I, stream_))
         fail("cuda moe_experts: no block-scaled cuBLASLt algorithm for {} x {} x {}", np, D, I);
@@ -416,7 +438,7 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
     return;
   }
   if (qx) {
-    k::act_qdq_mxfp4(xg, D, P, D, xg, D, stream_);
+    k::act_qdq_mxfp4(xg, D, DT::BF16, P, D, xg, D, stream_);
     TD_CUDA_LAUNCH_CHECK();
   }
   for (int64_t e = 0; e < E; ++e) {
@@ -424,27 +446,30 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
     if (n == 0) continue;
     k::mxfp4_dequant_bf16(g4, e, wg, stream_);
     TD_CUDA_LAUNCH_CHECK();
-    if (!lt_->gemm(xg + o * D, D, wg, D, gg + o * 2 * I, 2 * I, false, n, 2 * I, D, stream_)) {
+    if (!lt_->gemm(xg + o * D, D, wg, D, gg + o * 2 * I * ge, 2 * I, g32, n, 2 * I, D, stream_)) {
       Tensor wt = Tensor::wrap(wg, {2 * I, D}, DType::BF16, Device::cuda());
-      Tensor ge = Tensor::wrap(gg + o * 2 * I, {n, 2 * I}, DType::BF16, Device::cuda());
-      skinny(xg + o * D, D, 0, wt, 0, ge, 2 * I, 0, n, 2 * I, D, 1);
+      Tensor gt = Tensor::wrap(gg + o * 2 * I * ge, {n, 2 * I}, g32 ? DType::F32 : DType::BF16,
+                               Device::cuda());
+      skinny(xg + o * D, D, 0, wt, 0, gt, 2 * I, 0, n, 2 * I, D, 1);
     }
   }
-  k::silu_mul(gg, 2 * I, hh, P, I, DT::BF16, stream_);
+  k::silu_mul(gg, 2 * I, hh, P, I, gdt, stream_);
   TD_CUDA_LAUNCH_CHECK();
+  const uint16_t* hin = reinterpret_cast<const uint16_t*>(hh);  // [P, I] bf16, the down input
   if (qh) {
-    k::act_qdq_mxfp4(hh, I, P, I, hh, I, stream_);
+    k::act_qdq_mxfp4(hh, I, gdt, P, I, hm, I, stream_);
     TD_CUDA_LAUNCH_CHECK();
+    hin = hm;
   }
   for (int64_t e = 0; e < E; ++e) {
     const int64_t n = cnt[e], o = off[e];
     if (n == 0) continue;
     k::mxfp4_dequant_bf16(d4, e, wdn, stream_);
     TD_CUDA_LAUNCH_CHECK();
-    if (!lt_->gemm(hh + o * I, I, wdn, I, y + o * D, D, true, n, D, I, stream_)) {
+    if (!lt_->gemm(hin + o * I, I, wdn, I, y + o * D, D, true, n, D, I, stream_)) {
       Tensor wt = Tensor::wrap(wdn, {D, I}, DType::BF16, Device::cuda());
       Tensor ye = Tensor::wrap(y + o * D, {n, D}, DType::F32, Device::cuda());
-      skinny(hh + o * I, I, 0, wt, 0, ye, D, 0, n, D, I, 1);
+      skinny(hin + o * I, I, 0, wt, 0, ye, D, 0, n, D, I, 1);
     }
   }
   k::moe_combine(y, DT::F32, inv, weights.data<float>(), T, kk, D, out.raw(), stream_);

@@ -21,21 +21,23 @@ enum class QStore : int { F16 = 0, E4M3 = 1 };
 
 // ActQuant::kFp8Group: per row m and group b of bk consecutive features (bk >= K: one group),
 // amax = max |x|, s = max(amax, 1e-4) / 448 (ue8m0: s = 2^ceil(log2 s)), q = e4m3(x / s)
-// (round to nearest even, saturating). x: bf16 [M, K] rows strided by xs; q: [M, K] rows strided
+// (round to nearest even, saturating). x: [M, K] rows strided by xs; q: [M, K] rows strided
 // by qs; scale(m, b) = scale[m * s_m + b * s_b] (s_m = kb, s_b = 1 for the decode kernels;
 // s_m = 1, s_b = M_padded for cuBLASLt's VEC128 layout kb * M + m). K and bk multiples of 8,
-// K <= 65536 (act_quant_fp8_applies).
+// K <= 32768 (act_quant_fp8_applies). x_dt: bf16, or f32 (the MoE intermediate h, quantized
+// from its f32 value as the contract says, not from a bf16 rounding of it).
 bool act_quant_fp8_applies(int64_t K, int64_t bk);
-void act_quant_fp8(const void* x, int64_t xs, int64_t M, int64_t K, int64_t bk, bool ue8m0, void* q,
-                   int64_t qs, QStore store, float* scale, int64_t s_m, int64_t s_b,
-                   cudaStream_t s);
+void act_quant_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, int64_t bk,
+                   bool ue8m0, void* q, int64_t qs, QStore store, float* scale, int64_t s_m,
+                   int64_t s_b, cudaStream_t s);
 
 // ActQuant::kMxfp4, quantize-dequantize: per row and group of 32, the shared exponent
 // floor(log2 amax) - 2 (scale 1 when amax is 0), e2m1 values rounded to nearest even and
 // saturating at +-6, written back as bf16 (q * 2^e, exact): the decode kernels then run the
 // W4A16 product on it, which equals the W4A4 product up to fp32 summation order.
-// x, out: bf16 [M, K] rows strided by xs / os; K a multiple of 32.
-void act_qdq_mxfp4(const void* x, int64_t xs, int64_t M, int64_t K, void* out, int64_t os,
+// x: bf16 or f32 [M, K] rows strided by xs; out: bf16 [M, K] rows strided by os (may be x
+// itself when x is bf16); K a multiple of 32.
+void act_qdq_mxfp4(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, void* out, int64_t os,
                    cudaStream_t s);
 
 // ---- quantized weights as the kernels see them ------------------------------------------------
@@ -103,18 +105,20 @@ struct MoeGroups {
   int64_t k = 1;      // slots per token (perm[sorted] / k is the token)
   int64_t pairs = 0;  // T * k: picks how many rows one pass takes
 };
-// h[sorted, i] = silu(gate) * up, bf16 [P, I]. FP8: xq = act_quant_fp8(x) f16 [T, D] rows xq_rs,
-// scales [T, kb] rows xs_rs (one quantization per token, shared by its k slots). I a multiple
-// of 16.
+// h[sorted, i] = silu(gate) * up, [P, I] in h_dt: f32 where the down weight quantizes its input
+// (quantized from the f32 value, as the contract does), bf16 where it takes it as it is. FP8:
+// xq = act_quant_fp8(x) f16 [T, D] rows xq_rs, scales [T, kb] rows xs_rs (one quantization per
+// token, shared by its k slots). I a multiple of 16.
 void fp8_moe_gate_up(const void* xq, int64_t xq_rs, const float* xscale, int64_t xs_rs,
-                     const MoeGroups& g, const Fp8W& gate_up, int64_t I, void* h, cudaStream_t s);
+                     const MoeGroups& g, const Fp8W& gate_up, int64_t I, void* h, DT h_dt,
+                     cudaStream_t s);
 // y[sorted, d] = down_e[d] . h[sorted], f32 [P, D]. hq = act_quant_fp8(h) f16 [P, I] rows hq_rs,
 // scales [P, kb] rows hs_rs.
 void fp8_moe_down(const void* hq, int64_t hq_rs, const float* hscale, int64_t hs_rs,
                   const MoeGroups& g, const Fp8W& down, float* y, cudaStream_t s);
 // The same with MXFP4 experts on bf16 activations (x as it is, or act_qdq_mxfp4's output).
 void mxfp4_moe_gate_up(const void* x, int64_t xs, const MoeGroups& g, const Mx4W& gate_up,
-                       int64_t I, void* h, cudaStream_t s);
+                       int64_t I, void* h, DT h_dt, cudaStream_t s);
 void mxfp4_moe_down(const void* h, int64_t hs, const MoeGroups& g, const Mx4W& down, float* y,
                     cudaStream_t s);
 

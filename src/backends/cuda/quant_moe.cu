@@ -15,7 +15,7 @@ namespace {
 template <class F, class W, int NT, bool kGateUp>
 __global__ void __launch_bounds__(kQThreads)
     q_moe_kernel(const uint16_t* x, int64_t x_rs, const float* xscale, int64_t xs_rs, MoeGroups g,
-                 W w, int64_t I, void* out) {
+                 W w, int64_t I, void* out, bool h_f32) {
   pdl_wait();
   __shared__ float red[q_red_floats<NT>()];
   if (static_cast<int>(blockIdx.y) >= *g.num_active) return;  // uniform over the block
@@ -61,7 +61,11 @@ __global__ void __launch_bounds__(kQThreads)
       const int64_t s = off + m0 + col;
       if (kGateUp) {
         const float gv = q_reduce<NT>(red, 0, r, col), uv = q_reduce<NT>(red, 1, r, col);
-        static_cast<bf16*>(out)[s * I + r0 + r] = from_f<bf16>(gv / (1.0f + expf(-gv)) * uv);
+        const float hv = gv / (1.0f + expf(-gv)) * uv;
+        if (h_f32)
+          static_cast<float*>(out)[s * I + r0 + r] = hv;
+        else
+          static_cast<bf16*>(out)[s * I + r0 + r] = from_f<bf16>(hv);
       } else {
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
@@ -78,39 +82,40 @@ __global__ void __launch_bounds__(kQThreads)
 // average; either way a row's reduction order is the same.
 template <class F, class W, bool kGateUp>
 void run(const void* x, int64_t x_rs, const float* xscale, int64_t xs_rs, const MoeGroups& g,
-         const W& w, int64_t I, void* out, cudaStream_t s) {
+         const W& w, int64_t I, void* out, bool h_f32, cudaStream_t s) {
   if (g.max_active == 0) return;
   const int64_t experts_rows = kGateUp ? I / 16 : (w.N + 31) / 32;
   const dim3 grid(static_cast<unsigned>(experts_rows), static_cast<unsigned>(g.max_active));
   const auto* xp = static_cast<const uint16_t*>(x);
   if (g.pairs < 8 * g.max_active)
     launch(q_moe_kernel<F, W, 1, kGateUp>, grid, kQThreads, 0, s, xp, x_rs, xscale, xs_rs, g, w, I,
-           out);
+           out, h_f32);
   else
     launch(q_moe_kernel<F, W, 2, kGateUp>, grid, kQThreads, 0, s, xp, x_rs, xscale, xs_rs, g, w, I,
-           out);
+           out, h_f32);
 }
 
 }  // namespace
 
 void fp8_moe_gate_up(const void* xq, int64_t xq_rs, const float* xscale, int64_t xs_rs,
-                     const MoeGroups& g, const Fp8W& gate_up, int64_t I, void* h, cudaStream_t s) {
-  run<Fp8Fmt, Fp8W, true>(xq, xq_rs, xscale, xs_rs, g, gate_up, I, h, s);
+                     const MoeGroups& g, const Fp8W& gate_up, int64_t I, void* h, DT h_dt,
+                     cudaStream_t s) {
+  run<Fp8Fmt, Fp8W, true>(xq, xq_rs, xscale, xs_rs, g, gate_up, I, h, h_dt == DT::F32, s);
 }
 
 void fp8_moe_down(const void* hq, int64_t hq_rs, const float* hscale, int64_t hs_rs,
                   const MoeGroups& g, const Fp8W& down, float* y, cudaStream_t s) {
-  run<Fp8Fmt, Fp8W, false>(hq, hq_rs, hscale, hs_rs, g, down, 0, y, s);
+  run<Fp8Fmt, Fp8W, false>(hq, hq_rs, hscale, hs_rs, g, down, 0, y, false, s);
 }
 
 void mxfp4_moe_gate_up(const void* x, int64_t xs, const MoeGroups& g, const Mx4W& gate_up,
-                       int64_t I, void* h, cudaStream_t s) {
-  run<Mx4Fmt, Mx4W, true>(x, xs, nullptr, 0, g, gate_up, I, h, s);
+                       int64_t I, void* h, DT h_dt, cudaStream_t s) {
+  run<Mx4Fmt, Mx4W, true>(x, xs, nullptr, 0, g, gate_up, I, h, h_dt == DT::F32, s);
 }
 
 void mxfp4_moe_down(const void* h, int64_t hs, const MoeGroups& g, const Mx4W& down, float* y,
                     cudaStream_t s) {
-  run<Mx4Fmt, Mx4W, false>(h, hs, nullptr, 0, g, down, 0, y, s);
+  run<Mx4Fmt, Mx4W, false>(h, hs, nullptr, 0, g, down, 0, y, false, s);
 }
 
 }  // namespace tandem::cuda::k
