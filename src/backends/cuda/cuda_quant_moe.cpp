@@ -1,0 +1,260 @@
+// CudaBackend::moe_experts on quantized experts (FP8 block, MXFP4): the grouped expert kernels
+// of quant_kernels.h (graph-capturable, batch-invariant), or for many rows per expert one
+// cuBLASLt GEMM per expert (block-scaled FP8; MXFP4 dequantized to bf16).
+#include <algorithm>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/heuristics.h"
+#include "backends/cuda/kernels.h"
+#include "backends/cuda/lt_fp8.h"
+#include "backends/cuda/lt_gemm.h"
+#include "backends/cuda/quant_kernels.h"
+#include "backends/cuda/quant_views.h"
+#include "core/error.h"
+
+namespace tandem::cuda {
+
+using namespace check;
+using k::DT;
+using quant::Pieces;
+
+void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const Weight& down,
+                                  const Tensor& idx, const Tensor& weights, Tensor& out,
+                                  bool host_path) {
+  const ActQuant act_gu = gate_up.act, act_dn = down.act;
+  const bool ue8m0_gu = gate_up.ue8m0, ue8m0_dn = down.ue8m0;
+  const char* op = "moe_experts";
+  quant::check_quant_weight(gate_up, op, "gate_up");
+  quant::check_quant_weight(down, op, "down");
+  TD_CHECK(gate_up.format == down.format, "cuda moe_experts: gate_up and down formats differ");
+  const bool fp8 = gate_up.format == WeightFormat::kFp8Block;
+  if (fp8 && (act_gu != ActQuant::kFp8Group || act_dn != ActQuant::kFp8Group))
+    fail("cuda moe_experts: FP8 block experts need FP8 group activations on the GPU");
+  if (!fp8 && (act_gu == ActQuant::kFp8Group || act_dn == ActQuant::kFp8Group))
+    fail("cuda moe_experts: MXFP4 experts take unquantized or MXFP4 activations");
+  const int64_t T = x.size(0), D = x.size(1), E = gate_up.w.size(0), kk = idx.size(1);
+  const int64_t I = gate_up.w.size(1) / 2, P = T * kk;
+  TD_CHECK(gate_up.in_features() == D && down.out_features() == D && down.in_features() == I &&
+               down.experts() == E,
+           "cuda moe_experts: gate_up {} and down {} do not fit x {}", gate_up.w.str(),
+           down.w.str(), x.str());
+  TD_CHECK(I % 16 == 0,
+           "cuda moe_experts: quantized experts need the intermediate size {} to be a "
+           "multiple of 16",
+           I);
+  const k::Fp8W g8 = fp8 ? quant::fp8_view(gate_up) : k::Fp8W{},
+                d8 = fp8 ? quant::fp8_view(down) : k::Fp8W{};
+  const k::Mx4W g4 = fp8 ? k::Mx4W{} : quant::mx4_view(gate_up),
+                d4 = fp8 ? k::Mx4W{} : quant::mx4_view(down);
+  const bool qx = !fp8 && act_gu == ActQuant::kMxfp4, qh = !fp8 && act_dn == ActQuant::kMxfp4;
+  // The host path needs cuBLASLt's block layout for FP8 (anything else keeps the device path).
+  host_path = host_path && (!fp8 || (quant::lt_block_layout(g8) && quant::lt_block_layout(d8)));
+  const int64_t kbx = fp8 ? (D + g8.bk - 1) / g8.bk : 0, kbh = fp8 ? (I + d8.bk - 1) / d8.bk : 0;
+
+  // Device path: the grouped expert kernels (graph-capturable, batch-invariant).
+  // h stays f32 where the down weight quantizes it (FP8; MXFP4 with MXFP4 activations): it is
+  // quantized from its f32 value, as the contract does, not from a bf16 rounding of it.
+  const bool h32 = fp8 || qh;
+  auto device_path = [&] {
+    Pieces sz;
+    sz.take<int32_t>(3 * E + 2 + 2 * P);
+    sz.take<uint8_t>(P * I * (h32 ? 4 : 2));
+    sz.take<float>(P * D);
+    sz.take<uint16_t>(fp8 || qx ? T * D : 0);
+    sz.take<float>(T * kbx);
+    sz.take<uint16_t>(fp8 || qh ? P * I : 0);
+    sz.take<float>(P * kbh);
+    Pieces pc(static_cast<char*>(scratch(sz.bytes())));
+    auto* ints = pc.take<int32_t>(3 * E + 2 + 2 * P);     // counts, offsets, perm, inv, active, n
+    auto* h = pc.take<uint8_t>(P * I * (h32 ? 4 : 2));    // [P, I] f32 or bf16
+    auto* y = pc.take<float>(P * D);                      // [P, D]
+    auto* xq = pc.take<uint16_t>(fp8 || qx ? T * D : 0);  // [T, D] f16 (FP8) / bf16 (MXFP4)
+    auto* xs = pc.take<float>(T * kbx);                   // [T, kb]
+    auto* hq = pc.take<uint16_t>(fp8 || qh ? P * I : 0);  // [P, I]
+    auto* hs = pc.take<float>(P * kbh);                   // [P, kb]
+    k::MoeGroups g;
+    int32_t* counts = ints;
+    int32_t* offsets = counts + E;
+    int32_t* perm = offsets + E + 1;
+    int32_t* inv = perm + P;
+    int32_t* active = inv + P;
+    int32_t* num_active = active + E;
+    k::moe_prepare(idx.data<int32_t>(), P, E, counts, offsets, perm, inv, active, num_active,
+                   stream_);
+    TD_CUDA_LAUNCH_CHECK();
+    g.counts = counts, g.offsets = offsets, g.perm = perm, g.active = active;
+    g.num_active = num_active, g.max_active = std::min(E, P), g.k = kk, g.pairs = P;
+    if (fp8) {
+      k::act_quant_fp8(x.raw(), x.stride(0), DT::BF16, T, D, g8.bk, ue8m0_gu, xq, D, k::QStore::F16,
+                       xs, kbx, 1, stream_);
+      k::fp8_moe_gate_up(xq, D, xs, kbx, g, g8, I, h, DT::F32, stream_);
+      k::act_quant_fp8(h, I, DT::F32, P, I, d8.bk, ue8m0_dn, hq, I, k::QStore::F16, hs, kbh, 1,
+                       stream_);
+      k::fp8_moe_down(hq, I, hs, kbh, g, d8, y, stream_);
+    } else {
+      if (qx) k::act_qdq_mxfp4(x.raw(), x.stride(0), DT::BF16, T, D, xq, D, stream_);
+      k::mxfp4_moe_gate_up(qx ? static_cast<const void*>(xq) : x.raw(), qx ? D : x.stride(0), g, g4,
+                           I, h, h32 ? DT::F32 : DT::BF16, stream_);
+      if (qh) k::act_qdq_mxfp4(h, I, DT::F32, P, I, hq, I, stream_);
+      k::mxfp4_moe_down(qh ? static_cast<const void*>(hq) : h, I, g, d4, y, stream_);
+    }
+    TD_CUDA_LAUNCH_CHECK();
+    k::moe_combine(y, DT::F32, inv, weights.data<float>(), T, kk, D, out.raw(), stream_);
+    TD_CUDA_LAUNCH_CHECK();
+  };
+  if (!host_path) {
+    device_path();
+    return;
+  }
+
+  // Host path (many rows per expert, not capturing, not deterministic): the grouping's counts
+  // come back to the host (one sync), then one cuBLASLt GEMM per expert on its gathered rows.
+  // FP8: each expert's rows padded to a multiple of 4 (block-scaled cuBLASLt), quantized per
+  // expert into that layout. MXFP4: each expert dequantized into bf16, then the bf16 GEMM.
+  // Where the down weight quantizes h, gate|up and h stay f32 (h is quantized from its f32
+  // value, as the contract does) when cuBLASLt can write f32.
+  const int64_t Pp = P + 3 * E;  // rows with every expert padded to a multiple of 4
+  const int64_t rows = fp8 ? Pp : P;
+  int32_t* ints = static_cast<int32_t*>(scratch(static_cast<size_t>(3 * E + 2 + 2 * P) * 4));
+  int32_t* counts = ints;
+  int32_t* offsets = counts + E;
+  int32_t* perm = offsets + E + 1;
+  int32_t* inv = perm + P;
+  int32_t* active = inv + P;
+  k::moe_prepare(idx.data<int32_t>(), P, E, counts, offsets, perm, inv, active, active + E,
+                 stream_);
+  TD_CUDA_LAUNCH_CHECK();
+  std::vector<int32_t> cnt(static_cast<size_t>(E)), off(static_cast<size_t>(E));
+  TD_CUDA_CHECK(cudaMemcpyAsync(cnt.data(), counts, E * 4, cudaMemcpyDeviceToHost, stream_));
+  TD_CUDA_CHECK(cudaMemcpyAsync(off.data(), offsets, E * 4, cudaMemcpyDeviceToHost, stream_));
+  TD_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  // f32 gate|up and h: FP8 if every expert's block-scaled GEMM can write f32 (else bf16, or the
+  // device path if not even bf16 has an algorithm), MXFP4 with MXFP4 activations.
+  bool g32 = !fp8 && qh;
+  if (fp8) {
+    LtFp8& l = lt8();
+    bool ok32 = true, ok16 = true;
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t np = round_up(cnt[e], 4);
+      if (np == 0) continue;
+      ok32 = ok32 && l.supported(LtFp8::Scales::kBlock128, true, np, 2 * I, D, 2 * I);
+      ok16 = ok16 && l.supported(LtFp8::Scales::kBlock128, false, np, D, I, D);
+      if (!ok32) ok16 = ok16 && l.supported(LtFp8::Scales::kBlock128, false, np, 2 * I, D, 2 * I);
+    }
+    if (!ok16) {
+      device_path();
+      return;
+    }
+    g32 = ok32;
+  }
+  const int64_t ge = g32 ? 4 : 2;  // bytes per gate|up and h element
+  Pieces sz;
+  sz.take<int32_t>(3 * E + 2 + 2 * P);
+  sz.take<uint16_t>(P * D);                   // gathered x (bf16)
+  sz.take<uint8_t>(rows * 2 * I * ge);        // g
+  sz.take<uint8_t>(rows * I * ge);            // h
+  sz.take<uint16_t>(!fp8 && qh ? P * I : 0);  // h quantize-dequantized (MXFP4 W4A4)
+  sz.take<float>(P * D);                      // y (sorted rows)
+  sz.take<uint8_t>(fp8 ? Pp * D : 0);         // xq
+  sz.take<float>(fp8 ? Pp * kbx : 0);         // xs
+  sz.take<uint8_t>(fp8 ? Pp * I : 0);         // hq
+  sz.take<float>(fp8 ? Pp * kbh : 0);         // hs
+  sz.take<uint16_t>(fp8 ? Pp * D : 0);        // yp: padded down output (bf16)
+  sz.take<uint16_t>(fp8 ? 0 : 2 * I * D);     // one expert's gate_up, dequantized
+  sz.take<uint16_t>(fp8 ? 0 : D * I);         // one expert's down, dequantized
+  Pieces pc(static_cast<char*>(scratch(sz.bytes())));
+  // The grouping stays where moe_prepare wrote it: at the start of this same buffer, or, if the
+  // scratch had to grow, in the outgrown buffer, which the backend keeps alive.
+  pc.take<int32_t>(3 * E + 2 + 2 * P);
+  auto* xg = pc.take<uint16_t>(P * D);                   // [P, D]
+  auto* gg = pc.take<uint8_t>(rows * 2 * I * ge);        // [rows, 2I] bf16 or f32
+  auto* hh = pc.take<uint8_t>(rows * I * ge);            // [rows, I] bf16 or f32
+  auto* hm = pc.take<uint16_t>(!fp8 && qh ? P * I : 0);  // [P, I] bf16
+  auto* y = pc.take<float>(P * D);                       // [P, D]
+  auto* xq = pc.take<uint8_t>(fp8 ? Pp * D : 0);
+  auto* xs = pc.take<float>(fp8 ? Pp * kbx : 0);
+  auto* hq = pc.take<uint8_t>(fp8 ? Pp * I : 0);
+  auto* hs = pc.take<float>(fp8 ? Pp * kbh : 0);
+  auto* yp = pc.take<uint16_t>(fp8 ? Pp * D : 0);
+  auto* wg = pc.take<uint16_t>(fp8 ? 0 : 2 * I * D);
+  auto* wdn = pc.take<uint16_t>(fp8 ? 0 : D * I);
+  const DT gdt = g32 ? DT::F32 : DT::BF16;
+  k::moe_gather_x(x.raw(), x.stride(0), kk, perm, P, D, xg, stream_);
+  TD_CUDA_LAUNCH_CHECK();
+  if (fp8) {
+    LtFp8& l = lt8();
+    int64_t po = 0;
+    std::vector<int64_t> pad_off(static_cast<size_t>(E));
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t n = cnt[e], o = off[e], np = round_up(n, 4);
+      pad_off[e] = po;
+      if (n == 0) continue;
+      // Scales of this expert's GEMM: [kb, np] at its own region (kb * np + m).
+      k::act_quant_fp8(xg + o * D, D, DT::BF16, n, D, 128, ue8m0_gu, xq + po * D, D,
+                       k::QStore::E4M3, xs + po * kbx, 1, np, stream_);
+      if (!l.gemm(LtFp8::Scales::kBlock128, xq + po * D, xs + po * kbx, g8.w + e * g8.w_es,
+                  g8.s + e * g8.s_es, gg + po * 2 * I * ge, 2 * I, g32, np, 2 * I, D, stream_))
+        fail("cuda moe_experts: no block-scaled cuBLASLt algorithm for {} x {} x {}", np, 2 * I, D);
+      po += np;
+    }
+    k::silu_mul(gg, 2 * I, hh, po, I, gdt, stream_);
+    TD_CUDA_LAUNCH_CHECK();
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t n = cnt[e], o = off[e], np = round_up(n, 4), pe = pad_off[e];
+      if (n == 0) continue;
+      k::act_quant_fp8(hh + pe * I * ge, I, gdt, n, I, 128, ue8m0_dn, hq + pe * I, I,
+                       k::QStore::E4M3, hs + pe * kbh, 1, np, stream_);
+      if (!l.gemm(LtFp8::Scales::kBlock128, hq + pe * I, hs + pe * kbh, d8.w + e * d8.w_es,
+                  d8.s + e * d8.s_es, yp + pe * D, D, false, np, D, I, stream_))
+        fail("cuda moe_experts: no block-scaled cuBLASLt algorithm for {} x {} x {}", np, D, I);
+      // The expert's real rows back in sorted order.
+      TD_CUDA_CHECK(
+          cudaMemcpyAsync(xg + o * D, yp + pe * D, n * D * 2, cudaMemcpyDeviceToDevice, stream_));
+    }
+    // y rows are bf16 here (cuBLASLt's D), reusing the gathered-x buffer.
+    k::moe_combine(xg, DT::BF16, inv, weights.data<float>(), T, kk, D, out.raw(), stream_);
+    TD_CUDA_LAUNCH_CHECK();
+    return;
+  }
+  if (qx) {
+    k::act_qdq_mxfp4(xg, D, DT::BF16, P, D, xg, D, stream_);
+    TD_CUDA_LAUNCH_CHECK();
+  }
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t n = cnt[e], o = off[e];
+    if (n == 0) continue;
+    k::mxfp4_dequant_bf16(g4, e, wg, stream_);
+    TD_CUDA_LAUNCH_CHECK();
+    if (!lt_->gemm(xg + o * D, D, wg, D, gg + o * 2 * I * ge, 2 * I, g32, n, 2 * I, D, stream_)) {
+      Tensor wt = Tensor::wrap(wg, {2 * I, D}, DType::BF16, Device::cuda());
+      Tensor gt = Tensor::wrap(gg + o * 2 * I * ge, {n, 2 * I}, g32 ? DType::F32 : DType::BF16,
+                               Device::cuda());
+      skinny(xg + o * D, D, 0, wt, 0, gt, 2 * I, 0, n, 2 * I, D, 1);
+    }
+  }
+  k::silu_mul(gg, 2 * I, hh, P, I, gdt, stream_);
+  TD_CUDA_LAUNCH_CHECK();
+  const uint16_t* hin = reinterpret_cast<const uint16_t*>(hh);  // [P, I] bf16, the down input
+  if (qh) {
+    k::act_qdq_mxfp4(hh, I, gdt, P, I, hm, I, stream_);
+    TD_CUDA_LAUNCH_CHECK();
+    hin = hm;
+  }
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t n = cnt[e], o = off[e];
+    if (n == 0) continue;
+    k::mxfp4_dequant_bf16(d4, e, wdn, stream_);
+    TD_CUDA_LAUNCH_CHECK();
+    if (!lt_->gemm(hin + o * I, I, wdn, I, y + o * D, D, true, n, D, I, stream_)) {
+      Tensor wt = Tensor::wrap(wdn, {D, I}, DType::BF16, Device::cuda());
+      Tensor ye = Tensor::wrap(y + o * D, {n, D}, DType::F32, Device::cuda());
+      skinny(hin + o * I, I, 0, wt, 0, ye, D, 0, n, D, I, 1);
+    }
+  }
+  k::moe_combine(y, DT::F32, inv, weights.data<float>(), T, kk, D, out.raw(), stream_);
+  TD_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace tandem::cuda
