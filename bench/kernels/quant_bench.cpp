@@ -14,6 +14,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_graph.h"
+#include "backends/cuda/heuristics.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/lt_fp8.h"
 #include "backends/cuda/lt_gemm.h"
@@ -240,6 +241,23 @@ struct DecodeExperts {
     k::fp8_moe_down(hq.raw(), I, hs.data<float>(), I / 128, g, dn.v, y.data<float>(), s);
     combine(s);
   }
+  // The bf16 experts through moe_experts' device path as the backend picks it (SIMT kernels
+  // below one row per expert, tensor cores from there): the baseline the quantized rows beat.
+  void bf16(const Tensor& gu, const Tensor& dn, cudaStream_t s) const {
+    prepare(s);
+    if (cuda::heuristics::moe_tensor_cores(-1, false, P, E)) {
+      k::moe_gate_up_mma(x.raw(), D, kk, gu.raw(), g.counts, g.offsets, g.perm, g.active,
+                         g.num_active, g.max_active, I, D, h.raw(), s);
+      k::moe_down_mma(h.raw(), dn.raw(), g.counts, g.offsets, g.active, g.num_active, g.max_active,
+                      I, D, y.data<float>(), s);
+    } else {
+      k::moe_gate_up(x.raw(), D, kk, gu.raw(), g.counts, g.offsets, g.perm, g.active, g.num_active,
+                     g.max_active, I, D, h.raw(), s);
+      k::moe_down(h.raw(), dn.raw(), g.counts, g.offsets, g.active, g.num_active, g.max_active, I,
+                  D, y.data<float>(), s);
+    }
+    combine(s);
+  }
   void mxfp4(const Mx4Dev& gu, const Mx4Dev& dn, bool w4a4, cudaStream_t s) const {
     prepare(s);
     if (w4a4) k::act_qdq_mxfp4(x.raw(), D, k::DT::BF16, T, D, xq.raw(), D, s);
@@ -306,6 +324,11 @@ void bench_quant(double copy_gbps, bool quick) {
       "\nGLM-5.2 MoE layer decode (256 experts top-8 + 1 shared, hidden 6144, moe_inter 2048)\n");
   const Fp8Dev gu8 = make_fp8(E, 2 * I, D, 900), dn8 = make_fp8(E, D, I, 910);
   const Mx4Dev gu4 = make_mx4(E, 2 * I, D, 920), dn4 = make_mx4(E, D, I, 930);
+  Tensor gu16 = Tensor::empty({E, 2 * I, D}, DType::BF16, Device::cuda());  // [E, 2I, D]
+  Tensor dn16 = Tensor::empty({E, D, I}, DType::BF16, Device::cuda());      // [E, D, I]
+  cuda::fill_random(gu16, 940, 0.02f);
+  cuda::fill_random(dn16, 950, 0.02f);
+  const double e16 = static_cast<double>(gu16.nbytes() + dn16.nbytes()) / E;
   const double e8 = static_cast<double>(gu8.bytes() + dn8.bytes()) / E;
   const double e4 = static_cast<double>(gu4.bytes() + dn4.bytes()) / E;
   double attn_b = 0, shared_b = 0;
@@ -330,6 +353,9 @@ void bench_quant(double copy_gbps, bool quick) {
                   static_cast<long long>(ex.distinct), cell(us, bytes, copy_gbps).c_str());
       std::fflush(stdout);
     };
+    row("routed experts bf16 (moe_experts' kernels)",
+        tm.us([&](cudaStream_t s) { ex.bf16(gu16, dn16, s); }, true),
+        e16 * static_cast<double>(ex.distinct));
     row("routed experts FP8 (prepare..combine)",
         tm.us([&](cudaStream_t s) { ex.fp8(gu8, dn8, s); }, true), routed8);
     row("routed experts MXFP4 W4A16",
