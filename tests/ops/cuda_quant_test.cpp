@@ -801,7 +801,8 @@ class CudaQuantBackend : public CudaQuant {
 // deterministic mode the decode kernels at every M, each row bitwise equal to that row alone.
 // Against the CPU backend and the host reference of this file.
 TEST_F(CudaQuantBackend, LinearMatchesCpu) {
-  // FP8 128 x 128 (K = 640; and N, K not multiples of 128), per-channel FP8, MXFP4 (K = 512;
+  // FP8 128 x 128 (K = 640; and N, K not multiples of 128, with ue8m0 activation scales),
+  // per-channel FP8, MXFP4 (K = 512;
   // and K = 480) with unquantized and with MXFP4 activations.
   const Fp8Host blk = make_fp8(rng_, 1, 384, 640, 128, 128);
   const Fp8Host odd = make_fp8(rng_, 1, 200, 592, 128, 128);
@@ -819,6 +820,7 @@ TEST_F(CudaQuantBackend, LinearMatchesCpu) {
     wc.push_back(f8[i] ? fp8_weight(*f8[i], false, Device::cpu())
                        : mx4_weight(*f4[i], false, a4[i], Device::cpu()));
   }
+  wg[1].ue8m0 = wc[1].ue8m0 = true;  // power-of-two activation scales (scale_fmt: ue8m0)
   for (bool det : {false, true}) {
     be_->set_deterministic(det);
     for (int64_t M : rows_to_test()) {
@@ -840,7 +842,7 @@ TEST_F(CudaQuantBackend, LinearMatchesCpu) {
         if (f) {
           std::vector<float> q(xr.size()), s(static_cast<size_t>(M * f->kb));
           for (int64_t m = 0; m < M; ++m)
-            act_quant_fp8_ref(&xr[m * K], K, f->bk, false, &q[m * K], &s[m * f->kb]);
+            act_quant_fp8_ref(&xr[m * K], K, f->bk, wg[which].ue8m0, &q[m * K], &s[m * f->kb]);
           ref = fp8_ref(*f, 0, q, s, M);
         } else {
           if (a4[which] == ActQuant::kMxfp4)
