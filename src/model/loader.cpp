@@ -136,10 +136,7 @@ class Loader {
     if (!host.quantized()) return dense(host.w);
     Weight w = host;
     w.w = o_.device.is_cpu() ? host.w.contiguous() : host.w.contiguous().to(o_.device);
-    const bool pad = !o_.device.is_cpu() && host.format == WeightFormat::kFp8Block;
-    const Tensor scale = pad ? pad_scale_rows(host.scale, 4) : host.scale.contiguous();
-    Tensor placed = o_.device.is_cpu() ? scale : scale.to(o_.device);
-    w.scale = placed.narrow(placed.ndim() - 1, 0, host.scale.size(-1));
+    w.scale = place_weight_scale(host.scale, host.format, o_.device);
     return w;
   }
   // Norms, biases and the router stay fp32 on every backend.
@@ -262,6 +259,13 @@ Weight combine(const std::vector<Weight>& parts, bool stack, std::string* why) {
 }
 
 }  // namespace
+
+Tensor place_weight_scale(const Tensor& host, WeightFormat f, Device d) {
+  const bool pad = !d.is_cpu() && f == WeightFormat::kFp8Block;
+  const Tensor scale = pad ? pad_scale_rows(host, 4) : host.contiguous();
+  Tensor placed = d.is_cpu() ? scale : scale.to(d);
+  return placed.narrow(placed.ndim() - 1, 0, host.size(-1));
+}
 
 ModelWeights load_weights(const Checkpoint& ck, const ModelConfig& c, const LoadOptions& o) {
   if (c.has_indexer && c.q_lora_rank <= 0)

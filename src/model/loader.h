@@ -25,6 +25,11 @@ struct LoadOptions {
   bool keep_quantized = true;
 };
 
+// A host weight scale [.., nb, kb] on device d in the form the backends read: FP8 scales get rows
+// padded to a multiple of 4 K blocks on CUDA (cuBLASLt's block-scaled layout); the result is a
+// view of the logical columns.
+Tensor place_weight_scale(const Tensor& host, WeightFormat f, Device d);
+
 ModelWeights load_weights(const Checkpoint& ckpt, const ModelConfig& c, const LoadOptions& o);
 
 }  // namespace tandem

@@ -403,5 +403,44 @@ TEST(Spec, SampledTokensFollowTheTargetDistribution) {
   }
 }
 
+// Quantized weights keep speculative decoding lossless: with dummy FP8 weights (W8A8 on every
+// projection, MLP and expert) and Quark-layout MXFP4 experts (W4A4, MTP layer bf16), greedy MTP
+// output equals plain decoding.
+class QuantizedSpec : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(QuantizedSpec, MtpGreedyEqualsPlain) {
+  init_backends();
+  LoadOptions lo;
+  lo.show_progress = false;
+  ModelConfig c = preset_config("tiny-glm5.2");
+  c.quant.method = GetParam();
+  std::shared_ptr<const Model> model = Model::dummy(c, lo, 5);
+  const auto& layers = model->weights().layers;
+  const auto moe = std::find_if(layers.begin(), layers.end(),
+                                [](const LayerWeights& l) { return l.moe.has_value(); });
+  ASSERT_NE(moe, layers.end());
+  EXPECT_TRUE(moe->moe->experts_gate_up.quantized());
+  EXPECT_EQ(layers[0].attn.o_proj.quantized(), GetParam() == "fp8");
+  auto reqs = prompts(c, 5, 12, 40, 24, 3);
+  std::vector<Result> plain;
+  {
+    Engine e(model, EngineOptions{});
+    plain = run_all(e, reqs);
+  }
+  EngineOptions o;
+  o.spec.algorithm = "EAGLE";
+  o.spec.num_steps = 3;
+  o.spec.num_draft_tokens = 4;
+  Engine e(model, o);
+  const auto got = run_all(e, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, plain[i].tokens) << GetParam() << " request " << i;
+    EXPECT_EQ(got[i].tokens.size(), 24u);
+  }
+  EXPECT_GT(e.metrics().spec_verify_steps, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, QuantizedSpec, ::testing::Values("fp8", "quark"));
+
 }  // namespace
 }  // namespace tandem::test

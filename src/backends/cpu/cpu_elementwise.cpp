@@ -90,6 +90,15 @@ void CpuBackend::fill_random(Tensor& t, uint64_t seed, float scale) {
       t.data<float>()[i] = static_cast<float>(scale * rng.normal());
     return;
   }
+  if (t.dtype() == DType::FP4X2) {  // two e2m1 values per byte, low nibble first
+    auto* p = static_cast<uint8_t*>(t.raw());
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const uint8_t lo = f32_to_fp4_e2m1(static_cast<float>(scale * rng.normal()));
+      const uint8_t hi = f32_to_fp4_e2m1(static_cast<float>(scale * rng.normal()));
+      p[i] = static_cast<uint8_t>(lo | (hi << 4));
+    }
+    return;
+  }
   std::vector<float> v(static_cast<size_t>(t.numel()));
   for (float& x : v) x = static_cast<float>(scale * rng.normal());
   convert_from_f32(t.dtype(), v.data(), t.raw(), t.numel());

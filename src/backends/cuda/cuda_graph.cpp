@@ -120,8 +120,14 @@ bool DecodeGraphs::run(int64_t key, const std::function<void(Workspace&)>& fn) {
 void fill_random(Tensor& t, uint64_t seed, float scale) {
   TD_CHECK(t.device().is_cuda() && t.is_contiguous(),
            "fill_random: needs a contiguous GPU tensor, got {}", t.str());
-  TD_CHECK(t.dtype() == DType::BF16 || t.dtype() == DType::F32, "fill_random: bf16 or f32, got {}",
-           t.str());
+  if (t.dtype() == DType::F8_E4M3 || t.dtype() == DType::FP4X2) {
+    k::fill_random_codes(static_cast<uint8_t*>(t.raw()), t.numel(), seed, scale,
+                         t.dtype() == DType::FP4X2, nullptr);
+    TD_CUDA_LAUNCH_CHECK();
+    return;
+  }
+  TD_CHECK(t.dtype() == DType::BF16 || t.dtype() == DType::F32,
+           "fill_random: bf16, f32, f8_e4m3 or fp4x2, got {}", t.str());
   k::fill_random(t.raw(), t.numel(), seed, scale,
                  t.dtype() == DType::BF16 ? k::DT::BF16 : k::DT::F32, nullptr);
   TD_CUDA_LAUNCH_CHECK();

@@ -81,6 +81,9 @@ void argmax(const float* logits, int64_t ls, int64_t T, int64_t V, float* part_v
 // ---- fill.cu --------------------------------------------------------------------------------
 // Deterministic N(0, scale^2)-ish values (sum of uniforms), for benchmarks and tests.
 void fill_random(void* p, int64_t n, uint64_t seed, float scale, DT dt, cudaStream_t s);
+// The same values encoded: `bytes` e4m3 codes, or (fp4) e2m1 pairs, two values per byte.
+void fill_random_codes(uint8_t* p, int64_t bytes, uint64_t seed, float scale, bool fp4,
+                       cudaStream_t s);
 
 // ---- sample.cu ------------------------------------------------------------------------------
 // Backend::sample, one CTA per row: logits [T, V] f32 rows strided by ls; temperature, top_p,
