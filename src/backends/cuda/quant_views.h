@@ -75,8 +75,11 @@ inline void check_quant_weight(const Weight& w, const char* op, const char* what
           "(or >= K), got {}",
           op, what, w.w.str());
   } else {
-    need_dtype(w.w, DType::FP4X2, op, what);
-    need_dtype(w.scale, DType::E8M0, op, what);
+    // Quark checkpoints and the dummy weights store the e8m0 scales as plain bytes (U8).
+    if (w.w.dtype() != DType::FP4X2 && w.w.dtype() != DType::U8)
+      fail("cuda {}: MXFP4 {} must be fp4x2 (or bytes), got {}", op, what, w.w.str());
+    if (w.scale.dtype() != DType::E8M0 && w.scale.dtype() != DType::U8)
+      fail("cuda {}: MXFP4 {} scales must be e8m0 (or bytes), got {}", op, what, w.scale.str());
     if (w.block_k != 32 || !k::mxfp4_decode_applies(mx4_view(w)))
       fail("cuda {}: MXFP4 {} needs groups of 32 and K a multiple of 32, got {} (groups of {})", op,
            what, w.w.str(), w.block_k);
