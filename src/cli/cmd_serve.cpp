@@ -37,6 +37,10 @@ Runner add_serve(CLI::App& app) {
                "Allow requests to ask for return_hidden_states");
   app.add_option("--max-running-requests", a->max_running_requests, "Largest running batch")
       ->capture_default_str();
+  app.add_option("--max-queued-requests", a->max_queued_requests,
+                 "Requests that may wait to start; beyond it new ones get 503 with Retry-After "
+                 "(default 0: no bound)")
+      ->capture_default_str();
   app.add_option("--page-size", a->page_size, "Tokens per KV cache page")->capture_default_str();
   app.add_option("--chunked-prefill-size", a->chunked_prefill_size,
                  "Largest prefill chunk of one request per step")
@@ -68,6 +72,11 @@ Runner add_serve(CLI::App& app) {
   app.add_option("--allowed-origins", a->allowed_origins,
                  "Origins browsers may call from (CORS): a JSON list such as '[\"http://a.com\"]' "
                  "or a comma-separated list; * allows any (default: none)");
+  app.add_option("--graceful-shutdown-timeout", a->graceful_shutdown_timeout,
+                 "On SIGTERM, seconds requests in flight may take to finish before they are "
+                 "aborted (new requests get 503 meanwhile; a second signal stops at once)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--http-threads", a->http_threads,
                  "HTTP worker threads (default: max(64, 2 x max-running-requests + 32))");
   app.add_option("--log-level", *log_level, "debug, info, warning or error");

@@ -21,6 +21,12 @@ class InvalidArgument : public Error {
   explicit InvalidArgument(const std::string& msg) : Error(msg) {}
 };
 
+// Thrown when a bounded queue is full, so servers can map it to HTTP 503 with Retry-After.
+class Overloaded : public Error {
+ public:
+  explicit Overloaded(const std::string& msg) : Error(msg) {}
+};
+
 template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) {
   throw Error(fmt::format(f, std::forward<Args>(args)...));

@@ -127,6 +127,11 @@ struct Engine::Impl {
     std::shared_ptr<RequestStream> stream;
     {
       std::lock_guard<std::mutex> g(mu);
+      // Waiting = not yet taken by the engine thread plus its waiting queue as of its last step.
+      if (opt.max_queued_requests > 0 &&
+          static_cast<int64_t>(inbox.size()) + out.metrics().num_waiting >= opt.max_queued_requests)
+        throw Overloaded(fmt::format("the server is at capacity: {} requests are already waiting",
+                                     opt.max_queued_requests));
       s->id = next_id++;
       const uint64_t seed = s->req.sampling.seed;
       s->rng = Rng(seed ^ (0x5851f42d4c957f2dull * s->id * (seed == 0)));

@@ -20,6 +20,9 @@ void positive(const char* flag, int64_t v) {
 void EngineOptions::validate(std::vector<std::string>* warnings) {
   positive("--max-running-requests", max_running_requests);
   positive("--page-size", page_size);
+  if (max_queued_requests < 0)
+    throw InvalidArgument(
+        fmt::format("--max-queued-requests must not be negative, got {}", max_queued_requests));
   positive("--chunked-prefill-size", chunked_prefill_size);
   positive("--max-prefill-tokens", max_prefill_tokens);
   if (num_pages < 0) throw InvalidArgument(fmt::format("num_pages must not be negative"));

@@ -29,6 +29,8 @@ struct SpeculativeOptions {
 
 struct EngineOptions {
   int64_t max_running_requests = 64;
+  // Requests waiting to start beyond which submit() refuses new ones (Overloaded); 0: no bound.
+  int64_t max_queued_requests = 0;
   int64_t page_size = 16;
   int64_t num_pages = 0;               // 0: derived from max_total_tokens
   int64_t max_total_tokens = 1 << 16;  // KV capacity in tokens when num_pages is 0

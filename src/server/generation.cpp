@@ -138,7 +138,7 @@ struct Generation::Slot {
 Generation::Generation(ServerState& st, std::vector<PromptInput> prompts, const GenerationParams& p,
                        Options o)
     : st_(st), params_(p), num_prompts_(prompts.size()) {
-  if (!st.ready()) throw ApiError(503, "The model is not loaded yet; retry shortly");
+  if (!st.ready()) throw ApiError(503, st.not_ready_reason());
   Engine& engine = st.engine();
   const int64_t ctx = engine.context_length();
   const int64_t vocab = engine.model_config().vocab_size;
@@ -209,10 +209,14 @@ Generation::Generation(ServerState& st, std::vector<PromptInput> prompts, const 
     try {
       slots_[i]->submitted = Clock::now();
       slots_[i]->stream = engine.submit(std::move(requests[i]));
+      st_.track(slots_[i]->stream->id());
       ++live_;
     } catch (const InvalidArgument& e) {
       abort();
       throw bad_request(e.what());
+    } catch (const Overloaded& e) {
+      abort();
+      throw ApiError(503, fmt::format("{}; retry shortly", e.what()));
     } catch (...) {
       abort();
       throw;
@@ -352,6 +356,7 @@ void Generation::finish(size_t i, FinishReason why, ChoiceDelta* d) {
   ChoiceResult& r = results_[i];
   Slot& s = *slots_[i];
   if (r.finished) return;
+  if (s.stream) st_.untrack(s.stream->id());
   if (s.reasoning) {
     // Whatever the parser held back (a partial marker) is output after all.
     ReasoningParser::Delta rd = s.reasoning->flush();

@@ -4,6 +4,9 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <atomic>
+#include <thread>
+
 #include "core/error.h"
 #include "core/log.h"
 
@@ -27,8 +30,24 @@ struct HttpServer::Impl {
   std::shared_ptr<const Router> router;
   HttpOptions opt;
   Server svr;
+  std::shared_ptr<std::atomic<int64_t>> in_flight = std::make_shared<std::atomic<int64_t>>(0);
 
+  // Counts the request while it is handled; a streamed body keeps it counted until httplib
+  // releases the body (sent, or the client went away).
   void handle(const httplib::Request& req, std::string body, httplib::Response& res) {
+    ++*in_flight;
+    bool streamed = false;
+    try {
+      streamed = dispatch(req, std::move(body), res);
+    } catch (...) {
+      --*in_flight;
+      throw;
+    }
+    if (!streamed) --*in_flight;
+  }
+
+  // Returns whether the response is a streamed body (which then owns one in_flight count).
+  bool dispatch(const httplib::Request& req, std::string body, httplib::Response& res) {
     HttpRequest r;
     r.method = req.method;
     r.path = req.path;
@@ -39,7 +58,7 @@ struct HttpServer::Impl {
     for (const auto& [k, v] : out.headers) res.set_header(k, v);
     if (!out.stream) {
       res.set_content(out.body, out.content_type);
-      return;
+      return false;
     }
     if (out.content_type == kEventStream) {
       res.set_header("Cache-Control", "no-cache");
@@ -47,6 +66,7 @@ struct HttpServer::Impl {
     }
     std::shared_ptr<BodyStream> stream = out.stream;
     auto complete = std::make_shared<bool>(false);
+    auto counter = in_flight;
     res.set_chunked_content_provider(
         out.content_type,
         [stream, complete](size_t, httplib::DataSink& sink) {
@@ -62,9 +82,11 @@ struct HttpServer::Impl {
           // request is still queued or between tokens.
           return sink.is_writable();
         },
-        [stream, complete](bool success) {
+        [stream, complete, counter](bool success) {
           if (!success || !*complete) stream->cancel();
+          --*counter;
         });
+    return true;
   }
 };
 
@@ -180,6 +202,19 @@ bool HttpServer::run() {
 
 bool HttpServer::running() const {
   return impl_->svr.is_running();
+}
+
+int64_t HttpServer::in_flight() const {
+  return impl_->in_flight->load();
+}
+
+bool HttpServer::wait_idle(std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (in_flight() > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
 }
 
 void HttpServer::stop() {

@@ -3,6 +3,8 @@
 // client that went away (the body's cancel() runs, which aborts its engine requests).
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -26,6 +28,11 @@ class HttpServer {
   // Serves until stop(); returns false if the server failed.
   bool run();
   bool running() const;  // run() has started accepting connections
+  // Requests being handled, streamed bodies included until their last byte is sent.
+  int64_t in_flight() const;
+  // Waits until no request is in flight or the timeout passes; true if idle.
+  bool wait_idle(std::chrono::milliseconds timeout) const;
+  // Stops at once: open streams are cut (wait_idle first for a graceful stop).
   void stop();
 
  private:

@@ -14,7 +14,7 @@ namespace tandem::server {
 namespace {
 
 void require_ready(const ServerState& st) {
-  if (!st.ready()) throw ApiError(503, "The model is not loaded yet; retry shortly");
+  if (!st.ready()) throw ApiError(503, st.not_ready_reason());
 }
 
 SpecInfo spec_info(const ServerState& st) {
@@ -118,7 +118,7 @@ Json internal_state(ServerState& st) {
 
 HttpResponse server_info(ServerState& st, const HttpRequest&) {
   Json j = st.args().to_json();
-  j["status"] = st.ready() ? "ready" : "loading";
+  j["status"] = st.ready() ? "ready" : st.stopping() ? "stopping" : "loading";
   j["internal_states"] = st.ready() ? Json::array({internal_state(st)}) : Json::array();
   if (st.ready()) {
     j["max_total_num_tokens"] = j["internal_states"][0]["max_total_num_tokens"];
@@ -156,13 +156,13 @@ HttpResponse flush_cache(ServerState& st, const HttpRequest&) {
 }
 
 HttpResponse health(ServerState& st, const HttpRequest&) {
-  if (!st.ready()) return HttpResponse::error(503, "The model is not loaded yet");
+  if (!st.ready()) return HttpResponse::error(503, st.not_ready_reason());
   return HttpResponse::text("");
 }
 
 // Runs a one-token generation end to end, as SGLang's /health_generate does.
 HttpResponse health_generate(ServerState& st, const HttpRequest&) {
-  if (!st.ready()) return HttpResponse::error(503, "The model is not loaded yet");
+  if (!st.ready()) return HttpResponse::error(503, st.not_ready_reason());
   GenerationParams p;
   p.max_new_tokens = 1;
   p.temperature = 0;

@@ -147,7 +147,10 @@ HttpResponse Router::route(const HttpRequest& req) const {
   try {
     return found->handler(req);
   } catch (const ApiError& e) {
-    return HttpResponse::error(e.status(), e.what(), e.param());
+    HttpResponse r = HttpResponse::error(e.status(), e.what(), e.param());
+    // 503s (loading, shutting down, queue full) are temporary: say when to come back.
+    if (e.status() == 503) r.headers.emplace_back("Retry-After", "1");
+    return r;
   } catch (const InvalidArgument& e) {
     return HttpResponse::error(400, e.what());
   } catch (const std::exception& e) {

@@ -130,9 +130,37 @@ int run_server(const ServerArgs& args, bool cuda_available) {
       log_info("signal {} while loading: exiting", sig);
       std::_Exit(128 + sig);
     }
-    log_info("signal {}: shutting down", sig);
+    // Graceful: new requests get 503 while those in flight finish; past the grace period they
+    // are aborted, which still ends every stream with its final chunk and [DONE]. A second
+    // signal stops at once.
     state.set_stopping();
+    const auto grace =
+        std::chrono::milliseconds(static_cast<int64_t>(args.graceful_shutdown_timeout * 1000.0));
+    log_info("signal {}: shutting down; {} requests in flight get up to {} s to finish", sig,
+             http.in_flight(), args.graceful_shutdown_timeout);
+    std::atomic<bool> forced{false};
+    std::thread second([&] {
+      int s2 = 0;
+      sigwait(&sigs, &s2);
+      if (!forced) log_info("signal {} again: stopping now", s2);
+      forced = true;
+    });
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    while (!forced && !http.wait_idle(std::chrono::milliseconds(100)) &&
+           std::chrono::steady_clock::now() < deadline) {
+    }
+    if (!forced && http.in_flight() > 0) {
+      log_warn("grace period over: aborting {} requests", state.abort_all());
+      // The aborted streams end within a poll interval or two; bodies still being written get
+      // a moment to flush.
+      http.wait_idle(std::chrono::seconds(5));
+    }
     http.stop();
+    if (!forced) {
+      forced = true;
+      pthread_kill(second.native_handle(), SIGTERM);  // wake the second-signal waiter
+    }
+    second.join();
   });
 
   int code = 0;

@@ -31,6 +31,7 @@ Json ServerArgs::to_json() const {
   j["load_format"] = load_format;
   j["enable_return_hidden_states"] = enable_return_hidden_states;
   j["max_running_requests"] = max_running_requests;
+  j["max_queued_requests"] = max_queued_requests;
   j["page_size"] = page_size;
   j["chunked_prefill_size"] = chunked_prefill_size;
   j["max_prefill_tokens"] = max_prefill_tokens;
@@ -133,6 +134,7 @@ EngineOptions engine_options(const ServerArgs& a, bool cuda_available,
 
   EngineOptions o;
   o.max_running_requests = a.max_running_requests;
+  o.max_queued_requests = a.max_queued_requests;
   o.page_size = a.page_size;
   o.max_total_tokens = a.max_total_tokens;
   o.chunked_prefill_size = a.chunked_prefill_size;

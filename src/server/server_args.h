@@ -29,6 +29,7 @@ struct ServerArgs {
   bool enable_deterministic_inference = false;
   bool enable_return_hidden_states = false;
   int64_t max_running_requests = EngineOptions{}.max_running_requests;
+  int64_t max_queued_requests = EngineOptions{}.max_queued_requests;
   int64_t page_size = EngineOptions{}.page_size;
   int64_t chunked_prefill_size = EngineOptions{}.chunked_prefill_size;
   int64_t max_prefill_tokens = EngineOptions{}.max_prefill_tokens;
@@ -47,6 +48,9 @@ struct ServerArgs {
   std::string allowed_origins;
   int64_t http_threads = 0;  // 0: enough for max_running_requests streams plus idle keep-alives
   int64_t max_request_bytes = 32 << 20;
+  // On SIGTERM: seconds requests in flight may take to finish before they are aborted (their
+  // streams still end with a final chunk and [DONE]).
+  double graceful_shutdown_timeout = 30.0;
   std::vector<std::string> ignored_flags;  // other vendors' flags, accepted with a warning
 
   std::string model_name() const {

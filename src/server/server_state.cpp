@@ -22,6 +22,29 @@ ServerState::ServerState(ServerArgs args)
 
 ServerState::~ServerState() = default;
 
+void ServerState::track(uint64_t engine_id) {
+  std::lock_guard<std::mutex> g(tracked_mu_);
+  tracked_.insert(engine_id);
+}
+
+void ServerState::untrack(uint64_t engine_id) {
+  std::lock_guard<std::mutex> g(tracked_mu_);
+  tracked_.erase(engine_id);
+}
+
+size_t ServerState::abort_all() {
+  if (!model_.engine) return 0;
+  std::vector<uint64_t> ids;
+  {
+    std::lock_guard<std::mutex> g(tracked_mu_);
+    ids.assign(tracked_.begin(), tracked_.end());
+  }
+  // Outside the lock: the engine's abort delivers the final message, which the route's reader
+  // (another thread) turns into an untrack().
+  for (uint64_t id : ids) model_.engine->abort(id);
+  return ids.size();
+}
+
 void ServerState::set_model(LoadedModel m) {
   model_ = std::move(m);
   for (int64_t e : model_.engine->model_config().eos_token_ids)

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_set>
@@ -39,6 +40,12 @@ class ServerState {
   void set_model(LoadedModel m);
   bool ready() const { return ready_.load(std::memory_order_acquire) && !stopping_.load(); }
   void set_stopping() { stopping_ = true; }
+  bool stopping() const { return stopping_.load(); }
+  // Why ready() is false, for the 503 a route answers.
+  const char* not_ready_reason() const {
+    return stopping() ? "The server is shutting down"
+                      : "The model is not loaded yet; retry shortly";
+  }
 
   // Valid only when ready().
   Engine& engine() { return *model_.engine; }
@@ -57,6 +64,13 @@ class ServerState {
   // "chatcmpl-" + 32 hex digits, unique within the process and across restarts.
   std::string new_id(const char* prefix);
 
+  // Engine requests submitted by routes and not yet finished, so that a shutdown past its grace
+  // period can abort them all (each stream then ends as an abort, with its final chunk).
+  void track(uint64_t engine_id);
+  void untrack(uint64_t engine_id);
+  // Aborts every tracked request; returns how many.
+  size_t abort_all();
+
  private:
   ServerArgs args_;
   std::string model_name_;
@@ -69,6 +83,8 @@ class ServerState {
   std::atomic<bool> ready_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> id_counter_{0};
+  std::mutex tracked_mu_;
+  std::unordered_set<uint64_t> tracked_;
   uint64_t id_salt_;
 };
 

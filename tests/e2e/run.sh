@@ -477,6 +477,81 @@ done
 $zero && pass "spec server: no KV page in use after flush" || fail "spec server: $(info kv_pages_used) pages in use"
 stop_server
 
+# --- graceful shutdown ------------------------------------------------------------------------
+# SIGTERM with requests in flight: a stream and a non-streamed request sent before the signal
+# finish in full (the stream with its final chunk and [DONE]), a request sent after it gets 503,
+# and the process exits 0. Then with a 1 s grace period a long stream is aborted past it and
+# still ends with finish_reason "abort" and [DONE].
+gen_async() { # gen_async OUT BODY: POSTs BODY to /v1/completions in the background
+  curl -sN --max-time 300 -H 'Content-Type: application/json' --data-binary "$2" \
+    "$url/v1/completions" >"$1" 2>/dev/null &
+}
+start_server graceful
+gen_async "$work/g_stream" '{"prompt":"It is a truth","max_tokens":240,"temperature":0,"ignore_eos":true,"stream":true}'
+g1=$!
+gen_async "$work/g_plain" '{"prompt":"Emma Woodhouse","max_tokens":160,"temperature":0,"ignore_eos":true}'
+g2=$!
+for _ in $(seq 1 100); do [[ $(info num_running_reqs) == 2 ]] && break; sleep 0.05; done
+kill -TERM "$pid"
+sleep 0.3
+req POST /v1/completions '{"prompt":"late","max_tokens":4}'
+expect "a request after SIGTERM is refused" 503 "j.error.message.includes('shutting down')"
+wait "$g1" "$g2"
+if tail -n 3 "$work/g_stream" | grep -q '^data: \[DONE\]' &&
+   grep -q '"finish_reason":"length"' "$work/g_stream"; then
+  pass "a stream in flight at SIGTERM completes with finish_reason length and [DONE]"
+else
+  fail "stream cut by SIGTERM: $(tail -c 300 "$work/g_stream")"
+fi
+cp "$work/g_plain" "$work/body"
+status=200
+expect "a non-streamed request in flight at SIGTERM gets its whole body" 200 \
+  "j.usage.completion_tokens === 160 && j.choices[0].finish_reason === 'length'"
+stop_server_wait() { # waits for the signalled server to exit; checks exit code 0
+  local code=""
+  for _ in $(seq 1 300); do
+    if ! kill -0 "$pid" 2>/dev/null; then wait "$pid"; code=$?; break; fi
+    sleep 0.1
+  done
+  [[ $code == 0 ]] && pass "$1" || { fail "$1 (exit '${code:-still running}')"; kill -KILL "$pid" 2>/dev/null; }
+  pid=""
+}
+stop_server_wait "the server exits 0 once its requests are done"
+
+start_server grace1 --graceful-shutdown-timeout 1
+gen_async "$work/g_long" '{"prompt":"Chapter 9","max_tokens":3800,"temperature":0,"ignore_eos":true,"stream":true}'
+g3=$!
+for _ in $(seq 1 100); do [[ $(info num_running_reqs) == 1 ]] && break; sleep 0.05; done
+started=$(date +%s%N)
+kill -TERM "$pid"
+wait "$g3"
+took=$(( ($(date +%s%N) - started) / 1000000 ))
+if tail -n 3 "$work/g_long" | grep -q '^data: \[DONE\]' && grep -q '"finish_reason":"abort"' "$work/g_long" &&
+   ((took < 10000)); then
+  pass "past the grace period a stream is aborted with a final chunk and [DONE] (${took} ms)"
+else
+  fail "grace period: ${took} ms, stream tail: $(tail -c 300 "$work/g_long")"
+fi
+stop_server_wait "the server exits 0 after aborting past its grace period"
+
+# --- bounded waiting queue --------------------------------------------------------------------
+# With one running and one waiting slot, a third request gets 503 with Retry-After at once.
+start_server queue --max-running-requests 1 --max-queued-requests 1
+gen_async "$work/q1" '{"prompt":"Chapter 1","max_tokens":3800,"temperature":0,"ignore_eos":true,"stream":true}'
+q1=$!
+for _ in $(seq 1 100); do [[ $(info num_running_reqs) == 1 ]] && break; sleep 0.05; done
+gen_async "$work/q2" '{"prompt":"Chapter 2","max_tokens":3800,"temperature":0,"ignore_eos":true,"stream":true}'
+q2=$!
+for _ in $(seq 1 100); do [[ $(info num_queue_reqs) == 1 ]] && break; sleep 0.05; done
+req POST /v1/completions '{"prompt":"Chapter 3","max_tokens":4}'
+expect "a request beyond --max-queued-requests gets 503" 503 "j.error.message.includes('capacity')"
+grep -qi '^retry-after: 1' "$work/headers" && pass "the 503 says Retry-After" ||
+  fail "no Retry-After on the 503: $(cat "$work/headers")"
+kill "$q1" "$q2" 2>/dev/null
+wait "$q1" "$q2" 2>/dev/null
+wait_idle && pass "queue server idle after its clients left" || fail "queue server still busy"
+stop_server
+
 echo
 if ((failures)); then
   echo "e2e: $failures check(s) FAILED"
