@@ -20,6 +20,9 @@ struct LoadOptions {
   DType dtype = DType::F32;  // compute dtype of dense weights (the CPU backend wants f32)
   bool load_mtp = true;
   bool show_progress = true;  // a progress line on stderr for checkpoints over 256 MB
+  // --quantization / --model-loader-extra-config, applied to the checkpoint's quantization_config
+  // by Model::load (apply_online_quant).
+  OnlineQuantRequest online_quant;
 };
 
 ModelWeights load_weights(const Checkpoint& ckpt, const ModelConfig& c, const LoadOptions& o);
