@@ -133,14 +133,19 @@ QuantConfig parse_fp8(const json& q, const std::string& src) {
     // the block layout only.
     fail("{}weight_block_size' is missing (only block FP8 checkpoints are supported)", f);
   }
-  const std::string act = q.value("activation_scheme", std::string("dynamic"));
+  auto str = [&](const char* key, const char* def) {
+    if (!q.contains(key) || q[key].is_null()) return std::string(def);
+    if (!q[key].is_string()) fail("{}{}' must be a string, got {}", f, key, q[key].dump());
+    return q[key].get<std::string>();
+  };
+  const std::string act = str("activation_scheme", "dynamic");
   if (act == "static")
     fail(
         "{}activation_scheme' is 'static': static activation scales are not supported "
         "(supported: dynamic)",
         f);
   if (act != "dynamic") fail("{}activation_scheme' is '{}' (supported: dynamic)", f, act);
-  const std::string fmt_ = q.value("fmt", std::string("e4m3"));
+  const std::string fmt_ = str("fmt", "e4m3");
   if (fmt_ != "e4m3") fail("{}fmt' is '{}' (supported: e4m3)", f, fmt_);
   if (q.contains("scale_fmt") && !q["scale_fmt"].is_null()) {
     if (!q["scale_fmt"].is_string()) fail("{}scale_fmt' must be a string", f);
@@ -157,7 +162,7 @@ QuantConfig parse_fp8(const json& q, const std::string& src) {
   return c;
 }
 
-// One QuantizationSpec; `role` is its path for error messages.
+// One QuantizationSpec; `where` is its path for error messages.
 std::optional<QuarkTensorQuant> parse_quark_tensor(const json& j, const std::string& where,
                                                    bool input) {
   if (j.is_null()) return std::nullopt;

@@ -266,10 +266,9 @@ TEST(QuantRules, AlwaysHighPrecisionWhateverTheConfig) {
   const ModelConfig c = with_quant("tiny-glm5.2", quark_json(json::array()));
   for (const auto& s : weight_name_table(c, true)) {
     const QuantScheme q = quant_scheme(c, s);
-    if (always_high_precision(s.slot) || !s.linear)
-      EXPECT_EQ(q.format, WeightFormat::kDense) << s.name();
-    else
-      EXPECT_EQ(q.format, WeightFormat::kMxfp4) << s.name();
+    const WeightFormat want =
+        always_high_precision(s.slot) || !s.linear ? WeightFormat::kDense : WeightFormat::kMxfp4;
+    EXPECT_EQ(q.format, want) << s.name();
   }
 }
 
@@ -345,7 +344,9 @@ TEST(QuantRules, PtpcOnlineConfigParsesAndItsGlobsApply) {
       EXPECT_EQ(r2.format, WeightFormat::kDense) << s.name();
       EXPECT_TRUE(has(r2.rule, "'*expert*'")) << r2.rule;
     }
-    if (s.slot == Slot::kMlpGate) EXPECT_EQ(r2.format, WeightFormat::kFp8Block) << s.name();
+    if (s.slot == Slot::kMlpGate) {
+      EXPECT_EQ(r2.format, WeightFormat::kFp8Block) << s.name();
+    }
   }
   // --quantization fp8 on the same bf16 checkpoint: 128x128 blocks, nothing excluded.
   ModelConfig b = preset_config("tiny-glm5.2");
@@ -581,9 +582,9 @@ TEST(QuantRules, MakeCheckpointFp8LayoutIsGlm5Fp8) {
   for (int64_t i = 0; i < w.numel(); ++i) nonzero += static_cast<const uint8_t*>(w.raw())[i] != 0;
   EXPECT_GT(nonzero, w.numel() / 2);
   // High precision and unscaled in the real checkpoints.
-  for (const std::string n : {a + "indexer.weights_proj", std::string("model.layers.1.mlp.gate"),
-                              std::string("lm_head"), std::string("model.embed_tokens"),
-                              fmt::format("model.layers.{}.eh_proj", c.num_hidden_layers)}) {
+  for (const std::string& n : {a + "indexer.weights_proj", std::string("model.layers.1.mlp.gate"),
+                               std::string("lm_head"), std::string("model.embed_tokens"),
+                               fmt::format("model.layers.{}.eh_proj", c.num_hidden_layers)}) {
     EXPECT_EQ(ck.entry(n + ".weight").dtype, DType::BF16) << n;
     EXPECT_FALSE(ck.has(n + ".weight_scale_inv")) << n;
   }
@@ -621,7 +622,7 @@ TEST(QuantRules, MakeCheckpointMxfp4LayoutIsQuark) {
   EXPECT_GT(*std::max_element(sp, sp + sc.numel()), 100);  // near 2^0: a real e8m0 exponent
   EXPECT_LT(*std::max_element(sp, sp + sc.numel()), 140);
   // Attention, the MTP layer, shared experts, dense MLPs and routers stay bf16.
-  for (const std::string n :
+  for (const std::string& n :
        {std::string("model.layers.1.self_attn.q_a_proj"),
         fmt::format("model.layers.{}.mlp.experts.3.down_proj", c.num_hidden_layers),
         std::string("model.layers.1.mlp.shared_experts.up_proj"),
