@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "model/quant_scheme.h"
 #include "model/rope.h"
 #include "model/weight_names.h"
 
@@ -115,11 +116,12 @@ class Loader {
  private:
   void count_format(const TensorSpec& s, bool quantized) {
     if (!s.linear || c_.quant.method.empty()) return;
-    const bool expected = expects_quantized(c_, s);
+    const QuantScheme q = quant_scheme(c_, s);  // online schemes expect high-precision storage
+    const bool expected = q.format != WeightFormat::kDense && !q.online;
     if (expected != quantized)
-      mismatches_.push_back(fmt::format("{} ({} but stored {})", s.name(),
+      mismatches_.push_back(fmt::format("{} ({} by {}, but stored {})", s.name(),
                                         expected ? "expected quantized" : "expected unquantized",
-                                        quantized ? "quantized" : "unquantized"));
+                                        q.rule, quantized ? "quantized" : "unquantized"));
   }
 
   const Checkpoint& ck_;

@@ -74,8 +74,7 @@ QuantConfig mxfp4_checkpoint_quant(const ModelConfig& c) {
   return q;
 }
 
-std::pair<Tensor, Tensor> quantize_fp8_block(const Tensor& w, int64_t bn, int64_t bk,
-                                             bool pow2_scales) {
+std::pair<Tensor, Tensor> quantize_fp8_block(const Tensor& w, int64_t bn, int64_t bk) {
   const int64_t N = w.size(0), K = w.size(1), sn = (N + bn - 1) / bn, sk = (K + bk - 1) / bk;
   Tensor q = Tensor::empty({N, K}, DType::F8_E4M3), s = Tensor::empty({sn, sk}, DType::F32);
   const float* src = w.data<float>();
@@ -86,8 +85,7 @@ std::pair<Tensor, Tensor> quantize_fp8_block(const Tensor& w, int64_t bn, int64_
       for (int64_t i = bi * bn; i < std::min(N, (bi + 1) * bn); ++i)
         for (int64_t j = bj * bk; j < std::min(K, (bj + 1) * bk); ++j)
           amax = std::max(amax, std::fabs(src[i * K + j]));
-      float scale = std::max(amax, 1e-4f) / 448.0f;  // dequant multiplier (weight_scale_inv)
-      if (pow2_scales) scale = std::exp2(std::ceil(std::log2(scale)));
+      const float scale = std::max(amax, 1e-4f) / 448.0f;  // dequant multiplier (weight_scale_inv)
       s.data<float>()[bi * sk + bj] = scale;
       for (int64_t i = bi * bn; i < std::min(N, (bi + 1) * bn); ++i)
         for (int64_t j = bj * bk; j < std::min(K, (bj + 1) * bk); ++j)
@@ -161,8 +159,9 @@ void write_random_checkpoint(const ModelConfig& cfg, const std::string& dir,
     }
     const QuantScheme q = quant_scheme(c, s);
     if (q.format == WeightFormat::kFp8Block) {
-      // GLM-5-FP8 / DeepSeek-V3.2 store power-of-two block scales (scale_fmt ue8m0).
-      auto [qw, sc] = quantize_fp8_block(w, q.block_n, q.block_k, c.quant.ue8m0);
+      // Plain amax / 448 scales: scale_fmt ue8m0 is about activation scales (docs/quantization.md),
+      // and nothing documents power-of-two weight scales in the published checkpoints.
+      auto [qw, sc] = quantize_fp8_block(w, q.block_n, q.block_k);
       tensors.emplace_back(s.name(), qw);
       tensors.emplace_back(s.module + ".weight_scale_inv", sc);  // [ceil(N/bn), ceil(K/bk)] f32
     } else if (q.format == WeightFormat::kMxfp4) {

@@ -29,9 +29,7 @@ void write_random_checkpoint(const ModelConfig& c, const std::string& dir,
 
 // Block-quantizes a dense f32 [N, K] matrix: FP8 e4m3 with fp32 weight_scale_inv per
 // (block_n x block_k) tile, or MXFP4 with an e8m0 scale per 32 values. Returns {weight, scale}.
-// pow2_scales rounds each scale up to a power of two (the ue8m0 checkpoints).
-std::pair<Tensor, Tensor> quantize_fp8_block(const Tensor& w, int64_t block_n, int64_t block_k,
-                                             bool pow2_scales = false);
+std::pair<Tensor, Tensor> quantize_fp8_block(const Tensor& w, int64_t block_n, int64_t block_k);
 std::pair<Tensor, Tensor> quantize_mxfp4(const Tensor& w, int64_t group);
 
 }  // namespace tandem
