@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/rng.h"
 #include "model/presets.h"
+#include "model/random_checkpoint.h"
 #include "ops/backend.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
@@ -160,7 +161,7 @@ Runner add_bench_offline(CLI::App& app) {
     double simulate = 0;
     bool profile_phases = false;
     bool no_plain = false, disable_cuda_graph = false, deterministic = false, no_warmup = false;
-    std::string device = "cpu", load_format = "auto", preset;
+    std::string device = "cpu", load_format = "auto", preset, quantization, loader_extra;
     int64_t num_layers = 0, max_total_tokens = 1 << 16, workspace_mb = EngineOptions{}.workspace_mb;
   };
   auto a = std::make_shared<Args>();
@@ -194,12 +195,19 @@ Runner add_bench_offline(CLI::App& app) {
   app.add_option("--num-layers", a->num_layers,
                  "With --load-format dummy: keep this many decoder layers (a slice)");
   app.add_option("--max-total-tokens", a->max_total_tokens, "KV cache capacity in tokens");
+  app.add_option("--quantization", a->quantization,
+                 "fp8: quantize a bf16 checkpoint to 128x128 block FP8 while loading; with "
+                 "--load-format dummy, fp8 or mxfp4 weights in the real checkpoints' layout");
+  app.add_option("--model-loader-extra-config", a->loader_extra,
+                 "JSON, as SGLang: {\"online_quant_config\": {\"global_quant_config\": "
+                 "\"ptpc_fp8\", \"exclude_layer\": [globs]}}");
   app.add_option("--workspace-mb", a->workspace_mb,
                  "Activation arena of one step on GPUs (long multi-sequence prefills need more)");
   return [a]() {
     const std::string dir = a->model_path.empty() ? default_model_path() : a->model_path;
     LoadOptions lo;
     lo.load_mtp = a->steps > 0;
+    lo.online_quant = parse_online_quant(a->quantization, a->loader_extra);
     if (a->device == "cuda") {
       lo.device = Device::cuda();
       lo.dtype = DType::BF16;
@@ -215,6 +223,14 @@ Runner add_bench_offline(CLI::App& app) {
         c.layer_is_moe.resize(static_cast<size_t>(a->num_layers));
         if (c.has_indexer) c.indexer_full.resize(static_cast<size_t>(a->num_layers));
       }
+      // Dummy weights take the layout of the real checkpoints of that format: --quantization fp8
+      // as GLM-5.x-FP8 (128x128 blocks, ue8m0), mxfp4 / quark as AMD's Quark MXFP4 (experts).
+      if (a->quantization == "fp8")
+        c.quant = fp8_checkpoint_quant(c);
+      else if (a->quantization == "mxfp4" || a->quantization == "quark")
+        c.quant = mxfp4_checkpoint_quant(c);
+      else if (!a->loader_extra.empty())
+        fail("--model-loader-extra-config does not apply to --load-format dummy");
       model = Model::dummy(c, lo);
     } else {
       model = Model::load(dir, lo);

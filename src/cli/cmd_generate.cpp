@@ -16,7 +16,7 @@ namespace tandem::cli {
 
 Runner add_generate(CLI::App& app) {
   struct Args {
-    std::string model_path, prompt, prompt_ids;
+    std::string model_path, prompt, prompt_ids, quantization, loader_extra;
     int64_t max_new_tokens = 64, chunk = 0;
     float temperature = 0, top_p = 1;
     int32_t top_k = -1;
@@ -33,11 +33,17 @@ Runner add_generate(CLI::App& app) {
   app.add_option("--top-p", a->top_p, "Nucleus sampling mass");
   app.add_option("--seed", a->seed, "Sampling seed");
   app.add_option("--prefill-chunk", a->chunk, "Prefill in chunks of this many tokens (0 = whole)");
+  app.add_option("--quantization", a->quantization,
+                 "fp8: quantize a bf16 checkpoint to 128x128 block FP8 while loading");
+  app.add_option("--model-loader-extra-config", a->loader_extra,
+                 "JSON, as SGLang: {\"online_quant_config\": {\"global_quant_config\": "
+                 "\"ptpc_fp8\", \"exclude_layer\": [globs]}}");
   app.add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-sequence tokens");
   return [a]() {
     const std::string dir = a->model_path.empty() ? default_model_path() : a->model_path;
     LoadOptions lo;
     lo.load_mtp = false;
+    lo.online_quant = parse_online_quant(a->quantization, a->loader_extra);
     auto model = Model::load(dir, lo);
     std::optional<Tokenizer> tok;
     const auto tok_path = std::filesystem::path(dir) / "tokenizer.json";

@@ -53,8 +53,12 @@ Runner add_serve(CLI::App& app) {
                  "Longest prompt + output (default: the model's max_position_embeddings)");
   app.add_option("--kv-cache-dtype", a->kv_cache_dtype, "auto (others are not implemented yet)")
       ->capture_default_str();
+  app.add_option("--quantization", a->quantization,
+                 "fp8: quantize a bf16 checkpoint to 128x128 block FP8 while loading (on a "
+                 "quantized checkpoint: must name its quant_method)");
   app.add_option("--model-loader-extra-config", a->model_loader_extra_config,
-                 "JSON; accepted for SGLang compatibility");
+                 "JSON; online_quant_config {global_quant_config: ptpc_fp8, exclude_layer: "
+                 "[globs]} quantizes a bf16 checkpoint per output channel while loading");
   app.add_option("--speculative-algorithm", a->speculative_algorithm,
                  "EAGLE or NEXTN: draft with the checkpoint's MTP layer");
   app.add_option("--speculative-num-steps", a->speculative_num_steps, "Draft tokens per round")

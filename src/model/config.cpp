@@ -3,7 +3,6 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 
 #include "core/error.h"
 
@@ -92,37 +91,8 @@ std::vector<bool> parse_layer_list(const json& j, const char* key, const char* y
 }
 
 void parse_quant(const json& j, ModelConfig& c, const std::string& src) {
-  if (!j.contains("quantization_config") || !j["quantization_config"].is_object()) return;
-  const json& q = j["quantization_config"];
-  const std::string m = opt<std::string>(q, "quant_method", "", src);
-  if (m == "fp8") {
-    c.quant.method = "fp8";
-    if (q.contains("weight_block_size")) {
-      const auto b = q["weight_block_size"];
-      if (!b.is_array() || b.size() != 2)
-        fail("{}: field 'quantization_config.weight_block_size' must be [n, k]", src);
-      c.quant.block_n = b[0].get<int64_t>();
-      c.quant.block_k = b[1].get<int64_t>();
-    }
-    for (const char* key : {"modules_to_not_convert", "ignored_layers"})
-      if (q.contains(key) && q[key].is_array())
-        for (const auto& e : q[key]) c.quant.exclude.push_back(e.get<std::string>());
-  } else if (m == "quark" || m == "mxfp4") {
-    c.quant.method = m;
-    if (q.contains("exclude") && q["exclude"].is_array())
-      for (const auto& e : q["exclude"]) c.quant.exclude.push_back(e.get<std::string>());
-    if (q.contains("global_quant_config") && q["global_quant_config"].contains("weight")) {
-      const json& w = q["global_quant_config"]["weight"];
-      c.quant.group_size = opt<int64_t>(w, "group_size", 32, src);
-      const std::string dt = opt<std::string>(w, "dtype", "fp4", src);
-      if (dt != "fp4")
-        fail("{}: field 'quantization_config...weight.dtype' is '{}' (only fp4 is supported)", src,
-             dt);
-    }
-  } else if (!m.empty()) {
-    fail("{}: field 'quantization_config.quant_method' is '{}' (supported: fp8, quark, mxfp4)", src,
-         m);
-  }
+  if (j.contains("quantization_config"))
+    c.quant = parse_quant_config(j["quantization_config"], src);
 }
 
 }  // namespace
@@ -130,23 +100,6 @@ void parse_quant(const json& j, ModelConfig& c, const std::string& src) {
 bool indexshare_layer_is_full(int64_t layer, int64_t freq, int64_t offset) {
   const int64_t v = std::max<int64_t>(layer - offset + 1, 0);
   return v % freq == 0;
-}
-
-bool QuantConfig::is_excluded(const std::string& module) const {
-  for (const auto& rule : exclude) {
-    if (rule.rfind("re:", 0) == 0) {
-      if (std::regex_match(module, std::regex(rule.substr(3)))) return true;
-    } else if (module == rule || module.rfind(rule + ".", 0) == 0) {
-      return true;
-    } else if (rule.find('.') == std::string::npos) {
-      // A bare module name ("lm_head", "gate") excludes every module ending in it.
-      const std::string tail = "." + rule;
-      if (module.size() >= tail.size() &&
-          module.compare(module.size() - tail.size(), tail.size(), tail) == 0)
-        return true;
-    }
-  }
-  return false;
 }
 
 std::string ModelConfig::arch_name() const {
@@ -388,7 +341,7 @@ void ModelConfig::validate(const std::string& src) const {
   }
   if (rope.type == "yarn" && !(std::isfinite(rope.factor) && rope.factor > 0))
     fail("{}: field 'rope_parameters.factor' must be positive", src);
-  if (quant.method == "fp8" && (quant.block_n <= 0 || quant.block_k <= 0))
+  if (quant.method == "fp8" && !quant.per_channel && (quant.block_n <= 0 || quant.block_k <= 0))
     fail("{}: field 'quantization_config.weight_block_size' must be positive", src);
 }
 
@@ -464,23 +417,8 @@ json ModelConfig::to_json() const {
   j["hidden_act"] = "silu";
   j["attention_bias"] = false;
   j["dtype"] = torch_dtype;
-  if (!quant.method.empty()) {
-    json q = {{"quant_method", quant.method}};
-    if (quant.method == "fp8") {
-      q["fmt"] = "e4m3";
-      q["activation_scheme"] = "dynamic";
-      q["weight_block_size"] = {quant.block_n, quant.block_k};
-      if (!quant.exclude.empty()) q["modules_to_not_convert"] = quant.exclude;
-    } else {
-      q["exclude"] = quant.exclude;
-      q["global_quant_config"] = {{"weight",
-                                   {{"dtype", "fp4"},
-                                    {"qscheme", "per_group"},
-                                    {"group_size", quant.group_size},
-                                    {"scale_format", "e8m0"}}}};
-    }
-    j["quantization_config"] = q;
-  }
+  const json q = quant_config_to_json(quant);
+  if (!q.is_null()) j["quantization_config"] = q;
   return j;
 }
 

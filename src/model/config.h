@@ -11,6 +11,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "model/quant_config.h"
+
 namespace tandem {
 
 enum class Arch { kGlmMoeDsa, kDeepseekV32, kDeepseekV3 };
@@ -26,16 +28,6 @@ struct RopeConfig {
   double mscale = 0.0;          // 0 = absent
   double mscale_all_dim = 0.0;  // 0 = absent
   bool truncate = true;
-};
-
-struct QuantConfig {
-  std::string method;                    // "" (none), "fp8", "quark" (MXFP4), "mxfp4"
-  int64_t block_n = 128, block_k = 128;  // fp8 weight_block_size
-  int64_t group_size = 32;               // MXFP4 group size
-  // Modules kept in high precision: exact names, "re:" regexes (Quark), or prefixes
-  // (modules_to_not_convert). Matched against checkpoint module names.
-  std::vector<std::string> exclude;
-  bool is_excluded(const std::string& module) const;
 };
 
 // Upper bounds checked at load, well above every real model (GLM-5.x, DeepSeek-V3.x: 78 layers,

@@ -28,7 +28,8 @@ class Filler {
   // e4m3 codes spread like block-quantized values (std 112 of max 448) under 128x128 block
   // scales, or e2m1 codes (std 2) under e8m0 scales per 32; either way about N(0, 1/in), with
   // scales jittered per block as real ones are. Dense otherwise.
-  Weight maybe_quantized(const std::vector<int64_t>& shape, WeightFormat fmt, ActQuant act) {
+  Weight maybe_quantized(const std::vector<int64_t>& shape, WeightFormat fmt, ActQuant act,
+                         bool ue8m0 = false) {
     if (fmt == WeightFormat::kDense) return Weight::from_dense(weight(Shape(shape), o_.dtype));
     const bool fp8 = fmt == WeightFormat::kFp8Block;
     const int64_t in = shape.back(), out = shape[shape.size() - 2];
@@ -36,6 +37,7 @@ class Filler {
     Weight w;
     w.format = fmt;
     w.act = act;
+    w.ue8m0 = ue8m0;
     w.block_n = fp8 ? 128 : 1;
     w.block_k = fp8 ? 128 : 32;
     std::vector<int64_t> code_shape = shape;
@@ -80,12 +82,14 @@ class Filler {
 struct DummyFormats {
   WeightFormat proj = WeightFormat::kDense, experts = WeightFormat::kDense;
   ActQuant proj_act = ActQuant::kNone, experts_act = ActQuant::kNone;
+  bool ue8m0 = false;
 
   static DummyFormats of(const ModelConfig& c, bool mtp_layer) {
     DummyFormats d;
     if (c.quant.method == "fp8") {
       d.proj = d.experts = WeightFormat::kFp8Block;
       d.proj_act = d.experts_act = ActQuant::kFp8Group;
+      d.ue8m0 = c.quant.ue8m0;
     } else if ((c.quant.method == "quark" || c.quant.method == "mxfp4") && !mtp_layer) {
       d.experts = WeightFormat::kMxfp4;
       d.experts_act = c.quant.method == "quark" ? ActQuant::kMxfp4 : ActQuant::kNone;
@@ -96,7 +100,7 @@ struct DummyFormats {
 
 LayerWeights layer(const ModelConfig& c, Filler& f, bool moe, bool indexer, const DummyFormats& q) {
   const auto proj = [&](int64_t out, int64_t in) {
-    return f.maybe_quantized({out, in}, q.proj, q.proj_act);
+    return f.maybe_quantized({out, in}, q.proj, q.proj_act, q.ue8m0);
   };
   const int64_t D = c.hidden_size, H = c.num_attention_heads, dn = c.qk_nope_head_dim,
                 dr = c.qk_rope_head_dim;
@@ -136,8 +140,8 @@ LayerWeights layer(const ModelConfig& c, Filler& f, bool moe, bool indexer, cons
   MoeWeights& m = w.moe.emplace();
   m.router = f.linear_f32(E, D);
   m.score_bias = f.vec(E, 0.01f);
-  m.experts_gate_up = f.maybe_quantized({E, 2 * I, D}, q.experts, q.experts_act);
-  m.experts_down = f.maybe_quantized({E, D, I}, q.experts, q.experts_act);
+  m.experts_gate_up = f.maybe_quantized({E, 2 * I, D}, q.experts, q.experts_act, q.ue8m0);
+  m.experts_down = f.maybe_quantized({E, D, I}, q.experts, q.experts_act, q.ue8m0);
   if (c.n_shared_experts > 0) {
     MlpWeights& s = m.shared.emplace();
     s.gate_up = proj(2 * I * c.n_shared_experts, D);

@@ -4,9 +4,12 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "model/online_quant.h"
+#include "model/quant_scheme.h"
 #include "model/rope.h"
 #include "model/weight_names.h"
 
@@ -50,6 +53,7 @@ class Loader {
   // Reads one tensor of the table as stored, checking presence, dtype and shape: a dense host
   // fp32 weight, or the checkpoint's FP8 / MXFP4 codes with their scales.
   Weight read_weight(const TensorSpec& s) {
+    online_.reset();
     const std::string name = s.name();
     if (!ck_.has(name)) fail("{}: checkpoint is missing tensor '{}'", ck_.dir(), name);
     const std::string& file = ck_.file_of(name);
@@ -59,32 +63,43 @@ class Loader {
     const std::string scale = s.module + ".weight_scale";
     Weight w;
     w.w = t;
-    if (s.linear && t.dtype() == DType::F8_E4M3) {
-      if (!ck_.has(scale_inv))
-        fail("{}: tensor '{}' is F8_E4M3 but '{}' is missing", file, name, scale_inv);
-      w.format = WeightFormat::kFp8Block;
-      w.scale = ck_.tensor(scale_inv);
-      if (w.scale.dtype() == DType::BF16 || w.scale.dtype() == DType::F16)
-        w.scale = w.scale.to_f32();
-      w.block_n = c_.quant.block_n;
-      w.block_k = c_.quant.block_k;
-      w.act = ActQuant::kFp8Group;  // activation_scheme: dynamic
-      count_format(s, true);
-    } else if (s.linear && (t.dtype() == DType::U8 || t.dtype() == DType::FP4X2) &&
-               ck_.has(scale)) {
-      w.format = WeightFormat::kMxfp4;
-      w.w = Tensor::wrap(t.raw(), t.shape(), DType::FP4X2, Device::cpu());
-      w.scale = ck_.tensor(scale);
-      w.block_n = 1;
-      w.block_k = c_.quant.group_size;
-      // Quark's checkpoints are calibrated with dynamic MXFP4 activations (W4A4).
-      w.act = c_.quant.method == "quark" ? ActQuant::kMxfp4 : ActQuant::kNone;
-      count_format(s, true);
-    } else if (is_float_dtype(t.dtype())) {
-      count_format(s, false);
+    if (!s.linear) {
+      if (!is_float_dtype(t.dtype()))
+        fail("{}: tensor '{}' has dtype {}, which a norm or bias cannot use", file, name,
+             dtype_name(t.dtype()));
     } else {
-      fail("{}: tensor '{}' has dtype {}, which a {} cannot use", file, name, dtype_name(t.dtype()),
-           s.linear ? "linear layer" : "norm or bias");
+      // What the rules want (quant_scheme) reconciled with what is stored: contradictions load
+      // as stored when unambiguous (warned), else throw naming the tensor and the rule.
+      const QuantScheme q = quant_scheme(c_, s);
+      StorageDecision d;
+      try {
+        d = resolve_storage(c_, s, q, StoredTensor{t.dtype(), ck_.has(scale_inv), ck_.has(scale)});
+      } catch (const Error& e) {
+        fail("{}: {}", file, e.what());
+      }
+      if (!d.warning.empty()) mismatches_.push_back(d.warning);
+      if (d.format == WeightFormat::kFp8Block) {
+        w.format = WeightFormat::kFp8Block;
+        w.scale = ck_.tensor(scale_inv);
+        if (w.scale.dtype() == DType::BF16 || w.scale.dtype() == DType::F16)
+          w.scale = w.scale.to_f32();
+        w.block_n = d.block_n;
+        w.block_k = d.block_k;
+        w.act = ActQuant::kFp8Group;  // FP8 checkpoints: dynamic per-token activation groups
+        w.ue8m0 = c_.quant.ue8m0;
+      } else if (d.format == WeightFormat::kMxfp4) {
+        w.format = WeightFormat::kMxfp4;
+        w.w = Tensor::wrap(t.raw(), t.shape(), DType::FP4X2, Device::cpu());
+        w.scale = ck_.tensor(scale);
+        w.block_n = 1;
+        w.block_k = d.block_k;
+        // Quark's input_tensors (W4A4) or weight-only, as the rules resolve for this tensor.
+        w.act = q.format == WeightFormat::kMxfp4 ? q.act : ActQuant::kNone;
+      } else if (!is_float_dtype(t.dtype())) {
+        fail("{}: tensor '{}' has dtype {}, which a linear layer cannot use", file, name,
+             dtype_name(t.dtype()));
+      }
+      online_ = d.quantize_at_load ? std::optional<QuantScheme>(q) : std::nullopt;
     }
     std::vector<int64_t> want = s.shape;
     if (w.format == WeightFormat::kMxfp4) want.back() /= 2;
@@ -118,6 +133,13 @@ class Loader {
   // (LoadOptions::keep_quantized), else dequantized.
   Weight read_linear(const TensorSpec& s) {
     Weight w = read_weight(s);
+    if (online_ && o_.keep_quantized) {
+      // --quantization fp8 / ptpc_fp8: high-precision storage quantized here, as the rules say.
+      Weight q = quantize_weight(w.w, *online_);
+      q.act = online_->act;
+      q.ue8m0 = online_->ue8m0;
+      return q;
+    }
     if (w.quantized() && !o_.keep_quantized) return Weight::from_dense(dequantize_to_f32(w));
     return w;
   }
@@ -153,20 +175,13 @@ class Loader {
   }
 
  private:
-  void count_format(const TensorSpec& s, bool quantized) {
-    if (!s.linear || c_.quant.method.empty()) return;
-    const bool expected = expects_quantized(c_, s);
-    if (expected != quantized)
-      mismatches_.push_back(fmt::format("{} ({} but stored {})", s.name(),
-                                        expected ? "expected quantized" : "expected unquantized",
-                                        quantized ? "quantized" : "unquantized"));
-  }
-
   const Checkpoint& ck_;
   const ModelConfig& c_;
   const LoadOptions& o_;
   Progress progress_;
   std::vector<std::string> mismatches_;
+  // The online scheme of the tensor read last, when it is to be quantized while loading.
+  std::optional<QuantScheme> online_;
 };
 
 // Concatenates host tensors along dim 0 (same dtype and trailing shape), optionally under a

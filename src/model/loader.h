@@ -23,6 +23,9 @@ struct LoadOptions {
   // FP8 / MXFP4 linear weights stay quantized (docs/quantization.md); false dequantizes them to
   // `dtype` at load.
   bool keep_quantized = true;
+  // --quantization / --model-loader-extra-config, applied to the checkpoint's quantization_config
+  // by Model::load (apply_online_quant).
+  OnlineQuantRequest online_quant;
 };
 
 // A host weight scale [.., nb, kb] on device d in the form the backends read: FP8 scales get rows

@@ -18,6 +18,7 @@ Model::Model(ModelConfig config, ModelWeights weights, Device device)
 
 std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& o) {
   ModelConfig c = ModelConfig::from_file((std::filesystem::path(dir) / "config.json").string());
+  c.quant = apply_online_quant(c.quant, o.online_quant, dir);
   Checkpoint ck = Checkpoint::open(dir);
   ModelWeights w = load_weights(ck, c, o);
   return std::make_unique<Model>(std::move(c), std::move(w), o.device);

@@ -1,5 +1,7 @@
 #include "model/random_checkpoint.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -10,6 +12,7 @@
 #include "core/log.h"
 #include "core/rng.h"
 #include "model/checkpoint.h"
+#include "model/quant_scheme.h"
 #include "model/weight_names.h"
 
 namespace tandem {
@@ -33,6 +36,43 @@ Tensor random_f32(const TensorSpec& s, Rng& rng) {
 }
 
 }  // namespace
+
+QuantConfig fp8_checkpoint_quant(const ModelConfig& c) {
+  QuantConfig q;
+  q.method = "fp8";
+  q.block_n = q.block_k = 128;
+  // DeepSeek-V3 has no scale_fmt; V3.2 and the GLM-5.x FP8 releases say ue8m0.
+  q.ue8m0 = c.arch != Arch::kDeepseekV3;
+  if (c.arch == Arch::kGlmMoeDsa) {
+    // GLM-5.x-FP8's list, "indexers_proj" included although it names no tensor (the real one is
+    // indexer.weights_proj, high precision anyway): glm5-architecture.md §6.3.
+    q.exclude = {"model.embed_tokens", "lm_head"};
+    for (int64_t l = 0; l <= c.num_hidden_layers; ++l)
+      if (c.has_indexer)
+        q.exclude.push_back(fmt::format("model.layers.{}.self_attn.indexers_proj", l));
+  }
+  return q;
+}
+
+QuantConfig mxfp4_checkpoint_quant(const ModelConfig& c) {
+  // MoE-only MXFP4, as amd/GLM-5-MXFP4 describes itself: routed experts W4A4, everything else
+  // bf16 (glm5-architecture.md §6.4). The exclude list mixes Quark's two spellings: regexes for
+  // the families, exact names for the dense layers' MLPs.
+  QuantConfig q;
+  q.method = "quark";
+  q.group_size = 32;
+  QuarkTensorQuant w;  // fp4, per_group 32, e8m0
+  QuarkTensorQuant in = w;
+  in.is_dynamic = true;
+  q.global = {w, in};
+  q.exclude = {"lm_head", "re:.*mlp.gate$", "re:.*self_attn.*",
+               fmt::format("re:model.layers.{}.*", c.mtp_layer_index()), "re:.*shared_experts.*"};
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    if (!c.is_moe_layer(l))
+      for (const char* p : {"gate_proj", "up_proj", "down_proj"})
+        q.exclude.push_back(fmt::format("model.layers.{}.mlp.{}", l, p));
+  return q;
+}
 
 std::pair<Tensor, Tensor> quantize_fp8_block(const Tensor& w, int64_t bn, int64_t bk) {
   const int64_t N = w.size(0), K = w.size(1), sn = (N + bn - 1) / bn, sk = (K + bk - 1) / bk;
@@ -94,19 +134,12 @@ void write_random_checkpoint(const ModelConfig& cfg, const std::string& dir,
            "make-checkpoint: --quant must be fp8 or mxfp4, got {}", o.quant);
   ModelConfig c = cfg;
   c.torch_dtype = o.dtype == "bf16" ? "bfloat16" : "float32";
-  if (o.quant == "fp8") {
-    c.quant.method = "fp8";
-  } else if (o.quant == "mxfp4") {
-    // MoE-only MXFP4, as amd/GLM-5-MXFP4: attention, the MTP layer, routers and lm_head stay bf16.
-    c.quant.method = "quark";
-    c.quant.group_size = 32;
-    c.quant.exclude = {"lm_head",
-                       "re:.*mlp.gate$",
-                       "re:.*self_attn.*",
-                       "re:model.layers." + std::to_string(c.mtp_layer_index()) + ".*",
-                       "re:.*shared_experts.*",
-                       "re:.*mlp\\.(gate|up|down)_proj$"};
-  }
+  if (o.quant == "fp8")
+    c.quant = fp8_checkpoint_quant(c);
+  else if (o.quant == "mxfp4")
+    c.quant = mxfp4_checkpoint_quant(c);
+  else
+    c.quant = QuantConfig{};
   const DType store = o.dtype == "bf16" ? DType::BF16 : DType::F32;
   std::filesystem::create_directories(dir);
   {
@@ -124,14 +157,17 @@ void write_random_checkpoint(const ModelConfig& cfg, const std::string& dir,
       tensors.emplace_back(s.name(), w);  // e_score_correction_bias stays fp32
       continue;
     }
-    if (expects_quantized(c, s) && o.quant == "fp8") {
-      auto [q, sc] = quantize_fp8_block(w, c.quant.block_n, c.quant.block_k);
-      tensors.emplace_back(s.name(), q);
-      tensors.emplace_back(s.module + ".weight_scale_inv", sc);
-    } else if (expects_quantized(c, s) && o.quant == "mxfp4") {
-      auto [q, sc] = quantize_mxfp4(w, c.quant.group_size);
-      tensors.emplace_back(s.name(), q);
-      tensors.emplace_back(s.module + ".weight_scale", sc);
+    const QuantScheme q = quant_scheme(c, s);
+    if (q.format == WeightFormat::kFp8Block) {
+      // Plain amax / 448 scales: scale_fmt ue8m0 is about activation scales (docs/quantization.md),
+      // and nothing documents power-of-two weight scales in the published checkpoints.
+      auto [qw, sc] = quantize_fp8_block(w, q.block_n, q.block_k);
+      tensors.emplace_back(s.name(), qw);
+      tensors.emplace_back(s.module + ".weight_scale_inv", sc);  // [ceil(N/bn), ceil(K/bk)] f32
+    } else if (q.format == WeightFormat::kMxfp4) {
+      auto [qw, sc] = quantize_mxfp4(w, q.block_k);
+      tensors.emplace_back(s.name(), qw);                    // [N, K/2] u8, two e2m1 per byte
+      tensors.emplace_back(s.module + ".weight_scale", sc);  // [N, K/32] u8 e8m0
     } else {
       tensors.emplace_back(s.name(), store == DType::F32 ? w : w.to_dtype(store));
     }

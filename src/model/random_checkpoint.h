@@ -19,6 +19,11 @@ struct RandomCheckpointOptions {
   uint64_t max_shard_bytes = 2ull << 30;
 };
 
+// The quantization_config make-checkpoint writes for --quant fp8 (GLM-5-FP8 / DeepSeek-V3.x keys)
+// and --quant mxfp4 (AMD Quark layout, MoE experts only).
+QuantConfig fp8_checkpoint_quant(const ModelConfig& c);
+QuantConfig mxfp4_checkpoint_quant(const ModelConfig& c);
+
 void write_random_checkpoint(const ModelConfig& c, const std::string& dir,
                              const RandomCheckpointOptions& o);
 

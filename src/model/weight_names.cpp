@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "model/quant_scheme.h"
+
 namespace tandem {
 
 namespace {
@@ -112,8 +114,8 @@ bool always_high_precision(Slot s) {
 }
 
 bool expects_quantized(const ModelConfig& c, const TensorSpec& s) {
-  if (c.quant.method.empty() || !s.linear || always_high_precision(s.slot)) return false;
-  return !c.quant.is_excluded(s.module);
+  const QuantScheme q = quant_scheme(c, s);
+  return q.format != WeightFormat::kDense && !q.online;
 }
 
 }  // namespace tandem

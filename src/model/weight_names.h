@@ -70,7 +70,8 @@ std::vector<TensorSpec> weight_name_table(const ModelConfig& c, bool include_mtp
 // (routers, the indexer's weights_proj, MTP's eh_proj, embeddings and heads).
 bool always_high_precision(Slot s);
 
-// Whether the config's quantization_config expects this tensor quantized.
+// Whether the checkpoint should store this tensor quantized: quant_scheme() (model/quant_scheme.h)
+// says FP8 or MXFP4 and the weights are not quantized online.
 bool expects_quantized(const ModelConfig& c, const TensorSpec& s);
 
 }  // namespace tandem

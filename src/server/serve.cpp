@@ -52,6 +52,7 @@ LoadedModel load_model(const ServerArgs& args, const EngineOptions& eo, bool cud
   lo.device = cuda ? Device::cuda(0) : Device::cpu();
   lo.dtype = cuda ? DType::BF16 : DType::F32;
   lo.load_mtp = eo.spec.enabled();
+  lo.online_quant = parse_online_quant(args.quantization, args.model_loader_extra_config);
   std::shared_ptr<const Model> model =
       args.load_format == "dummy"
           ? std::shared_ptr<const Model>(

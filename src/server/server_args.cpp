@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "model/quant_config.h"
 
 namespace tandem::server {
 
@@ -38,6 +39,7 @@ Json ServerArgs::to_json() const {
   j["max_total_tokens"] = max_total_tokens;
   j["context_length"] = context_length > 0 ? Json(context_length) : Json();
   j["kv_cache_dtype"] = kv_cache_dtype;
+  j["quantization"] = quantization.empty() ? Json() : Json(quantization);
   j["speculative_algorithm"] = speculative_algorithm.empty() ? Json() : Json(speculative_algorithm);
   j["speculative_num_steps"] = speculative_num_steps;
   j["speculative_eagle_topk"] = speculative_eagle_topk;
@@ -118,16 +120,9 @@ EngineOptions engine_options(const ServerArgs& a, bool cuda_available,
         fmt::format("--kv-cache-dtype {}: not implemented yet, the KV cache keeps the compute "
                     "dtype",
                     a.kv_cache_dtype));
-  if (!a.model_loader_extra_config.empty()) {
-    try {
-      const Json parsed = Json::parse(a.model_loader_extra_config);
-      (void)parsed;
-    } catch (const std::exception&) {
-      throw InvalidArgument(fmt::format("--model-loader-extra-config must be JSON, got '{}'",
-                                        a.model_loader_extra_config));
-    }
-    warn("--model-loader-extra-config: no loader options apply to Tandem; ignored");
-  }
+  // Throws InvalidArgument naming the flag and key; the checkpoint-dependent checks (a quantized
+  // checkpoint with an online scheme) happen at load, in apply_online_quant.
+  parse_online_quant(a.quantization, a.model_loader_extra_config);
   parse_allowed_origins(a.allowed_origins);  // throws for a malformed list
   if (a.disable_cuda_graph && !cuda)
     warn("--disable-cuda-graph: no CUDA graphs on the CPU backend");

@@ -36,6 +36,9 @@ struct ServerArgs {
   int64_t max_total_tokens = EngineOptions{}.max_total_tokens;
   int64_t context_length = 0;  // 0: the model's max_position_embeddings
   std::string kv_cache_dtype = "auto";
+  // Online quantization (SGLang's flags): --quantization fp8 on a bf16 checkpoint, or
+  // {"online_quant_config": {"global_quant_config": "ptpc_fp8", "exclude_layer": [...]}}.
+  std::string quantization;
   std::string model_loader_extra_config;
   std::string speculative_algorithm;
   int64_t speculative_num_steps = 3;

@@ -74,6 +74,26 @@ TEST(ServerArgs, StartupErrors) {
   a = ServerArgs{};
   a.model_loader_extra_config = "{not json";
   expect_invalid(a, "--model-loader-extra-config");
+  a = ServerArgs{};
+  a.model_loader_extra_config = R"({"online_quant_config":{"global_quant_config":"int8"}})";
+  expect_invalid(a, "online_quant_config.global_quant_config");
+  a = ServerArgs{};
+  a.quantization = "awq";
+  expect_invalid(a, "--quantization 'awq'");
+}
+
+TEST(ServerArgs, OnlineQuantizationFlagsAreAccepted) {
+  // SGLang's ptpc_fp8 launch flag, verbatim, and --quantization fp8: checked here, applied at load.
+  ServerArgs a;
+  a.model_loader_extra_config =
+      R"({"online_quant_config":{"global_quant_config":"ptpc_fp8","exclude_layer":["lm_head","model.embed_tokens","*.mlp.gate","*expert*"]}})";
+  std::vector<std::string> warnings;
+  EXPECT_NO_THROW(engine_options(a, false, &warnings));
+  EXPECT_TRUE(warnings.empty());
+  a = ServerArgs{};
+  a.quantization = "fp8";
+  EXPECT_NO_THROW(engine_options(a, false));
+  EXPECT_EQ(a.to_json()["quantization"], "fp8");
 }
 
 TEST(ServerArgs, CpuNotes) {
