@@ -182,8 +182,8 @@ class OpTimer final : public Backend {
   void kv_store(const Tensor& r, const Tensor& s, Tensor& p) override {
     time("kv_store", [&] { b_.kv_store(r, s, p); });
   }
-  void kv_gather(const Tensor& p, const AttentionMeta& m, Tensor& o) override {
-    time("kv_gather", [&] { b_.kv_gather(p, m, o); });
+  void kv_gather(const Tensor& p, const AttentionMeta& m, int64_t n, Tensor& o) override {
+    time("kv_gather", [&] { b_.kv_gather(p, m, n, o); });
   }
   void mla_decode(const Tensor& q, const Tensor& p, const AttentionMeta& m, const Tensor& k,
                   float s, Tensor& o) override {

@@ -47,7 +47,9 @@ Runner add_serve(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--context-length", a->context_length,
                  "Longest prompt + output (default: the model's max_position_embeddings)");
-  app.add_option("--kv-cache-dtype", a->kv_cache_dtype, "auto (others are not implemented yet)")
+  app.add_option("--kv-cache-dtype", a->kv_cache_dtype,
+                 "auto | bf16 | bfloat16 (the compute dtype) | fp8_e4m3 | fp8 (656-byte latent "
+                 "rows, 132-byte indexer keys)")
       ->capture_default_str();
   app.add_option("--model-loader-extra-config", a->model_loader_extra_config,
                  "JSON; accepted for SGLang compatibility");
