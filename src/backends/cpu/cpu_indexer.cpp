@@ -70,7 +70,13 @@ void CpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Tensor& po
         float acc = 0;
         for (int64_t h = 0; h < Hi; ++h) {
           const float d = dot(qv.data() + h * Di, k, Di);
-          acc += wv[h] * (d > 0 ? d : 0.0f);
+          // FP8: products of e4m3 values are exact, so dot() rounds the same with or without
+          // FMA contraction, and the head sum is an explicit fma: the CUDA kernel, doing the
+          // same operations in the same order, gets these scores bit for bit.
+          if (fp8)
+            acc = std::fma(wv[h], d > 0 ? d : 0.0f, acc);
+          else
+            acc += wv[h] * (d > 0 ? d : 0.0f);
         }
         score[j] = fp8 ? k_s * acc : acc;
       }

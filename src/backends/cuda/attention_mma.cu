@@ -11,6 +11,7 @@
 // 64 x 576 key tile). With two key buffers, chunk i + 1 is copied while chunk i is computed.
 #include <cfloat>
 
+#include "backends/cuda/kv_fp8.cuh"
 #include "backends/cuda/mma.cuh"
 
 namespace tandem::cuda::k {
@@ -97,10 +98,21 @@ __global__ void __launch_bounds__(kThreads, 2) mla_decode_mma_kernel(MlaDecodePa
   };
   // Chunk ci's rows [NK, LK] into buffer ci % nbuf: 4 threads per row, 16 bytes each at a
   // 64-byte stride; zeros for a missing key and the padding dims (the mma steps read them).
+  // FP8 rows are converted to bf16 on the way: plain loads and stores, which land no later
+  // than the copies would (before the barrier that precedes the chunk's first read).
+  const uint8_t* pool8 = static_cast<const uint8_t*>(p.pool);
+  const int Lc = static_cast<int>(p.Lc);
   const auto copy_keys = [&](int ci) {
     const int j = tid >> 2;
     const int64_t sl = slots[(ci % 3) * NK + j];
     bf16* dst = ks + ((ci % nbuf) * NK + j) * LP;
+    if (p.kv_fp8) {
+      const uint8_t* row = pool8 + (sl >= 0 ? sl : 0) * p.kv_row_bytes;
+      for (int v = tid & 3; v < vpad; v += 4)
+        *reinterpret_cast<uint4*>(dst + v * 8) =
+            sl >= 0 && v < vpr ? fp8_latent_chunk(row, v, Lc) : make_uint4(0, 0, 0, 0);
+      return;
+    }
     const bf16* src = pool + (sl >= 0 ? sl : 0) * p.L;
     for (int v = tid & 3; v < vpad; v += 4) {
       const bool ok = sl >= 0 && v < vpr;

@@ -17,6 +17,7 @@
 // saying whether it exists, so no chunk waits on a top-k or page-table load.
 #include <cfloat>
 
+#include "backends/cuda/kv_fp8.cuh"
 #include "backends/cuda/mma.cuh"
 
 namespace tandem::cuda::k {
@@ -103,11 +104,20 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
     }
   };
   const auto chunk_bits = [&](int ci) { return kmask[((ci / SPAN) & 1) * SPAN + ci % SPAN]; };
-  // Chunk ci's rows into buffer ci % NB: 8 threads per row; zeros for a missing key.
+  // Chunk ci's rows into buffer ci % NB: 8 threads per row; zeros for a missing key. FP8 rows
+  // are converted to bf16 on the way (plain loads and stores, landed before barrier B).
+  const uint8_t* pool8 = static_cast<const uint8_t*>(p.pool);
   const auto copy_keys = [&](int ci) {
     const int j = tid >> 3;
     const int32_t sl = table[((ci / SPAN) & 1) * SPAN * WK + (ci % SPAN) * WK + j];
     bf16* dst = ks + ((ci % NB) * WK + j) * LP;
+    if (p.kv_fp8) {
+      const uint8_t* row = pool8 + static_cast<int64_t>(sl >= 0 ? sl : 0) * p.kv_row_bytes;
+      for (int v = tid & 7; v < vpr; v += 8)
+        *reinterpret_cast<uint4*>(dst + v * 8) =
+            sl >= 0 ? fp8_latent_chunk(row, v, WLC) : make_uint4(0, 0, 0, 0);
+      return;
+    }
     const bf16* src = pool + static_cast<int64_t>(sl >= 0 ? sl : 0) * p.L;
     for (int v = tid & 7; v < vpr; v += 8)
       cp_async16(dst + v * 8, sl >= 0 ? src + v * 8 : pool, sl >= 0);
