@@ -414,6 +414,7 @@ int main(int argc, char** argv) {
     if (profile_layer.empty()) bench_linear_paths(copy_gbps, gemm_tf, quick);
     if (linear_only) return 0;
     if (profile_layer.empty()) bench_sampling(copy_gbps, quick);
+    if (profile_layer.empty()) bench_mla_decode_fp8(copy_gbps, quick);
 
     Env env;
     env.c = preset_config("glm5.2");
