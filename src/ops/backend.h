@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "core/device.h"
+#include "core/error.h"
 #include "core/tensor.h"
 #include "ops/attention_meta.h"
 #include "ops/graph_runner.h"
@@ -86,6 +87,8 @@ class Backend {
   virtual void mla_kv_store(const Tensor& x, const Tensor& w, float eps, const Tensor& positions,
                             const Tensor& inv_freq, const RopeParams& p, const Tensor& slot_mapping,
                             Tensor& pool) {
+    TD_CHECK(pool.dtype() != DType::F8_E4M3,
+             "mla_kv_store: this backend does not write FP8 latent rows (override it)");
     const int64_t T = x.size(0), n = w.size(0), dr = x.size(1) - n;
     Tensor c = Tensor::empty({T, n}, x.dtype(), x.device());
     rms_norm(x.narrow(1, 0, n), w, eps, c);

@@ -5,6 +5,8 @@
 #include "model/safetensors.h"
 #include "model_test_util.h"
 #include "ops/kv_fp8.h"
+#include "runtime/engine.h"
+#include "runtime/generator.h"
 
 namespace tandem::test {
 namespace {
@@ -139,6 +141,66 @@ TEST(Fp8KvAusten, LogitsStayCloseToTheF32Cache) {
       "argmax %lld/%lld rows\n",
       worst_prefill, worst_decode, static_cast<long long>(same_argmax),
       static_cast<long long>(rows));
+}
+
+// The serving path with --kv-cache-dtype fp8_e4m3: EngineOptions::kv_cache_fp8 reaches the
+// runner's pools (the MTP layer's included), and continuous batching with chunked prefill, then
+// MTP speculative decoding, commit exactly the greedy tokens of the single-sequence Generator on
+// an FP8 cache (the CPU computes every token identically whatever the batch).
+TEST(Fp8KvEngine, BatchingAndSpeculationMatchTheGeneratorOnFp8) {
+  init_backends();
+  LoadOptions lo;
+  lo.show_progress = false;
+  std::shared_ptr<const Model> model(Model::load(source_path("models/tandem-austen"), lo));
+  std::vector<Request> reqs;
+  for (int i = 0; i < 5; ++i) {
+    Request r;
+    for (int j = 0; j < 30 + 23 * i; ++j)  // 30 .. 122 tokens: some past index_topk (64)
+      r.prompt.push_back(static_cast<int32_t>((j * 37 + i * 101) % 4000));
+    r.max_new_tokens = 16;
+    reqs.push_back(r);
+  }
+  const auto run = [&](const EngineOptions& o) {
+    Engine e(model, o);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const Request& r : reqs) streams.push_back(e.submit(r));
+    std::vector<std::vector<int32_t>> out;
+    for (auto& st : streams) {
+      std::vector<int32_t> toks;
+      RequestOutput o2;
+      while (st->next(o2, std::chrono::seconds(60))) {
+        toks.insert(toks.end(), o2.new_tokens.begin(), o2.new_tokens.end());
+        if (o2.finished) break;
+      }
+      out.push_back(toks);
+    }
+    return out;
+  };
+  EngineOptions plain;
+  plain.kv_cache_fp8 = true;
+  plain.max_running_requests = 3;   // requests queue
+  plain.chunked_prefill_size = 24;  // prompts arrive in chunks
+  plain.max_prefill_tokens = 40;
+  EngineOptions spec = plain;
+  spec.spec.algorithm = "EAGLE";
+  spec.spec.num_steps = 3;
+  spec.spec.num_draft_tokens = 4;
+  const auto a = run(plain), b = run(spec);
+  Generator g(*model, 256, 16, /*kv_fp8=*/true);
+  Generator g32(*model, 256, 16);
+  int differ_from_f32 = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    GenerateRequest gr;
+    gr.prompt = reqs[i].prompt;
+    gr.max_new_tokens = reqs[i].max_new_tokens;
+    const std::vector<int32_t> want = g.generate(gr).tokens;
+    ASSERT_EQ(want.size(), 16u);
+    EXPECT_EQ(a[i], want) << "request " << i << ": batching on an FP8 cache";
+    EXPECT_EQ(b[i], want) << "request " << i << ": speculation on an FP8 cache";
+    differ_from_f32 += g32.generate(gr).tokens != want;
+  }
+  std::printf("  FP8 engine: %d of %zu greedy continuations differ from the f32 cache's\n",
+              differ_from_f32, reqs.size());
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Fp8Kv,
