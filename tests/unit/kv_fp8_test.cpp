@@ -304,9 +304,11 @@ TEST_F(KvFp8, IndexerMatchesTheReferenceFormula) {
         ASSERT_GE(j, 0);
         ASSERT_GE(sc[j], kth - tol) << "token " << t << " picked " << j;
       }
-      for (int32_t j = 0; j <= pos; ++j)
-        if (sc[j] > kth + tol)
+      for (int32_t j = 0; j <= pos; ++j) {
+        if (sc[j] > kth + tol) {
           ASSERT_TRUE(std::count(got.begin(), got.end(), j)) << "token " << t << " missed " << j;
+        }
+      }
       ++checked;
     }
     EXPECT_GT(checked, 5) << "Di " << Di;
@@ -323,6 +325,7 @@ TEST_F(KvFp8, TopKTiesGoToTheEarlierPosition) {
   Tensor q = randn({4, Hi, Di}), w = randn({4, Hi}, 0.5);
   std::vector<int> group(len);
   for (int64_t j = 0; j < len; ++j) group[j] = static_cast<int>((j * 7) % 3);  // 14, 13, 13
+  int checked = 0;
   for (int64_t K : {10, 20}) {
     for (bool fp8 : {false, true}) {
       std::vector<int32_t> alone;  // token 0's answer in a batch of one
@@ -364,26 +367,31 @@ TEST_F(KvFp8, TopKTiesGoToTheEarlierPosition) {
                 gs[g] += wt[h] * std::max(d, 0.0);
               }
           }
-          std::vector<int> rank = {0, 1, 2};
-          std::stable_sort(rank.begin(), rank.end(), [&](int a, int c) { return gs[a] > gs[c]; });
-          std::vector<int32_t> want;
-          for (int g : rank)
-            for (int32_t j = 0; j < len; ++j)
-              if (group[j] == g && static_cast<int64_t>(want.size()) < K) want.push_back(j);
+          // Positions by (score descending, position ascending): the rule, applied to the
+          // planted ties (groups whose scores are equal, e.g. both zero, interleave by position).
+          std::vector<int32_t> order(len);
+          for (int32_t j = 0; j < len; ++j) order[j] = j;
+          std::sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
+            const double sx = gs[group[x]], sy = gs[group[y]];
+            return sx > sy || (sx == sy && x < y);
+          });
+          std::vector<int32_t> want(order.begin(), order.begin() + K);
           std::sort(want.begin(), want.end());
           std::vector<int32_t> got(idx.data<int32_t>() + t * K, idx.data<int32_t>() + (t + 1) * K);
           const std::string what = std::string(fp8 ? "fp8" : "f32") + " K " + std::to_string(K) +
                                    " batch " + std::to_string(batch) + " token " +
                                    std::to_string(t);
-          // Groups whose scores tie (both zero after the relu) rank by position too; skip those.
-          if (gs[rank[0]] == gs[rank[1]] || gs[rank[1]] == gs[rank[2]]) continue;
           EXPECT_EQ(got, want) << what;
+          ++checked;
           if (t == 0 && batch == 1) alone = got;
-          if (t == 0 && batch == 4) EXPECT_EQ(got, alone) << what << ": differs from alone";
+          if (t == 0 && batch == 4) {
+            EXPECT_EQ(got, alone) << what << ": differs from alone";
+          }
         }
       }
     }
   }
+  EXPECT_EQ(checked, 20);  // 2 K x 2 dtypes x (1 + 4) tokens
 }
 
 }  // namespace

@@ -108,6 +108,8 @@ __global__ void __launch_bounds__(kThreads, 2) mla_decode_mma_kernel(MlaDecodePa
     bf16* dst = ks + ((ci % nbuf) * NK + j) * LP;
     if (p.kv_fp8) {
       const uint8_t* row = pool8 + (sl >= 0 ? sl : 0) * p.kv_row_bytes;
+      // Unrolled so the read-only loads of several chunks are in flight before their stores.
+#pragma unroll 6
       for (int v = tid & 3; v < vpad; v += 4)
         *reinterpret_cast<uint4*>(dst + v * 8) =
             sl >= 0 && v < vpr ? fp8_latent_chunk(row, v, Lc) : make_uint4(0, 0, 0, 0);

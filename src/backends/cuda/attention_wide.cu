@@ -113,6 +113,8 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
     bf16* dst = ks + ((ci % NB) * WK + j) * LP;
     if (p.kv_fp8) {
       const uint8_t* row = pool8 + static_cast<int64_t>(sl >= 0 ? sl : 0) * p.kv_row_bytes;
+      // Unrolled so the read-only loads of several chunks are in flight before their stores.
+#pragma unroll 3
       for (int v = tid & 7; v < vpr; v += 8)
         *reinterpret_cast<uint4*>(dst + v * 8) =
             sl >= 0 ? fp8_latent_chunk(row, v, WLC) : make_uint4(0, 0, 0, 0);
