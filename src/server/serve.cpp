@@ -86,10 +86,10 @@ LoadedModel load_model(const ServerArgs& args, const EngineOptions& eo, bool cud
     const int64_t pages = opts.num_pages > 0
                               ? opts.num_pages
                               : (opts.max_total_tokens + opts.page_size - 1) / opts.page_size;
-    log_info("KV cache: {} tokens ({} pages of {}), {} bytes per token in {} ({:.2f} GiB)",
+    log_info("KV cache: {} tokens ({} pages of {}), {} bytes per token in {} ({:.1f} MiB)",
              pages * opts.page_size, pages, opts.page_size, kv_bytes_per_token,
              eo.kv_cache_fp8 ? "fp8_e4m3" : dtype_name(kv_dtype),
-             static_cast<double>(pages * opts.page_size * kv_bytes_per_token) / 1073741824.0);
+             static_cast<double>(pages * opts.page_size * kv_bytes_per_token) / 1048576.0);
   }
   lm.engine = std::make_unique<Engine>(model, opts);
   return lm;
