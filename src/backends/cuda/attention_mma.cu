@@ -48,6 +48,9 @@ size_t mma_smem(int64_t L, int nbuf) {
 // Chunk c's slots (ring entry c % 3) are written in iteration c - 2 (or before the loop), read
 // by its copies (iteration c + 1 - nbuf) and its S (iteration c), and overwritten after the S
 // of iteration c + 1, barriers later.
+// kFp8: the pool holds FP8 rows (p.kv_fp8); a template parameter so the bf16 instance compiles
+// exactly as it did without the FP8 staging.
+template <bool kFp8>
 __global__ void __launch_bounds__(kThreads, 2) mla_decode_mma_kernel(MlaDecodeParams p, int nbuf) {
   pdl_wait();
   extern __shared__ __align__(16) unsigned char smem[];
@@ -106,7 +109,7 @@ __global__ void __launch_bounds__(kThreads, 2) mla_decode_mma_kernel(MlaDecodePa
     const int j = tid >> 2;
     const int64_t sl = slots[(ci % 3) * NK + j];
     bf16* dst = ks + ((ci % nbuf) * NK + j) * LP;
-    if (p.kv_fp8) {
+    if constexpr (kFp8) {
       const uint8_t* row = pool8 + (sl >= 0 ? sl : 0) * p.kv_row_bytes;
       // Unrolled so the read-only loads of several chunks are in flight before their stores.
 #pragma unroll 6
@@ -521,8 +524,13 @@ void mla_decode_mma(const MlaDecodeParams& p, cudaStream_t s) {
   const int64_t blocks = static_cast<int64_t>(g.x) * g.y * g.z;
   const int nbuf = blocks <= dev.x && mma_smem(p.L, 2) <= static_cast<size_t>(dev.y) ? 2 : 1;
   const size_t smem = mma_smem(p.L, nbuf);
-  opt_in_smem<mla_decode_mma_kernel>(smem);
-  launch(mla_decode_mma_kernel, g, kThreads, smem, s, p, nbuf);
+  if (p.kv_fp8) {
+    opt_in_smem<mla_decode_mma_kernel<true>>(smem);
+    launch(mla_decode_mma_kernel<true>, g, kThreads, smem, s, p, nbuf);
+    return;
+  }
+  opt_in_smem<mla_decode_mma_kernel<false>>(smem);
+  launch(mla_decode_mma_kernel<false>, g, kThreads, smem, s, p, nbuf);
 }
 
 }  // namespace tandem::cuda::k

@@ -35,31 +35,45 @@ __device__ __forceinline__ float2 e4m3x2_to_f2(uint16_t v) {
 }
 
 // Values [8v, 8v + 8) of the latent row at `row` (n quantized values in tiles of 128, then
-// their scales, then bf16 k_pe) as eight bf16 in a 16-byte vector: c_kv dequantized (exact in
-// bf16: an e4m3 value times a power of two), k_pe as stored. n a multiple of 8, so the eight
-// never straddle c_kv and k_pe; 4-byte loads (a row is 4-byte aligned, not 16).
-__device__ __forceinline__ uint4 fp8_latent_chunk(const uint8_t* row, int v, int n) {
+// their scales, then bf16 k_pe), as loaded: two words of e4m3 codes and their tile's scale
+// (c_kv), or four words of bf16 (k_pe). n a multiple of 8, so the eight never straddle c_kv and
+// k_pe; 4-byte loads (a row is 4-byte aligned, not 16). Split from the conversion so a kernel
+// can issue the loads early and convert when it stores.
+struct Fp8Chunk {
+  uint32_t w[4];
+  float s;
+};
+__device__ __forceinline__ Fp8Chunk fp8_latent_load(const uint8_t* row, int v, int n) {
   const int d = v * 8;
-  uint4 r;
+  Fp8Chunk c;
   if (d < n) {
-    const uint32_t lo = __ldg(reinterpret_cast<const uint32_t*>(row + d));
-    const uint32_t hi = __ldg(reinterpret_cast<const uint32_t*>(row + d + 4));
-    const float s = __ldg(reinterpret_cast<const float*>(row + n) + d / kFp8Tile);
-    uint32_t out[4];
-    const uint32_t w[2] = {lo, hi};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = e4m3x2_to_f2(static_cast<uint16_t>(w[i / 2] >> (16 * (i % 2))));
-      const __nv_bfloat162 b = __floats2bfloat162_rn(f.x * s, f.y * s);
-      out[i] = *reinterpret_cast<const uint32_t*>(&b);
-    }
-    r = make_uint4(out[0], out[1], out[2], out[3]);
+    c.w[0] = __ldg(reinterpret_cast<const uint32_t*>(row + d));
+    c.w[1] = __ldg(reinterpret_cast<const uint32_t*>(row + d + 4));
+    c.w[2] = c.w[3] = 0;
+    c.s = __ldg(reinterpret_cast<const float*>(row + n) + d / kFp8Tile);
   } else {
     const uint32_t* pe =
         reinterpret_cast<const uint32_t*>(row + n + 4 * fp8_tiles(n) + 2 * (d - n));
-    r = make_uint4(__ldg(pe), __ldg(pe + 1), __ldg(pe + 2), __ldg(pe + 3));
+    c.w[0] = __ldg(pe), c.w[1] = __ldg(pe + 1), c.w[2] = __ldg(pe + 2), c.w[3] = __ldg(pe + 3);
+    c.s = 0.f;
   }
-  return r;
+  return c;
+}
+// The chunk as eight bf16 in a 16-byte vector: c_kv dequantized (exact in bf16: an e4m3 value
+// times a power of two), k_pe as stored. nope: the chunk is c_kv (8v < n).
+__device__ __forceinline__ uint4 fp8_latent_convert(const Fp8Chunk& c, bool nope) {
+  if (!nope) return make_uint4(c.w[0], c.w[1], c.w[2], c.w[3]);
+  uint32_t out[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = e4m3x2_to_f2(static_cast<uint16_t>(c.w[i / 2] >> (16 * (i % 2))));
+    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x * c.s, f.y * c.s);
+    out[i] = *reinterpret_cast<const uint32_t*>(&b);
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
+}
+__device__ __forceinline__ uint4 fp8_latent_chunk(const uint8_t* row, int v, int n) {
+  return fp8_latent_convert(fp8_latent_load(row, v, n), v * 8 < n);
 }
 
 // In place on x [d] in shared memory (d a power of two): the Sylvester-ordered Walsh-Hadamard
