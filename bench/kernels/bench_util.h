@@ -25,5 +25,8 @@ void bench_linear_paths(double copy_gbps, double gemm_tf, bool quick);
 void bench_quant(double copy_gbps, bool quick);
 // Sampling over the GLM-5 vocabulary (sampling_bench.cpp).
 void bench_sampling(double copy_gbps, bool quick);
+// Decode attention over a bf16 and an FP8 KV cache at 8k and 32k context
+// (attention_fp8_bench.cpp).
+void bench_mla_decode_fp8(double copy_gbps, bool quick);
 
 }  // namespace tandem::bench

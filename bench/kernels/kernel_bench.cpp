@@ -184,8 +184,8 @@ class OpTimer final : public Backend {
   void kv_store(const Tensor& r, const Tensor& s, Tensor& p) override {
     time("kv_store", [&] { b_.kv_store(r, s, p); });
   }
-  void kv_gather(const Tensor& p, const AttentionMeta& m, Tensor& o) override {
-    time("kv_gather", [&] { b_.kv_gather(p, m, o); });
+  void kv_gather(const Tensor& p, const AttentionMeta& m, int64_t n, Tensor& o) override {
+    time("kv_gather", [&] { b_.kv_gather(p, m, n, o); });
   }
   void mla_decode(const Tensor& q, const Tensor& p, const AttentionMeta& m, const Tensor& k,
                   float s, Tensor& o) override {
@@ -421,6 +421,7 @@ int main(int argc, char** argv) {
     if (profile_layer.empty()) bench_linear_paths(copy_gbps, gemm_tf, quick);
     if (linear_only) return 0;
     if (profile_layer.empty()) bench_sampling(copy_gbps, quick);
+    if (profile_layer.empty()) bench_mla_decode_fp8(copy_gbps, quick);
 
     Env env;
     env.c = preset_config("glm5.2");

@@ -161,7 +161,8 @@ Runner add_bench_offline(CLI::App& app) {
     double simulate = 0;
     bool profile_phases = false;
     bool no_plain = false, disable_cuda_graph = false, deterministic = false, no_warmup = false;
-    std::string device = "cpu", load_format = "auto", preset, quantization, loader_extra;
+    std::string device = "cpu", load_format = "auto", preset, quantization, loader_extra,
+                kv_cache_dtype = "auto";
     int64_t num_layers = 0, max_total_tokens = 1 << 16, workspace_mb = EngineOptions{}.workspace_mb;
   };
   auto a = std::make_shared<Args>();
@@ -201,9 +202,12 @@ Runner add_bench_offline(CLI::App& app) {
   app.add_option("--model-loader-extra-config", a->loader_extra,
                  "JSON, as SGLang: {\"online_quant_config\": {\"global_quant_config\": "
                  "\"ptpc_fp8\", \"exclude_layer\": [globs]}}");
+  app.add_option("--kv-cache-dtype", a->kv_cache_dtype,
+                 "auto | bf16 | bfloat16 | fp8_e4m3 | fp8 (FP8 KV rows, docs/kv-cache.md)");
   app.add_option("--workspace-mb", a->workspace_mb,
                  "Activation arena of one step on GPUs (long multi-sequence prefills need more)");
   return [a]() {
+    const bool kv_fp8 = parse_kv_cache_dtype(a->kv_cache_dtype);
     const std::string dir = a->model_path.empty() ? default_model_path() : a->model_path;
     LoadOptions lo;
     lo.load_mtp = a->steps > 0;
@@ -275,6 +279,7 @@ Runner add_bench_offline(CLI::App& app) {
     plain.disable_cuda_graph = a->disable_cuda_graph;
     plain.workspace_mb = a->workspace_mb;
     plain.deterministic = a->deterministic;
+    plain.kv_cache_fp8 = kv_fp8;
     EngineOptions sp = plain;
     sp.spec.algorithm = "EAGLE";
     sp.spec.num_steps = a->steps;
@@ -326,7 +331,7 @@ Runner add_bench_offline(CLI::App& app) {
                 g.prompt.insert(g.prompt.end(), p.outputs[i].begin(),
                                 p.outputs[i].begin() + static_cast<long>(k));
                 g.max_new_tokens = 1;
-                Generator gen(*model, static_cast<int64_t>(g.prompt.size()) + 1, 16);
+                Generator gen(*model, static_cast<int64_t>(g.prompt.size()) + 1, 16, kv_fp8);
                 const std::vector<float> l = gen.generate(g).logits[0];
                 gaps += fmt::format("{}{:.4f}", gaps.empty() ? "" : ",",
                                     l[p.outputs[i][k]] - l[s.outputs[i][k]]);

@@ -8,6 +8,7 @@
 #include "cli/default_model.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "runtime/engine_options.h"
 #include "runtime/generator.h"
 #include "server/detokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -22,6 +23,7 @@ Runner add_generate(CLI::App& app) {
     int32_t top_k = -1;
     uint64_t seed = 0;
     bool ignore_eos = false;
+    std::string kv_cache_dtype = "auto";
   };
   auto a = std::make_shared<Args>();
   app.add_option("--model-path", a->model_path, "Checkpoint folder (default: the built-in model)");
@@ -39,7 +41,10 @@ Runner add_generate(CLI::App& app) {
                  "JSON, as SGLang: {\"online_quant_config\": {\"global_quant_config\": "
                  "\"ptpc_fp8\", \"exclude_layer\": [globs]}}");
   app.add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-sequence tokens");
+  app.add_option("--kv-cache-dtype", a->kv_cache_dtype,
+                 "auto | bf16 | bfloat16 | fp8_e4m3 | fp8 (FP8 KV rows, docs/kv-cache.md)");
   return [a]() {
+    const bool kv_fp8 = parse_kv_cache_dtype(a->kv_cache_dtype);
     const std::string dir = a->model_path.empty() ? default_model_path() : a->model_path;
     LoadOptions lo;
     lo.load_mtp = false;
@@ -64,7 +69,7 @@ Runner add_generate(CLI::App& app) {
     if (!a->ignore_eos)
       for (int64_t e : model->config().eos_token_ids)
         req.stop_ids.push_back(static_cast<int32_t>(e));
-    Generator gen(*model, static_cast<int64_t>(req.prompt.size()) + req.max_new_tokens);
+    Generator gen(*model, static_cast<int64_t>(req.prompt.size()) + req.max_new_tokens, 16, kv_fp8);
     if (tok) std::printf("%s", a->prompt.c_str());
     std::fflush(stdout);
     // The server's incremental detokenizer: never prints half a UTF-8 character.

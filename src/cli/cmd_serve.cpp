@@ -51,7 +51,9 @@ Runner add_serve(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--context-length", a->context_length,
                  "Longest prompt + output (default: the model's max_position_embeddings)");
-  app.add_option("--kv-cache-dtype", a->kv_cache_dtype, "auto (others are not implemented yet)")
+  app.add_option("--kv-cache-dtype", a->kv_cache_dtype,
+                 "auto | bf16 | bfloat16 (the compute dtype) | fp8_e4m3 | fp8 (656-byte latent "
+                 "rows, 132-byte indexer keys)")
       ->capture_default_str();
   app.add_option("--quantization", a->quantization,
                  "fp8: quantize a bf16 checkpoint to 128x128 block FP8 while loading (on a "

@@ -15,7 +15,9 @@ namespace tandem {
 struct KvCacheOptions {
   int64_t num_pages = 0;
   int64_t page_size = 64;
-  DType dtype = DType::F32;  // latent and index-key rows (f32 on the CPU backend)
+  // Latent and index-key rows: the compute dtype (f32 on the CPU backend, bf16 on CUDA), or
+  // F8_E4M3 for the FP8 rows of ops/kv_fp8.h (656 + 132 bytes on GLM-5), stored as raw bytes.
+  DType dtype = DType::F32;
   Device device = Device::cpu();
   bool with_mtp = true;
 };
@@ -25,15 +27,19 @@ class KvCache {
   KvCache(const ModelConfig& c, const KvCacheOptions& o);
 
   // [slots, kv_lora_rank + qk_rope_head_dim]: [c_kv | k_pe] per token. layer == L: MTP layer.
+  // FP8: [slots, kv_fp8::latent_row_bytes(kv_lora_rank, qk_rope_head_dim)] e4m3 bytes.
   Tensor& latent(int64_t layer) { return latent_.at(static_cast<size_t>(layer)); }
   // [slots, index_head_dim]: post-LayerNorm, post-RoPE indexer keys; undefined on shared layers.
+  // FP8: [slots, index_head_dim + 4] e4m3 bytes (Hadamard-rotated keys and their scale).
   Tensor& index_keys(int64_t layer) { return index_keys_.at(static_cast<size_t>(layer)); }
   bool has_layer(int64_t layer) const { return layer < static_cast<int64_t>(latent_.size()); }
 
+  bool fp8() const { return opts_.dtype == DType::F8_E4M3; }
   int64_t num_pages() const { return opts_.num_pages; }
   int64_t page_size() const { return opts_.page_size; }
   int64_t num_slots() const { return opts_.num_pages * opts_.page_size; }
-  // Bytes one token occupies across all pools (for sizing from a memory budget).
+  // Bytes one token occupies across all pools (for sizing from a memory budget); dtype as in
+  // KvCacheOptions.
   static int64_t bytes_per_token(const ModelConfig& c, DType dtype, bool with_mtp);
 
  private:

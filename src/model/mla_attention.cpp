@@ -44,7 +44,7 @@ Tensor mla_attention(const LayerContext& ctx, const AttentionWeights& w, const T
   const float scale = static_cast<float>(c.softmax_scale());
   const RopeParams rope{c.rope_interleave, ctx.weights.rope_attention_factor};
   const Tensor& pos = ctx.batch.attn.token_pos;
-  Tensor& pool = ctx.cache.latent(cache_layer);  // [S, rkv + dr]
+  Tensor& pool = ctx.cache.latent(cache_layer);  // [S, rkv + dr] (FP8: [S, 656] bytes)
 
   // The projections of a: the query latent, the cached latent row, the indexer key. One GEMM
   // when the loader fused them (column ranges of its output), else one each.
@@ -93,7 +93,10 @@ Tensor mla_attention(const LayerContext& ctx, const AttentionWeights& w, const T
   if (ctx.batch.mode == ForwardMode::kExtend) {
     ops::join_side(a.device());  // the gather reads the rows the branch stored
     // Naive form: expand every cached latent of each sequence to per-head keys and values.
-    Tensor lat = ops::kv_gather(ws, pool, ctx.batch.attn, ctx.batch.total_kv);  // [sumL, rkv + dr]
+    // [sumL, rkv + dr] in the compute dtype (an FP8 cache's rows come out dequantized)
+    Tensor lat = ctx.cache.fp8() ? ops::kv_gather_fp8(ws, pool, ctx.batch.attn, ctx.batch.total_kv,
+                                                      rkv, dr, ckv.dtype())
+                                 : ops::kv_gather(ws, pool, ctx.batch.attn, ctx.batch.total_kv);
     Tensor kv = ops::linear(ws, lat.narrow(1, 0, rkv), w.kv_b_proj).view({lat.size(0), H, dn + dv});
     o = ops::mla_prefill(ws, q, kv, lat.narrow(1, rkv, dr), ctx.batch.attn,
                          c.has_indexer ? topk : Tensor(), scale, dv);

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "core/device.h"
+#include "core/error.h"
 #include "core/tensor.h"
 #include "ops/attention_meta.h"
 #include "ops/graph_runner.h"
@@ -70,16 +71,24 @@ class Backend {
         .copy(dst.raw(), dst.device(), src.raw(), src.device(), static_cast<size_t>(src.nbytes()));
   }
 
-  // pool[slot_mapping[t]] = rows[t]. rows: [T, R] (strided ok), pool: [S, R]
+  // The KV pools are in the compute dtype or, with an FP8 cache, F8_E4M3 byte rows
+  // (ops/kv_fp8.h, docs/kv-cache.md): latent rows [S, kv_fp8::latent_row_bytes(n, dr)] and
+  // indexer-key rows [S, kv_fp8::index_row_bytes(Di)]. Ops that read them dequantize exactly.
+  //
+  // pool[slot_mapping[t]] = rows[t]. rows: [T, R] (strided ok), pool: [S, R]; or an FP8
+  // indexer-key pool [S, R + 4]: the row rotated (kv_fp8::hadamard) and quantized.
   virtual void kv_store(const Tensor& rows, const Tensor& slot_mapping, Tensor& pool) = 0;
   // The cached MLA latent row of each token in one pass: pool[slot_mapping[t]] =
   // [rms_norm(x[t, :n], w) | rope(x[t, n:])], n = w's width, the rest one rope head. x is not
   // modified. x: [T, n + dr] (strided rows), w: [n] f32, positions: [T] i32, inv_freq: [dr / 2]
-  // f32, pool: [S, n + dr]. The default runs rms_norm, concat_cols, rope and kv_store on a
-  // temporary row (it allocates: backends that capture graphs override it).
+  // f32, pool: [S, n + dr] (or an FP8 latent pool: the row quantized). The default runs
+  // rms_norm, concat_cols, rope and kv_store on a temporary row (it allocates: backends that
+  // capture graphs override it; it does not handle FP8 pools).
   virtual void mla_kv_store(const Tensor& x, const Tensor& w, float eps, const Tensor& positions,
                             const Tensor& inv_freq, const RopeParams& p, const Tensor& slot_mapping,
                             Tensor& pool) {
+    TD_CHECK(pool.dtype() != DType::F8_E4M3,
+             "mla_kv_store: this backend does not write FP8 latent rows (override it)");
     const int64_t T = x.size(0), n = w.size(0), dr = x.size(1) - n;
     Tensor c = Tensor::empty({T, n}, x.dtype(), x.device());
     rms_norm(x.narrow(1, 0, n), w, eps, c);
@@ -89,12 +98,16 @@ class Backend {
     rope(pe, positions, inv_freq, p);
     kv_store(row, slot_mapping, pool);
   }
-  // Gathers each sequence's cached rows [0, seq_len) in order: out: [sum(seq_lens), R]
-  virtual void kv_gather(const Tensor& pool, const AttentionMeta& meta, Tensor& out) = 0;
+  // Gathers each sequence's cached rows [0, seq_len) in order: out: [sum(seq_lens), R]. From an
+  // FP8 latent pool the rows come out dequantized into out's dtype: out: [sum(seq_lens), n + dr]
+  // with n = fp8_nope (kv_lora_rank; the width is ambiguous from the byte count alone).
+  virtual void kv_gather(const Tensor& pool, const AttentionMeta& meta, int64_t fp8_nope,
+                         Tensor& out) = 0;
 
   // Absorbed (MQA) MLA over the paged latent cache. q: [T, H, L] with L = kv_lora_rank + rope
-  // dim; pool: [S, L]; topk: [T, K] i32 positions (-1 = empty) or undefined for dense causal.
-  // out: [T, H, kv_lora_rank] = softmax(q . K^T * scale) . K[:, :kv_lora_rank]
+  // dim; pool: [S, L] or FP8 [S, latent_row_bytes(kv_lora_rank, L - kv_lora_rank)]; topk: [T, K]
+  // i32 positions (-1 = empty) or undefined for dense causal. out: [T, H, kv_lora_rank] = softmax(q
+  // . K^T * scale) . K[:, :kv_lora_rank]
   virtual void mla_decode(const Tensor& q, const Tensor& pool, const AttentionMeta& meta,
                           const Tensor& topk, float scale, Tensor& out) = 0;
   // Naive (MHA) MLA for prefill. q: [T, H, dn + dr]; kv: [sumL, H, dn + dv] (expanded from the
@@ -104,7 +117,11 @@ class Backend {
                            Tensor& out) = 0;
   // DSA lightning indexer: score(t, j) = sum_h w[t, h] * relu(q[t, h] . k[j]) over the cached
   // positions j <= pos(t); out: [T, K] i32 the top-K positions ascending, -1 padded.
-  // q: [T, Hi, Di]; w: [T, Hi] f32 (scales folded in); pool: [S, Di]
+  // q: [T, Hi, Di]; w: [T, Hi] f32 (scales folded in); pool: [S, Di].
+  // With an FP8 pool [S, Di + 4] (keys k8 with scale k_s) each query head is rotated by the
+  // same Hadamard as the keys and quantized with its own scale (q8, q_s), and
+  // score(t, j) = k_s * sum_h (w[t, h] * q_s[h]) * relu(q8[h] . k8) (the reference fp8_index).
+  // Ties between equal scores go to the earlier position (docs/kv-cache.md).
   virtual void indexer_topk(const Tensor& q, const Tensor& w, const Tensor& pool,
                             const AttentionMeta& meta, Tensor& out) = 0;
 

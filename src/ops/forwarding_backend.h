@@ -43,8 +43,8 @@ class ForwardingBackend : public Backend {
                     const RopeParams& p, const Tensor& s, Tensor& pool) override {
     b_.mla_kv_store(x, w, eps, pos, f, p, s, pool);
   }
-  void kv_gather(const Tensor& p, const AttentionMeta& m, Tensor& o) override {
-    b_.kv_gather(p, m, o);
+  void kv_gather(const Tensor& p, const AttentionMeta& m, int64_t n, Tensor& o) override {
+    b_.kv_gather(p, m, n, o);
   }
   void mla_decode(const Tensor& q, const Tensor& p, const AttentionMeta& m, const Tensor& k,
                   float s, Tensor& o) override {

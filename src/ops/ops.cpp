@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "ops/kv_fp8.h"
 
 namespace tandem::ops {
 
@@ -184,7 +185,11 @@ void copy(const Tensor& src, Tensor& dst) {
 
 void kv_store(const Tensor& rows, const AttentionMeta& meta, Tensor& pool) {
   expect("kv_store", "pool", pool, "[S, R]", {-1, -1});
-  expect("kv_store", "rows", rows, "[T, R]", {meta.num_tokens(), pool.size(1)});
+  if (pool.dtype() == DType::F8_E4M3)
+    expect("kv_store", "rows", rows, "[T, R] (the FP8 key pool holds R + 4 bytes a row)",
+           {meta.num_tokens(), pool.size(1) - 4});
+  else
+    expect("kv_store", "rows", rows, "[T, R]", {meta.num_tokens(), pool.size(1)});
   expect("kv_store", "slot_mapping", meta.slot_mapping, "[T]", {meta.num_tokens()});
   expect_rows_unit_stride("kv_store", "rows", rows);
   backend_for(pool.device()).kv_store(rows, meta.slot_mapping, pool);
@@ -192,10 +197,14 @@ void kv_store(const Tensor& rows, const AttentionMeta& meta, Tensor& pool) {
 
 void mla_kv_store(const Tensor& x, const Tensor& w, float eps, const Tensor& inv_freq,
                   const RopeParams& p, const AttentionMeta& meta, Tensor& pool) {
-  expect("mla_kv_store", "pool", pool, "[S, n + dr]", {-1, -1});
-  expect("mla_kv_store", "x", x, "[T, n + dr]", {meta.num_tokens(), pool.size(1)});
   expect("mla_kv_store", "w", w, "[n]", {-1});
+  expect("mla_kv_store", "x", x, "[T, n + dr]", {meta.num_tokens(), -1});
   const int64_t dr = x.size(1) - w.size(0);
+  if (pool.dtype() == DType::F8_E4M3)
+    expect("mla_kv_store", "pool", pool, "[S, latent_row_bytes(n, dr)] (FP8)",
+           {-1, kv_fp8::latent_row_bytes(w.size(0), dr)});
+  else
+    expect("mla_kv_store", "pool", pool, "[S, n + dr]", {-1, x.size(1)});
   TD_CHECK(dr > 0 && dr % 2 == 0,
            "mla_kv_store: the rope part of the {}-wide row after {} normed "
            "dims must be even and non-empty",
@@ -211,19 +220,34 @@ void mla_kv_store(const Tensor& x, const Tensor& w, float eps, const Tensor& inv
 
 Tensor kv_gather(Workspace& ws, const Tensor& pool, const AttentionMeta& meta, int64_t total) {
   expect("kv_gather", "pool", pool, "[S, R]", {-1, -1});
+  TD_CHECK(pool.dtype() != DType::F8_E4M3, "kv_gather: an FP8 pool needs kv_gather_fp8");
   Tensor out = ws.alloc({total, pool.size(1)}, pool.dtype());
-  backend_for(pool.device()).kv_gather(pool, meta, out);
+  backend_for(pool.device()).kv_gather(pool, meta, 0, out);
+  return out;
+}
+
+Tensor kv_gather_fp8(Workspace& ws, const Tensor& pool, const AttentionMeta& meta, int64_t total,
+                     int64_t n, int64_t dr, DType dtype) {
+  expect_dtype("kv_gather_fp8", "pool", pool, DType::F8_E4M3);
+  expect("kv_gather_fp8", "pool", pool, "[S, latent_row_bytes(n, dr)]",
+         {-1, kv_fp8::latent_row_bytes(n, dr)});
+  Tensor out = ws.alloc({total, n + dr}, dtype);
+  backend_for(pool.device()).kv_gather(pool, meta, n, out);
   return out;
 }
 
 Tensor mla_decode(Workspace& ws, const Tensor& q, const Tensor& pool, const AttentionMeta& meta,
                   const Tensor& topk, float scale, int64_t kv_lora_rank) {
   expect("mla_decode", "q", q, "[T, H, L]", {-1, -1, -1});
-  expect("mla_decode", "pool", pool, "[S, L]", {-1, q.size(2)});
-  check_meta("mla_decode", meta, q.size(0));
-  if (topk.defined()) expect("mla_decode", "topk", topk, "[T, K]", {q.size(0), -1});
   TD_CHECK(kv_lora_rank > 0 && kv_lora_rank < q.size(2), "mla_decode: kv_lora_rank {} vs L {}",
            kv_lora_rank, q.size(2));
+  if (pool.dtype() == DType::F8_E4M3)
+    expect("mla_decode", "pool", pool, "[S, latent_row_bytes(Lc, L - Lc)] (FP8)",
+           {-1, kv_fp8::latent_row_bytes(kv_lora_rank, q.size(2) - kv_lora_rank)});
+  else
+    expect("mla_decode", "pool", pool, "[S, L]", {-1, q.size(2)});
+  check_meta("mla_decode", meta, q.size(0));
+  if (topk.defined()) expect("mla_decode", "topk", topk, "[T, K]", {q.size(0), -1});
   Tensor out = ws.alloc({q.size(0), q.size(1), kv_lora_rank}, q.dtype());
   backend_for(q.device()).mla_decode(q, pool, meta, topk, scale, out);
   return out;
@@ -246,7 +270,10 @@ Tensor indexer_topk(Workspace& ws, const Tensor& q, const Tensor& w, const Tenso
                     const AttentionMeta& meta, int64_t topk) {
   expect("indexer_topk", "q", q, "[T, Hi, Di]", {-1, -1, -1});
   expect("indexer_topk", "w", w, "[T, Hi]", {q.size(0), q.size(1)});
-  expect("indexer_topk", "pool", pool, "[S, Di]", {-1, q.size(2)});
+  if (pool.dtype() == DType::F8_E4M3)
+    expect("indexer_topk", "pool", pool, "[S, Di + 4] (FP8)", {-1, q.size(2) + 4});
+  else
+    expect("indexer_topk", "pool", pool, "[S, Di]", {-1, q.size(2)});
   expect_dtype("indexer_topk", "w", w, DType::F32);
   check_meta("indexer_topk", meta, q.size(0));
   TD_CHECK(topk > 0, "indexer_topk: topk must be positive");

@@ -42,22 +42,29 @@ Tensor gather_rows(Workspace& ws, const Tensor& src, const Tensor& rows);
 // stream (graph-capturable), unlike Tensor::copy_from.
 void copy(const Tensor& src, Tensor& dst);
 
-// rows: [T, R] written to pool: [S, R] at meta.slot_mapping
+// rows: [T, R] written to pool: [S, R] at meta.slot_mapping (or an FP8 indexer-key pool
+// [S, R + 4]: rotated and quantized, Backend::kv_store)
 void kv_store(const Tensor& rows, const AttentionMeta& meta, Tensor& pool);
 // x: [T, n + dr] -> pool: [S, n + dr] at meta.slot_mapping: [rms_norm(x[:, :n], w) |
 // rope(x[:, n:])], n = w: [n]; the cached MLA latent row (Backend::mla_kv_store). x unchanged.
+// An F8_E4M3 pool [S, kv_fp8::latent_row_bytes(n, dr)] gets the quantized row.
 void mla_kv_store(const Tensor& x, const Tensor& w, float eps, const Tensor& inv_freq,
                   const RopeParams& p, const AttentionMeta& meta, Tensor& pool);
 // pool: [S, R] -> [sum(seq_lens), R]; total = sum of seq_lens (host value)
 Tensor kv_gather(Workspace& ws, const Tensor& pool, const AttentionMeta& meta, int64_t total);
+// An FP8 latent pool [S, latent_row_bytes(n, dr)] -> [sum(seq_lens), n + dr] dequantized rows in
+// dtype (the compute dtype)
+Tensor kv_gather_fp8(Workspace& ws, const Tensor& pool, const AttentionMeta& meta, int64_t total,
+                     int64_t n, int64_t dr, DType dtype);
 
-// q: [T, H, L], pool: [S, L], topk: [T, K] or undefined -> [T, H, Lc]
+// q: [T, H, L], pool: [S, L] (or FP8 [S, latent_row_bytes(Lc, L - Lc)]), topk: [T, K] or
+// undefined -> [T, H, Lc]
 Tensor mla_decode(Workspace& ws, const Tensor& q, const Tensor& pool, const AttentionMeta& meta,
                   const Tensor& topk, float scale, int64_t kv_lora_rank);
 // q: [T, H, dn + dr], kv: [sumL, H, dn + dv], k_pe: [sumL, dr] -> [T, H, dv]
 Tensor mla_prefill(Workspace& ws, const Tensor& q, const Tensor& kv, const Tensor& k_pe,
                    const AttentionMeta& meta, const Tensor& topk, float scale, int64_t v_head_dim);
-// q: [T, Hi, Di], w: [T, Hi], pool: [S, Di] -> [T, topk] i32
+// q: [T, Hi, Di], w: [T, Hi], pool: [S, Di] (or FP8 [S, Di + 4]) -> [T, topk] i32
 Tensor indexer_topk(Workspace& ws, const Tensor& q, const Tensor& w, const Tensor& pool,
                     const AttentionMeta& meta, int64_t topk);
 

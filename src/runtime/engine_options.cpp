@@ -17,6 +17,15 @@ void positive(const char* flag, int64_t v) {
 
 }  // namespace
 
+bool parse_kv_cache_dtype(const std::string& v) {
+  if (v == "auto" || v == "bf16" || v == "bfloat16") return false;
+  if (v == "fp8_e4m3" || v == "fp8") return true;
+  throw InvalidArgument(fmt::format(
+      "--kv-cache-dtype {}: expected auto, bf16, bfloat16, fp8_e4m3 or fp8 (e4m3 rows with "
+      "per-128 scales; fp8_e5m2 is not supported)",
+      v));
+}
+
 void EngineOptions::validate(std::vector<std::string>* warnings) {
   positive("--max-running-requests", max_running_requests);
   positive("--page-size", page_size);

@@ -40,6 +40,9 @@ struct EngineOptions {
   int64_t context_length = 0;   // longest prompt + output; 0: the model's max_position_embeddings
   int64_t workspace_mb = 4096;  // activation arena of one step on GPUs
   bool disable_cuda_graph = false;  // run decode-shaped forwards eagerly on GPUs
+  // --kv-cache-dtype fp8_e4m3: the KV pools hold the FP8 rows of docs/kv-cache.md (656 + 132
+  // bytes a token and layer on GLM-5) instead of the compute dtype.
+  bool kv_cache_fp8 = false;
   // Batch-invariant kernels (SGLang's --enable-deterministic-inference): a request's output
   // does not depend on what else is batched with it, so greedy speculation reproduces plain
   // decoding on GPUs too. The engine sets it on its backend for each of its steps.
@@ -58,6 +61,10 @@ struct EngineOptions {
   // InvalidArgument naming the flag; notes go to `warnings` when given.
   void validate(std::vector<std::string>* warnings = nullptr);
 };
+
+// --kv-cache-dtype: auto / bf16 / bfloat16 (the compute dtype) -> false; fp8_e4m3 / fp8 (SGLang's
+// names) -> true; anything else throws InvalidArgument naming the flag.
+bool parse_kv_cache_dtype(const std::string& value);
 
 // The one rule for a request's length: the prompt plus max_new_tokens must fit the context.
 // Returns "" when it does, else the error (compared without forming P + max_new_tokens, which

@@ -14,13 +14,13 @@ int64_t pages_for(int64_t len, int64_t page_size) {
 }
 }  // namespace
 
-Generator::Generator(const Model& model, int64_t max_len, int64_t page_size)
+Generator::Generator(const Model& model, int64_t max_len, int64_t page_size, bool kv_fp8)
     : model_(model), page_size_(page_size), pages_(pages_for(max_len, page_size)) {
   KvCacheOptions o;
   o.num_pages = pages_for(max_len, page_size);
   o.page_size = page_size;
   o.device = model.device();
-  o.dtype = model.device().is_cpu() ? DType::F32 : DType::BF16;
+  o.dtype = kv_fp8 ? DType::F8_E4M3 : model.device().is_cpu() ? DType::F32 : DType::BF16;
   o.with_mtp = false;
   cache_ = std::make_unique<KvCache>(model.config(), o);
 }

@@ -32,7 +32,8 @@ struct GenerateResult {
 class Generator {
  public:
   // Sizes a private cache for max_len tokens.
-  Generator(const Model& model, int64_t max_len, int64_t page_size = 16);
+  // kv_fp8: the cache holds FP8 rows (--kv-cache-dtype fp8_e4m3) instead of the compute dtype.
+  Generator(const Model& model, int64_t max_len, int64_t page_size = 16, bool kv_fp8 = false);
 
   // on_token returns false to stop early.
   GenerateResult generate(const GenerateRequest& req,

@@ -56,7 +56,9 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
   ko.num_pages = num_pages;
   ko.page_size = opt.page_size;
   ko.device = model_->device();
-  ko.dtype = model_->device().is_cpu() ? DType::F32 : DType::BF16;
+  ko.dtype = opt.kv_cache_fp8            ? DType::F8_E4M3
+             : model_->device().is_cpu() ? DType::F32
+                                         : DType::BF16;
   ko.with_mtp = draft_steps > 0;
   cache_ = std::make_unique<KvCache>(model_->config(), ko);
   workspace_ = ops::make_workspace(model_->device(), static_cast<size_t>(opt.workspace_mb) << 20);

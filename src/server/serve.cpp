@@ -61,6 +61,10 @@ LoadedModel load_model(const ServerArgs& args, const EngineOptions& eo, bool cud
                              lo))
           : std::shared_ptr<const Model>(Model::load(args.model_path, lo));
   EngineOptions opts = eo;
+  // The pools' element type: the FP8 rows, else the compute dtype (as ModelRunner builds them).
+  const DType kv_dtype = eo.kv_cache_fp8 ? DType::F8_E4M3 : lo.dtype;
+  const int64_t kv_bytes_per_token =
+      KvCache::bytes_per_token(model->config(), kv_dtype, eo.spec.enabled());
   if (cuda && args.mem_fraction_static > 0) {
     // SGLang's meaning: weights plus KV pools take this fraction of the device's memory;
     // activations and graphs live in the rest.
@@ -68,8 +72,7 @@ LoadedModel load_model(const ServerArgs& args, const EngineOptions& eo, bool cud
     device_interface(DeviceType::CUDA).memory_info(lo.device, &free, &total);
     const double budget =
         args.mem_fraction_static * static_cast<double>(total) - static_cast<double>(total - free);
-    const int64_t per_page =
-        KvCache::bytes_per_token(model->config(), DType::BF16, eo.spec.enabled()) * eo.page_size;
+    const int64_t per_page = kv_bytes_per_token * eo.page_size;
     if (budget < static_cast<double>(per_page) * 4)
       throw InvalidArgument(fmt::format(
           "--mem-fraction-static {}: the weights already use {:.1f} of {:.1f} GiB, nothing is left "
@@ -79,6 +82,15 @@ LoadedModel load_model(const ServerArgs& args, const EngineOptions& eo, bool cud
     log_info("KV cache: {} pages of {} tokens ({:.1f} GiB) from --mem-fraction-static {}",
              opts.num_pages, eo.page_size, opts.num_pages * per_page / 1073741824.0,
              args.mem_fraction_static);
+  }
+  {
+    const int64_t pages = opts.num_pages > 0
+                              ? opts.num_pages
+                              : (opts.max_total_tokens + opts.page_size - 1) / opts.page_size;
+    log_info("KV cache: {} tokens ({} pages of {}), {} bytes per token in {} ({:.1f} MiB)",
+             pages * opts.page_size, pages, opts.page_size, kv_bytes_per_token,
+             eo.kv_cache_fp8 ? "fp8_e4m3" : dtype_name(kv_dtype),
+             static_cast<double>(pages * opts.page_size * kv_bytes_per_token) / 1048576.0);
   }
   lm.engine = std::make_unique<Engine>(model, opts);
   return lm;

@@ -115,11 +115,6 @@ EngineOptions engine_options(const ServerArgs& a, bool cuda_available,
     warn(fmt::format(
         "--mem-fraction-static {}: on the CPU the KV cache is sized by --max-total-tokens ({})",
         a.mem_fraction_static, a.max_total_tokens));
-  if (a.kv_cache_dtype != "auto" && a.kv_cache_dtype != "bf16" && a.kv_cache_dtype != "bfloat16")
-    warn(
-        fmt::format("--kv-cache-dtype {}: not implemented yet, the KV cache keeps the compute "
-                    "dtype",
-                    a.kv_cache_dtype));
   // Throws InvalidArgument naming the flag and key; the checkpoint-dependent checks (a quantized
   // checkpoint with an online scheme) happen at load, in apply_online_quant.
   parse_online_quant(a.quantization, a.model_loader_extra_config);
@@ -137,6 +132,7 @@ EngineOptions engine_options(const ServerArgs& a, bool cuda_available,
   o.enable_prefix_cache = !a.disable_radix_cache;
   o.context_length = a.context_length;
   o.disable_cuda_graph = a.disable_cuda_graph;
+  o.kv_cache_fp8 = parse_kv_cache_dtype(a.kv_cache_dtype);  // throws for an unknown dtype
   if (a.load_format != "auto" && a.load_format != "dummy")
     throw InvalidArgument(
         fmt::format("--load-format must be auto or dummy, got '{}'", a.load_format));

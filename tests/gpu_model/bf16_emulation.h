@@ -75,8 +75,8 @@ class Bf16CpuBackend final : public Backend {
     cpu().gather_rows(s, r, out);
   }
   void kv_store(const Tensor& r, const Tensor& s, Tensor& p) override { cpu().kv_store(r, s, p); }
-  void kv_gather(const Tensor& p, const AttentionMeta& m, Tensor& out) override {
-    cpu().kv_gather(p, m, out);
+  void kv_gather(const Tensor& p, const AttentionMeta& m, int64_t n, Tensor& out) override {
+    cpu().kv_gather(p, m, n, out);
   }
   void mla_decode(const Tensor& q, const Tensor& p, const AttentionMeta& m, const Tensor& k,
                   float s, Tensor& out) override {

@@ -57,7 +57,9 @@ struct Harness {
   int64_t page_size;
   int64_t next_page = 0;
 
-  Harness(const std::string& dir, int64_t max_tokens, int64_t page_size_ = 16, bool mtp = true)
+  // kv_dtype: the cache's rows, f32 (the CPU compute dtype) or F8_E4M3 (the FP8 rows).
+  Harness(const std::string& dir, int64_t max_tokens, int64_t page_size_ = 16, bool mtp = true,
+          DType kv_dtype = DType::F32)
       : page_size(page_size_) {
     init_backends();
     LoadOptions lo;
@@ -68,6 +70,7 @@ struct Harness {
     ko.page_size = page_size;
     ko.num_pages = (max_tokens + page_size - 1) / page_size;
     ko.with_mtp = mtp;
+    ko.dtype = kv_dtype;
     cache = std::make_unique<KvCache>(model->config(), ko);
   }
 

@@ -96,14 +96,31 @@ TEST(ServerArgs, OnlineQuantizationFlagsAreAccepted) {
   EXPECT_EQ(a.to_json()["quantization"], "fp8");
 }
 
+// SGLang's names: auto / bf16 / bfloat16 keep the compute dtype, fp8_e4m3 and fp8 select the
+// FP8 rows, silently; anything else is refused at start-up.
+TEST(ServerArgs, KvCacheDtype) {
+  for (const char* v : {"auto", "bf16", "bfloat16", "fp8_e4m3", "fp8"}) {
+    ServerArgs a;
+    a.kv_cache_dtype = v;
+    std::vector<std::string> warnings;
+    const EngineOptions o = engine_options(a, false, &warnings);
+    EXPECT_EQ(o.kv_cache_fp8, std::string(v).rfind("fp8", 0) == 0) << v;
+    EXPECT_TRUE(warnings.empty()) << v << ": " << (warnings.empty() ? "" : warnings[0]);
+  }
+  for (const char* v : {"fp8_e5m2", "int8", "", "FP8"}) {
+    ServerArgs a;
+    a.kv_cache_dtype = v;
+    expect_invalid(a, "--kv-cache-dtype");
+  }
+}
+
 TEST(ServerArgs, CpuNotes) {
   ServerArgs a;
   a.mem_fraction_static = 0.8;
-  a.kv_cache_dtype = "fp8_e4m3";
   a.disable_cuda_graph = true;
   std::vector<std::string> warnings;
   engine_options(a, false, &warnings);
-  EXPECT_EQ(warnings.size(), 3u);
+  EXPECT_EQ(warnings.size(), 2u);
   const Json j = a.to_json();
   EXPECT_EQ(j["mem_fraction_static"], 0.8);
   EXPECT_EQ(j["port"], 30000);

@@ -8,6 +8,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_math.h"
 #include "core/thread_pool.h"
+#include "ops/kv_fp8.h"
 
 namespace tandem::cpu {
 
@@ -45,24 +46,37 @@ void CpuBackend::mla_decode(const Tensor& q, const Tensor& pool, const Attention
   const HostMeta m(meta);
   const int64_t T = q.size(0), H = q.size(1), L = q.size(2), Lc = out.size(2);
   const float* qp = f32_ptr(q, "mla_decode");
-  const float* kv = f32_ptr(pool, "mla_decode");
+  // FP8 rows are dequantized (exactly) into a per-thread buffer of the visible keys; the math
+  // after that is the f32 path's.
+  const bool fp8 = pool.dtype() == DType::F8_E4M3;
+  const float* kv = fp8 ? nullptr : f32_ptr(pool, "mla_decode");
+  const uint8_t* kv8 = fp8 ? pool.data<uint8_t>() : nullptr;
+  const int64_t RB = pool.size(1);
   float* o = f32_mut(out, "mla_decode");
   const int32_t* tk = topk.defined() ? topk.data<int32_t>() : nullptr;
   const int64_t K = topk.defined() ? topk.size(1) : 0;
   parallel_for(T * H, [&](int64_t b, int64_t e) {
     std::vector<int32_t> keys;
-    std::vector<float> s;
+    std::vector<float> s, rows;  // rows: [keys, L] dequantized (FP8 pools)
     for (int64_t th = b; th < e; ++th) {
       const int64_t t = th / H, h = th % H, seq = m.token_seq[t];
       visible_positions(tk ? tk + t * K : nullptr, K, m.token_pos[t], keys);
+      if (fp8) {
+        rows.resize(keys.size() * L);
+        for (size_t j = 0; j < keys.size(); ++j)
+          kv_fp8::dequantize_latent_row(kv8 + m.slot(seq, keys[j]) * RB, Lc, L - Lc,
+                                        rows.data() + j * L);
+      }
+      const auto key = [&](size_t j) {
+        return fp8 ? rows.data() + j * L : kv + m.slot(seq, keys[j]) * L;
+      };
       const float* qv = qp + t * q.stride(0) + h * q.stride(1);
       s.resize(keys.size());
-      for (size_t j = 0; j < keys.size(); ++j)
-        s[j] = dot(qv, kv + m.slot(seq, keys[j]) * L, L) * scale;
+      for (size_t j = 0; j < keys.size(); ++j) s[j] = dot(qv, key(j), L) * scale;
       softmax(s);
       float* ov = o + (t * H + h) * Lc;
       std::fill(ov, ov + Lc, 0.0f);
-      for (size_t j = 0; j < keys.size(); ++j) axpy(s[j], kv + m.slot(seq, keys[j]) * L, ov, Lc);
+      for (size_t j = 0; j < keys.size(); ++j) axpy(s[j], key(j), ov, Lc);
     }
   });
 }

@@ -25,7 +25,11 @@ class CpuBackend final : public Backend {
   void gather_rows(const Tensor& src, const Tensor& rows, Tensor& out) override;
   void copy(const Tensor& src, Tensor& dst) override;
   void kv_store(const Tensor& rows, const Tensor& slot_mapping, Tensor& pool) override;
-  void kv_gather(const Tensor& pool, const AttentionMeta& meta, Tensor& out) override;
+  void mla_kv_store(const Tensor& x, const Tensor& w, float eps, const Tensor& positions,
+                    const Tensor& inv_freq, const RopeParams& p, const Tensor& slot_mapping,
+                    Tensor& pool) override;
+  void kv_gather(const Tensor& pool, const AttentionMeta& meta, int64_t fp8_nope,
+                 Tensor& out) override;
   void mla_decode(const Tensor& q, const Tensor& pool, const AttentionMeta& meta,
                   const Tensor& topk, float scale, Tensor& out) override;
   void mla_prefill(const Tensor& q, const Tensor& kv, const Tensor& k_pe, const AttentionMeta& meta,

@@ -9,7 +9,7 @@
 // per-query mask (causal, or the query's top-k positions).
 #include <cfloat>
 
-#include "backends/cuda/common.cuh"
+#include "backends/cuda/kv_fp8.cuh"
 
 namespace tandem::cuda::k {
 
@@ -56,6 +56,8 @@ __global__ void __launch_bounds__(kDecodeThreads) mla_decode_kernel(MlaDecodePar
   const int vpr = static_cast<int>(p.L / 8);
   const bf16* q = static_cast<const bf16*>(p.q);
   const bf16* pool = static_cast<const bf16*>(p.pool);
+  const uint8_t* pool8 = static_cast<const uint8_t*>(p.pool);  // FP8 rows (p.kv_fp8)
+  const int Lc = static_cast<int>(p.Lc);
 
   for (int i = tid; i < HB * vpr; i += kDecodeThreads) {
     const int h = i / vpr, v = i - h * vpr;
@@ -89,7 +91,9 @@ __global__ void __launch_bounds__(kDecodeThreads) mla_decode_kernel(MlaDecodePar
       const int j = i / vpr, v = i - j * vpr;
       const int64_t sl = slots[j];
       uint4 val = make_uint4(0, 0, 0, 0);
-      if (sl >= 0) val = __ldg(reinterpret_cast<const uint4*>(pool + sl * p.L + v * 8));
+      if (sl >= 0)
+        val = p.kv_fp8 ? fp8_latent_chunk(pool8 + sl * p.kv_row_bytes, v, Lc)
+                       : __ldg(reinterpret_cast<const uint4*>(pool + sl * p.L + v * 8));
       *reinterpret_cast<uint4*>(ks + j * LP + v * 8) = val;
     }
     __syncthreads();

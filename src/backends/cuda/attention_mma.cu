@@ -11,6 +11,7 @@
 // 64 x 576 key tile). With two key buffers, chunk i + 1 is copied while chunk i is computed.
 #include <cfloat>
 
+#include "backends/cuda/kv_fp8.cuh"
 #include "backends/cuda/mma.cuh"
 
 namespace tandem::cuda::k {
@@ -47,6 +48,9 @@ size_t mma_smem(int64_t L, int nbuf) {
 // Chunk c's slots (ring entry c % 3) are written in iteration c - 2 (or before the loop), read
 // by its copies (iteration c + 1 - nbuf) and its S (iteration c), and overwritten after the S
 // of iteration c + 1, barriers later.
+// kFp8: the pool holds FP8 rows (p.kv_fp8); a template parameter so the bf16 instance compiles
+// exactly as it did without the FP8 staging.
+template <bool kFp8>
 __global__ void __launch_bounds__(kThreads, 2) mla_decode_mma_kernel(MlaDecodeParams p, int nbuf) {
   pdl_wait();
   extern __shared__ __align__(16) unsigned char smem[];
@@ -97,10 +101,23 @@ __global__ void __launch_bounds__(kThreads, 2) mla_decode_mma_kernel(MlaDecodePa
   };
   // Chunk ci's rows [NK, LK] into buffer ci % nbuf: 4 threads per row, 16 bytes each at a
   // 64-byte stride; zeros for a missing key and the padding dims (the mma steps read them).
+  // FP8 rows are converted to bf16 on the way: plain loads and stores, which land no later
+  // than the copies would (before the barrier that precedes the chunk's first read).
+  const uint8_t* pool8 = static_cast<const uint8_t*>(p.pool);
+  const int Lc = static_cast<int>(p.Lc);
   const auto copy_keys = [&](int ci) {
     const int j = tid >> 2;
     const int64_t sl = slots[(ci % 3) * NK + j];
     bf16* dst = ks + ((ci % nbuf) * NK + j) * LP;
+    if constexpr (kFp8) {
+      const uint8_t* row = pool8 + (sl >= 0 ? sl : 0) * p.kv_row_bytes;
+      // Unrolled so the read-only loads of several chunks are in flight before their stores.
+#pragma unroll 6
+      for (int v = tid & 3; v < vpad; v += 4)
+        *reinterpret_cast<uint4*>(dst + v * 8) =
+            sl >= 0 && v < vpr ? fp8_latent_chunk(row, v, Lc) : make_uint4(0, 0, 0, 0);
+      return;
+    }
     const bf16* src = pool + (sl >= 0 ? sl : 0) * p.L;
     for (int v = tid & 3; v < vpad; v += 4) {
       const bool ok = sl >= 0 && v < vpr;
@@ -507,8 +524,13 @@ void mla_decode_mma(const MlaDecodeParams& p, cudaStream_t s) {
   const int64_t blocks = static_cast<int64_t>(g.x) * g.y * g.z;
   const int nbuf = blocks <= dev.x && mma_smem(p.L, 2) <= static_cast<size_t>(dev.y) ? 2 : 1;
   const size_t smem = mma_smem(p.L, nbuf);
-  opt_in_smem<mla_decode_mma_kernel>(smem);
-  launch(mla_decode_mma_kernel, g, kThreads, smem, s, p, nbuf);
+  if (p.kv_fp8) {
+    opt_in_smem<mla_decode_mma_kernel<true>>(smem);
+    launch(mla_decode_mma_kernel<true>, g, kThreads, smem, s, p, nbuf);
+    return;
+  }
+  opt_in_smem<mla_decode_mma_kernel<false>>(smem);
+  launch(mla_decode_mma_kernel<false>, g, kThreads, smem, s, p, nbuf);
 }
 
 }  // namespace tandem::cuda::k

@@ -17,6 +17,7 @@
 // saying whether it exists, so no chunk waits on a top-k or page-table load.
 #include <cfloat>
 
+#include "backends/cuda/kv_fp8.cuh"
 #include "backends/cuda/mma.cuh"
 
 namespace tandem::cuda::k {
@@ -46,6 +47,9 @@ size_t wide_smem(int64_t L) {
 // Span s's table (s % 2) is filled in iteration 32 s - 32 (before the loop for span 0), read by
 // the copies of its chunks (iterations 32 s - 2 .. 32 s + 29) and their S (32 s .. 32 s + 31),
 // and refilled in iteration 32 s + 32, barriers after the last of those.
+// kFp8: the pool holds FP8 rows (p.kv_fp8); a template parameter so the bf16 instance compiles
+// exactly as it did without the FP8 staging.
+template <bool kFp8>
 __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDecodeParams p) {
   pdl_wait();
   extern __shared__ __align__(16) unsigned char smem[];
@@ -113,12 +117,48 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
       cp_async16(dst + v * 8, sl >= 0 ? src + v * 8 : pool, sl >= 0);
   };
 
+  // FP8 rows instead: a thread's 9 chunks of its row are loaded into registers when the copies
+  // would be issued (fp8_load) and converted to bf16 into the buffer at the end of the same
+  // iteration (fp8_store), after that iteration's math: the loads are in flight during it, as the
+  // copies are. The buffer, chunk i + 2's, was last read by chunk i - 1 (before barrier A).
+  const uint8_t* pool8 = static_cast<const uint8_t*>(p.pool);
+  constexpr int kFp8PerThread = (576 / 8 + 7) / 8;  // chunks of 8 values a thread stages
+  Fp8Chunk raw[kFp8PerThread];
+  int32_t raw_slot = -1;
+  const auto fp8_load = [&](int ci) {
+    raw_slot = table[((ci / SPAN) & 1) * SPAN * WK + (ci % SPAN) * WK + (tid >> 3)];
+    const uint8_t* row =
+        pool8 + static_cast<int64_t>(raw_slot >= 0 ? raw_slot : 0) * p.kv_row_bytes;
+#pragma unroll
+    for (int k = 0; k < kFp8PerThread; ++k) {
+      const int v = (tid & 7) + 8 * k;
+      if (raw_slot >= 0 && v < vpr) raw[k] = fp8_latent_load(row, v, WLC);
+    }
+  };
+  const auto fp8_store = [&](int ci) {
+    bf16* dst = ks + ((ci % NB) * WK + (tid >> 3)) * LP;
+#pragma unroll
+    for (int k = 0; k < kFp8PerThread; ++k) {
+      const int v = (tid & 7) + 8 * k;
+      if (v < vpr)
+        *reinterpret_cast<uint4*>(dst + v * 8) =
+            raw_slot >= 0 ? fp8_latent_convert(raw[k], v * 8 < WLC) : make_uint4(0, 0, 0, 0);
+    }
+  };
+
   if (nchunks > 0) {
     fill_load(0);
     fill_store(0);
     __syncthreads();
     for (int ci = 0; ci < NB - 1; ++ci) {  // one commit group per chunk, empty past the end
-      if (ci < nchunks) copy_keys(ci);
+      if (ci < nchunks) {
+        if constexpr (kFp8) {
+          fp8_load(ci);
+          fp8_store(ci);
+        } else {
+          copy_keys(ci);
+        }
+      }
       cp_async_commit();
     }
   }
@@ -129,7 +169,12 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
 
   for (int i = 0; i < nchunks; ++i) {
     __syncthreads();  // A
-    if (i + NB - 1 < nchunks) copy_keys(i + NB - 1);
+    if (i + NB - 1 < nchunks) {
+      if constexpr (kFp8)
+        fp8_load(i + NB - 1);  // stored at the end of this iteration
+      else
+        copy_keys(i + NB - 1);
+    }
     cp_async_commit();  // possibly empty
     const bool fill = i % SPAN == 0 && i + SPAN < nchunks;
     if (fill) fill_load(i / SPAN + 1);
@@ -232,6 +277,8 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
         }
       }
     }
+    if constexpr (kFp8)
+      if (i + NB - 1 < nchunks) fp8_store(i + NB - 1);
   }
   cp_async_wait<0>();  // nothing in flight at exit (an empty split's q copies)
 
@@ -264,9 +311,14 @@ bool mla_decode_wide_applies(int64_t H, int64_t L, int64_t Lc) {
 
 void mla_decode_wide(const MlaDecodeParams& p, cudaStream_t s) {
   const size_t smem = wide_smem(p.L);
-  opt_in_smem<mla_decode_wide_kernel>(smem);
   const dim3 g(static_cast<unsigned>(p.T), static_cast<unsigned>(p.num_splits));
-  launch(mla_decode_wide_kernel, g, kWideThreads, smem, s, p);
+  if (p.kv_fp8) {
+    opt_in_smem<mla_decode_wide_kernel<true>>(smem);
+    launch(mla_decode_wide_kernel<true>, g, kWideThreads, smem, s, p);
+    return;
+  }
+  opt_in_smem<mla_decode_wide_kernel<false>>(smem);
+  launch(mla_decode_wide_kernel<false>, g, kWideThreads, smem, s, p);
 }
 
 }  // namespace tandem::cuda::k

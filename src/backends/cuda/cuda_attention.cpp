@@ -1,5 +1,7 @@
 // CudaBackend: mla_decode (its split plan and kernel choice), mla_prefill, indexer_topk.
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
@@ -28,20 +30,27 @@ void CudaBackend::mla_decode(const Tensor& q, const Tensor& pool, const Attentio
                              const Tensor& topk, float scale, Tensor& out) {
   const char* op = "mla_decode";
   need_dtype(q, DType::BF16, op, "q");
-  need_dtype(pool, DType::BF16, op, "pool (the latent cache must be bf16 on the GPU)");
+  // FP8 rows (ops/kv_fp8.h) are read by every decode kernel (SIMT, 16-head and 64-head mma):
+  // each converts a row's 8-value chunks to bf16 as it stages them, exactly.
+  const bool fp8 = pool.dtype() == DType::F8_E4M3;
+  if (!fp8)
+    need_dtype(pool, DType::BF16, op, "pool (the latent cache must be bf16 or FP8 on the GPU)");
   need_dtype(out, DType::BF16, op, "out");
   need_contiguous(pool, op, "pool");
   need_contiguous(out, op, "out");
   need_unit_last(q, op, "q");
   need_vec(q, {q.stride(0), q.stride(1), q.size(2)}, op, "q");
-  need_vec(pool, {pool.size(1)}, op, "pool");
+  if (!fp8) need_vec(pool, {pool.size(1)}, op, "pool");
   const int64_t T = q.size(0), H = q.size(1), L = q.size(2), Lc = out.size(2);
   TD_CHECK(Lc % 8 == 0 && Lc <= 512,
            "cuda mla_decode: kv_lora_rank {} must be a multiple of 8 and at most 512", Lc);
+  TD_CHECK(!fp8 || reinterpret_cast<uintptr_t>(pool.raw()) % 4 == 0,
+           "cuda mla_decode: FP8 pool not 4-byte aligned");
   if (T == 0) return;
   k::MlaDecodeParams p;
   p.q = q.raw(), p.q_s0 = q.stride(0), p.q_s1 = q.stride(1);
   p.pool = pool.raw();
+  p.kv_fp8 = fp8, p.kv_row_bytes = pool.size(1);
   optional_topk(topk, op, &p.topk, &p.topk_k);
   p.out = out.raw();
   p.meta = paged(meta, op);
@@ -99,13 +108,14 @@ void CudaBackend::indexer_topk(const Tensor& q, const Tensor& w, const Tensor& p
                                const AttentionMeta& meta, Tensor& out) {
   const char* op = "indexer_topk";
   need_dtype(q, DType::BF16, op, "q");
-  need_dtype(pool, DType::BF16, op, "pool (indexer keys must be bf16 on the GPU)");
+  const bool fp8 = pool.dtype() == DType::F8_E4M3;  // the reference's fp8_index scores
+  if (!fp8) need_dtype(pool, DType::BF16, op, "pool (indexer keys must be bf16 or FP8 on the GPU)");
   need_dtype(out, DType::I32, op, "out");
   need_unit_last(q, op, "q");
   need_unit_last(w, op, "w");
   need_contiguous(pool, op, "pool");
   need_contiguous(out, op, "out");
-  need_vec(pool, {pool.size(1)}, op, "pool");
+  if (!fp8) need_vec(pool, {pool.size(1)}, op, "pool");
   const int64_t T = q.size(0), Di = q.size(2);
   TD_CHECK(k::indexer_supports_head_dim(Di),
            "cuda indexer_topk: index_head_dim {} not supported (16, 32, 64, 128)", Di);
@@ -114,6 +124,8 @@ void CudaBackend::indexer_topk(const Tensor& q, const Tensor& w, const Tensor& p
   p.q = q.raw(), p.q_s0 = q.stride(0), p.q_s1 = q.stride(1);
   p.w = w.data<float>(), p.w_s0 = w.stride(0);
   p.pool = pool.raw();
+  p.kv_fp8 = fp8;
+  p.rot_scale = 1.0f / std::sqrt(static_cast<float>(Di));  // as kv_fp8::hadamard
   p.meta = paged(meta, op);
   p.out = out.data<int32_t>();
   p.T = T, p.Hi = q.size(1), p.Di = Di, p.K = out.size(1);

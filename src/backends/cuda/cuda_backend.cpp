@@ -2,6 +2,7 @@
 #include "backends/cuda/cuda_graph.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
@@ -272,6 +273,23 @@ void CudaBackend::sample(const Tensor& logits, const Tensor& temperature, const 
 // ---- KV cache --------------------------------------------------------------------------------
 
 void CudaBackend::kv_store(const Tensor& rows, const Tensor& slot_mapping, Tensor& pool) {
+  if (pool.dtype() == DType::F8_E4M3) {  // the FP8 indexer-key rows: rotate and quantize
+    const char* op = "kv_store";
+    need_dtype(rows, DType::BF16, op, "rows");
+    need_unit_last(rows, op, "rows");
+    need_contiguous(pool, op, "pool");
+    need_device_index(slot_mapping, op, "slot_mapping");
+    const int64_t D = rows.size(1);
+    TD_CHECK(D >= 2 && D <= 128 && (D & (D - 1)) == 0 && pool.size(1) == D + 4,
+             "cuda kv_store: FP8 key rows need a power-of-two width up to 128 and a pool of "
+             "width + 4 bytes, got rows {} and pool {}",
+             rows.str(), pool.str());
+    k::index_key_store_fp8(rows.raw(), rows.stride(0), slot_mapping.data<int32_t>(), pool.raw(),
+                           rows.size(0), pool.size(0), D, 1.0f / std::sqrt(static_cast<float>(D)),
+                           stream_);
+    TD_CUDA_LAUNCH_CHECK();
+    return;
+  }
   need_dtype(rows, pool.dtype(), "kv_store", "rows");
   need_contiguous(pool, "kv_store", "pool");
   need_device_index(slot_mapping, "kv_store", "slot_mapping");
@@ -286,7 +304,9 @@ void CudaBackend::mla_kv_store(const Tensor& x, const Tensor& w, float eps, cons
                                const Tensor& slot_mapping, Tensor& pool) {
   const char* op = "mla_kv_store";
   need_dtype(x, DType::BF16, op, "x");
-  need_dtype(pool, DType::BF16, op, "pool (the latent cache must be bf16 on the GPU)");
+  const bool fp8 = pool.dtype() == DType::F8_E4M3;
+  if (!fp8)
+    need_dtype(pool, DType::BF16, op, "pool (the latent cache must be bf16 or FP8 on the GPU)");
   need_dtype(w, DType::F32, op, "w");
   need_contiguous(pool, op, "pool");
   need_contiguous(w, op, "w");
@@ -294,14 +314,30 @@ void CudaBackend::mla_kv_store(const Tensor& x, const Tensor& w, float eps, cons
   need_contiguous(inv_freq, op, "inv_freq");
   need_device_index(slot_mapping, op, "slot_mapping");
   const int64_t n = w.size(0);
+  TD_CHECK(!fp8 || n % 8 == 0, "cuda mla_kv_store: FP8 rows need kv_lora_rank {} a multiple of 8",
+           n);
   k::mla_kv_store(x.raw(), x.stride(0), w.data<float>(), eps, n, x.size(1) - n,
                   positions.data<int32_t>(), inv_freq.data<float>(), p.interleaved,
                   p.attention_factor, slot_mapping.data<int32_t>(), pool.raw(), x.size(0),
-                  pool.size(0), stream_);
+                  pool.size(0), fp8, pool.size(1), stream_);
   TD_CUDA_LAUNCH_CHECK();
 }
 
-void CudaBackend::kv_gather(const Tensor& pool, const AttentionMeta& meta, Tensor& out) {
+void CudaBackend::kv_gather(const Tensor& pool, const AttentionMeta& meta, int64_t fp8_nope,
+                            Tensor& out) {
+  if (pool.dtype() == DType::F8_E4M3) {  // dequantized into the bf16 rows prefill reads
+    const char* op = "kv_gather";
+    need_dtype(out, DType::BF16, op, "out");
+    need_contiguous(pool, op, "pool");
+    need_contiguous(out, op, "out");
+    need_vec(out, {out.size(1)}, op, "out");
+    const int64_t n = fp8_nope, dr = out.size(1) - n;
+    TD_CHECK(n % 8 == 0 && dr % 8 == 0 && dr >= 0,
+             "cuda kv_gather: FP8 rows need kv_lora_rank {} and rope dim {} multiples of 8", n, dr);
+    k::kv_gather_fp8(pool.raw(), paged(meta, op), meta.max_seq_len, out.raw(), n, dr, stream_);
+    TD_CUDA_LAUNCH_CHECK();
+    return;
+  }
   need_dtype(out, pool.dtype(), "kv_gather", "out");
   need_contiguous(pool, "kv_gather", "pool");
   need_contiguous(out, "kv_gather", "out");

@@ -45,7 +45,8 @@ class CudaBackend final : public Backend {
   void mla_kv_store(const Tensor& x, const Tensor& w, float eps, const Tensor& positions,
                     const Tensor& inv_freq, const RopeParams& p, const Tensor& slot_mapping,
                     Tensor& pool) override;
-  void kv_gather(const Tensor& pool, const AttentionMeta& meta, Tensor& out) override;
+  void kv_gather(const Tensor& pool, const AttentionMeta& meta, int64_t fp8_nope,
+                 Tensor& out) override;
   void mla_decode(const Tensor& q, const Tensor& pool, const AttentionMeta& meta,
                   const Tensor& topk, float scale, Tensor& out) override;
   void mla_prefill(const Tensor& q, const Tensor& kv, const Tensor& k_pe, const AttentionMeta& meta,

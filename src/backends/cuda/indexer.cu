@@ -5,6 +5,7 @@
 // CpuBackend::indexer_topk's selection.
 #include <cfloat>
 
+#include "backends/cuda/kv_fp8.cuh"
 #include "backends/cuda/mma.cuh"
 
 namespace tandem::cuda::k {
@@ -126,6 +127,76 @@ __global__ void __launch_bounds__(kKeysPerBlock)
     }
 }
 
+struct WarpSync {
+  __device__ void operator()() const { __syncwarp(); }
+};
+
+// The FP8 scores (the reference's fp8_index, CpuBackend::indexer_topk's FP8 path): each query
+// head rotated by the Hadamard and quantized with its own ue8m0 scale q_s, then for every key
+// row (e4m3 k8, scale k_s) score = k_s * sum_h fma(w[h] q_s[h], relu(q8_h . k8)), the dot in
+// the CPU's 16-lane order. Products of e4m3 values are exact in fp32, so the scores are the
+// CPU's bit for bit and the top-K selection, ties included, is too.
+// grid (ceil(max_len / 128), Tc), 128 threads; dynamic smem q8 [Hi][DI] f32 + w q_s [Hi].
+template <int DI>
+__global__ void __launch_bounds__(kKeysPerBlock)
+    indexer_scores_fp8_kernel(IndexerParams p, int64_t t0) {
+  pdl_wait();
+  extern __shared__ float sm[];
+  float* qsm = sm;
+  float* wsm = sm + p.Hi * DI;
+  const int64_t t = t0 + blockIdx.y;
+  const int64_t visible = static_cast<int64_t>(p.meta.token_pos[t]) + 1;
+  if (visible <= p.K) return;
+  const int64_t jb = static_cast<int64_t>(blockIdx.x) * kKeysPerBlock;
+  if (jb >= visible) return;  // uniform over the block
+  const bf16* q = static_cast<const bf16*>(p.q);
+  for (int64_t i = threadIdx.x; i < p.Hi * DI; i += kKeysPerBlock) {
+    const int64_t h = i / DI, d = i - h * DI;
+    qsm[i] = to_f(q[t * p.q_s0 + h * p.q_s1 + d]);
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int h = warp; h < p.Hi; h += kKeysPerBlock / 32) {  // a warp per head
+    float* x = qsm + h * DI;
+    hadamard_smem(x, DI, p.rot_scale, lane, 32, WarpSync{});
+    float amax = 0.f;
+    for (int i = lane; i < DI; i += 32) amax = fmaxf(amax, fabsf(x[i]));
+    const float s = fp8_scale(warp_max(amax)), inv = 1.0f / s;
+    for (int i = lane; i < DI; i += 32) {
+      const uint8_t c = to_e4m3(x[i] * inv);
+      x[i] = e4m3x2_to_f2(c).x;
+    }
+    if (lane == 0) wsm[h] = p.w[t * p.w_s0 + h] * s;
+  }
+  __syncthreads();
+  const int64_t j = jb + threadIdx.x;
+  if (j >= visible) return;
+  const int64_t slot = paged_slot(p.meta, p.meta.token_seq[t], j);
+  const uint8_t* krow = static_cast<const uint8_t*>(p.pool) + slot * (DI + 4);
+  float kf[DI];
+#pragma unroll
+  for (int v = 0; v < DI / 4; ++v) {
+    const uint32_t u = __ldg(reinterpret_cast<const uint32_t*>(krow) + v);
+    const float2 a = e4m3x2_to_f2(static_cast<uint16_t>(u)),
+                 b = e4m3x2_to_f2(static_cast<uint16_t>(u >> 16));
+    kf[4 * v] = a.x, kf[4 * v + 1] = a.y, kf[4 * v + 2] = b.x, kf[4 * v + 3] = b.y;
+  }
+  const float k_s = __ldg(reinterpret_cast<const float*>(krow + DI));
+  float acc = 0.f;
+  for (int64_t h = 0; h < p.Hi; ++h) {
+    const float* qh = qsm + h * DI;
+    float a[16] = {};  // cpu::dot's lanes and pairwise reduction
+#pragma unroll
+    for (int i = 0; i < DI; ++i) a[i & 15] = fmaf(qh[i], kf[i], a[i & 15]);
+#pragma unroll
+    for (int s = 8; s >= 1; s >>= 1)
+#pragma unroll
+      for (int i = 0; i < s; ++i) a[i] += a[i + s];
+    acc = fmaf(wsm[h], a[0] > 0.f ? a[0] : 0.f, acc);
+  }
+  p.scores[static_cast<int64_t>(blockIdx.y) * p.max_len + j] = k_s * acc;
+}
+
 // Order-preserving map of a float to uint32 (larger float -> larger key; -0 == +0).
 __device__ __forceinline__ uint32_t order_key(float f) {
   if (f == 0.f) f = 0.f;
@@ -201,6 +272,13 @@ __global__ void __launch_bounds__(kSelectThreads)
 
 template <int DI>
 void launch_scores(const IndexerParams& p, int64_t t0, int64_t Tc, cudaStream_t s) {
+  if (p.kv_fp8) {
+    const size_t smem = (p.Hi * DI + p.Hi) * sizeof(float);
+    opt_in_smem<indexer_scores_fp8_kernel<DI>>(smem);
+    const dim3 g(cdiv(p.max_len, kKeysPerBlock), static_cast<unsigned>(Tc));
+    launch(indexer_scores_fp8_kernel<DI>, g, kKeysPerBlock, smem, s, p, t0);
+    return;
+  }
   if (p.tensor_cores && p.Hi % 16 == 0) {
     const size_t smem = (p.Hi + kKeysPerBlock) * (DI + 8) * 2 + p.Hi * sizeof(float);
     opt_in_smem<indexer_scores_mma_kernel<DI>>(smem);

@@ -59,15 +59,26 @@ void rope(void* x, int64_t s0, int64_t s1, int64_t T, int64_t H, int64_t d, cons
 
 // ---- kv_cache.cu ----------------------------------------------------------------------------
 // pool[slots[t]] = [rms_norm(x[t, :n], w) | rope(x[t, n:n + dr])], bf16; x rows strided by xs.
+// fp8: pool holds the FP8 latent rows of ops/kv_fp8.h (row_bytes each; n a multiple of 8).
 void mla_kv_store(const void* x, int64_t xs, const float* w, float eps, int64_t n, int64_t dr,
                   const int32_t* pos, const float* inv_freq, bool interleaved, float af,
-                  const int32_t* slots, void* pool, int64_t T, int64_t S, cudaStream_t s);
+                  const int32_t* slots, void* pool, int64_t T, int64_t S, bool fp8,
+                  int64_t row_bytes, cudaStream_t s);
+// The FP8 indexer-key store: pool[slots[t]] = [e4m3(H rows[t] / s) | s] (D + 4 bytes), H the
+// Hadamard rotation scaled by rot_scale = D^-0.5, s the ue8m0 scale; rows bf16 [T, D] strided by
+// rs, D a power of two up to 128.
+void index_key_store_fp8(const void* rows, int64_t rs, const int32_t* slots, void* pool, int64_t T,
+                         int64_t S, int64_t D, float rot_scale, cudaStream_t s);
 // pool[slot[t]] = rows[t] (slot < 0: skipped). pool: [S, R] contiguous.
 void kv_store(const void* rows, int64_t rs, const int32_t* slots, void* pool, int64_t T, int64_t S,
               int64_t R, int64_t elem_bytes, cudaStream_t s);
 // out[start_b + p] = pool[slot(b, p)] for p < seq_lens[b]; max_len bounds seq_lens.
 void kv_gather(const void* pool, const PagedMeta& m, int64_t max_len, void* out, int64_t R,
                int64_t elem_bytes, cudaStream_t s);
+// The same from FP8 latent rows (n quantized + dr bf16 values each), dequantized into bf16
+// out [sum(seq_lens), n + dr]; n and dr multiples of 8.
+void kv_gather_fp8(const void* pool, const PagedMeta& m, int64_t max_len, void* out, int64_t n,
+                   int64_t dr, cudaStream_t s);
 
 // ---- argmax.cu ------------------------------------------------------------------------------
 // out[t] = argmax logits[t] (f32, lowest index on ties, NaN never wins).
@@ -177,7 +188,9 @@ void moe_combine(const void* y, DT y_dt, const int32_t* inv, const float* w, int
 struct MlaDecodeParams {
   const void* q = nullptr;  // bf16 [T, H, L], strides (q_s0, q_s1, 1)
   int64_t q_s0 = 0, q_s1 = 0;
-  const void* pool = nullptr;     // bf16 [S, L]
+  const void* pool = nullptr;  // bf16 [S, L], or FP8 rows [S, kv_row_bytes] (kv_fp8)
+  bool kv_fp8 = false;         // pool rows: the first Lc values e4m3 (ops/kv_fp8.h)
+  int64_t kv_row_bytes = 0;
   const int32_t* topk = nullptr;  // [T, K] or null (dense)
   int64_t topk_k = 0;
   void* out = nullptr;  // bf16 [T, H, Lc] contiguous
@@ -226,7 +239,9 @@ struct IndexerParams {
   int64_t q_s0 = 0, q_s1 = 0;
   const float* w = nullptr;  // [T, Hi] rows strided by w_s0
   int64_t w_s0 = 0;
-  const void* pool = nullptr;  // bf16 [S, Di]
+  const void* pool = nullptr;  // bf16 [S, Di], or FP8 key rows [S, Di + 4] (kv_fp8)
+  bool kv_fp8 = false;         // scores by the reference's fp8_index (Backend::indexer_topk)
+  float rot_scale = 1;         // Di^-0.5, the Hadamard's scale (FP8 only)
   PagedMeta meta;
   int32_t* out = nullptr;   // [T, K]
   float* scores = nullptr;  // scratch [Tc, max_len]
