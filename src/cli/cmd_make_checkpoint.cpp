@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "model/presets.h"
+#include "model/quantize_checkpoint.h"
 #include "model/random_checkpoint.h"
 #include "tokenizer/tokenizer.h"
 
@@ -51,7 +52,7 @@ void write_tokenizer_files(const std::string& dir) {
 
 Runner add_make_checkpoint(CLI::App& app) {
   struct Args {
-    std::string preset, config, out, dtype = "bf16", quant;
+    std::string preset, config, from, out, dtype = "bf16", quant;
     uint64_t seed = 0;
     int64_t num_layers = 0;
     double shard_mb = 2048;
@@ -62,6 +63,9 @@ Runner add_make_checkpoint(CLI::App& app) {
   app.add_option("--preset", a->preset,
                  "Named configuration (glm5.2, tiny-glm5.2, deepseek-v3.2, ...)");
   app.add_option("--config", a->config, "A config.json to take the configuration from");
+  app.add_option("--from", a->from,
+                 "Quantize this bf16/f32 checkpoint (with --quant) instead of writing random "
+                 "weights");
   app.add_option("--out", a->out, "Output folder")->required();
   app.add_option("--seed", a->seed, "Random seed");
   app.add_option("--dtype", a->dtype, "Storage dtype of unquantized tensors: bf16 | f32");
@@ -75,6 +79,13 @@ Runner add_make_checkpoint(CLI::App& app) {
   app.add_flag("--with-tokenizer", a->with_tokenizer,
                "Also write a byte-level tokenizer and chat template");
   return [a]() {
+    if (!a->from.empty()) {
+      if (!a->preset.empty() || !a->config.empty() || a->quant.empty())
+        fail("make-checkpoint --from DIR takes --quant fp8|mxfp4 and no --preset / --config");
+      quantize_checkpoint(a->from, a->out, a->quant, static_cast<uint64_t>(a->shard_mb * 1e6));
+      log_info("wrote the {} copy of {} to {}", a->quant, a->from, a->out);
+      return 0;
+    }
     if (a->preset.empty() == a->config.empty())
       fail("make-checkpoint: give exactly one of --preset or --config");
     ModelConfig c =
