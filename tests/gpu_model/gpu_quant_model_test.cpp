@@ -1,16 +1,17 @@
-// Whole models with quantized weights on the GPU: random FP8 block (128 x 128, W8A8) and Quark
-// MXFP4 (W4A4) checkpoints of the tiny GLM-5.2 / DeepSeek-V3.2 layouts, loaded with their weights
-// kept quantized on both devices, prompt logits on the GPU (bf16 activations, the quantized
-// kernels of cuda_quant.cpp) against the CPU backend (f32 activations, the contract's reference).
-// A smoke test of the wiring (formats, scale layouts, activation rules reaching the kernels):
-// the kernels' numerics are held to the contract by tests/ops/cuda_quant_test.cpp; here bf16
-// activations against f32 move a few activation codes per linear, so the tolerance is loose.
+// Whole models with quantized weights on the GPU: the trained default model quantized as the
+// released checkpoints are (make-checkpoint --from: FP8 128 x 128 blocks W8A8 with ue8m0
+// activation scales; Quark MXFP4 W4A4 experts), loaded with their weights kept quantized on both
+// devices; prompt logits on the GPU (bf16 activations, the kernels of cuda_quant.cpp) against the
+// CPU backend (f32 activations, the contract's reference), beside the same comparison for the bf16
+// model. Random tiny checkpoints are not used here: their layers amplify the few activation codes
+// that bf16 rounding moves into errors of 40-60% (measured), which says nothing about the wiring.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <random>
@@ -21,7 +22,7 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/presets.h"
-#include "model/random_checkpoint.h"
+#include "model/quantize_checkpoint.h"
 #include "runtime/batch_builder.h"
 
 namespace tandem::test {
@@ -64,26 +65,37 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
   return std::sqrt(num / std::max(den, 1e-30));
 }
 
-TEST(GpuQuantModel, QuantizedCheckpointsMatchTheCpu) {
+std::string source(const std::string& rel) {
+  const char* env = std::getenv("TANDEM_SOURCE_DIR");  // the GPU machine's checkout
+  return (std::filesystem::path(env && *env ? env : TANDEM_SOURCE_DIR) / rel).string();
+}
+
+TEST(GpuQuantModel, QuantizedDefaultModelMatchesTheCpu) {
   if (!init_backends()) GTEST_SKIP() << "no CUDA device";
   const std::filesystem::path tmp =
       std::filesystem::temp_directory_path() / ("tandem_gpu_quant_" + std::to_string(::getpid()));
+  const std::string bf16 = source("models/tandem-austen");
   std::mt19937 rng(3);
-  std::vector<int32_t> prompt(40);
-  for (auto& t : prompt) t = static_cast<int32_t>(rng() % 250);
-  for (const char* preset : {"tiny-glm5.2", "tiny-deepseek-v3.2"})
-    for (const char* quant : {"fp8", "mxfp4"}) {
-      const std::string dir = (tmp / (std::string(preset) + "_" + quant)).string();
-      RandomCheckpointOptions o;
-      o.seed = 21;
-      o.quant = quant;
-      write_random_checkpoint(preset_config(preset), dir, o);
-      const std::vector<float> cpu = prompt_logits(dir, Device::cpu(), prompt);
-      const std::vector<float> gpu = prompt_logits(dir, Device::cuda(), prompt);
-      const double err = rel_err(gpu, cpu);
-      std::printf("GPU_QUANT_MODEL %-20s %-6s prompt logits rel err %.2e\n", preset, quant, err);
-      EXPECT_LE(err, 8e-2) << preset << " " << quant;
+  std::vector<int32_t> prompt(200);  // past index_topk (64): the indexer selects
+  for (auto& t : prompt) t = static_cast<int32_t>(rng() % 4000);
+  double base = 0;
+  for (const char* quant : {"bf16", "fp8", "mxfp4"}) {
+    std::string dir = bf16;
+    if (std::string(quant) != "bf16") {
+      dir = (tmp / quant).string();
+      quantize_checkpoint(bf16, dir, quant);
     }
+    const std::vector<float> cpu = prompt_logits(dir, Device::cpu(), prompt);
+    const std::vector<float> gpu = prompt_logits(dir, Device::cuda(), prompt);
+    const double err = rel_err(gpu, cpu);
+    if (std::string(quant) == "bf16") base = err;
+    std::printf("GPU_QUANT_MODEL tandem-austen %-6s prompt logits rel err GPU vs CPU %.2e\n", quant,
+                err);
+    // The bf16 model's own GPU-vs-CPU error (bf16 activations) is ~5e-3; quantized activations
+    // add the codes that bf16 rounding moves.
+    EXPECT_LE(err, 5e-2) << quant;
+  }
+  EXPECT_GT(base, 0.0);
   std::error_code ec;
   std::filesystem::remove_all(tmp, ec);
 }
