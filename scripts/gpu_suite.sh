@@ -78,9 +78,12 @@ step() {  # step NAME TIMEOUT CMD...
     FAILURES+=("$name: tests skipped with no CUDA device")
   fi
 }
-step ops_tests "${OPS_TIMEOUT:-100}" "$CARRY/ops_tests" --gtest_color=no
+step ops_tests "${OPS_TIMEOUT:-240}" "$CARRY/ops_tests" --gtest_color=no
 step gpu_model_tests "${MODEL_TIMEOUT:-300}" "$CARRY/gpu_model_tests" --gtest_color=no
 [ "${KERNEL_BENCH:-1}" = "1" ] && step kernel_bench "${BENCH_TIMEOUT:-150}" "$CARRY/kernel_bench" $BENCH_ARGS
+# Quantized weights (FP8 block, MXFP4): decode linears and a GLM-5.2 MoE layer against the copy
+# bandwidth, FP8 prefill against cuBLASLt's per-tensor FP8 (allocates ~34 GB, so its own step).
+[ "${QUANT_BENCH:-1}" = "1" ] && step quant_bench "${QUANT_BENCH_TIMEOUT:-200}" "$CARRY/kernel_bench" --quant-only --quick
 # Baseline: transformers' own GlmMoeDsa modules at the same shapes, timed in this same run.
 if [ "${HF_BASELINE:-1}" = "1" ]; then
   step hf_baseline "${HF_TIMEOUT:-150}" env PYTHONUNBUFFERED=1 python3 python/hf_baseline.py
@@ -110,7 +113,7 @@ if [ "${SPEC:-1}" = "1" ]; then
   identical eager-deterministic 1 spec_austen_eager
   identical eager-deterministic 32 spec_austen_eager
   # Other draft lengths, deterministic: identical at concurrency 1 and 32.
-  for S in 1 2 5; do
+  for S in ${SPEC_S_VARIANTS-1 2 5}; do
     step spec_austen_det_s$S "${SPEC_TIMEOUT:-150}" "$CARRY/tandem" bench-offline --device cuda $PROMPTS \
       --concurrency 1,32 --enable-deterministic-inference --speculative-num-steps $S
     identical deterministic-S$S 1 spec_austen_det_s$S
@@ -127,6 +130,23 @@ if [ "${SPEC:-1}" = "1" ]; then
   step spec_glm52 "${SPEC_TIMEOUT:-150}" "$CARRY/tandem" bench-offline --device cuda --load-format dummy \
     --preset glm5.2 --num-layers 4 --num-prompts 64 --prompt-tokens 1024 --max-new-tokens 48 \
     --concurrency 1,8,32 --simulate-accept-length 2.4 --profile-spec-phases
+  # Quantized weights and the FP8 KV cache on real shapes: MTP with FP8 weights and FP8 KV in
+  # deterministic mode reproduces plain greedy decoding exactly; then the cost side with FP8 and
+  # MXFP4 weights at 4 and 7 layers (the per-MoE-layer increment, as for bf16 below).
+  step spec_glm52_fp8_det "${SPEC_TIMEOUT:-150}" "$CARRY/tandem" bench-offline --device cuda --load-format dummy \
+    --preset glm5.2 --quantization fp8 --kv-cache-dtype fp8_e4m3 --num-layers 4 --num-prompts 8 \
+    --prompt-tokens 2100 --max-new-tokens 24 --concurrency 1,8 --enable-deterministic-inference \
+    --max-total-tokens 65536 --workspace-mb 16384
+  identical glm52-fp8-deterministic 1 spec_glm52_fp8_det
+  identical glm52-fp8-deterministic 8 spec_glm52_fp8_det
+  for Q in fp8 mxfp4; do
+    for NL in 4 7; do
+      step spec_glm52_${Q}_$NL "${SPEC_TIMEOUT:-150}" "$CARRY/tandem" bench-offline --device cuda \
+        --load-format dummy --preset glm5.2 --quantization $Q --num-layers $NL --num-prompts 16 \
+        --prompt-tokens 1024 --max-new-tokens 48 --concurrency 1,8 --simulate-accept-length 2.4 \
+        --profile-spec-phases
+    done
+  done
   # Three more MoE layers (7 = 3 dense + 4 MoE, ~100 GB): the per-MoE-layer increments of the
   # plain step and of each round phase, for extrapolating to the full 78-layer model.
   step spec_glm52_7 "${SPEC_TIMEOUT:-200}" "$CARRY/tandem" bench-offline --device cuda --load-format dummy \
@@ -137,7 +157,7 @@ fi
 # shared-memory races in the attention and indexer kernels.
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ -x "$SAN" ] && [ "${SANITIZE:-1}" = "1" ]; then
-  step memcheck "${MEMCHECK_TIMEOUT:-90}" env TANDEM_OPS_SMALL=1 "$SAN" --tool memcheck --error-exitcode 9 "$CARRY/ops_tests" --gtest_color=no
+  step memcheck "${MEMCHECK_TIMEOUT:-180}" env TANDEM_OPS_SMALL=1 "$SAN" --tool memcheck --error-exitcode 9 "$CARRY/ops_tests" --gtest_color=no
   step racecheck "${RACECHECK_TIMEOUT:-90}" env TANDEM_OPS_SMALL=1 "$SAN" --tool racecheck --error-exitcode 9 "$CARRY/ops_tests" --gtest_color=no --gtest_filter='CudaOps.Mla*:CudaOps.Indexer*:CudaOps.Moe*'
 fi
 
@@ -145,7 +165,7 @@ fi
   echo
   echo "==================== GPU SUITE SUMMARY ===================="
   head -1 "$OUTDIR/gpu.txt" >/dev/null; sed -n 2p "$OUTDIR/gpu.txt"
-  for n in ops_tests gpu_model_tests kernel_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 memcheck racecheck; do
+  for n in ops_tests gpu_model_tests kernel_bench quant_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 memcheck racecheck; do
     [ -f "$OUTDIR/$n.log" ] || continue
     printf "%-16s rc=%-4s %4ss  " "$n" "${RC[$n]}" "${SECS[$n]}"
     grep -E "^\[  (PASSED|FAILED)  \]|ERROR SUMMARY|RACECHECK SUMMARY" "$OUTDIR/$n.log" | head -3 | tr '\n' ' '
@@ -157,12 +177,14 @@ fi
   grep -h "indexer_topk (.*rows exact" "$OUTDIR/ops_tests.log"
   sed -n '/^SAMPLE SUMMARY/,/^$/p' "$OUTDIR/ops_tests.log"
   echo
-  grep -h -E "^GPU_MODEL|^GPU_GRAPHS" "$OUTDIR/gpu_model_tests.log"
+  grep -h -E "^GPU_MODEL|^GPU_GRAPHS|^GPU_QUANT_MODEL|GPU FP8 cache" "$OUTDIR/gpu_model_tests.log"
   echo
   grep -h -E "^ceilings" "$OUTDIR/kernel_bench.log"
   sed -n '/^SUMMARY/,$p' "$OUTDIR/kernel_bench.log"
+  sed -n '/^DECODE ATTENTION, bf16 vs FP8/,/^$/p' "$OUTDIR/kernel_bench.log"
+  [ -f "$OUTDIR/quant_bench.log" ] && { echo; grep -v "^\[" "$OUTDIR/quant_bench.log"; }
   [ -f "$OUTDIR/hf_baseline.log" ] && { echo; echo "-- hf_baseline (transformers, same GPU, same run)"; cat "$OUTDIR/hf_baseline.log"; }
-  for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
+  for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
   grep -h -E "error|Error|what\(\)" "$OUTDIR"/*.log | head -10
   echo
   if [ ${#FAILURES[@]} -eq 0 ]; then
@@ -180,7 +202,7 @@ mkdir -p "$(dirname "$RESULTS")"
   echo "# scripts/gpu_suite.sh $*, commit $COMMIT, $(date -u '+%Y-%m-%d %H:%M UTC')"
   cat "$OUTDIR/summary.txt"
   # The full benchmark and engine logs, so every table docs/ quotes is in this file.
-  for n in kernel_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7; do
+  for n in kernel_bench quant_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7; do
     [ -f "$OUTDIR/$n.log" ] || continue
     echo; echo "==================== $n.log ===================="
     grep -v "^\[" "$OUTDIR/$n.log"
