@@ -1,6 +1,7 @@
 // Tandem's quantization conventions against tensors made by outside tooling
 // (scripts/quant_oracle/make_goldens.py on the GPU machine: torch's float8_e4m3fn conversion,
-// transformers' fine-grained FP8 block quantizer, the DeepSeek reference's act_quant rule, and an
+// transformers' fine-grained FP8 block algorithm written out in torch (transformers 5.17 exposes
+// it only as a conversion-op class, Fp8Quantize), the DeepSeek reference's act_quant rule, and an
 // independent OCP MXFP4 implementation in Quark's layout), committed in
 // tests/data/quant/oracle.safetensors. A convention error shared by Tandem's quantizers and
 // dequantizers (nibble order, scale direction, rounding) cannot cancel out here.
@@ -49,7 +50,7 @@ TEST(QuantOracle, E4m3ConversionEqualsTorch) {
   EXPECT_EQ(differ, 0) << "of " << in.numel();
 }
 
-TEST(QuantOracle, Fp8BlockDequantizationEqualsTransformers) {
+TEST(QuantOracle, Fp8BlockDequantizationEqualsTransformersAlgorithm) {
   auto f = oracle();
   const Tensor codes = f->tensor("fp8blk_codes"), scale = f->tensor("fp8blk_scale_inv");
   const Weight w{codes, scale, WeightFormat::kFp8Block, 128, 128};
