@@ -38,23 +38,33 @@ __device__ __forceinline__ void load8(const float* p, float (&f)[8]) {
 // grid M, block threads (a multiple of 32, threads * kVecs * 8 >= K). smem: kb uints, the
 // group maxima as float bits (non-negative floats order like their bits). TX: bf16 rows, or f32
 // (the MoE intermediate h, kept in f32 so that it is quantized from the value the contract
-// quantizes, not from a bf16 rounding of it).
+// quantizes, not from a bf16 rounding of it). All of a thread's loads are issued before the
+// first use (one memory round trip per row, not one per vector: the shared-memory atomics
+// between them kept the compiler from hoisting later loads); the group maxima are exact
+// whatever the block size, so the launcher picks it freely.
 template <typename TX>
 __global__ void __launch_bounds__(512) act_quant_fp8_kernel(const TX* x, int64_t xs, int64_t K, int64_t bk, bool ue8m0,
                                      void* q, int64_t qs, QStore store, float* scale, int64_t s_m,
                                      int64_t s_b) {
   pdl_wait();
   extern __shared__ unsigned gmax[];
-  const int64_t m = blockIdx.x, nvec = K / 8, kb = (K + bk - 1) / bk;
-  const int64_t vpg = bk >= K ? nvec : bk / 8;  // 8-value vectors per group
-  for (int64_t b = threadIdx.x; b < kb; b += blockDim.x) gmax[b] = 0;
-  __syncthreads();
+  const int64_t m = blockIdx.x;
+  const int nvec = static_cast<int>(K / 8), kb = static_cast<int>((K + bk - 1) / bk);
+  const int vpg = bk >= K ? nvec : static_cast<int>(bk / 8);  // 8-value vectors per group
+  const int tid = threadIdx.x, nt = blockDim.x;
+  const TX* xr = x + m * xs;
   float v[kVecs][8];
 #pragma unroll
   for (int j = 0; j < kVecs; ++j) {
-    const int64_t vi = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+    const int vi = tid + j * nt;
+    if (vi < nvec) load8(xr + static_cast<int64_t>(vi) * 8, v[j]);
+  }
+  for (int b = tid; b < kb; b += nt) gmax[b] = 0;
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < kVecs; ++j) {
+    const int vi = tid + j * nt;
     if (vi < nvec) {
-      load8(x + m * xs + vi * 8, v[j]);
       float a = 0.f;
 #pragma unroll
       for (int i = 0; i < 8; ++i) a = fmaxf(a, fabsf(v[j][i]));
@@ -64,11 +74,11 @@ __global__ void __launch_bounds__(512) act_quant_fp8_kernel(const TX* x, int64_t
   __syncthreads();
 #pragma unroll
   for (int j = 0; j < kVecs; ++j) {
-    const int64_t vi = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+    const int vi = tid + j * nt;
     if (vi >= nvec) break;
-    const int64_t b = vi / vpg;
+    const int b = vi / vpg;
     const float s = fp8_scale(__uint_as_float(gmax[b]), ue8m0);
-    if (vi % vpg == 0) scale[m * s_m + b * s_b] = s;
+    if (vi - b * vpg == 0) scale[m * s_m + b * s_b] = s;
     uint32_t e[4];  // 8 e4m3, two per 16 bits
 #pragma unroll
     for (int i = 0; i < 4; ++i)
@@ -76,7 +86,7 @@ __global__ void __launch_bounds__(512) act_quant_fp8_kernel(const TX* x, int64_t
                                       __NV_SATFINITE, __NV_E4M3);
     if (store == QStore::E4M3) {
       const uint2 o = make_uint2(e[0] | (e[1] << 16), e[2] | (e[3] << 16));
-      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(q) + m * qs + vi * 8) = o;
+      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(q) + m * qs + static_cast<int64_t>(vi) * 8) = o;
     } else {
       uint4 o;
       uint32_t* ow = reinterpret_cast<uint32_t*>(&o);
@@ -86,7 +96,7 @@ __global__ void __launch_bounds__(512) act_quant_fp8_kernel(const TX* x, int64_t
             __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(e[i]), __NV_E4M3);
         ow[i] = static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
       }
-      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(q) + m * qs + vi * 8) = o;
+      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(q) + m * qs + static_cast<int64_t>(vi) * 8) = o;
     }
   }
 }
@@ -171,8 +181,13 @@ void act_quant_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, int
                    cudaStream_t s) {
   if (M == 0) return;
   const int64_t nvec = K / 8;
-  // Enough threads for kVecs vectors each, whole warps.
-  const int64_t threads = std::max<int64_t>(32, ((nvec + kVecs - 1) / kVecs + 31) / 32 * 32);
+  // Whole warps, at most kVecs vectors each. Decode sizes (a few rows: a few blocks on a GPU of
+  // 100+ SMs) take two vectors a thread, so that the divisions and stores spread over more warps;
+  // many rows keep kVecs a thread (fewer, fuller blocks).
+  const int64_t per = M <= 256 ? 2 : kVecs;
+  const int64_t threads = std::min<int64_t>(
+      512, std::max<int64_t>({32, ((nvec + per - 1) / per + 31) / 32 * 32,
+                              ((nvec + kVecs - 1) / kVecs + 31) / 32 * 32}));
   const size_t smem = static_cast<size_t>((K + bk - 1) / bk) * sizeof(unsigned);
   const dim3 g(static_cast<unsigned>(M)), b(static_cast<unsigned>(threads));
   if (x_dt == DT::F32)
