@@ -181,7 +181,7 @@ struct DecodeLinear {
   }
   void quant(cudaStream_t s) const {
     k::act_quant_fp8(x.raw(), w->v.K, k::DT::BF16, p.M, w->v.K, 128, false, xq.raw(), w->v.K,
-                     k::QStore::F16, xs.data<float>(), p.xs_rs, 1, s);
+                     k::QStore::F16, xs.data<float>(), p.xs_rs, 1, s, /*early=*/true);
   }
   void gemv(cudaStream_t s) const { k::fp8_gemv(p, w->v, s); }
 };

@@ -15,6 +15,17 @@ namespace {
 
 constexpr int kVecs = 8;  // 16-byte vectors of the row per thread
 
+// Lets the next kernel on the stream (launched with programmatic stream serialization, see
+// common.cuh) be scheduled now rather than when this grid's blocks exit; it still waits in its
+// pdl_wait() for this grid to complete. Every kernel reads activations only after pdl_wait();
+// the weight streams read their first weight chunk before it (weights are never written by the
+// kernels of a step), which this overlaps with the quantization. Called after pdl_wait().
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float fp8_scale(float amax, bool ue8m0) {
   float s = fmaxf(amax, 1e-4f) / 448.0f;
   if (ue8m0) {
@@ -45,8 +56,9 @@ __device__ __forceinline__ void load8(const float* p, float (&f)[8]) {
 template <typename TX>
 __global__ void __launch_bounds__(512) act_quant_fp8_kernel(const TX* x, int64_t xs, int64_t K, int64_t bk, bool ue8m0,
                                      void* q, int64_t qs, QStore store, float* scale, int64_t s_m,
-                                     int64_t s_b) {
+                                     int64_t s_b, bool early) {
   pdl_wait();
+  if (early) pdl_trigger();  // the weight stream behind may fetch its weights (not q) meanwhile
   extern __shared__ unsigned gmax[];
   const int64_t m = blockIdx.x;
   const int nvec = static_cast<int>(K / 8), kb = static_cast<int>((K + bk - 1) / bk);
@@ -143,8 +155,9 @@ __device__ __forceinline__ void load4(const float* p, float (&f)[4]) {
 // In place (out == x) works for bf16: every value is read before its own lane writes it.
 template <typename TX>
 __global__ void act_qdq_mxfp4_kernel(const TX* x, int64_t xs, int64_t M, int64_t K, bf16* out,
-                                     int64_t os) {
+                                     int64_t os, bool early) {
   pdl_wait();
+  if (early) pdl_trigger();  // as act_quant_fp8
   const int64_t warps_per_row = (K + 127) / 128;
   const int64_t gw = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
@@ -178,7 +191,7 @@ bool act_quant_fp8_applies(int64_t K, int64_t bk) {
 
 void act_quant_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, int64_t bk, bool ue8m0,
                    void* q, int64_t qs, QStore store, float* scale, int64_t s_m, int64_t s_b,
-                   cudaStream_t s) {
+                   cudaStream_t s, bool early) {
   if (M == 0) return;
   const int64_t nvec = K / 8;
   // Whole warps, at most kVecs vectors each. Decode sizes (a few rows: a few blocks on a GPU of
@@ -192,22 +205,22 @@ void act_quant_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, int
   const dim3 g(static_cast<unsigned>(M)), b(static_cast<unsigned>(threads));
   if (x_dt == DT::F32)
     launch(act_quant_fp8_kernel<float>, g, b, smem, s, static_cast<const float*>(x), xs, K, bk,
-           ue8m0, q, qs, store, scale, s_m, s_b);
+           ue8m0, q, qs, store, scale, s_m, s_b, early);
   else
     launch(act_quant_fp8_kernel<bf16>, g, b, smem, s, static_cast<const bf16*>(x), xs, K, bk, ue8m0,
-           q, qs, store, scale, s_m, s_b);
+           q, qs, store, scale, s_m, s_b, early);
 }
 
 void act_qdq_mxfp4(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, void* out, int64_t os,
-                   cudaStream_t s) {
+                   cudaStream_t s, bool early) {
   if (M == 0) return;
   const unsigned blocks = cdiv(M * ((K + 127) / 128), 8);
   if (x_dt == DT::F32)
     launch(act_qdq_mxfp4_kernel<float>, blocks, 256, 0, s, static_cast<const float*>(x), xs, M, K,
-           static_cast<bf16*>(out), os);
+           static_cast<bf16*>(out), os, early);
   else
     launch(act_qdq_mxfp4_kernel<bf16>, blocks, 256, 0, s, static_cast<const bf16*>(x), xs, M, K,
-           static_cast<bf16*>(out), os);
+           static_cast<bf16*>(out), os, early);
 }
 
 }  // namespace tandem::cuda::k
