@@ -6,6 +6,7 @@
 // timed as CUDA graphs (no launch gaps), the L2 flushed before every timed run.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -180,7 +181,7 @@ struct DecodeLinear {
   }
   void quant(cudaStream_t s) const {
     k::act_quant_fp8(x.raw(), w->v.K, k::DT::BF16, p.M, w->v.K, 128, false, xq.raw(), w->v.K,
-                     k::QStore::F16, xs.data<float>(), p.xs_rs, 1, s);
+                     k::QStore::F16, xs.data<float>(), p.xs_rs, 1, s, /*early=*/true);
   }
   void gemv(cudaStream_t s) const { k::fp8_gemv(p, w->v, s); }
 };
@@ -291,8 +292,11 @@ void bench_quant(double copy_gbps, bool quick) {
   uint64_t seed = 500;
   for (const Lin& l : attn) aw.push_back(make_fp8(1, l.N, l.K, seed += 7));
   for (const Lin& l : shared) sw.push_back(make_fp8(1, l.N, l.K, seed += 7));
-  const std::vector<int64_t> batches =
-      quick ? std::vector<int64_t>{1, 32} : std::vector<int64_t>{1, 8, 32};
+  // TANDEM_QBENCH_DECODE=1: batches 1, 8, 32 even with --quick, and no prefill section.
+  const char* dec_env = std::getenv("TANDEM_QBENCH_DECODE");
+  const bool decode_only = dec_env && dec_env[0] == '1';
+  const std::vector<int64_t> batches = quick && !decode_only ? std::vector<int64_t>{1, 32}
+                                                             : std::vector<int64_t>{1, 8, 32};
 
   std::printf(
       "FP8 block decode linears (128x128 scales, per-token-group activations): us, weight GB/s as "
@@ -382,6 +386,7 @@ void bench_quant(double copy_gbps, bool quick) {
   std::printf(
       "(not counted: W_UK / W_UV head_matmul (bf16), the f32 router, norms, attention itself)\n\n");
 
+  if (decode_only) return;
   // Prefill: cuBLASLt block-scaled FP8 against per-tensor FP8 on the same shapes.
   const int64_t M = 4096;
   cuda::LtFp8 lt;

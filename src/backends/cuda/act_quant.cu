@@ -15,6 +15,17 @@ namespace {
 
 constexpr int kVecs = 8;  // 16-byte vectors of the row per thread
 
+// Lets the next kernel on the stream (launched with programmatic stream serialization, see
+// common.cuh) be scheduled now rather than when this grid's blocks exit; it still waits in its
+// pdl_wait() for this grid to complete. Every kernel reads activations only after pdl_wait();
+// the weight streams read their first weight chunk before it (weights are never written by the
+// kernels of a step), which this overlaps with the quantization. Called after pdl_wait().
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float fp8_scale(float amax, bool ue8m0) {
   float s = fmaxf(amax, 1e-4f) / 448.0f;
   if (ue8m0) {
@@ -38,23 +49,34 @@ __device__ __forceinline__ void load8(const float* p, float (&f)[8]) {
 // grid M, block threads (a multiple of 32, threads * kVecs * 8 >= K). smem: kb uints, the
 // group maxima as float bits (non-negative floats order like their bits). TX: bf16 rows, or f32
 // (the MoE intermediate h, kept in f32 so that it is quantized from the value the contract
-// quantizes, not from a bf16 rounding of it).
+// quantizes, not from a bf16 rounding of it). All of a thread's loads are issued before the
+// first use (one memory round trip per row, not one per vector: the shared-memory atomics
+// between them kept the compiler from hoisting later loads); the group maxima are exact
+// whatever the block size, so the launcher picks it freely.
 template <typename TX>
 __global__ void __launch_bounds__(512) act_quant_fp8_kernel(const TX* x, int64_t xs, int64_t K, int64_t bk, bool ue8m0,
                                      void* q, int64_t qs, QStore store, float* scale, int64_t s_m,
-                                     int64_t s_b) {
+                                     int64_t s_b, bool early) {
   pdl_wait();
+  if (early) pdl_trigger();  // the weight stream behind may fetch its weights (not q) meanwhile
   extern __shared__ unsigned gmax[];
-  const int64_t m = blockIdx.x, nvec = K / 8, kb = (K + bk - 1) / bk;
-  const int64_t vpg = bk >= K ? nvec : bk / 8;  // 8-value vectors per group
-  for (int64_t b = threadIdx.x; b < kb; b += blockDim.x) gmax[b] = 0;
-  __syncthreads();
+  const int64_t m = blockIdx.x;
+  const int nvec = static_cast<int>(K / 8), kb = static_cast<int>((K + bk - 1) / bk);
+  const int vpg = bk >= K ? nvec : static_cast<int>(bk / 8);  // 8-value vectors per group
+  const int tid = threadIdx.x, nt = blockDim.x;
+  const TX* xr = x + m * xs;
   float v[kVecs][8];
 #pragma unroll
   for (int j = 0; j < kVecs; ++j) {
-    const int64_t vi = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+    const int vi = tid + j * nt;
+    if (vi < nvec) load8(xr + static_cast<int64_t>(vi) * 8, v[j]);
+  }
+  for (int b = tid; b < kb; b += nt) gmax[b] = 0;
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < kVecs; ++j) {
+    const int vi = tid + j * nt;
     if (vi < nvec) {
-      load8(x + m * xs + vi * 8, v[j]);
       float a = 0.f;
 #pragma unroll
       for (int i = 0; i < 8; ++i) a = fmaxf(a, fabsf(v[j][i]));
@@ -64,11 +86,11 @@ __global__ void __launch_bounds__(512) act_quant_fp8_kernel(const TX* x, int64_t
   __syncthreads();
 #pragma unroll
   for (int j = 0; j < kVecs; ++j) {
-    const int64_t vi = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+    const int vi = tid + j * nt;
     if (vi >= nvec) break;
-    const int64_t b = vi / vpg;
+    const int b = vi / vpg;
     const float s = fp8_scale(__uint_as_float(gmax[b]), ue8m0);
-    if (vi % vpg == 0) scale[m * s_m + b * s_b] = s;
+    if (vi - b * vpg == 0) scale[m * s_m + b * s_b] = s;
     uint32_t e[4];  // 8 e4m3, two per 16 bits
 #pragma unroll
     for (int i = 0; i < 4; ++i)
@@ -76,7 +98,7 @@ __global__ void __launch_bounds__(512) act_quant_fp8_kernel(const TX* x, int64_t
                                       __NV_SATFINITE, __NV_E4M3);
     if (store == QStore::E4M3) {
       const uint2 o = make_uint2(e[0] | (e[1] << 16), e[2] | (e[3] << 16));
-      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(q) + m * qs + vi * 8) = o;
+      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(q) + m * qs + static_cast<int64_t>(vi) * 8) = o;
     } else {
       uint4 o;
       uint32_t* ow = reinterpret_cast<uint32_t*>(&o);
@@ -86,7 +108,7 @@ __global__ void __launch_bounds__(512) act_quant_fp8_kernel(const TX* x, int64_t
             __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(e[i]), __NV_E4M3);
         ow[i] = static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
       }
-      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(q) + m * qs + vi * 8) = o;
+      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(q) + m * qs + static_cast<int64_t>(vi) * 8) = o;
     }
   }
 }
@@ -133,8 +155,9 @@ __device__ __forceinline__ void load4(const float* p, float (&f)[4]) {
 // In place (out == x) works for bf16: every value is read before its own lane writes it.
 template <typename TX>
 __global__ void act_qdq_mxfp4_kernel(const TX* x, int64_t xs, int64_t M, int64_t K, bf16* out,
-                                     int64_t os) {
+                                     int64_t os, bool early) {
   pdl_wait();
+  if (early) pdl_trigger();  // as act_quant_fp8
   const int64_t warps_per_row = (K + 127) / 128;
   const int64_t gw = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
@@ -168,31 +191,36 @@ bool act_quant_fp8_applies(int64_t K, int64_t bk) {
 
 void act_quant_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, int64_t bk, bool ue8m0,
                    void* q, int64_t qs, QStore store, float* scale, int64_t s_m, int64_t s_b,
-                   cudaStream_t s) {
+                   cudaStream_t s, bool early) {
   if (M == 0) return;
   const int64_t nvec = K / 8;
-  // Enough threads for kVecs vectors each, whole warps.
-  const int64_t threads = std::max<int64_t>(32, ((nvec + kVecs - 1) / kVecs + 31) / 32 * 32);
+  // Whole warps, at most kVecs vectors each. Decode sizes (a few rows: a few blocks on a GPU of
+  // 100+ SMs) take two vectors a thread, so that the divisions and stores spread over more warps;
+  // many rows keep kVecs a thread (fewer, fuller blocks).
+  const int64_t per = M <= 256 ? 2 : kVecs;
+  const int64_t threads = std::min<int64_t>(
+      512, std::max<int64_t>({32, ((nvec + per - 1) / per + 31) / 32 * 32,
+                              ((nvec + kVecs - 1) / kVecs + 31) / 32 * 32}));
   const size_t smem = static_cast<size_t>((K + bk - 1) / bk) * sizeof(unsigned);
   const dim3 g(static_cast<unsigned>(M)), b(static_cast<unsigned>(threads));
   if (x_dt == DT::F32)
     launch(act_quant_fp8_kernel<float>, g, b, smem, s, static_cast<const float*>(x), xs, K, bk,
-           ue8m0, q, qs, store, scale, s_m, s_b);
+           ue8m0, q, qs, store, scale, s_m, s_b, early);
   else
     launch(act_quant_fp8_kernel<bf16>, g, b, smem, s, static_cast<const bf16*>(x), xs, K, bk, ue8m0,
-           q, qs, store, scale, s_m, s_b);
+           q, qs, store, scale, s_m, s_b, early);
 }
 
 void act_qdq_mxfp4(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, void* out, int64_t os,
-                   cudaStream_t s) {
+                   cudaStream_t s, bool early) {
   if (M == 0) return;
   const unsigned blocks = cdiv(M * ((K + 127) / 128), 8);
   if (x_dt == DT::F32)
     launch(act_qdq_mxfp4_kernel<float>, blocks, 256, 0, s, static_cast<const float*>(x), xs, M, K,
-           static_cast<bf16*>(out), os);
+           static_cast<bf16*>(out), os, early);
   else
     launch(act_qdq_mxfp4_kernel<bf16>, blocks, 256, 0, s, static_cast<const bf16*>(x), xs, M, K,
-           static_cast<bf16*>(out), os);
+           static_cast<bf16*>(out), os, early);
 }
 
 }  // namespace tandem::cuda::k

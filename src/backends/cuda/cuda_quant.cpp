@@ -109,7 +109,7 @@ void CudaBackend::fp8_linear(const Tensor& x, const Weight& w, Tensor& out) {
   auto* xs = pc.take<float>(M * kb);                                // [M, kb]
   p.partial = pc.take<float>(p.splits > 1 ? p.splits * M * N : 0);  // [splits, M, N]
   k::act_quant_fp8(x.raw(), x.stride(0), DT::BF16, M, K, v.bk, ue8m0, xq, K, k::QStore::F16, xs, kb,
-                   1, stream_);
+                   1, stream_, /*early=*/true);
   TD_CUDA_LAUNCH_CHECK();
   p.x = xq, p.x_rs = K, p.xscale = xs, p.xs_rs = kb;
   p.out = out.raw(), p.o_rs = out.stride(0), p.out_dt = odt;
@@ -139,7 +139,7 @@ void CudaBackend::mxfp4_linear(const Tensor& x, const Weight& w, Tensor& out) {
   const void* xin = x.raw();
   int64_t xrs = x.stride(0);
   if (qdq) {
-    k::act_qdq_mxfp4(x.raw(), x.stride(0), DT::BF16, M, K, xa, K, stream_);
+    k::act_qdq_mxfp4(x.raw(), x.stride(0), DT::BF16, M, K, xa, K, stream_, /*early=*/!lt);
     TD_CUDA_LAUNCH_CHECK();
     xin = xa, xrs = K;
   }

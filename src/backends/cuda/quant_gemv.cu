@@ -12,9 +12,11 @@ namespace {
 // grid (ceil(M / 8NT), ceil(N / 32), splits): the activation tile varies fastest, so the blocks
 // that read the same 32 weight rows for different token tiles run side by side (the second
 // read comes from L2). Each block covers chunks [split * cps, split * cps + cps).
+// The warp's first two weight chunks are loaded before pdl_wait(): weights are never written by the
+// kernels of a step, so their fetch overlaps the end of the kernel before (the activation
+// quantizer triggers its dependents early for this).
 template <class F, class W, int NT>
 __global__ void __launch_bounds__(kQThreads) q_gemv_kernel(QGemvParams p, W w, int64_t cps) {
-  pdl_wait();
   __shared__ float red[q_red_floats<NT>()];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
   const int64_t m0 = static_cast<int64_t>(blockIdx.x) * 8 * NT;
@@ -26,6 +28,13 @@ __global__ void __launch_bounds__(kQThreads) q_gemv_kernel(QGemvParams p, W w, i
 #pragma unroll
     for (int i = 0; i < 2; ++i) n[t][i] = n0 + 16 * t + 8 * i + g;
   const typename F::Rows wr = F::rows(w, 0, n, c);
+  const int64_t nch = (w.K + kQChunk - 1) / kQChunk;
+  const int64_t ch0 = split * cps, ch1 = min64(nch, ch0 + cps);
+  typename F::Frag a, b;
+  const bool first = ch0 + warp < ch1, second = ch0 + warp + kQWarps < ch1;
+  if (first) F::load(a, wr, ch0 + warp, c);
+  if (second) F::load(b, wr, ch0 + warp + kQWarps, c);
+  pdl_wait();
   XTile<NT> xt;
   const auto* x = static_cast<const uint16_t*>(p.x);
 #pragma unroll
@@ -38,11 +47,8 @@ __global__ void __launch_bounds__(kQThreads) q_gemv_kernel(QGemvParams p, W w, i
       xt.sx[nt][i] = p.xscale && mc < p.M ? p.xscale + mc * p.xs_rs : nullptr;
     }
   }
-  const int64_t nch = (w.K + kQChunk - 1) / kQChunk;
-  const int64_t ch0 = split * cps, ch1 = min64(nch, ch0 + cps);
   QAcc<NT> acc = {};
-  typename F::Frag a;
-  q_pass<F, NT>(acc, a, false, wr, xt, ch0, ch1, warp, c);
+  q_pass<F, NT>(acc, a, b, first, second, wr, xt, ch0, ch1, warp, c);
   q_stash<NT>(red, acc, warp, lane);
   // 16 output rows x 8 NT columns of each tile, kQThreads / 16 columns at a time.
   const int r = tid & 15;

@@ -26,10 +26,15 @@ enum class QStore : int { F16 = 0, E4M3 = 1 };
 // s_m = 1, s_b = M_padded for cuBLASLt's VEC128 layout kb * M + m). K and bk multiples of 8,
 // K <= 32768 (act_quant_fp8_applies). x_dt: bf16, or f32 (the MoE intermediate h, quantized
 // from its f32 value as the contract says, not from a bf16 rounding of it).
+// early: let the next kernel (the dense weight stream, which fetches its first weight chunks
+// before its pdl_wait) be scheduled as soon as this one starts (griddepcontrol.launch_dependents);
+// it still waits for this grid to complete before it reads q. Measured on the H200: the decode
+// linears gain 1-2.5 us each, while the MoE expert kernels (which can fetch nothing before their
+// wait) lost ~12 us at batch 1, so only fp8_linear's weight-stream path asks for it.
 bool act_quant_fp8_applies(int64_t K, int64_t bk);
 void act_quant_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, int64_t bk,
                    bool ue8m0, void* q, int64_t qs, QStore store, float* scale, int64_t s_m,
-                   int64_t s_b, cudaStream_t s);
+                   int64_t s_b, cudaStream_t s, bool early = false);
 
 // ActQuant::kMxfp4, quantize-dequantize: per row and group of 32, the shared exponent
 // floor(log2 amax) - 2 (scale 1 when amax is 0), e2m1 values rounded to nearest even and
@@ -37,8 +42,9 @@ void act_quant_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, int
 // W4A16 product on it, which equals the W4A4 product up to fp32 summation order.
 // x: bf16 or f32 [M, K] rows strided by xs; out: bf16 [M, K] rows strided by os (may be x
 // itself when x is bf16); K a multiple of 32.
+// early: as act_quant_fp8's (mxfp4_linear's weight-stream path asks for it).
 void act_qdq_mxfp4(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, void* out, int64_t os,
-                   cudaStream_t s);
+                   cudaStream_t s, bool early = false);
 
 // ---- quantized weights as the kernels see them ------------------------------------------------
 // kFp8Block: w e4m3 [E][N, K] (experts w_es bytes apart); scale f32 [E][ceil(N/bn), >= kb] rows

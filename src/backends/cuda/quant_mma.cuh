@@ -270,21 +270,31 @@ struct Mx4Fmt {
 // This warp's share of one pass over chunks [ch0, ch1): acc += W[32 rows] . X[8 NT rows]^T, the
 // next chunk's loads in flight while the current one multiplies. a_loaded: a already holds the
 // warp's first chunk (issued before the expert's rows were looked up).
+// b_loaded: b already holds the warp's second chunk too.
 template <class F, int NT>
-__device__ __forceinline__ void q_pass(QAcc<NT>& acc, typename F::Frag& a, bool a_loaded,
-                                       const typename F::Rows& wr, const XTile<NT>& xt, int64_t ch0,
-                                       int64_t ch1, int warp, int c) {
-  typename F::Frag b;
+__device__ __forceinline__ void q_pass(QAcc<NT>& acc, typename F::Frag& a, typename F::Frag& b,
+                                       bool a_loaded, bool b_loaded, const typename F::Rows& wr,
+                                       const XTile<NT>& xt, int64_t ch0, int64_t ch1, int warp,
+                                       int c) {
   int64_t ch = ch0 + warp;
   if (ch < ch1 && !a_loaded) F::load(a, wr, ch, c);
   for (; ch < ch1; ch += 2 * kQWarps) {
     const bool more = ch + kQWarps < ch1;
-    if (more) F::load(b, wr, ch + kQWarps, c);
+    if (more && !b_loaded) F::load(b, wr, ch + kQWarps, c);
+    b_loaded = false;
     F::template compute<NT>(acc, a, wr, xt, ch, c);
     if (!more) break;
     if (ch + 2 * kQWarps < ch1) F::load(a, wr, ch + 2 * kQWarps, c);
     F::template compute<NT>(acc, b, wr, xt, ch + kQWarps, c);
   }
+}
+
+template <class F, int NT>
+__device__ __forceinline__ void q_pass(QAcc<NT>& acc, typename F::Frag& a, bool a_loaded,
+                                       const typename F::Rows& wr, const XTile<NT>& xt, int64_t ch0,
+                                       int64_t ch1, int warp, int c) {
+  typename F::Frag b;
+  q_pass<F, NT>(acc, a, b, a_loaded, false, wr, xt, ch0, ch1, warp, c);
 }
 
 // Writes this warp's partial sums to red [warps][tile][16 rows][8 NT cols] and waits for all.
