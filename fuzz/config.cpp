@@ -1,6 +1,8 @@
 // Fuzzes config.json loading: ModelConfig::from_file parses with a depth limit, reads every
 // field and validates ranges. A file is either a config that validates or a tandem::Error
 // naming the field; to_json must then work on anything that loaded.
+#include <nlohmann/json.hpp>
+
 #include <cstddef>
 #include <cstdint>
 

@@ -12,12 +12,11 @@ shift || true
 targets=("$@")
 ((${#targets[@]})) || targets=(safetensors config tokenizer chat_template request sse)
 
-# libFuzzer ships in Debian's compiler-rt package, which a bare clang install lacks.
+# libFuzzer and the sanitizer runtimes ship in Debian's compiler-rt package (scripts/setup.sh
+# installs it), which a bare clang install lacks.
 if ! dpkg -s clang-14 libclang-rt-14-dev >/dev/null 2>&1; then
-  sudo=""
-  [[ $(id -u) -ne 0 ]] && sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq clang-14 libclang-rt-14-dev
+  echo "scripts/fuzz.sh needs clang-14 and libclang-rt-14-dev: run scripts/setup.sh" >&2
+  exit 1
 fi
 
 launcher=()

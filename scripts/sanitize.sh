@@ -7,6 +7,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+if ! dpkg -s clang-14 libclang-rt-14-dev >/dev/null 2>&1; then
+  echo "scripts/sanitize.sh needs clang-14 and libclang-rt-14-dev: run scripts/setup.sh" >&2
+  exit 1
+fi
+
 launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 # -O1 keeps the instrumented tests fast enough; -fno-sanitize-recover makes UB abort the test

@@ -449,7 +449,7 @@ std::string str_format(std::string_view fmt, const CallArgs& args) {
         if (end == std::string_view::npos) render_fail("Missing ']' in format string");
         std::string key(rest.substr(1, end - 1));
         bool digits = !key.empty() && key.find_first_not_of("0123456789") == std::string::npos;
-        v = get_item(v, digits ? Value::integer(std::stoll(key)) : Value::string(key));
+        v = get_item(v, digits ? digits_key(key) : Value::string(key));
         rest = rest.substr(end + 1);
       }
     }

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <type_traits>
 
 #include "core/error.h"
 
@@ -13,14 +14,38 @@ using json = nlohmann::json;
 
 namespace {
 
+// An integer field: a JSON integer, or a float holding an integral value (4096.0), within int64.
+// nlohmann's get<int64_t>() casts any number, which truncates 5.5 silently and is undefined
+// behaviour for a float out of range (found by fuzz/config.cpp).
+int64_t int_field(const json& v, const std::string& name, const std::string& src) {
+  if (v.is_number_unsigned() && v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX))
+    return static_cast<int64_t>(v.get<uint64_t>());
+  if (v.is_number_integer() && !v.is_number_unsigned()) return v.get<int64_t>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    // [-2^63, 2^63) holds every double that converts to int64 exactly; NaN fails both tests.
+    if (d >= -0x1p63 && d < 0x1p63 && d == std::floor(d)) return static_cast<int64_t>(d);
+  }
+  fail("{}: field '{}' must be an integer that fits 64 bits, got {}", src, name, v.dump());
+}
+
+std::string string_field(const json& v, const std::string& name, const std::string& src) {
+  if (!v.is_string()) fail("{}: field '{}' must be a string, got {}", src, name, v.dump());
+  return v.get<std::string>();
+}
+
 // Reads an optional field with a type check that names the field on error.
 template <typename T>
 T opt(const json& j, const char* key, T def, const std::string& src) {
   if (!j.contains(key) || j[key].is_null()) return def;
-  try {
-    return j[key].get<T>();
-  } catch (const std::exception&) {
-    fail("{}: field '{}' has the wrong type ({})", src, key, j[key].dump());
+  if constexpr (std::is_same_v<T, int64_t>) {
+    return int_field(j[key], key, src);
+  } else {
+    try {
+      return j[key].get<T>();
+    } catch (const std::exception&) {
+      fail("{}: field '{}' has the wrong type ({})", src, key, j[key].dump());
+    }
   }
 }
 
@@ -33,7 +58,7 @@ T req(const json& j, const char* key, const std::string& src) {
 Arch parse_arch(const json& j, const std::string& src, std::string* name) {
   if (!j.contains("architectures") || !j["architectures"].is_array() || j["architectures"].empty())
     fail("{}: field 'architectures' is missing or empty", src);
-  *name = j["architectures"][0].get<std::string>();
+  *name = string_field(j["architectures"][0], "architectures[0]", src);
   if (*name == "GlmMoeDsaForCausalLM") return Arch::kGlmMoeDsa;
   if (*name == "DeepseekV32ForCausalLM") return Arch::kDeepseekV32;
   if (*name == "DeepseekV3ForCausalLM") return Arch::kDeepseekV3;
@@ -101,16 +126,19 @@ void parse_quant(const json& j, ModelConfig& c, const std::string& src) {
       const auto b = q["weight_block_size"];
       if (!b.is_array() || b.size() != 2)
         fail("{}: field 'quantization_config.weight_block_size' must be [n, k]", src);
-      c.quant.block_n = b[0].get<int64_t>();
-      c.quant.block_k = b[1].get<int64_t>();
+      c.quant.block_n = int_field(b[0], "quantization_config.weight_block_size[0]", src);
+      c.quant.block_k = int_field(b[1], "quantization_config.weight_block_size[1]", src);
     }
     for (const char* key : {"modules_to_not_convert", "ignored_layers"})
       if (q.contains(key) && q[key].is_array())
-        for (const auto& e : q[key]) c.quant.exclude.push_back(e.get<std::string>());
+        for (const auto& e : q[key])
+          c.quant.exclude.push_back(
+              string_field(e, std::string("quantization_config.") + key, src));
   } else if (m == "quark" || m == "mxfp4") {
     c.quant.method = m;
     if (q.contains("exclude") && q["exclude"].is_array())
-      for (const auto& e : q["exclude"]) c.quant.exclude.push_back(e.get<std::string>());
+      for (const auto& e : q["exclude"])
+        c.quant.exclude.push_back(string_field(e, "quantization_config.exclude", src));
     if (q.contains("global_quant_config") && q["global_quant_config"].contains("weight")) {
       const json& w = q["global_quant_config"]["weight"];
       c.quant.group_size = opt<int64_t>(w, "group_size", 32, src);

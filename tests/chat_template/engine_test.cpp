@@ -96,6 +96,19 @@ TEST(ChatTemplateErrors, RunawayRecursionFailsCleanly) {
               HasSubstr("maximum recursion depth"));
 }
 
+// Numbers beyond their C++ types (found by fuzz/chat_template.cpp): these used to escape as
+// std::out_of_range instead of a template error. Floats overflow to inf and underflow to 0 as
+// Python's float() does; integers and indexes beyond int64 are errors.
+TEST(ChatTemplateErrors, NumbersBeyondTheirTypesAreTemplateErrors) {
+  EXPECT_EQ(ChatTemplate("{{ 1.5e310 }} {{ 1e-400 }}").render(json::object()), "inf 0.0");
+  EXPECT_THAT(syntax_error("{{ 0x1ffffffffffffffff }}"), HasSubstr("does not fit in 64 bits"));
+  const json ctx = {{"x", {{1, 2}}}};
+  EXPECT_THAT(render_error("{{ x | map(attribute='99999999999999999999') | list }}", ctx),
+              HasSubstr("index 99999999999999999999 does not fit in 64 bits"));
+  EXPECT_THAT(render_error("{{ '{0[99999999999999999999]}'.format(x) }}", ctx),
+              HasSubstr("index 99999999999999999999 does not fit in 64 bits"));
+}
+
 TEST(ChatTemplate, ConcurrentRendersShareNothing) {
   // Namespaces and macros are per render, so one parsed template can serve many threads.
   ChatTemplate t(
