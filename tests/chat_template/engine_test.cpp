@@ -102,6 +102,12 @@ TEST(ChatTemplateErrors, RunawayRecursionFailsCleanly) {
 TEST(ChatTemplateErrors, NumbersBeyondTheirTypesAreTemplateErrors) {
   EXPECT_EQ(ChatTemplate("{{ 1.5e310 }} {{ 1e-400 }}").render(json::object()), "inf 0.0");
   EXPECT_THAT(syntax_error("{{ 0x1ffffffffffffffff }}"), HasSubstr("does not fit in 64 bits"));
+  // found by fuzz/chat_template.cpp as well: a slice inside a tuple subscript was evaluated
+  // without the object it slices.
+  EXPECT_THAT(syntax_error("{{ 'abc'[1:, 2] }}"),
+              HasSubstr("a slice cannot be part of a tuple subscript"));
+  EXPECT_THAT(syntax_error("{{ x[0, ::2] }}"),
+              HasSubstr("a slice cannot be part of a tuple subscript"));
   const json ctx = {{"x", {{1, 2}}}};
   EXPECT_THAT(render_error("{{ x | map(attribute='99999999999999999999') | list }}", ctx),
               HasSubstr("index 99999999999999999999 does not fit in 64 bits"));
