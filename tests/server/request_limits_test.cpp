@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "backends/init.h"
 #include "chat_template/chat_template.h"
@@ -115,7 +117,8 @@ TEST(JsonDepth, ParseRefusesNestingBeyondTheLimit) {
 // A number beyond double's range is a 400 (found by fuzz/request.cpp: it escaped as nlohmann's
 // out_of_range, a 500), and the message does not quote the literal, however long.
 TEST(JsonNumbers, OutOfRangeNumberIsA400) {
-  for (const std::string& number : {std::string("92e337"), "-1e400", "1" + std::string(400, '0')}) {
+  const std::vector<std::string> numbers = {"92e337", "-1e400", "1" + std::string(400, '0')};
+  for (const std::string& number : numbers) {
     try {
       parse_json_object(R"({"temperature": )" + number + "}");
       ADD_FAILURE() << number << " accepted";
