@@ -113,6 +113,8 @@ TEST(ChatTemplateErrors, NumbersBeyondTheirTypesAreTemplateErrors) {
               HasSubstr("index 99999999999999999999 does not fit in 64 bits"));
   EXPECT_THAT(render_error("{{ '{0[99999999999999999999]}'.format(x) }}", ctx),
               HasSubstr("index 99999999999999999999 does not fit in 64 bits"));
+  EXPECT_THAT(render_error("{{ '{99999999999999999999}'.format(x) }}", ctx),
+              HasSubstr("Replacement index 99999999999999999999 out of range"));
 }
 
 TEST(ChatTemplate, ConcurrentRendersShareNothing) {
