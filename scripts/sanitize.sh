@@ -25,4 +25,7 @@ cmake --build build-asan --target unit_tests server_tests
 # Tests that start threads and servers report leaks at exit too; a report fails the binary.
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1
-ctest --test-dir build-asan -L "^(unit|server)$" --output-on-failure -j "$(nproc)"
+# GenerationTest.ContextLimits prefills a 4k-token prompt on the CPU model, which instrumented
+# code does not finish within the test's 120 s deadline; the plain build runs it.
+ctest --test-dir build-asan -L "^(unit|server)$" -E "^GenerationTest.ContextLimits$" \
+  --output-on-failure -j "$(nproc)"
