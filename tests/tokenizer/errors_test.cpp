@@ -22,7 +22,8 @@ TEST(TokenizerErrors, NotJson) {
 
 // A file nested 100,000 deep is refused while parsing (reading it later would recurse and
 // overflow the stack); 128 levels, the root object included, is the limit.
-// found by fuzz/tokenizer.cpp: a number beyond double's range escaped as nlohmann's out_of_range.
+// A number beyond double's range escaped as nlohmann's out_of_range, as it did from request
+// bodies (found there by fuzz/request.cpp).
 TEST(TokenizerErrors, NumberOutOfRange) {
   expect_error([] { Tokenizer::from_json(R"({"version": 1e400})"); }, {"not valid JSON"});
 }
