@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 if [[ "${1:-}" != "--no-install" ]]; then
   pkgs=(build-essential cmake ninja-build pkg-config git curl ca-certificates
         libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev libfmt-dev
-        libpcre2-dev libutf8proc-dev libcpp-httplib-dev libxxhash-dev)
+        libpcre2-dev libutf8proc-dev libcpp-httplib-dev libxxhash-dev
+        clang-14 libclang-rt-14-dev)  # the fuzzers and the sanitizer build (libFuzzer, ASan)
   missing=()
   for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
   # Node, npm and Python may come from elsewhere than Debian (nodesource, pyenv): only install

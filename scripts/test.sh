@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs, builds and runs Tandem's whole CPU test suite: unit, model (golden outputs from
 # transformers), tokenizer and chat-template oracles (Hugging Face tokenizers via npm, Python
-# Jinja2), and end-to-end tests against the real server. GPU tests live in scripts/gpu_suite.sh.
+# Jinja2), end-to-end tests against the real server, the unit and server tests under ASan and
+# UBSan, and a short run of every fuzzer. GPU tests live in scripts/gpu_suite.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh "$@"
@@ -19,3 +20,8 @@ ctest --test-dir build --output-on-failure -j "$(nproc)"
 # curl, and tandem bench.
 tests/e2e/run.sh build/tandem
 tests/e2e/bench.sh build/tandem
+
+# Memory errors and undefined behaviour (docs/testing.md): the unit and server tests under ASan
+# and UBSan, then every libFuzzer harness for 20 s from its committed seeds.
+scripts/sanitize.sh
+scripts/fuzz.sh 20

@@ -12,7 +12,7 @@ Value attribute_path(const Value& item, const Value& attribute) {
   Value v = item;
   for (const auto& part : py::split(attribute.str(), std::string("."), -1)) {
     bool digits = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
-    v = get_item(v, digits ? Value::integer(std::stoll(part)) : Value::string(part));
+    v = get_item(v, digits ? digits_key(part) : Value::string(part));
   }
   return v;
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 
@@ -253,7 +254,11 @@ class Lexer {
       size_t end = digits(j, accept);
       if (end > j) {
         Token& t = push(Tok::kInt, src_.substr(i, end - i), i);
-        t.int_value = std::stoll(strip_underscores(src_.substr(j, end - j)), nullptr, base);
+        try {
+          t.int_value = std::stoll(strip_underscores(src_.substr(j, end - j)), nullptr, base);
+        } catch (const std::out_of_range&) {
+          fail_at(i, "integer literal {} does not fit in 64 bits", src_.substr(i, end - i));
+        }
         return end;
       }
     }
@@ -276,7 +281,8 @@ class Lexer {
     std::string text = strip_underscores(src_.substr(i, (is_float ? f : end) - i));
     if (is_float) {
       Token& t = push(Tok::kFloat, text, i);
-      t.float_value = std::stod(text);
+      // strtod, not stod: out of range is inf or 0 as in Python's float(), not an exception.
+      t.float_value = std::strtod(text.c_str(), nullptr);
       return f;
     }
     Token& t = push(Tok::kInt, text, i);

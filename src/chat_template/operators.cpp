@@ -353,6 +353,14 @@ static bool normalize_index(int64_t& i, size_t size) {
   return i >= 0 && i < static_cast<int64_t>(size);
 }
 
+Value digits_key(const std::string& digits) {
+  try {
+    return Value::integer(std::stoll(digits));
+  } catch (const std::out_of_range&) {
+    render_fail("index {} does not fit in 64 bits", digits);
+  }
+}
+
 Value get_item(const Value& obj, const Value& key) {
   if (obj.is_undefined()) fail_undefined(obj);
   auto no_element = [&]() {

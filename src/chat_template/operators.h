@@ -3,6 +3,7 @@
 // undefined, and using an undefined value in arithmetic or lookups is an error).
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -24,6 +25,9 @@ bool contains(const Value& container, const Value& item);
 Value get_attr(const Value& obj, std::string_view name);
 // a[key]
 Value get_item(const Value& obj, const Value& key);
+// The integer key that a run of decimal digits in an attribute path ("items.0") or a format field
+// ("{0[1]}") names, as Python's int() reads it; one beyond int64 is a render error.
+Value digits_key(const std::string& digits);
 // a[start:stop:step]; absent bounds are passed as none.
 Value get_slice(const Value& obj, const Value& start, const Value& stop, const Value& step);
 

@@ -320,7 +320,14 @@ ExprPtr Parser::parse_subscript(ExprPtr object) {
   std::vector<ExprPtr> keys;
   while (!at_op("]")) {
     if (!keys.empty()) expect_op(",");
+    const Token& at = cur();
     keys.push_back(parse_subscribed(line));
+    // Python would pass a tuple holding a slice object, which no str, list or dict accepts as a
+    // key; a slice node is only evaluable as the whole subscript (found by
+    // fuzz/chat_template.cpp: it was evaluated without its object).
+    if (keys.size() > 1 &&
+        (keys.back()->kind == Expr::Kind::kSlice || keys.front()->kind == Expr::Kind::kSlice))
+      fail(at, "a slice cannot be part of a tuple subscript");
   }
   expect_op("]");
   if (keys.size() == 1 && keys[0]->kind == Expr::Kind::kSlice) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -424,8 +425,12 @@ std::string str_format(std::string_view fmt, const CallArgs& args) {
       if (automatic)
         render_fail("cannot switch from automatic field numbering to manual field specification");
       manual = true;
-      size_t k = std::stoul(std::string(name));
-      if (k >= args.args.size()) render_fail("Replacement index {} out of range", k);
+      // from_chars, not stoul: an index beyond size_t is out of range like any other (found by
+      // fuzz/chat_template.cpp: stoul threw std::out_of_range).
+      size_t k = 0;
+      const auto parsed = std::from_chars(name.data(), name.data() + name.size(), k);
+      if (parsed.ec != std::errc() || k >= args.args.size())
+        render_fail("Replacement index {} out of range", name);
       v = args.args[k];
     } else {
       bool found = false;
@@ -449,7 +454,7 @@ std::string str_format(std::string_view fmt, const CallArgs& args) {
         if (end == std::string_view::npos) render_fail("Missing ']' in format string");
         std::string key(rest.substr(1, end - 1));
         bool digits = !key.empty() && key.find_first_not_of("0123456789") == std::string::npos;
-        v = get_item(v, digits ? Value::integer(std::stoll(key)) : Value::string(key));
+        v = get_item(v, digits ? digits_key(key) : Value::string(key));
         rest = rest.substr(end + 1);
       }
     }

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <type_traits>
 
 #include "core/error.h"
 
@@ -12,14 +14,38 @@ using json = nlohmann::json;
 
 namespace {
 
+// An integer field: a JSON integer, or a float holding an integral value (4096.0), within int64.
+// nlohmann's get<int64_t>() casts any number, which truncates 5.5 silently and is undefined
+// behaviour for a float out of range (found by fuzz/config.cpp).
+int64_t int_field(const json& v, const std::string& name, const std::string& src) {
+  if (v.is_number_unsigned() && v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX))
+    return static_cast<int64_t>(v.get<uint64_t>());
+  if (v.is_number_integer() && !v.is_number_unsigned()) return v.get<int64_t>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    // [-2^63, 2^63) holds every double that converts to int64 exactly; NaN fails both tests.
+    if (d >= -0x1p63 && d < 0x1p63 && d == std::floor(d)) return static_cast<int64_t>(d);
+  }
+  fail("{}: field '{}' must be an integer that fits 64 bits, got {}", src, name, v.dump());
+}
+
+std::string string_field(const json& v, const std::string& name, const std::string& src) {
+  if (!v.is_string()) fail("{}: field '{}' must be a string, got {}", src, name, v.dump());
+  return v.get<std::string>();
+}
+
 // Reads an optional field with a type check that names the field on error.
 template <typename T>
 T opt(const json& j, const char* key, T def, const std::string& src) {
   if (!j.contains(key) || j[key].is_null()) return def;
-  try {
-    return j[key].get<T>();
-  } catch (const std::exception&) {
-    fail("{}: field '{}' has the wrong type ({})", src, key, j[key].dump());
+  if constexpr (std::is_same_v<T, int64_t>) {
+    return int_field(j[key], key, src);
+  } else {
+    try {
+      return j[key].get<T>();
+    } catch (const std::exception&) {
+      fail("{}: field '{}' has the wrong type ({})", src, key, j[key].dump());
+    }
   }
 }
 
@@ -32,7 +58,7 @@ T req(const json& j, const char* key, const std::string& src) {
 Arch parse_arch(const json& j, const std::string& src, std::string* name) {
   if (!j.contains("architectures") || !j["architectures"].is_array() || j["architectures"].empty())
     fail("{}: field 'architectures' is missing or empty", src);
-  *name = j["architectures"][0].get<std::string>();
+  *name = string_field(j["architectures"][0], "architectures[0]", src);
   if (*name == "GlmMoeDsaForCausalLM") return Arch::kGlmMoeDsa;
   if (*name == "DeepseekV32ForCausalLM") return Arch::kDeepseekV32;
   if (*name == "DeepseekV3ForCausalLM") return Arch::kDeepseekV3;

@@ -453,7 +453,9 @@ ModelWeights load_weights(const Checkpoint& ck, const ModelConfig& c, const Load
     if (layer < 0) continue;
     LayerWeights& lw = layer == L ? mtp->layer : mw.layers[static_cast<size_t>(layer)];
     // gate_up rows: gate then up; routed experts stacked [E, 2I, D] and [E, D, I].
-    const auto fused = [&](const std::vector<Weight>& parts, bool stack, const char* what) {
+    // layer is captured by copy: clang before 16 cannot capture a structured binding by reference.
+    const auto fused = [&, layer = layer](const std::vector<Weight>& parts, bool stack,
+                                          const char* what) {
       std::string why;
       Weight w = combine(parts, stack, &why);
       if (!why.empty())

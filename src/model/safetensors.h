@@ -49,7 +49,8 @@ class SafetensorsFile {
   std::weak_ptr<SafetensorsFile> self_;
 };
 
-// Writes CPU tensors to one safetensors file (in name order, 8-byte aligned data).
+// Writes CPU tensors to one safetensors file: 8-byte aligned data, tensors ordered by element
+// size (largest first) and then by name, so each one is aligned to its element size.
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});

@@ -72,6 +72,10 @@ Json parse_json_object(const std::string& body) {
   } catch (const TooDeep&) {
     throw bad_request(fmt::format(
         "Invalid JSON in the request body: JSON nested deeper than {} levels", kMaxJsonDepth));
+  } catch (const nlohmann::json::out_of_range&) {
+    // A number beyond double's range (1e400). nlohmann's message quotes the whole literal, which
+    // may be as long as the body, so it is not passed on.
+    throw bad_request("Invalid JSON in the request body: a number is out of range");
   } catch (const nlohmann::json::parse_error& e) {
     // nlohmann's message says where parsing stopped ("... at line 1, column 12").
     std::string what = e.what();

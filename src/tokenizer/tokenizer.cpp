@@ -163,7 +163,7 @@ Tokenizer Tokenizer::from_json(const std::string& json_text) {
     });
   } catch (const TooDeep&) {
     fail("tokenizer.json: JSON nested deeper than {} levels", kMaxDepth);
-  } catch (const tok::Json::parse_error& e) {
+  } catch (const tok::Json::exception& e) {  // a syntax error, or a number such as 1e400
     fail("tokenizer.json is not valid JSON: {}", e.what());
   }
   return Tokenizer(std::make_shared<const Impl>(root));

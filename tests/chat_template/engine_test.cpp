@@ -96,6 +96,27 @@ TEST(ChatTemplateErrors, RunawayRecursionFailsCleanly) {
               HasSubstr("maximum recursion depth"));
 }
 
+// Numbers beyond their C++ types (found by fuzz/chat_template.cpp): these used to escape as
+// std::out_of_range instead of a template error. Floats overflow to inf and underflow to 0 as
+// Python's float() does; integers and indexes beyond int64 are errors.
+TEST(ChatTemplateErrors, NumbersBeyondTheirTypesAreTemplateErrors) {
+  EXPECT_EQ(ChatTemplate("{{ 1.5e310 }} {{ 1e-400 }}").render(json::object()), "inf 0.0");
+  EXPECT_THAT(syntax_error("{{ 0x1ffffffffffffffff }}"), HasSubstr("does not fit in 64 bits"));
+  // found by fuzz/chat_template.cpp as well: a slice inside a tuple subscript was evaluated
+  // without the object it slices.
+  EXPECT_THAT(syntax_error("{{ 'abc'[1:, 2] }}"),
+              HasSubstr("a slice cannot be part of a tuple subscript"));
+  EXPECT_THAT(syntax_error("{{ x[0, ::2] }}"),
+              HasSubstr("a slice cannot be part of a tuple subscript"));
+  const json ctx = {{"x", {{1, 2}}}};
+  EXPECT_THAT(render_error("{{ x | map(attribute='99999999999999999999') | list }}", ctx),
+              HasSubstr("index 99999999999999999999 does not fit in 64 bits"));
+  EXPECT_THAT(render_error("{{ '{0[99999999999999999999]}'.format(x) }}", ctx),
+              HasSubstr("index 99999999999999999999 does not fit in 64 bits"));
+  EXPECT_THAT(render_error("{{ '{99999999999999999999}'.format(x) }}", ctx),
+              HasSubstr("Replacement index 99999999999999999999 out of range"));
+}
+
 TEST(ChatTemplate, ConcurrentRendersShareNothing) {
   // Namespaces and macros are per render, so one parsed template can serve many threads.
   ChatTemplate t(

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "backends/init.h"
 #include "chat_template/chat_template.h"
@@ -110,6 +112,24 @@ TEST(JsonDepth, ParseRefusesNestingBeyondTheLimit) {
   EXPECT_NO_THROW(parse_json_object(R"({"a": ")" + std::string(100000, '[') + "\"}"));
   // Unterminated deep input is refused as well, without building it.
   EXPECT_THROW(parse_json_object("{\"a\": " + std::string(100000, '[')), ApiError);
+}
+
+// A number beyond double's range is a 400 (found by fuzz/request.cpp: it escaped as nlohmann's
+// out_of_range, a 500), and the message does not quote the literal, however long.
+TEST(JsonNumbers, OutOfRangeNumberIsA400) {
+  const std::vector<std::string> numbers = {"92e337", "-1e400", "1" + std::string(400, '0')};
+  for (const std::string& number : numbers) {
+    try {
+      parse_json_object(R"({"temperature": )" + number + "}");
+      ADD_FAILURE() << number << " accepted";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(std::string(e.what()),
+                "Invalid JSON in the request body: a number is out of range");
+    }
+  }
+  // Large integers that fit a double are numbers, as in Python's json.
+  EXPECT_NO_THROW(parse_json_object(R"({"seed": 1e300, "n": )" + std::string(30, '9') + "}"));
 }
 
 TEST(JsonDepth, ErrorMessagesQuoteOnlyAShortPrefix) {

@@ -22,6 +22,12 @@ TEST(TokenizerErrors, NotJson) {
 
 // A file nested 100,000 deep is refused while parsing (reading it later would recurse and
 // overflow the stack); 128 levels, the root object included, is the limit.
+// A number beyond double's range escaped as nlohmann's out_of_range, as it did from request
+// bodies (found there by fuzz/request.cpp).
+TEST(TokenizerErrors, NumberOutOfRange) {
+  expect_error([] { Tokenizer::from_json(R"({"version": 1e400})"); }, {"not valid JSON"});
+}
+
 TEST(TokenizerErrors, NestingIsBoundedWhileParsing) {
   const auto deep = [](int levels) {
     return "{\"normalizer\": " + std::string(static_cast<size_t>(levels), '[') +

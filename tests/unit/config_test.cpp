@@ -135,6 +135,42 @@ TEST(Config, ErrorsNameTheField) {
   EXPECT_NE(error_of(j).find("quant_method"), std::string::npos);
 }
 
+// Integer fields take JSON integers and integral floats within int64; anything else names the
+// field. A float such as 1.7e114 used to reach a C++ cast (undefined behaviour, found by
+// fuzz/config.cpp), and a non-string architecture escaped as a JSON type error.
+TEST(Config, NumbersAndStringsOfTheWrongKindNameTheField) {
+  json j = glm52_json();
+  j["moe_intermediate_size"] = 1.7e114;
+  EXPECT_NE(error_of(j).find("'moe_intermediate_size'"), std::string::npos) << error_of(j);
+  j = glm52_json();
+  j["hidden_size"] = 5.5;
+  EXPECT_NE(error_of(j).find("'hidden_size'"), std::string::npos);
+  j = glm52_json();
+  j["hidden_size"] = 0x1p63;
+  EXPECT_NE(error_of(j).find("'hidden_size'"), std::string::npos);
+  j = glm52_json();
+  j["vocab_size"] = std::numeric_limits<uint64_t>::max();
+  EXPECT_NE(error_of(j).find("'vocab_size'"), std::string::npos);
+  j = glm52_json();
+  j["hidden_size"] = true;
+  EXPECT_NE(error_of(j).find("'hidden_size'"), std::string::npos);
+  j = glm52_json();
+  j["architectures"] = {5};
+  EXPECT_NE(error_of(j).find("'architectures[0]'"), std::string::npos);
+  j = glm52_json();
+  j["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {1e300, 128}}};
+  EXPECT_NE(error_of(j).find("'quantization_config.weight_block_size[0]'"), std::string::npos);
+  j = glm52_json();
+  j["quantization_config"] = {{"quant_method", "mxfp4"}, {"exclude", {"lm_head", 7}}};
+  EXPECT_NE(error_of(j).find("'quantization_config.exclude'"), std::string::npos);
+
+  // An integral float is the integer it holds.
+  j = glm52_json();
+  const int64_t hidden = j["hidden_size"].get<int64_t>();
+  j["hidden_size"] = static_cast<double>(hidden);
+  EXPECT_EQ(ModelConfig::from_json(j, "config.json").hidden_size, hidden);
+}
+
 // Each load-time range check refuses the config and names the field, before anything is sized
 // from it (a billion layers or experts used to end in std::bad_alloc after a minute).
 TEST(Config, RangeChecksNameTheField) {

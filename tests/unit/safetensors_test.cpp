@@ -88,6 +88,10 @@ TEST(Safetensors, RoundTripAllDtypes) {
   EXPECT_EQ(f->tensor("f.i64").data<int64_t>()[1], 1ll << 40);
   EXPECT_EQ(f->tensor("g.u8").data<uint8_t>()[3], 180);
   EXPECT_EQ(f->entry("a.f32").shape, (std::vector<int64_t>{2, 3}));
+  // Each tensor is aligned to its element size (name order put f.i64 at byte 66, and reading it
+  // through int64_t* was undefined behaviour: found by the ASan/UBSan build).
+  for (const auto& [name, e] : f->entries())
+    EXPECT_EQ(e.begin % static_cast<uint64_t>(dtype_size(e.dtype)), 0u) << name;
 }
 
 TEST(Safetensors, TruncatedFileNamesFileAndTensor) {
