@@ -486,10 +486,12 @@ gen_async() { # gen_async OUT BODY: POSTs BODY to /v1/completions in the backgro
   curl -sN --max-time 300 -H 'Content-Type: application/json' --data-binary "$2" \
     "$url/v1/completions" >"$1" 2>/dev/null &
 }
-start_server graceful
-gen_async "$work/g_stream" '{"prompt":"It is a truth","max_tokens":240,"temperature":0,"ignore_eos":true,"stream":true}'
+# Long enough that both are still running when the late request arrives (the server exits as
+# soon as nothing is in flight), within a grace period no CI machine runs out of.
+start_server graceful --graceful-shutdown-timeout 300
+gen_async "$work/g_stream" '{"prompt":"It is a truth","max_tokens":1200,"temperature":0,"ignore_eos":true,"stream":true}'
 g1=$!
-gen_async "$work/g_plain" '{"prompt":"Emma Woodhouse","max_tokens":160,"temperature":0,"ignore_eos":true}'
+gen_async "$work/g_plain" '{"prompt":"Emma Woodhouse","max_tokens":800,"temperature":0,"ignore_eos":true}'
 g2=$!
 for _ in $(seq 1 100); do [[ $(info num_running_reqs) == 2 ]] && break; sleep 0.05; done
 kill -TERM "$pid"
@@ -506,7 +508,7 @@ fi
 cp "$work/g_plain" "$work/body"
 status=200
 expect "a non-streamed request in flight at SIGTERM gets its whole body" 200 \
-  "j.usage.completion_tokens === 160 && j.choices[0].finish_reason === 'length'"
+  "j.usage.completion_tokens === 800 && j.choices[0].finish_reason === 'length'"
 stop_server_wait() { # waits for the signalled server to exit; checks exit code 0
   local code=""
   for _ in $(seq 1 300); do
