@@ -295,8 +295,8 @@ void bench_quant(double copy_gbps, bool quick) {
   // TANDEM_QBENCH_DECODE=1: batches 1, 8, 32 even with --quick, and no prefill section.
   const char* dec_env = std::getenv("TANDEM_QBENCH_DECODE");
   const bool decode_only = dec_env && dec_env[0] == '1';
-  const std::vector<int64_t> batches = quick && !decode_only ? std::vector<int64_t>{1, 32}
-                                                             : std::vector<int64_t>{1, 8, 32};
+  const std::vector<int64_t> batches =
+      quick && !decode_only ? std::vector<int64_t>{1, 32} : std::vector<int64_t>{1, 8, 32};
 
   std::printf(
       "FP8 block decode linears (128x128 scales, per-token-group activations): us, weight GB/s as "

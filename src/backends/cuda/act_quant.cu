@@ -54,9 +54,10 @@ __device__ __forceinline__ void load8(const float* p, float (&f)[8]) {
 // between them kept the compiler from hoisting later loads); the group maxima are exact
 // whatever the block size, so the launcher picks it freely.
 template <typename TX>
-__global__ void __launch_bounds__(512) act_quant_fp8_kernel(const TX* x, int64_t xs, int64_t K, int64_t bk, bool ue8m0,
-                                     void* q, int64_t qs, QStore store, float* scale, int64_t s_m,
-                                     int64_t s_b, bool early) {
+__global__ void __launch_bounds__(512)
+    act_quant_fp8_kernel(const TX* x, int64_t xs, int64_t K, int64_t bk, bool ue8m0, void* q,
+                         int64_t qs, QStore store, float* scale, int64_t s_m, int64_t s_b,
+                         bool early) {
   pdl_wait();
   if (early) pdl_trigger();  // the weight stream behind may fetch its weights (not q) meanwhile
   extern __shared__ unsigned gmax[];
@@ -98,7 +99,8 @@ __global__ void __launch_bounds__(512) act_quant_fp8_kernel(const TX* x, int64_t
                                       __NV_SATFINITE, __NV_E4M3);
     if (store == QStore::E4M3) {
       const uint2 o = make_uint2(e[0] | (e[1] << 16), e[2] | (e[3] << 16));
-      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(q) + m * qs + static_cast<int64_t>(vi) * 8) = o;
+      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(q) + m * qs + static_cast<int64_t>(vi) * 8) =
+          o;
     } else {
       uint4 o;
       uint32_t* ow = reinterpret_cast<uint32_t*>(&o);
@@ -108,7 +110,8 @@ __global__ void __launch_bounds__(512) act_quant_fp8_kernel(const TX* x, int64_t
             __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(e[i]), __NV_E4M3);
         ow[i] = static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
       }
-      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(q) + m * qs + static_cast<int64_t>(vi) * 8) = o;
+      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(q) + m * qs + static_cast<int64_t>(vi) * 8) =
+          o;
     }
   }
 }
@@ -198,9 +201,9 @@ void act_quant_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, int
   // 100+ SMs) take two vectors a thread, so that the divisions and stores spread over more warps;
   // many rows keep kVecs a thread (fewer, fuller blocks).
   const int64_t per = M <= 256 ? 2 : kVecs;
-  const int64_t threads = std::min<int64_t>(
-      512, std::max<int64_t>({32, ((nvec + per - 1) / per + 31) / 32 * 32,
-                              ((nvec + kVecs - 1) / kVecs + 31) / 32 * 32}));
+  const int64_t threads =
+      std::min<int64_t>(512, std::max<int64_t>({32, ((nvec + per - 1) / per + 31) / 32 * 32,
+                                                ((nvec + kVecs - 1) / kVecs + 31) / 32 * 32}));
   const size_t smem = static_cast<size_t>((K + bk - 1) / bk) * sizeof(unsigned);
   const dim3 g(static_cast<unsigned>(M)), b(static_cast<unsigned>(threads));
   if (x_dt == DT::F32)

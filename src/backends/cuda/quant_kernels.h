@@ -32,9 +32,9 @@ enum class QStore : int { F16 = 0, E4M3 = 1 };
 // linears gain 1-2.5 us each, while the MoE expert kernels (which can fetch nothing before their
 // wait) lost ~12 us at batch 1, so only fp8_linear's weight-stream path asks for it.
 bool act_quant_fp8_applies(int64_t K, int64_t bk);
-void act_quant_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, int64_t bk,
-                   bool ue8m0, void* q, int64_t qs, QStore store, float* scale, int64_t s_m,
-                   int64_t s_b, cudaStream_t s, bool early = false);
+void act_quant_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, int64_t bk, bool ue8m0,
+                   void* q, int64_t qs, QStore store, float* scale, int64_t s_m, int64_t s_b,
+                   cudaStream_t s, bool early = false);
 
 // ActQuant::kMxfp4, quantize-dequantize: per row and group of 32, the shared exponent
 // floor(log2 amax) - 2 (scale 1 when amax is 0), e2m1 values rounded to nearest even and
