@@ -1,8 +1,11 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <filesystem>
 
+#include "core/device.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "model/checkpoint.h"
 #include "model/decoder_layer.h"
 #include "model/dummy_weights.h"
@@ -16,16 +19,42 @@ Model::Model(ModelConfig config, ModelWeights weights, Device device)
   fuse_projections(weights_);
 }
 
+namespace {
+
+// Free device memory, to report what the weights take on a GPU (0 on the CPU).
+size_t free_bytes(Device d) {
+  if (d.is_cpu()) return 0;
+  size_t free = 0, total = 0;
+  device_interface(d.type).memory_info(d, &free, &total);
+  return free;
+}
+
+void report_weight_bytes(const ModelConfig& c, Device d, size_t free_before, const char* what) {
+  if (d.is_cpu()) return;
+  const size_t free_after = free_bytes(d);
+  const double gib =
+      static_cast<double>(free_before - std::min(free_before, free_after)) / 1073741824.0;
+  log_info("{} weights on the device: {:.2f} GiB ({})", what, gib,
+           c.quant.method.empty() ? std::string("dense")
+                                  : c.quant.method + (c.quant.online ? ", quantized at load" : ""));
+}
+
+}  // namespace
+
 std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& o) {
   ModelConfig c = ModelConfig::from_file((std::filesystem::path(dir) / "config.json").string());
   c.quant = apply_online_quant(c.quant, o.online_quant, dir);
   Checkpoint ck = Checkpoint::open(dir);
+  const size_t free_before = free_bytes(o.device);
   ModelWeights w = load_weights(ck, c, o);
+  report_weight_bytes(c, o.device, free_before, "checkpoint");
   return std::make_unique<Model>(std::move(c), std::move(w), o.device);
 }
 
 std::unique_ptr<Model> Model::dummy(const ModelConfig& c, const LoadOptions& o, uint64_t seed) {
+  const size_t free_before = free_bytes(o.device);
   ModelWeights w = dummy_weights(c, o, seed);
+  report_weight_bytes(c, o.device, free_before, "dummy");
   return std::make_unique<Model>(c, std::move(w), o.device);
 }
 
