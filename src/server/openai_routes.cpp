@@ -13,7 +13,7 @@ namespace tandem::server {
 namespace {
 
 void require_ready(const ServerState& st) {
-  if (!st.ready()) throw ApiError(503, "The model is not loaded yet; retry shortly");
+  if (!st.ready()) throw ApiError(503, st.not_ready_reason());
 }
 
 void check_hidden_states(const ServerState& st, const GenerationParams& p) {
