@@ -145,8 +145,8 @@ class OpTimer final : public Backend {
   ~OpTimer() override {
     for (cudaEvent_t e : pool_) cudaEventDestroy(e);
   }
-  void embedding(const Tensor& i, const Tensor& t, Tensor& o) override {
-    time("embedding", [&] { b_.embedding(i, t, o); });
+  void embedding(const Tensor& i, const Tensor& t, int64_t v0, bool shard, Tensor& o) override {
+    time("embedding", [&] { b_.embedding(i, t, v0, shard, o); });
   }
   void rms_norm(const Tensor& x, const Tensor& w, float e, Tensor& o) override {
     time("rms_norm", [&] { b_.rms_norm(x, w, e, o); });

@@ -5,7 +5,9 @@
 #include "model/config.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
+#include "model/shard.h"
 #include "model/weights.h"
+#include "ops/collectives.h"
 #include "ops/workspace.h"
 
 namespace tandem {
@@ -16,6 +18,15 @@ struct LayerContext {
   const ForwardBatch& batch;
   KvCache& cache;
   Workspace& ws;
+  // Tensor / expert parallelism: this rank's share and the collectives that join the shares
+  // (null for an unsharded model).
+  const ShardSpec* shard = nullptr;
+  Collectives* comm = nullptr;
+
+  // Row-parallel outputs are partial sums over the ranks: add them up.
+  void all_reduce(Tensor& x) const {
+    if (comm) comm->all_reduce_sum(x);
+  }
 };
 
 }  // namespace tandem

@@ -45,14 +45,58 @@ class Progress {
   int last_ = -5;
 };
 
+// A dense host tensor's share (a view).
+Tensor cut_dense(const Tensor& t, const ShardCut& cut) {
+  switch (cut.kind) {
+    case ShardCut::Kind::kRows:
+      return t.narrow(0, cut.span.begin, cut.span.size);
+    case ShardCut::Kind::kCols:
+      return t.narrow(t.ndim() - 1, cut.span.begin, cut.span.size);
+    default:
+      return t;
+  }
+}
+
+// Why a quantized weight cannot be cut along its scale blocks ("" if it can): a cut must start
+// and end on a block boundary (the tensor's own end counts as one).
+std::string quantized_cut_misfit(const Weight& w, const ShardCut& cut) {
+  const bool rows = cut.kind == ShardCut::Kind::kRows;
+  const int64_t block = rows ? (w.format == WeightFormat::kMxfp4 ? 1 : w.block_n) : w.block_k;
+  const int64_t n = rows ? w.out_features() : w.in_features();
+  const int64_t end = cut.span.begin + cut.span.size;
+  if (cut.span.begin % block != 0 || (end % block != 0 && end != n))
+    return fmt::format("does not fall on the {}-element scale blocks", block);
+  return "";
+}
+
+// The share of a quantized weight whose cut fits its blocks: codes and scales narrowed together.
+Weight cut_quantized(const Weight& w, const ShardCut& cut) {
+  Weight o = w;
+  const int64_t b = cut.span.begin, n = cut.span.size;
+  if (cut.kind == ShardCut::Kind::kRows) {
+    o.w = w.w.narrow(0, b, n);
+    const int64_t r0 = w.scale_row(b), r1 = w.scale_row(b + n - 1) + 1;
+    o.scale = w.scale.narrow(0, r0, r1 - r0);
+  } else {
+    const int64_t per_byte = w.format == WeightFormat::kMxfp4 ? 2 : 1;
+    o.w = w.w.narrow(1, b / per_byte, n / per_byte);
+    const int64_t k0 = b / w.block_k, k1 = (b + n + w.block_k - 1) / w.block_k;
+    o.scale = w.scale.narrow(1, k0, k1 - k0);
+  }
+  o.w = o.w.contiguous();
+  o.scale = o.scale.contiguous();
+  return o;
+}
+
 class Loader {
  public:
   Loader(const Checkpoint& ck, const ModelConfig& c, const LoadOptions& o)
       : ck_(ck), c_(c), o_(o), progress_(ck.total_bytes(), o.show_progress) {}
 
-  // Reads one tensor of the table as stored, checking presence, dtype and shape: a dense host
-  // fp32 weight, or the checkpoint's FP8 / MXFP4 codes with their scales.
-  Weight read_weight(const TensorSpec& s) {
+  // Reads one tensor of the table as stored, checking presence, dtype and shape, then cuts this
+  // rank's share out of it: a dense host fp32 weight, or the checkpoint's FP8 / MXFP4 codes with
+  // their scales.
+  Weight read_weight(const TensorSpec& s, const ShardCut& cut) {
     online_.reset();
     const std::string name = s.name();
     if (!ck_.has(name)) fail("{}: checkpoint is missing tensor '{}'", ck_.dir(), name);
@@ -107,7 +151,7 @@ class Loader {
       fail("{}: tensor '{}' has shape {} but the config implies {}", file, name, w.w.shape().str(),
            Shape(want).str());
     if (!w.quantized()) {
-      w.w = t.to_f32();
+      w.w = cut_dense(w.w, cut).to_f32();
       return w;
     }
     try {
@@ -115,15 +159,21 @@ class Loader {
     } catch (const Error& e) {
       fail("{}: tensor '{}': {}", file, name, e.what());
     }
-    return w;
+    if (cut.kind == ShardCut::Kind::kWhole) return w;
+    if (const std::string why = quantized_cut_misfit(w, cut); !why.empty()) {
+      log_warn("{}: tensor '{}': this rank's {} {}; loading it dequantized", file, name, cut.str(),
+               why);
+      return Weight::from_dense(cut_dense(dequantize_to_f32(w), cut).contiguous());
+    }
+    return cut_quantized(w, cut);
   }
 
   // Reads one tensor as a host fp32 tensor, dequantizing FP8/MXFP4 storage.
-  Tensor read_f32(const TensorSpec& s) {
-    Weight w = read_weight(s);
+  Tensor read_f32(const TensorSpec& s, const ShardCut& cut) {
+    Weight w = read_weight(s, cut);
     if (!w.quantized()) return w.w;
     try {
-      return dequantize_to_f32(w);
+      return dequantize_to_f32(w);  // already cut
     } catch (const Error& e) {
       fail("{}: tensor '{}': {}", ck_.file_of(s.name()), s.name(), e.what());
     }
@@ -131,8 +181,8 @@ class Loader {
 
   // Reads a linear weight for a slot whose kernels take quantized weights: kept as stored
   // (LoadOptions::keep_quantized), else dequantized.
-  Weight read_linear(const TensorSpec& s) {
-    Weight w = read_weight(s);
+  Weight read_linear(const TensorSpec& s, const ShardCut& cut) {
+    Weight w = read_weight(s, cut);
     if (online_ && o_.keep_quantized) {
       // --quantization fp8 / ptpc_fp8: high-precision storage quantized here, as the rules say.
       Weight q = quantize_weight(w.w, *online_);
@@ -142,6 +192,11 @@ class Loader {
     }
     if (w.quantized() && !o_.keep_quantized) return Weight::from_dense(dequantize_to_f32(w));
     return w;
+  }
+
+  // A tensor another rank holds: counted for the progress line only.
+  void skip(const TensorSpec& s) {
+    if (ck_.has(s.name())) progress_.add(static_cast<uint64_t>(ck_.tensor(s.name()).nbytes()));
   }
 
   Tensor place(const Tensor& host_f32, DType dt) const {
@@ -286,9 +341,11 @@ ModelWeights load_weights(const Checkpoint& ck, const ModelConfig& c, const Load
   if (c.has_indexer && c.q_lora_rank <= 0)
     fail("{}: the DSA indexer needs q_lora_rank > 0 (its queries come from the q latent)",
          ck.dir());
+  validate_shard(c, o.shard);
   Loader ld(ck, c, o);
   const std::vector<TensorSpec> table = weight_name_table(c, o.load_mtp);
-  const int64_t L = c.num_hidden_layers, H = c.num_attention_heads;
+  // H: this rank's attention heads.
+  const int64_t L = c.num_hidden_layers, H = head_span(c, o.shard).size;
   const int64_t dn = c.qk_nope_head_dim, dv = c.v_head_dim, rkv = c.kv_lora_rank;
 
   ModelWeights mw;
@@ -317,9 +374,15 @@ ModelWeights load_weights(const Checkpoint& ck, const ModelConfig& c, const Load
     // Linear weights whose kernels take FP8 / MXFP4 stay as stored; everything else (norms,
     // embeddings, heads, routers, kv_b_proj before its absorbed split, the indexer's wk) is
     // read as fp32.
+    // This rank's share (everything when not sharded); other ranks' experts are not read.
+    const ShardCut cut = shard_cut(c, o.shard, s);
+    if (cut.kind == ShardCut::Kind::kSkip) {
+      ld.skip(s);
+      continue;
+    }
     const bool keeps_format = keeps_quantized_format(s.slot);
-    const Weight hw = keeps_format ? ld.read_linear(s) : Weight{};
-    Tensor t = keeps_format ? Tensor{} : ld.read_f32(s);
+    const Weight hw = keeps_format ? ld.read_linear(s, cut) : Weight{};
+    Tensor t = keeps_format ? Tensor{} : ld.read_f32(s, cut);
     const bool is_mtp = s.layer == L;
     LayerWeights* lw = s.layer < 0 ? nullptr
                        : is_mtp    ? &mtp->layer

@@ -11,6 +11,7 @@
 #include "core/dtype.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
+#include "model/shard.h"
 #include "model/weights.h"
 
 namespace tandem {
@@ -26,6 +27,8 @@ struct LoadOptions {
   // --quantization / --model-loader-extra-config, applied to the checkpoint's quantization_config
   // by Model::load (apply_online_quant).
   OnlineQuantRequest online_quant;
+  // Tensor / expert parallelism: this rank's share only is read (model/shard.h).
+  ShardSpec shard;
 };
 
 // A host weight scale [.., nb, kb] on device d in the form the backends read: FP8 scales get rows

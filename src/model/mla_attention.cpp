@@ -38,7 +38,9 @@ Tensor mla_attention(const LayerContext& ctx, const AttentionWeights& w, const T
                      int64_t cache_layer, bool run_idx, Tensor& topk) {
   const ModelConfig& c = ctx.config;
   Workspace& ws = ctx.ws;
-  const int64_t T = a.size(0), H = c.num_attention_heads;
+  // H: this rank's heads (all of them unless sharded).
+  const int64_t T = a.size(0),
+                H = ctx.shard ? head_span(c, *ctx.shard).size : c.num_attention_heads;
   const int64_t dn = c.qk_nope_head_dim, dr = c.qk_rope_head_dim, dv = c.v_head_dim;
   const int64_t rkv = c.kv_lora_rank, dqk = dn + dr;
   const float scale = static_cast<float>(c.softmax_scale());

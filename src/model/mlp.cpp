@@ -23,8 +23,15 @@ Tensor moe_block(const LayerContext& ctx, const MoeWeights& w, const Tensor& f) 
   }
   // The router runs in fp32 (GLM-5.2's moe_router_dtype; the reference upcasts too).
   Tensor logits = ops::linear(ws, f, w.router, DType::F32);  // [T, E]
-  const RouteParams rp{c.num_experts_per_tok, c.n_group, c.topk_group, c.norm_topk_prob,
-                       static_cast<float>(c.routed_scaling_factor)};
+  RouteParams rp{c.num_experts_per_tok, c.n_group, c.topk_group, c.norm_topk_prob,
+                 static_cast<float>(c.routed_scaling_factor)};
+  if (ctx.shard && ctx.shard->ep_size > 1) {
+    // Expert parallelism: the router sees every expert; this rank runs only the pairs routed to
+    // its own, the other ranks' outputs arrive through the layer's all-reduce.
+    const Span e = expert_span(c, *ctx.shard);
+    rp.local_first = e.begin;
+    rp.local_count = e.size;
+  }
   const ops::Routing r = ops::moe_route(ws, logits, w.score_bias, rp);       // [T, k] ids, weights
   Tensor y = ops::moe_experts(ws, f, w.experts_gate_up, w.experts_down, r);  // [T, D]
   if (w.shared) {

@@ -14,8 +14,8 @@
 
 namespace tandem {
 
-Model::Model(ModelConfig config, ModelWeights weights, Device device)
-    : config_(std::move(config)), weights_(std::move(weights)), device_(device) {
+Model::Model(ModelConfig config, ModelWeights weights, Device device, ShardSpec shard)
+    : config_(std::move(config)), weights_(std::move(weights)), device_(device), shard_(shard) {
   fuse_projections(weights_);
 }
 
@@ -48,7 +48,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& o)
   const size_t free_before = free_bytes(o.device);
   ModelWeights w = load_weights(ck, c, o);
   report_weight_bytes(c, o.device, free_before, "checkpoint");
-  return std::make_unique<Model>(std::move(c), std::move(w), o.device);
+  return std::make_unique<Model>(std::move(c), std::move(w), o.device, o.shard);
 }
 
 std::unique_ptr<Model> Model::dummy(const ModelConfig& c, const LoadOptions& o, uint64_t seed) {
@@ -58,18 +58,38 @@ std::unique_ptr<Model> Model::dummy(const ModelConfig& c, const LoadOptions& o, 
   return std::make_unique<Model>(c, std::move(w), o.device);
 }
 
+LayerContext Model::context(const ForwardBatch& batch, KvCache& cache, Workspace& ws) const {
+  TD_CHECK(!shard_.sharded() || comm_, "a sharded model needs its collectives before a forward");
+  return {config_, weights_, batch, cache, ws, &shard_, shard_.sharded() ? comm_ : nullptr};
+}
+
+Tensor Model::embed(Workspace& ws, const Tensor& ids) const {
+  // Vocab-parallel: each rank looks up the ids in its slice (zero rows elsewhere), the sum over
+  // ranks is the full lookup (one non-zero term per row, so exact).
+  Tensor e = ops::embedding(ws, ids, weights_.embed, vocab_span(config_, shard_).begin,
+                            shard_.sharded());  // [T, D]
+  if (shard_.sharded()) comm_->all_reduce_sum(e);
+  return e;
+}
+
 Tensor Model::logits_for(Workspace& ws, const ForwardBatch& batch, const Tensor& normed) const {
   const Tensor rows =
       batch.logit_rows.defined() ? ops::gather_rows(ws, normed, batch.logit_rows) : normed;
-  return ops::linear(ws, rows, weights_.lm_head, DType::F32);  // [R, V], fp32 for sampling
+  Tensor local = ops::linear(ws, rows, weights_.lm_head, DType::F32);  // [R, V / tp], fp32
+  if (!shard_.sharded()) return local;
+  // Every rank gets the whole row, so greedy argmax and seeded sampling pick the same token as
+  // the unsharded head.
+  Tensor all = ws.alloc({local.size(0), config_.vocab_size}, DType::F32);  // [R, V]
+  comm_->all_gather_cols(ws, local, all);
+  return all;
 }
 
 ForwardResult Model::forward(Workspace& ws, const ForwardBatch& batch, KvCache& cache) const {
-  const LayerContext ctx{config_, weights_, batch, cache, ws};
+  const LayerContext ctx = context(batch, cache, ws);
   // [T, D] residual stream, updated in place by every layer.
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const int64_t L = config_.num_hidden_layers;
-  Tensor h = ops::embedding(ws, batch.input_ids, weights_.embed);
+  Tensor h = embed(ws, batch.input_ids);
   // [T, D] the next layer's normed input; each layer leaves it for the next (its last residual
   // add fused with that norm), the last one leaves the final norm: the LM-head input.
   Tensor a = ops::rms_norm(ws, h, L > 0 ? weights_.layers[0].input_norm : weights_.final_norm, eps);
@@ -103,13 +123,13 @@ ForwardResult Model::forward_mtp(Workspace& ws, const ForwardBatch& batch, const
   TD_CHECK(weights_.mtp.has_value(), "this model has no MTP layer loaded");
   const MtpWeights& m = *weights_.mtp;
   const float eps = static_cast<float>(config_.rms_norm_eps);
-  const LayerContext ctx{config_, weights_, batch, cache, ws};
+  const LayerContext ctx = context(batch, cache, ws);
   // u = eh_proj([enorm(embed(x_{i+1})) ; hnorm(h_i)]): embedding first, hidden second.
   // Both norms write their half of the eh_proj input directly (no concatenation pass).
   const int64_t T = batch.input_ids.size(0), D = config_.hidden_size;
   Tensor eg = ws.alloc({T, 2 * D}, hidden.dtype());  // [T, 2D]
   Tensor e = eg.narrow(1, 0, D), g = eg.narrow(1, D, D);
-  ops::rms_norm(ops::embedding(ws, batch.input_ids, weights_.embed), m.enorm, eps, e);
+  ops::rms_norm(embed(ws, batch.input_ids), m.enorm, eps, e);
   ops::rms_norm(hidden, m.hnorm, eps, g);
   Tensor h = ops::linear(ws, eg, m.eh_proj);                 // [T, D]
   Tensor a = ops::rms_norm(ws, h, m.layer.input_norm, eps);  // [T, D]

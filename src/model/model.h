@@ -8,8 +8,11 @@
 #include "model/config.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
+#include "model/layer_context.h"
 #include "model/loader.h"
+#include "model/shard.h"
 #include "model/weights.h"
+#include "ops/collectives.h"
 #include "ops/workspace.h"
 
 namespace tandem {
@@ -17,7 +20,8 @@ namespace tandem {
 class Model {
  public:
   // Merges the attention projections that share an input (fused_projections.h).
-  Model(ModelConfig config, ModelWeights weights, Device device);
+  // shard: which share of the checkpoint the weights are (model/shard.h).
+  Model(ModelConfig config, ModelWeights weights, Device device, ShardSpec shard = {});
 
   // Reads config.json and the checkpoint in dir.
   static std::unique_ptr<Model> load(const std::string& dir, const LoadOptions& o);
@@ -29,6 +33,12 @@ class Model {
   const ModelWeights& weights() const { return weights_; }
   Device device() const { return device_; }
   bool has_mtp() const { return weights_.mtp.has_value(); }
+  const ShardSpec& shard() const { return shard_; }
+  // A sharded model joins its ranks' partial results through these (set before the first
+  // forward; they must outlive the model's use). Every rank runs the same forwards in the same
+  // order.
+  void set_collectives(Collectives* c) { comm_ = c; }
+  Collectives* collectives() const { return comm_; }
 
   // Main model over the batch; writes cache layers [0, L). Returns logits for batch.logit_rows
   // and the final-normed hidden states of every token.
@@ -43,10 +53,14 @@ class Model {
 
  private:
   Tensor logits_for(Workspace& ws, const ForwardBatch& batch, const Tensor& normed) const;
+  Tensor embed(Workspace& ws, const Tensor& ids) const;  // [T] -> [T, D]
+  LayerContext context(const ForwardBatch& batch, KvCache& cache, Workspace& ws) const;
 
   ModelConfig config_;
   ModelWeights weights_;
   Device device_;
+  ShardSpec shard_;
+  Collectives* comm_ = nullptr;
 };
 
 }  // namespace tandem

@@ -22,6 +22,11 @@ struct RouteParams {
   int64_t topk_group = 1;
   bool normalize = true;
   float scaling = 1.0f;
+  // Expert parallelism: this rank holds experts [local_first, local_first + local_count); the
+  // routing names them by local index and every other choice as -1 (skipped by moe_experts, its
+  // weight kept). local_count < 0: all experts are local (ids unchanged).
+  int64_t local_first = 0;
+  int64_t local_count = -1;
 };
 
 struct RopeParams {
@@ -33,8 +38,12 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
-  // out[t] = table[ids[t]]. ids: [T] i32, table: [V, D], out: [T, D]
-  virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
+  // out[t] = table[ids[t] - vocab_start]. ids: [T] i32, table: [V, D], out: [T, D]. shard: the
+  // table holds rows [vocab_start, vocab_start + V) of a vocabulary split across ranks, and ids
+  // outside them give zero rows (the all-reduce over ranks fills them in); otherwise an id
+  // outside [0, V) is an error where the backend can see it.
+  virtual void embedding(const Tensor& ids, const Tensor& table, int64_t vocab_start, bool shard,
+                         Tensor& out) = 0;
   // out = w * x / sqrt(mean(x^2) + eps), rows of x may be strided. x, out: [T, D], w: [D]
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;
   // LayerNorm with bias. x, out: [T, D]; w, b: [D]

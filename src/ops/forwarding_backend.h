@@ -12,7 +12,9 @@ class ForwardingBackend : public Backend {
  public:
   explicit ForwardingBackend(Backend& inner) : b_(inner) {}
 
-  void embedding(const Tensor& i, const Tensor& t, Tensor& o) override { b_.embedding(i, t, o); }
+  void embedding(const Tensor& i, const Tensor& t, int64_t v0, bool shard, Tensor& o) override {
+    b_.embedding(i, t, v0, shard, o);
+  }
   void rms_norm(const Tensor& x, const Tensor& w, float e, Tensor& o) override {
     b_.rms_norm(x, w, e, o);
   }

@@ -54,13 +54,16 @@ void check_meta(const char* op, const AttentionMeta& m, int64_t T) {
 
 }  // namespace
 
-Tensor embedding(Workspace& ws, const Tensor& ids, const Tensor& table) {
+Tensor embedding(Workspace& ws, const Tensor& ids, const Tensor& table, int64_t vocab_start,
+                 bool shard) {
   expect("embedding", "ids", ids, "[T]", {-1});
   expect_dtype("embedding", "ids", ids, DType::I32);
   expect("embedding", "table", table, "[V, D]", {-1, -1});
   expect_same_device("embedding", ids, table);
+  TD_CHECK(vocab_start >= 0 && (shard || vocab_start == 0),
+           "embedding: vocab_start {} needs a sharded table", vocab_start);
   Tensor out = ws.alloc({ids.size(0), table.size(1)}, table.dtype());
-  backend_for(table.device()).embedding(ids, table, out);
+  backend_for(table.device()).embedding(ids, table, vocab_start, shard, out);
   return out;
 }
 
@@ -290,6 +293,9 @@ Routing moe_route(Workspace& ws, const Tensor& logits, const Tensor& bias, const
   TD_CHECK(p.top_k > 0 && p.top_k <= E, "moe_route: top_k {} for {} experts", p.top_k, E);
   TD_CHECK(p.n_group > 0 && E % p.n_group == 0, "moe_route: n_group {} must divide E {}", p.n_group,
            E);
+  TD_CHECK(p.local_count < 0 || (p.local_first >= 0 && p.local_first + p.local_count <= E),
+           "moe_route: local experts [{}, {}) outside [0, {})", p.local_first,
+           p.local_first + p.local_count, E);
   Routing r{ws.alloc({logits.size(0), p.top_k}, DType::I32),
             ws.alloc({logits.size(0), p.top_k}, DType::F32)};
   backend_for(logits.device()).moe_route(logits, bias, p, r.idx, r.weights);

@@ -13,7 +13,10 @@
 namespace tandem::ops {
 
 // [T] ids, [V, D] table -> [T, D]
-Tensor embedding(Workspace& ws, const Tensor& ids, const Tensor& table);
+// ids: [T] i32, table: [V, D] -> [T, D]. A shard (vocab-parallel) holds rows [vocab_start,
+// vocab_start + V) and gives zero rows for the other ids.
+Tensor embedding(Workspace& ws, const Tensor& ids, const Tensor& table, int64_t vocab_start = 0,
+                 bool shard = false);
 // [T, D] -> [T, D]
 Tensor rms_norm(Workspace& ws, const Tensor& x, const Tensor& w, float eps);
 // The same into out: [T, D] (rows may be strided: a column range of a wider row).

@@ -33,8 +33,9 @@ class Bf16CpuBackend final : public Backend {
     if (w.mtp) layer(w.mtp->layer);
   }
 
-  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override {
-    cpu().embedding(ids, rounded(table), out);
+  void embedding(const Tensor& ids, const Tensor& table, int64_t v0, bool shard,
+                 Tensor& out) override {
+    cpu().embedding(ids, rounded(table), v0, shard, out);
   }
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override {
     cpu().rms_norm(x, w, eps, out);

@@ -25,6 +25,11 @@ TEST_F(CudaOps, EmbeddingNormsAndElementwise) {
     expect_close(ops::embedding(gpu_ws_, id.gpu, table.gpu),
                  ops::embedding(cpu_ws_, id.cpu, table.cpu), 0, "embedding",
                  "T=" + std::to_string(T));
+    // A vocab-parallel shard: rows [300, 550) of the vocabulary, zero rows for the rest.
+    Pair shard = rand({250, 640});
+    expect_close(ops::embedding(gpu_ws_, id.gpu, shard.gpu, 300, true),
+                 ops::embedding(cpu_ws_, id.cpu, shard.cpu, 300, true), 0, "embedding shard",
+                 "T=" + std::to_string(T));
   }
   for (int64_t T : {1, 3, 17}) {
     // rms_norm: 64, 1536 and 4104 / 6144 hold the row in registers (1, 2, up to 4 vectors per
@@ -465,6 +470,39 @@ TEST_F(CudaOps, MoeRouteIdsExact) {
                              (c.ties ? " ties" : "");
     expect_equal_ints(g.idx, r.idx, "moe_route ids", what);
     expect_close(g.weights, r.weights, 1e-5, "moe_route weights", what);
+    // Expert parallelism: the second quarter of the experts is local, the rest become -1.
+    RouteParams lp = rp;
+    lp.local_first = c.E / 4;
+    lp.local_count = c.E / 4;
+    ops::Routing gl = ops::moe_route(gpu_ws_, logits.gpu, bias.gpu, lp);
+    ops::Routing rl = ops::moe_route(cpu_ws_, logits.cpu, bias.cpu, lp);
+    expect_equal_ints(gl.idx, rl.idx, "moe_route ids (ep)", what);
+  }
+}
+
+// Expert parallelism: a rank holds a quarter of the experts and skips the pairs routed elsewhere
+// (id -1); the quarter-sums over the four ranks' slices add up to the full layer on the CPU.
+TEST_F(CudaOps, MoeExpertsSkipOtherRanksExperts) {
+  for (int64_t T : {1, 5, 64}) {
+    const int64_t E = 16, k = 4, D = 256, I = 128, El = 4;
+    Pair logits = rand({T, E}, 3.0f, DType::F32);
+    Pair x = rand({T, D});
+    Pair gu = rand({E, 2 * I, D}, 0.08f), dn = rand({E, D, I}, 0.08f);
+    RouteParams rp{k, 1, 1, true, 2.5f};
+    const Tensor full = ops::moe_experts(cpu_ws_, x.cpu, gu.cpu, dn.cpu,
+                                         ops::moe_route(cpu_ws_, logits.cpu, Tensor(), rp));
+    std::vector<float> sum(static_cast<size_t>(T * D), 0.0f);
+    for (int64_t r = 0; r < E / El; ++r) {
+      rp.local_first = r * El;
+      rp.local_count = El;
+      ops::Routing rg = ops::moe_route(gpu_ws_, logits.gpu, Tensor(), rp);
+      Tensor y = ops::moe_experts(gpu_ws_, x.gpu, gu.gpu.narrow(0, r * El, El).contiguous(),
+                                  dn.gpu.narrow(0, r * El, El).contiguous(), rg);
+      const std::vector<float> part = to_float_vector(y);
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += part[i];
+    }
+    expect_close(Tensor::from_vector(sum, {T, D}), full, kMoe, "moe_experts (ep skip)",
+                 "T=" + std::to_string(T));
   }
 }
 

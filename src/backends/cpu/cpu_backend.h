@@ -11,7 +11,8 @@ namespace tandem::cpu {
 
 class CpuBackend final : public Backend {
  public:
-  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void embedding(const Tensor& ids, const Tensor& table, int64_t vocab_start, bool shard,
+                 Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps,
                   Tensor& out) override;

@@ -9,15 +9,21 @@
 
 namespace tandem::cpu {
 
-void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+void CpuBackend::embedding(const Tensor& ids, const Tensor& table, int64_t vocab_start, bool shard,
+                           Tensor& out) {
   const int64_t T = ids.size(0), V = table.size(0), D = table.size(1);
   const int32_t* id = ids.data<int32_t>();
   const float* tab = f32_ptr(table, "embedding");
   float* o = f32_mut(out, "embedding");
   for (int64_t t = 0; t < T; ++t) {
-    if (id[t] < 0 || id[t] >= V)
+    const int64_t row = id[t] - vocab_start;
+    if (row >= 0 && row < V) {
+      std::memcpy(o + t * D, tab + row * D, D * sizeof(float));
+    } else if (shard) {
+      std::memset(o + t * D, 0, D * sizeof(float));  // another rank's row
+    } else {
       fail("embedding: token id {} outside the vocabulary [0, {})", id[t], V);
-    std::memcpy(o + t * D, tab + static_cast<int64_t>(id[t]) * D, D * sizeof(float));
+    }
   }
 }
 

@@ -57,7 +57,11 @@ void CpuBackend::moe_route(const Tensor& logits, const Tensor& bias, const Route
     // transformers adds 1e-20 to the denominator; it only matters for all-zero scores.
     const float norm = p.normalize ? 1.0f / (sum + 1e-20f) : 1.0f;
     for (int64_t j = 0; j < k; ++j) {
-      ip[t * k + j] = order[j];
+      const int32_t e = order[j];
+      ip[t * k + j] = p.local_count < 0 ? e
+                      : e >= p.local_first && e < p.local_first + p.local_count
+                          ? static_cast<int32_t>(e - p.local_first)
+                          : -1;
       wp[t * k + j] = s[order[j]] * norm * p.scaling;
     }
   }
@@ -68,7 +72,8 @@ void CpuBackend::moe_experts(const Tensor& x, const Weight& gate_up, const Weigh
   const int64_t E = gate_up.experts(), k = idx.size(1);
   const int32_t* ip = idx.data<int32_t>();
   for (int64_t i = 0; i < x.size(0) * k; ++i)
-    TD_CHECK(ip[i] >= 0 && ip[i] < E, "moe_experts: expert {} outside [0, {})", ip[i], E);
+    TD_CHECK(ip[i] >= -1 && ip[i] < E,
+             "moe_experts: expert {} outside [0, {}) (-1: another rank's)", ip[i], E);
   if (gate_up.quantized() || down.quantized())
     return moe_experts_quantized(x, gate_up, down, idx, weights, out);
   const int64_t T = x.size(0), D = x.size(1), I = down.in_features();
@@ -84,6 +89,7 @@ void CpuBackend::moe_experts(const Tensor& x, const Weight& gate_up, const Weigh
   parallel_for(T * k * I, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const int64_t tj = r / I, i = r % I, t = tj / k;
+      if (ip[tj] < 0) continue;  // another rank's expert
       const float* w = gu + static_cast<int64_t>(ip[tj]) * 2 * I * D;
       const float* xr = xp + t * x.stride(0);
       h[r] = silu(dot(xr, w + i * D, D)) * dot(xr, w + (I + i) * D, D);
@@ -95,6 +101,7 @@ void CpuBackend::moe_experts(const Tensor& x, const Weight& gate_up, const Weigh
       const int64_t t = r / D, d = r % D;
       float acc = 0;
       for (int64_t j = 0; j < k; ++j) {
+        if (ip[t * k + j] < 0) continue;
         const float* w = dn + static_cast<int64_t>(ip[t * k + j]) * D * I + d * I;
         acc += wp[t * k + j] * dot(w, h.data() + (t * k + j) * I, I);
       }
@@ -117,7 +124,8 @@ void CpuBackend::moe_experts_quantized(const Tensor& x, const Weight& gate_up, c
   const float* wp = f32_ptr(weights, "moe_experts");
   float* o = f32_mut(out, "moe_experts");
   std::vector<std::vector<int64_t>> pairs_of(static_cast<size_t>(E));  // pairs in pair order
-  for (int64_t p = 0; p < P; ++p) pairs_of[ip[p]].push_back(p);
+  for (int64_t p = 0; p < P; ++p)
+    if (ip[p] >= 0) pairs_of[ip[p]].push_back(p);
   std::vector<QuantInput> in_x(static_cast<size_t>(T));
   parallel_for(T, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) quantize_input(xp + t * x.stride(0), D, gate_up, in_x[t]);
@@ -157,7 +165,8 @@ void CpuBackend::moe_experts_quantized(const Tensor& x, const Weight& gate_up, c
   for (int64_t t = 0; t < T; ++t)
     for (int64_t d = 0; d < D; ++d) {
       float acc = 0;
-      for (int64_t j = 0; j < k; ++j) acc += wp[t * k + j] * y[(t * k + j) * D + d];
+      for (int64_t j = 0; j < k; ++j)
+        if (ip[t * k + j] >= 0) acc += wp[t * k + j] * y[(t * k + j) * D + d];
       o[t * D + d] = acc;
     }
 }

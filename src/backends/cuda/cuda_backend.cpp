@@ -106,13 +106,15 @@ void* CudaBackend::scratch(size_t bytes) {
 
 // ---- elementwise -----------------------------------------------------------------------------
 
-void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+void CudaBackend::embedding(const Tensor& ids, const Tensor& table, int64_t vocab_start, bool shard,
+                            Tensor& out) {
+  (void)shard;  // ids outside the table give zero rows either way
   const DT dt = kdt(table, "embedding", "table");
   need_dtype(out, table.dtype(), "embedding", "out");
   need_contiguous(table, "embedding", "table");
   need_contiguous(ids, "embedding", "ids");
-  k::embedding(ids.data<int32_t>(), ids.size(0), table.raw(), table.size(0), table.size(1),
-               out.raw(), dt, stream_);
+  k::embedding(ids.data<int32_t>(), ids.size(0), table.raw(), vocab_start, table.size(0),
+               table.size(1), out.raw(), dt, stream_);
   TD_CUDA_LAUNCH_CHECK();
 }
 

@@ -27,7 +27,8 @@ class CudaBackend final : public Backend {
   CudaBackend();
   ~CudaBackend() override;
 
-  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void embedding(const Tensor& ids, const Tensor& table, int64_t vocab_start, bool shard,
+                 Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps,
                   Tensor& out) override;

@@ -24,8 +24,8 @@ void CudaBackend::moe_route(const Tensor& logits, const Tensor& bias, const Rout
   if (bias.defined()) need_f32_param(bias, "moe_route", "bias");
   k::moe_route(logits.data<float>(), logits.stride(0),
                bias.defined() ? bias.data<float>() : nullptr, logits.size(0), logits.size(1),
-               p.top_k, p.n_group, p.topk_group, p.normalize, p.scaling, idx.data<int32_t>(),
-               weights.data<float>(), stream_);
+               p.top_k, p.n_group, p.topk_group, p.normalize, p.scaling, p.local_first,
+               p.local_count, idx.data<int32_t>(), weights.data<float>(), stream_);
   TD_CUDA_LAUNCH_CHECK();
 }
 

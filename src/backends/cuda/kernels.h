@@ -32,8 +32,8 @@ void add(const void* a, const void* b, void* out, int64_t n, DT dt, cudaStream_t
 
 // ---- rows.cu --------------------------------------------------------------------------------
 // out[t] = table[ids[t]] ([V, D] rows; ids outside [0, V) give a zero row).
-void embedding(const int32_t* ids, int64_t T, const void* table, int64_t V, int64_t D, void* out,
-               DT dt, cudaStream_t s);
+void embedding(const int32_t* ids, int64_t T, const void* table, int64_t vocab_start, int64_t V,
+               int64_t D, void* out, DT dt, cudaStream_t s);
 // out[t] = [a[t] | b[t]]; out contiguous [T, D1 + D2].
 void concat_cols(const void* a, int64_t as, const void* b, int64_t bs, void* out, int64_t T,
                  int64_t D1, int64_t D2, int64_t elem_bytes, cudaStream_t s);
@@ -145,8 +145,9 @@ void tc_gemm(const SkinnyParams& p, DT out_dt, cudaStream_t s);
 // ---- moe.cu --------------------------------------------------------------------------------
 // Sigmoid routing (see Backend::moe_route). logits [T, E] rows strided by ls.
 void moe_route(const float* logits, int64_t ls, const float* bias, int64_t T, int64_t E, int64_t k,
-               int64_t n_group, int64_t topk_group, bool normalize, float scaling, int32_t* idx,
-               float* weights, cudaStream_t s);
+               int64_t n_group, int64_t topk_group, bool normalize, float scaling,
+               int64_t local_first, int64_t local_count, int32_t* idx, float* weights,
+               cudaStream_t s);
 // Groups the P = T*k (token, slot) pairs by expert, in pair order within an expert:
 // counts[E], offsets[E + 1], perm[sorted] = pair, inv[pair] = sorted (-1: expert id invalid),
 // active[a] = the a-th expert with rows (ascending), *num_active.

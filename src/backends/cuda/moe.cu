@@ -16,7 +16,7 @@ constexpr int kMoeMT = 8;  // activation rows per pass over an expert's weights
 // tie-breaking: groups by stable order of score, experts by value then lower index).
 __global__ void moe_route_kernel(const float* logits, int64_t ls, const float* bias, int E, int k,
                                  int n_group, int topk_group, bool normalize, float scaling,
-                                 int32_t* idx, float* wout) {
+                                 int local_first, int local_count, int32_t* idx, float* wout) {
   pdl_wait();
   extern __shared__ float sm[];
   float* s = sm;                                          // [E] sigmoid scores
@@ -91,7 +91,10 @@ __global__ void moe_route_kernel(const float* logits, int64_t ls, const float* b
     for (int j = 0; j < k; ++j) sum += s[sel[j]];
     const float norm = normalize ? 1.0f / (sum + 1e-20f) : 1.0f;
     for (int j = 0; j < k; ++j) {
-      idx[t * k + j] = sel[j];
+      const int e = sel[j];
+      idx[t * k + j] = local_count < 0                                     ? e
+                       : e >= local_first && e < local_first + local_count ? e - local_first
+                                                                           : -1;
       wout[t * k + j] = s[sel[j]] * norm * scaling;
     }
   }
@@ -243,13 +246,14 @@ __global__ void moe_combine_kernel(const TY* y, const int32_t* inv, const float*
 }  // namespace
 
 void moe_route(const float* logits, int64_t ls, const float* bias, int64_t T, int64_t E, int64_t k,
-               int64_t n_group, int64_t topk_group, bool normalize, float scaling, int32_t* idx,
-               float* weights, cudaStream_t s) {
+               int64_t n_group, int64_t topk_group, bool normalize, float scaling,
+               int64_t local_first, int64_t local_count, int32_t* idx, float* weights,
+               cudaStream_t s) {
   if (T == 0) return;
   const size_t smem = (2 * E + n_group) * sizeof(float) + (E + n_group + k) * sizeof(int);
   launch(moe_route_kernel, T, 256, smem, s, logits, ls, bias, static_cast<int>(E),
          static_cast<int>(k), static_cast<int>(n_group), static_cast<int>(topk_group), normalize,
-         scaling, idx, weights);
+         scaling, static_cast<int>(local_first), static_cast<int>(local_count), idx, weights);
 }
 
 void moe_prepare(const int32_t* idx, int64_t pairs, int64_t E, int32_t* counts, int32_t* offsets,

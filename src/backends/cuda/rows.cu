@@ -8,13 +8,14 @@ namespace tandem::cuda::k {
 namespace {
 
 template <typename T>
-__global__ void embedding_kernel(const int32_t* ids, const T* table, int64_t V, int64_t D, T* out) {
+__global__ void embedding_kernel(const int32_t* ids, const T* table, int64_t v0, int64_t V,
+                                 int64_t D, T* out) {
   pdl_wait();
   const int64_t t = blockIdx.x;
-  const int32_t id = ids[t];
-  const bool ok = id >= 0 && id < V;
+  const int64_t row = ids[t] - v0;  // a row of this rank's slice of the vocabulary
+  const bool ok = row >= 0 && row < V;
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
-    out[t * D + i] = ok ? table[static_cast<int64_t>(id) * D + i] : from_f<T>(0.f);
+    out[t * D + i] = ok ? table[row * D + i] : from_f<T>(0.f);
 }
 
 // Row copies of 2- or 4-byte elements.
@@ -40,15 +41,15 @@ __global__ void gather_rows_kernel(const E* src, int64_t ss, int64_t N, const in
 
 }  // namespace
 
-void embedding(const int32_t* ids, int64_t T, const void* table, int64_t V, int64_t D, void* out,
-               DT dt, cudaStream_t s) {
+void embedding(const int32_t* ids, int64_t T, const void* table, int64_t vocab_start, int64_t V,
+               int64_t D, void* out, DT dt, cudaStream_t s) {
   if (T == 0) return;
   if (dt == DT::BF16)
-    launch(embedding_kernel<bf16>, T, row_threads(D), 0, s, ids, static_cast<const bf16*>(table), V,
-           D, static_cast<bf16*>(out));
+    launch(embedding_kernel<bf16>, T, row_threads(D), 0, s, ids, static_cast<const bf16*>(table),
+           vocab_start, V, D, static_cast<bf16*>(out));
   else
     launch(embedding_kernel<float>, T, row_threads(D), 0, s, ids, static_cast<const float*>(table),
-           V, D, static_cast<float*>(out));
+           vocab_start, V, D, static_cast<float*>(out));
 }
 
 void concat_cols(const void* a, int64_t as, const void* b, int64_t bs, void* out, int64_t T,

@@ -1,0 +1,26 @@
+// Collectives over the ranks that hold one model between them (tensor and expert parallelism),
+// on the device that holds the tensors. The model calls them only where a sharded computation
+// meets again: after row-parallel projections (all_reduce_sum) and after the vocab-parallel
+// head (all_gather_cols). Implementations: distributed/cpu_collectives (host memory, any
+// ProcessGroup) and distributed/nccl_collectives (NCCL on the CUDA backend's stream, so the calls
+// are captured into CUDA graphs).
+#pragma once
+
+#include "core/tensor.h"
+#include "ops/workspace.h"
+
+namespace tandem {
+
+class Collectives {
+ public:
+  virtual ~Collectives() = default;
+  virtual int rank() const = 0;
+  virtual int world() const = 0;
+  // x = the sum of x over the ranks, in place. Every rank ends with the same bits.
+  virtual void all_reduce_sum(Tensor& x) = 0;
+  // in: [R, C] contiguous on every rank -> out: [R, world * C] contiguous, rank r's columns at
+  // [r * C, (r + 1) * C). Scratch comes from ws (an arena keeps addresses stable for graphs).
+  virtual void all_gather_cols(Workspace& ws, const Tensor& in, Tensor& out) = 0;
+};
+
+}  // namespace tandem
