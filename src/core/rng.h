@@ -10,6 +10,8 @@ namespace tandem {
 class Rng {
  public:
   explicit Rng(uint64_t seed = 0) : s_(seed) {}
+  // The whole state: Rng(r.state()) continues r's stream exactly (a step message carries it).
+  uint64_t state() const { return s_; }
   uint64_t next_u64() {
     uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

@@ -9,11 +9,14 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "runtime/geometry.h"
 #include "runtime/model_runner.h"
 #include "runtime/output_processor.h"
 #include "runtime/scheduler.h"
 #include "runtime/sequence.h"
 #include "runtime/spec_worker.h"
+#include "runtime/step_executor.h"
+#include "runtime/step_message.h"
 
 namespace tandem {
 
@@ -58,6 +61,8 @@ SchedulerOptions scheduler_options(const EngineOptions& o) {
 struct Engine::Impl {
   std::shared_ptr<const Model> model;
   EngineOptions opt;
+  ProcessGroup* group;  // the other ranks, or null
+  EngineGeometry geo;
   int64_t S = 0;  // draft tokens per round (0: plain decoding)
   int64_t num_pages = 0;
   int64_t ctx_len = 0;
@@ -65,6 +70,7 @@ struct Engine::Impl {
   ModelRunner runner;
   OutputProcessor out;
   std::unique_ptr<SpecWorker> spec;
+  StepExecutor exec;
 
   // Messages from other threads.
   std::mutex mu;
@@ -77,21 +83,20 @@ struct Engine::Impl {
 
   std::thread thread;
 
-  Impl(std::shared_ptr<const Model> mdl, EngineOptions o)
+  Impl(std::shared_ptr<const Model> mdl, EngineOptions o, ProcessGroup* g)
       : model(std::move(mdl)),
         opt(validated(std::move(o), *model)),
-        S(opt.spec.enabled() ? opt.spec.num_steps : 0),
-        num_pages(opt.num_pages > 0 ? opt.num_pages
-                                    : pages_for(opt.max_total_tokens, opt.page_size)),
-        // The longest prompt + output: the model's or the flag's, within the KV capacity less a
-        // round's extra positions.
-        ctx_len(std::min(
-            opt.context_length > 0 ? opt.context_length : model->config().max_position_embeddings,
-            num_pages * opt.page_size - (S + 1))),
+        group(g && g->world() > 1 ? g : nullptr),
+        geo(engine_geometry(opt, model->config(), group)),
+        S(geo.draft_steps),
+        num_pages(geo.num_pages),
+        ctx_len(geo.context_length),
         sched(num_pages, scheduler_options(opt)),
         runner(model, opt, num_pages, ctx_len, S),
-        out(S) {
-    if (S > 0) spec = std::make_unique<SpecWorker>(runner, out, opt.spec, opt.profile_spec_phases);
+        out(S),
+        spec(S > 0 ? std::make_unique<SpecWorker>(runner, out, opt.spec, opt.profile_spec_phases)
+                   : nullptr),
+        exec(runner, out, spec.get()) {
     out.publish(sched);
     thread = std::thread([this] { loop(); });
   }
@@ -103,7 +108,28 @@ struct Engine::Impl {
     }
     cv.notify_all();
     thread.join();
+    if (group && !fatal_seen) {
+      try {
+        Bytes stop = encode_stop();
+        group->broadcast(stop);
+      } catch (const std::exception& e) {
+        log_warn("telling the other ranks to stop: {}", e.what());
+      }
+    }
   }
+
+  // The ranks cannot continue together: stop everything (EngineOptions::on_fatal).
+  void fatal(const std::string& why) {
+    fatal_seen = true;
+    if (group) group->abort(why);
+    if (opt.on_fatal) {
+      opt.on_fatal(why);
+      return;
+    }
+    log_error("tensor parallelism: {}; stopping the server", why);
+    std::_Exit(1);
+  }
+  bool fatal_seen = false;
 
   // ---------------------------------------------------------------- messages
 
@@ -183,6 +209,19 @@ struct Engine::Impl {
         to_abort.swap(aborts);
         to_flush.swap(flushes);
       }
+      if (group && !fatal_seen) {
+        // A rank that died between steps is found here, not at the next request.
+        try {
+          group->check_peers();
+        } catch (const std::exception& e) {
+          fatal(e.what());
+        }
+      }
+      if (fatal_seen) {
+        for (auto& s : sched.take_running()) out.finish(*s, FinishReason::kError, "server failed");
+        for (auto& s : sched.take_waiting()) out.finish(*s, FinishReason::kError, "server failed");
+        continue;
+      }
       // An abort arrives between steps, so the KV of the committed tokens is complete and worth
       // keeping (the server aborts requests that hit a stop string).
       for (uint64_t id : to_abort)
@@ -193,9 +232,15 @@ struct Engine::Impl {
         out.publish(sched);  // callers read metrics right after the flush returns
         p.set_value(idle);
       }
+      bool sent = false;  // the other ranks have this step
       try {
-        step();
+        step(sent);
       } catch (const std::exception& e) {
+        if (sent) {
+          // The other ranks ran (or are running) this step: they cannot be brought back in line.
+          fatal(fmt::format("step failed after it was sent to the other ranks: {}", e.what()));
+          continue;
+        }
         // A failed forward must not take the server down: fail the requests it carried.
         log_error("engine step failed: {}", e.what());
         for (auto& s : sched.take_running()) out.finish(*s, FinishReason::kError, e.what());
@@ -208,84 +253,22 @@ struct Engine::Impl {
       out.finish(*s, FinishReason::kAbort, "server shutting down");
   }
 
-  void step() {
+  void step(bool& sent) {
     runner.begin_step();
     const StepPlan plan = sched.plan();
-    switch (plan.kind) {
-      case StepPlan::Kind::kIdle:
-        return;
-      case StepPlan::Kind::kPrefill:
-        prefill(plan.prefill);
-        break;
-      case StepPlan::Kind::kDecode:
-        if (plan.draft_steps > 0)
-          spec->round(plan.decode);
-        else
-          decode(plan.decode);
-        break;
+    if (plan.kind == StepPlan::Kind::kIdle) return;
+    if (group) {
+      Bytes msg = encode_step(plan);
+      sent = true;
+      group->broadcast(msg);
     }
+    exec.run(plan);
     out.send(sched);
-  }
-
-  // Chunks that reach the end of their prompt sample its first token from their logit row (each
-  // chunk contributes its last token's row).
-  void prefill(const std::vector<ScheduledChunk>& batch) {
-    std::vector<SequenceChunk> chunks;
-    for (auto& b : batch)
-      chunks.push_back({&b.seq->pages,
-                        b.start,
-                        {b.seq->tokens.begin() + b.start, b.seq->tokens.begin() + b.end},
-                        false});
-    ForwardResult r = runner.extend(chunks);
-    out.count_step();
-    std::vector<Sequence*> done;
-    std::vector<int64_t> done_rows, hidden_rows;
-    int64_t row_end = 0;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      Sequence& s = *batch[i].seq;
-      s.kv_len = batch[i].end;
-      row_end += batch[i].end - batch[i].start;
-      if (batch[i].end == static_cast<int64_t>(s.tokens.size())) {
-        done.push_back(&s);
-        done_rows.push_back(static_cast<int64_t>(i));
-        hidden_rows.push_back(row_end - 1);  // the chunk's last token in the hidden states
-      }
-    }
-    if (!done.empty()) {
-      const std::vector<int32_t> next = runner.sample(r.logits, done, done_rows);
-      for (size_t i = 0; i < done.size(); ++i) {
-        Sequence& s = *done[i];
-        s.prefilled = true;
-        if (s.req.return_hidden_states)
-          s.pending_hidden.push_back(runner.hidden_row(r.hidden, hidden_rows[i]));
-        OutputProcessor::commit(s, {next[i]});
-      }
-    }
-    if (spec) spec->after_prefill(batch, r);
-  }
-
-  void decode(const std::vector<Sequence*>& seqs) {
-    std::vector<SequenceChunk> chunks;
-    for (Sequence* s : seqs) chunks.push_back({&s->pages, s->kv_len, {s->tokens.back()}, false});
-    ForwardResult r =
-        runner.forward_fixed(ModelRunner::Kind::kTarget, chunks, 1,
-                             std::vector<int64_t>(seqs.size(), 0), Tensor(), Tensor());
-    out.count_step();
-    std::vector<int64_t> rows(seqs.size());
-    for (size_t i = 0; i < seqs.size(); ++i) rows[i] = static_cast<int64_t>(i);
-    const std::vector<int32_t> next = runner.sample(r.logits, seqs, rows);
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      Sequence& s = *seqs[i];
-      s.kv_len += 1;
-      if (s.req.return_hidden_states)
-        s.pending_hidden.push_back(runner.hidden_row(r.hidden, static_cast<int64_t>(i)));
-      OutputProcessor::commit(s, {next[i]});
-    }
   }
 };
 
-Engine::Engine(std::shared_ptr<const Model> model, EngineOptions opts)
-    : impl_(std::make_unique<Impl>(std::move(model), std::move(opts))) {}
+Engine::Engine(std::shared_ptr<const Model> model, EngineOptions opts, ProcessGroup* group)
+    : impl_(std::make_unique<Impl>(std::move(model), std::move(opts), group)) {}
 Engine::~Engine() = default;
 std::shared_ptr<RequestStream> Engine::submit(Request r) {
   return impl_->submit(std::move(r));

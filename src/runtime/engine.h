@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "distributed/process_group.h"
 #include "model/model.h"
 #include "runtime/engine_options.h"
 #include "runtime/sampler.h"
@@ -92,7 +93,9 @@ struct EngineMetrics {
 
 class Engine {
  public:
-  Engine(std::shared_ptr<const Model> model, EngineOptions opts);
+  // group: under tensor parallelism, the model's ranks; this engine is rank 0 and sends each
+  // step to the others, which run run_follower() (follower.h). Null: one device.
+  Engine(std::shared_ptr<const Model> model, EngineOptions opts, ProcessGroup* group = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

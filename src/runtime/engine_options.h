@@ -53,6 +53,10 @@ struct EngineOptions {
   // Profiling aid: wait for the device after each phase of a speculative round and add the phase's
   // wall time to EngineMetrics::spec_phase_seconds (the waits cost some speed).
   bool profile_spec_phases = false;
+  // Tensor parallelism: what the engine calls when the ranks can no longer agree (a rank died, a
+  // collective timed out, a step failed after it was sent to the other ranks). Empty: log the
+  // reason and end the process with exit code 1 (the server must not hang or serve half a model).
+  std::function<void(const std::string& why)> on_fatal;
   SpeculativeOptions spec;
 
   // Checks every field and normalizes the speculative ones as SGLang does (algorithm names are

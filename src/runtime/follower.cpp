@@ -1,0 +1,33 @@
+#include "runtime/follower.h"
+
+#include "core/log.h"
+#include "runtime/geometry.h"
+#include "runtime/model_runner.h"
+#include "runtime/output_processor.h"
+#include "runtime/spec_worker.h"
+#include "runtime/step_executor.h"
+#include "runtime/step_message.h"
+
+namespace tandem {
+
+void run_follower(std::shared_ptr<const Model> model, EngineOptions opt, ProcessGroup& group) {
+  opt.validate();
+  const EngineGeometry geo = engine_geometry(opt, model->config(), &group);
+  ModelRunner runner(model, opt, geo.num_pages, geo.context_length, geo.draft_steps);
+  OutputProcessor out(geo.draft_steps);  // counts only; nothing is streamed from here
+  std::unique_ptr<SpecWorker> spec;
+  if (geo.draft_steps > 0)
+    spec = std::make_unique<SpecWorker>(runner, out, opt.spec, opt.profile_spec_phases);
+  StepExecutor exec(runner, out, spec.get());
+  log_info("rank {} of {}: ready ({} KV pages)", group.rank(), group.world(), geo.num_pages);
+  for (;;) {
+    Bytes msg;
+    group.broadcast(msg);
+    ReceivedStep step = decode_step(msg);
+    if (step.stop) return;
+    runner.begin_step();
+    exec.run(step.plan);
+  }
+}
+
+}  // namespace tandem

@@ -1,0 +1,76 @@
+#include "runtime/step_executor.h"
+
+namespace tandem {
+
+void StepExecutor::run(const StepPlan& plan) {
+  switch (plan.kind) {
+    case StepPlan::Kind::kIdle:
+      return;
+    case StepPlan::Kind::kPrefill:
+      prefill(plan.prefill);
+      return;
+    case StepPlan::Kind::kDecode:
+      if (plan.draft_steps > 0)
+        spec_->round(plan.decode);
+      else
+        decode(plan.decode);
+      return;
+  }
+}
+
+// Chunks that reach the end of their prompt sample its first token from their logit row (each
+// chunk contributes its last token's row).
+void StepExecutor::prefill(const std::vector<ScheduledChunk>& batch) {
+  std::vector<SequenceChunk> chunks;
+  for (auto& b : batch)
+    chunks.push_back({&b.seq->pages,
+                      b.start,
+                      {b.seq->tokens.begin() + b.start, b.seq->tokens.begin() + b.end},
+                      false});
+  ForwardResult r = runner_.extend(chunks);
+  out_.count_step();
+  std::vector<Sequence*> done;
+  std::vector<int64_t> done_rows, hidden_rows;
+  int64_t row_end = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Sequence& s = *batch[i].seq;
+    s.kv_len = batch[i].end;
+    row_end += batch[i].end - batch[i].start;
+    if (batch[i].end == static_cast<int64_t>(s.tokens.size())) {
+      done.push_back(&s);
+      done_rows.push_back(static_cast<int64_t>(i));
+      hidden_rows.push_back(row_end - 1);  // the chunk's last token in the hidden states
+    }
+  }
+  if (!done.empty()) {
+    const std::vector<int32_t> next = runner_.sample(r.logits, done, done_rows);
+    for (size_t i = 0; i < done.size(); ++i) {
+      Sequence& s = *done[i];
+      s.prefilled = true;
+      if (s.req.return_hidden_states)
+        s.pending_hidden.push_back(runner_.hidden_row(r.hidden, hidden_rows[i]));
+      OutputProcessor::commit(s, {next[i]});
+    }
+  }
+  if (spec_) spec_->after_prefill(batch, r);
+}
+
+void StepExecutor::decode(const std::vector<Sequence*>& seqs) {
+  std::vector<SequenceChunk> chunks;
+  for (Sequence* s : seqs) chunks.push_back({&s->pages, s->kv_len, {s->tokens.back()}, false});
+  ForwardResult r = runner_.forward_fixed(ModelRunner::Kind::kTarget, chunks, 1,
+                                          std::vector<int64_t>(seqs.size(), 0), Tensor(), Tensor());
+  out_.count_step();
+  std::vector<int64_t> rows(seqs.size());
+  for (size_t i = 0; i < seqs.size(); ++i) rows[i] = static_cast<int64_t>(i);
+  const std::vector<int32_t> next = runner_.sample(r.logits, seqs, rows);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Sequence& s = *seqs[i];
+    s.kv_len += 1;
+    if (s.req.return_hidden_states)
+      s.pending_hidden.push_back(runner_.hidden_row(r.hidden, static_cast<int64_t>(i)));
+    OutputProcessor::commit(s, {next[i]});
+  }
+}
+
+}  // namespace tandem

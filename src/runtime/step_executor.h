@@ -1,0 +1,31 @@
+// Runs one scheduled step on this rank's model runner: a prefill of chunks, a decode, or a
+// speculative round, committing the sampled tokens to the sequences. The engine runs it on the
+// scheduler's plan; under tensor parallelism every other rank runs it on the same plan rebuilt
+// from rank 0's step message (step_message.h), so all ranks issue the same forwards.
+#pragma once
+
+#include "runtime/model_runner.h"
+#include "runtime/output_processor.h"
+#include "runtime/scheduler.h"
+#include "runtime/spec_worker.h"
+
+namespace tandem {
+
+class StepExecutor {
+ public:
+  // spec: null for plain decoding.
+  StepExecutor(ModelRunner& runner, OutputProcessor& out, SpecWorker* spec)
+      : runner_(runner), out_(out), spec_(spec) {}
+
+  void run(const StepPlan& plan);
+
+ private:
+  void prefill(const std::vector<ScheduledChunk>& batch);
+  void decode(const std::vector<Sequence*>& seqs);
+
+  ModelRunner& runner_;
+  OutputProcessor& out_;
+  SpecWorker* spec_;
+};
+
+}  // namespace tandem

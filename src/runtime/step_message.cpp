@@ -1,0 +1,205 @@
+#include "runtime/step_message.h"
+
+#include <cstring>
+#include <map>
+
+namespace tandem {
+
+namespace {
+
+enum : uint8_t { kStep = 1, kStop = 2 };
+
+class Writer {
+ public:
+  template <typename T>
+  void put(T v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    b_.insert(b_.end(), p, p + sizeof(T));
+  }
+  template <typename T>
+  void put_vec(const T* p, size_t n) {
+    put<uint64_t>(n);
+    const auto* q = reinterpret_cast<const uint8_t*>(p);
+    b_.insert(b_.end(), q, q + n * sizeof(T));
+  }
+  template <typename T>
+  void put_vec(const std::vector<T>& v) {
+    put_vec(v.data(), v.size());
+  }
+  Bytes take() { return std::move(b_); }
+
+ private:
+  Bytes b_;
+};
+
+class Reader {
+ public:
+  explicit Reader(const Bytes& b) : b_(b) {}
+  template <typename T>
+  T get() {
+    need(sizeof(T));
+    T v;
+    std::memcpy(&v, b_.data() + at_, sizeof(T));
+    at_ += sizeof(T);
+    return v;
+  }
+  template <typename T>
+  std::vector<T> get_vec() {
+    const uint64_t n = get<uint64_t>();
+    if (n > b_.size()) fail("step message: a list of {} elements in {} bytes", n, b_.size());
+    need(n * sizeof(T));
+    std::vector<T> v(n);
+    std::memcpy(v.data(), b_.data() + at_, n * sizeof(T));
+    at_ += n * sizeof(T);
+    return v;
+  }
+
+ private:
+  void need(size_t n) const {
+    if (at_ + n > b_.size()) fail("step message truncated at byte {} of {}", at_, b_.size());
+  }
+  const Bytes& b_;
+  size_t at_ = 0;
+};
+
+// One sequence; of its tokens only [from, to), the ones the step reads (a long prompt is not
+// sent again with every chunk).
+void put_sequence(Writer& w, const Sequence& s, int64_t from, int64_t to) {
+  w.put<uint64_t>(s.id);
+  w.put<int64_t>(s.prompt_len);
+  w.put<int64_t>(s.kv_len);
+  w.put<int64_t>(s.generated);
+  w.put<uint8_t>(s.prefilled);
+  w.put<uint8_t>(s.req.return_hidden_states);
+  w.put<int64_t>(s.req.max_new_tokens);
+  w.put<float>(s.req.sampling.temperature);
+  w.put<int32_t>(s.req.sampling.top_k);
+  w.put<float>(s.req.sampling.top_p);
+  w.put<uint64_t>(s.req.sampling.seed);
+  w.put<uint64_t>(s.rng.state());
+  w.put_vec(s.req.stop_token_ids);
+  w.put<int64_t>(static_cast<int64_t>(s.tokens.size()));
+  w.put<int64_t>(from);
+  w.put_vec(s.tokens.data() + from, static_cast<size_t>(to - from));
+  w.put_vec(s.pages);
+  w.put<int32_t>(s.next_draft);
+  w.put_vec(s.draft_hidden);
+  w.put_vec(s.draft_topk);
+}
+
+std::unique_ptr<Sequence> get_sequence(Reader& r) {
+  auto s = std::make_unique<Sequence>();
+  s->id = r.get<uint64_t>();
+  s->prompt_len = r.get<int64_t>();
+  s->kv_len = r.get<int64_t>();
+  s->generated = r.get<int64_t>();
+  s->prefilled = r.get<uint8_t>() != 0;
+  s->req.return_hidden_states = r.get<uint8_t>() != 0;
+  s->req.max_new_tokens = r.get<int64_t>();
+  s->req.sampling.temperature = r.get<float>();
+  s->req.sampling.top_k = r.get<int32_t>();
+  s->req.sampling.top_p = r.get<float>();
+  s->req.sampling.seed = r.get<uint64_t>();
+  s->rng = Rng(r.get<uint64_t>());
+  s->req.stop_token_ids = r.get_vec<int32_t>();
+  const int64_t total = r.get<int64_t>(), start = r.get<int64_t>();
+  const std::vector<int32_t> window = r.get_vec<int32_t>();
+  if (start < 0 || start + static_cast<int64_t>(window.size()) > total)
+    fail("step message: sequence {} has tokens [{}, {}) of {}", s->id, start,
+         start + static_cast<int64_t>(window.size()), total);
+  // Positions outside the window are never read by the step; zeros keep the indices absolute
+  // and the length right (which the step compares against).
+  s->tokens.assign(static_cast<size_t>(total), 0);
+  std::copy(window.begin(), window.end(), s->tokens.begin() + start);
+  s->pages = r.get_vec<int32_t>();
+  s->next_draft = r.get<int32_t>();
+  s->draft_hidden = r.get_vec<float>();
+  s->draft_topk = r.get_vec<int32_t>();
+  return s;
+}
+
+}  // namespace
+
+Bytes encode_step(const StepPlan& plan) {
+  Writer w;
+  w.put<uint8_t>(kStep);
+  w.put<uint8_t>(static_cast<uint8_t>(plan.kind));
+  w.put<int64_t>(plan.draft_steps);
+  // Each sequence once, with the token positions the step reads: a chunk [start, end) and the
+  // token after it (the draft pairs h_i with x_{i+1}); a decode the last token.
+  std::vector<const Sequence*> seqs;
+  std::map<const Sequence*, int64_t> index;
+  std::map<const Sequence*, std::pair<int64_t, int64_t>> window;
+  auto add = [&](const Sequence* s, int64_t from, int64_t to) {
+    to = std::min<int64_t>(to, static_cast<int64_t>(s->tokens.size()));
+    auto [it, fresh] = index.emplace(s, static_cast<int64_t>(seqs.size()));
+    if (fresh) {
+      seqs.push_back(s);
+      window[s] = {from, to};
+    } else {
+      window[s] = {std::min(window[s].first, from), std::max(window[s].second, to)};
+    }
+    return it->second;
+  };
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> chunks;  // (sequence, start, end)
+  for (const ScheduledChunk& c : plan.prefill)
+    chunks.emplace_back(add(c.seq, c.start, c.end + 1), c.start, c.end);
+  std::vector<int64_t> decode;
+  for (const Sequence* s : plan.decode) {
+    const int64_t n = static_cast<int64_t>(s->tokens.size());
+    decode.push_back(add(s, n - 1, n));
+  }
+  w.put<uint32_t>(static_cast<uint32_t>(seqs.size()));
+  for (const Sequence* s : seqs) put_sequence(w, *s, window[s].first, window[s].second);
+  w.put<uint32_t>(static_cast<uint32_t>(chunks.size()));
+  for (auto [i, b, e] : chunks) {
+    w.put<int64_t>(i);
+    w.put<int64_t>(b);
+    w.put<int64_t>(e);
+  }
+  w.put_vec(decode);
+  return w.take();
+}
+
+Bytes encode_stop() {
+  Writer w;
+  w.put<uint8_t>(kStop);
+  return w.take();
+}
+
+ReceivedStep decode_step(const Bytes& b) {
+  Reader r(b);
+  ReceivedStep out;
+  const uint8_t tag = r.get<uint8_t>();
+  if (tag == kStop) {
+    out.stop = true;
+    return out;
+  }
+  if (tag != kStep) fail("step message: unknown tag {}", tag);
+  const uint8_t kind = r.get<uint8_t>();
+  if (kind > static_cast<uint8_t>(StepPlan::Kind::kDecode)) fail("step message: kind {}", kind);
+  out.plan.kind = static_cast<StepPlan::Kind>(kind);
+  out.plan.draft_steps = r.get<int64_t>();
+  const uint32_t n = r.get<uint32_t>();
+  for (uint32_t i = 0; i < n; ++i) out.seqs.push_back(get_sequence(r));
+  auto seq = [&](int64_t i) {
+    if (i < 0 || i >= static_cast<int64_t>(out.seqs.size()))
+      fail("step message: sequence index {} of {}", i, out.seqs.size());
+    return out.seqs[static_cast<size_t>(i)].get();
+  };
+  const uint32_t nc = r.get<uint32_t>();
+  for (uint32_t i = 0; i < nc; ++i) {
+    ScheduledChunk c;
+    c.seq = seq(r.get<int64_t>());
+    c.start = r.get<int64_t>();
+    c.end = r.get<int64_t>();
+    if (c.start < 0 || c.end < c.start || c.end > static_cast<int64_t>(c.seq->tokens.size()))
+      fail("step message: chunk [{}, {}) of a sequence of {} tokens", c.start, c.end,
+           c.seq->tokens.size());
+    out.plan.prefill.push_back(c);
+  }
+  for (int64_t i : r.get_vec<int64_t>()) out.plan.decode.push_back(seq(i));
+  return out;
+}
+
+}  // namespace tandem
