@@ -21,8 +21,27 @@ Runner add_serve(CLI::App& app) {
   app.add_option("--port", a->port, "Port to listen on (0: any free port)")->capture_default_str();
   app.add_option("--device", a->device, "cpu, cuda, or auto (cuda when available)")
       ->capture_default_str();
-  app.add_option("--tp-size,--tensor-parallel-size", a->tp_size, "Tensor-parallel ranks")
+  app.add_option("--tp-size,--tensor-parallel-size", a->tp_size,
+                 "Ranks (GPUs) holding the model: attention heads, MLPs and the vocabulary are "
+                 "split over them; one process per rank")
       ->capture_default_str();
+  app.add_option("--ep-size,--expert-parallel-size", a->ep_size,
+                 "Expert groups: each of ep-size groups of tp-size / ep-size ranks holds "
+                 "experts / ep-size routed experts (divides --tp-size)")
+      ->capture_default_str();
+  app.add_option("--nnodes", a->nnodes, "Nodes the ranks are spread over")->capture_default_str();
+  app.add_option("--node-rank", a->node_rank, "This node's index (node 0 serves HTTP)")
+      ->capture_default_str();
+  app.add_option("--dist-init-addr", a->dist_init_addr,
+                 "host:port where node 0 listens for the other ranks (default on one node: a "
+                 "free loopback port)");
+  app.add_option("--base-gpu-id", a->base_gpu_id, "This node's first GPU")->capture_default_str();
+  app.add_option("--dist-timeout", a->dist_timeout,
+                 "Seconds to wait for the nodes to join, and for one collective inside a step, "
+                 "before the server stops with an error")
+      ->capture_default_str();
+  // Set by a node's launcher on the ranks it starts; not for users.
+  app.add_option("--dist-local-rank", a->dist_local_rank)->group("");
   app.add_option("--mem-fraction-static", a->mem_fraction_static,
                  "Accepted for SGLang compatibility; the KV cache is sized by --max-total-tokens");
   app.add_flag("--trust-remote-code", a->trust_remote_code, "Accepted (no remote code is run)");

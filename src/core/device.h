@@ -34,6 +34,10 @@ class DeviceInterface {
   virtual void synchronize(Device d) = 0;
   // Bytes free and in total on the device (host RAM for the CPU).
   virtual void memory_info(Device d, size_t* free, size_t* total) = 0;
+  // Makes d the calling thread's current device (CUDA: cudaSetDevice), so that work this thread
+  // issues goes to it; a process serving one rank of a multi-GPU model calls it on every thread
+  // that launches work.
+  virtual void make_current(Device d) { (void)d; }
 };
 
 void register_device_interface(DeviceType t, DeviceInterface* iface);

@@ -98,11 +98,14 @@ struct DummyFormats {
   }
 };
 
-LayerWeights layer(const ModelConfig& c, Filler& f, bool moe, bool indexer, const DummyFormats& q) {
+// Shapes are this rank's share under tensor / expert parallelism (model/shard.h): its heads,
+// its slice of each intermediate dimension, its experts.
+LayerWeights layer(const ModelConfig& c, const ShardSpec& sh, Filler& f, bool moe, bool indexer,
+                   const DummyFormats& q) {
   const auto proj = [&](int64_t out, int64_t in) {
     return f.maybe_quantized({out, in}, q.proj, q.proj_act, q.ue8m0);
   };
-  const int64_t D = c.hidden_size, H = c.num_attention_heads, dn = c.qk_nope_head_dim,
+  const int64_t D = c.hidden_size, H = head_span(c, sh).size, dn = c.qk_nope_head_dim,
                 dr = c.qk_rope_head_dim;
   const int64_t dv = c.v_head_dim, rkv = c.kv_lora_rank, rq = c.q_lora_rank;
   LayerWeights w;
@@ -132,20 +135,21 @@ LayerWeights layer(const ModelConfig& c, Filler& f, bool moe, bool indexer, cons
   }
   if (!moe) {
     MlpWeights& m = w.mlp.emplace();
-    m.gate_up = proj(2 * c.intermediate_size, D);
-    m.down = proj(D, c.intermediate_size);
+    m.gate_up = proj(2 * c.intermediate_size / sh.tp_size, D);
+    m.down = proj(D, c.intermediate_size / sh.tp_size);
     return w;
   }
-  const int64_t E = c.n_routed_experts, I = c.moe_intermediate_size;
+  const int64_t E = expert_span(c, sh).size, I = c.moe_intermediate_size / sh.moe_tp();
+  const int64_t Is = c.moe_intermediate_size * c.n_shared_experts / sh.tp_size;
   MoeWeights& m = w.moe.emplace();
-  m.router = f.linear_f32(E, D);
-  m.score_bias = f.vec(E, 0.01f);
+  m.router = f.linear_f32(c.n_routed_experts, D);  // replicated: routes over every expert
+  m.score_bias = f.vec(c.n_routed_experts, 0.01f);
   m.experts_gate_up = f.maybe_quantized({E, 2 * I, D}, q.experts, q.experts_act, q.ue8m0);
   m.experts_down = f.maybe_quantized({E, D, I}, q.experts, q.experts_act, q.ue8m0);
   if (c.n_shared_experts > 0) {
     MlpWeights& s = m.shared.emplace();
-    s.gate_up = proj(2 * I * c.n_shared_experts, D);
-    s.down = proj(D, I * c.n_shared_experts);
+    s.gate_up = proj(2 * Is, D);
+    s.down = proj(D, Is);
   }
   return w;
 }
@@ -153,24 +157,26 @@ LayerWeights layer(const ModelConfig& c, Filler& f, bool moe, bool indexer, cons
 }  // namespace
 
 ModelWeights dummy_weights(const ModelConfig& c, const LoadOptions& o, uint64_t seed) {
+  validate_shard(c, o.shard);
   Filler f(o, seed);
   ModelWeights mw;
-  const int64_t D = c.hidden_size;
-  mw.embed = Tensor::empty({c.vocab_size, D}, o.dtype, o.device);
+  const int64_t D = c.hidden_size, V = vocab_span(c, o.shard).size;
+  mw.embed = Tensor::empty({V, D}, o.dtype, o.device);
   ops::fill_random(mw.embed, seed + 1000003, 1.0f);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l)
-    mw.layers.push_back(layer(c, f, c.is_moe_layer(l),
+    mw.layers.push_back(layer(c, o.shard, f, c.is_moe_layer(l),
                               !c.has_indexer || c.indexer_full[static_cast<size_t>(l)],
                               DummyFormats::of(c, false)));
   mw.final_norm = f.vec(D, 1.0f);
-  mw.lm_head = f.linear(c.vocab_size, D);
+  mw.lm_head = f.linear(V, D);
   if (o.load_mtp && c.has_mtp()) {
     MtpWeights& m = mw.mtp.emplace();
     m.enorm = f.vec(D, 1.0f);
     m.hnorm = f.vec(D, 1.0f);
     m.eh_proj = f.linear(D, 2 * D);
     m.shared_head_norm = f.vec(D, 1.0f);
-    m.layer = layer(c, f, c.n_routed_experts > 0, c.has_indexer, DummyFormats::of(c, true));
+    m.layer =
+        layer(c, o.shard, f, c.n_routed_experts > 0, c.has_indexer, DummyFormats::of(c, true));
   }
   const RopeTables rt = compute_rope_tables(c);
   Tensor inv = Tensor::from_vector(rt.inv_freq, {static_cast<int64_t>(rt.inv_freq.size())});

@@ -55,7 +55,7 @@ std::unique_ptr<Model> Model::dummy(const ModelConfig& c, const LoadOptions& o, 
   const size_t free_before = free_bytes(o.device);
   ModelWeights w = dummy_weights(c, o, seed);
   report_weight_bytes(c, o.device, free_before, "dummy");
-  return std::make_unique<Model>(c, std::move(w), o.device);
+  return std::make_unique<Model>(c, std::move(w), o.device, o.shard);
 }
 
 LayerContext Model::context(const ForwardBatch& batch, KvCache& cache, Workspace& ws) const {

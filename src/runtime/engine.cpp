@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/device.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "runtime/geometry.h"
@@ -98,7 +99,10 @@ struct Engine::Impl {
                    : nullptr),
         exec(runner, out, spec.get()) {
     out.publish(sched);
-    thread = std::thread([this] { loop(); });
+    thread = std::thread([this] {
+      device_interface(model->device().type).make_current(model->device());
+      loop();
+    });
   }
 
   ~Impl() {

@@ -1,5 +1,6 @@
 #include "runtime/follower.h"
 
+#include "core/device.h"
 #include "core/log.h"
 #include "runtime/geometry.h"
 #include "runtime/model_runner.h"
@@ -12,6 +13,7 @@ namespace tandem {
 
 void run_follower(std::shared_ptr<const Model> model, EngineOptions opt, ProcessGroup& group) {
   opt.validate();
+  device_interface(model->device().type).make_current(model->device());
   const EngineGeometry geo = engine_geometry(opt, model->config(), &group);
   ModelRunner runner(model, opt, geo.num_pages, geo.context_length, geo.draft_steps);
   OutputProcessor out(geo.draft_steps);  // counts only; nothing is streamed from here

@@ -10,13 +10,18 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "distributed/make_collectives.h"
+#include "distributed/socket_group.h"
 #include "model/model.h"
 #include "ops/backend.h"
+#include "runtime/follower.h"
 #include "server/http_server.h"
+#include "server/ranks.h"
 #include "server/routes.h"
 #include "server/server_state.h"
 
@@ -24,7 +29,79 @@ namespace tandem::server {
 
 namespace {
 
-LoadedModel load_model(const ServerArgs& args, const EngineOptions& eo, bool cuda) {
+// Rank 0's end of the process group under tensor parallelism: the socket the other ranks join,
+// bound before they are spawned so that they know its port.
+struct RankZero {
+  RankLayout layout;
+  tcp::Address addr;
+  tcp::Socket listener;
+  std::unique_ptr<LocalRanks> children;
+};
+
+LoadOptions load_options(const ServerArgs& args, const EngineOptions& eo, bool cuda,
+                         const RankLayout& rl) {
+  LoadOptions lo;
+  lo.device = cuda ? Device::cuda(rl.gpu) : Device::cpu();
+  lo.dtype = cuda ? DType::BF16 : DType::F32;
+  lo.load_mtp = eo.spec.enabled();
+  lo.online_quant = parse_online_quant(args.quantization, args.model_loader_extra_config);
+  lo.shard = ShardSpec{rl.rank, args.tp_size, args.ep_size};
+  lo.show_progress = rl.rank == 0;
+  // Every thread that launches work on the device must have it current (cuda_device.cpp).
+  device_interface(lo.device.type).make_current(lo.device);
+  return lo;
+}
+
+std::shared_ptr<Model> load_weights_of(const ServerArgs& args, const LoadOptions& lo) {
+  if (args.load_format == "dummy")
+    return Model::dummy(
+        ModelConfig::from_file((std::filesystem::path(args.model_path) / "config.json").string()),
+        lo);
+  return Model::load(args.model_path, lo);
+}
+
+// The engine options with the KV cache sized for this device (--mem-fraction-static), logged.
+EngineOptions sized_for_device(const ServerArgs& args, const EngineOptions& eo, const Model& model,
+                               const LoadOptions& lo, bool cuda) {
+  EngineOptions opts = eo;
+  // The pools' element type: the FP8 rows, else the compute dtype (as ModelRunner builds them).
+  const DType kv_dtype = eo.kv_cache_fp8 ? DType::F8_E4M3 : lo.dtype;
+  const int64_t kv_bytes_per_token =
+      KvCache::bytes_per_token(model.config(), kv_dtype, eo.spec.enabled());
+  if (cuda && args.mem_fraction_static > 0) {
+    // SGLang's meaning: weights plus KV pools take this fraction of the device's memory;
+    // activations and graphs live in the rest.
+    size_t free = 0, total = 0;
+    device_interface(DeviceType::CUDA).memory_info(lo.device, &free, &total);
+    const double budget =
+        args.mem_fraction_static * static_cast<double>(total) - static_cast<double>(total - free);
+    const int64_t per_page = kv_bytes_per_token * eo.page_size;
+    if (budget < static_cast<double>(per_page) * 4)
+      throw InvalidArgument(fmt::format(
+          "--mem-fraction-static {}: the weights already use {:.1f} of {:.1f} GiB, nothing is left "
+          "for the KV cache",
+          args.mem_fraction_static, (total - free) / 1073741824.0, total / 1073741824.0));
+    opts.num_pages = static_cast<int64_t>(budget / static_cast<double>(per_page));
+    log_info("KV cache: {} pages of {} tokens ({:.1f} GiB) from --mem-fraction-static {}",
+             opts.num_pages, eo.page_size, opts.num_pages * per_page / 1073741824.0,
+             args.mem_fraction_static);
+  }
+  const int64_t pages = opts.num_pages > 0
+                            ? opts.num_pages
+                            : (opts.max_total_tokens + opts.page_size - 1) / opts.page_size;
+  log_info("KV cache: {} tokens ({} pages of {}), {} bytes per token in {} ({:.1f} MiB)",
+           pages * opts.page_size, pages, opts.page_size, kv_bytes_per_token,
+           eo.kv_cache_fp8 ? "fp8_e4m3" : dtype_name(kv_dtype),
+           static_cast<double>(pages * opts.page_size * kv_bytes_per_token) / 1048576.0);
+  return opts;
+}
+
+std::chrono::milliseconds dist_timeout(const ServerArgs& args) {
+  return std::chrono::milliseconds(static_cast<int64_t>(args.dist_timeout * 1000.0));
+}
+
+LoadedModel load_model(const ServerArgs& args, const EngineOptions& eo, bool cuda,
+                       RankZero* rank0) {
   namespace fs = std::filesystem;
   if (!fs::exists(fs::path(args.model_path) / "config.json"))
     throw InvalidArgument(fmt::format("--model-path {}: no config.json there", args.model_path));
@@ -48,52 +125,48 @@ LoadedModel load_model(const ServerArgs& args, const EngineOptions& eo, bool cud
     log_error("chat template of {} not usable, chat completions disabled: {}", tok_dir, e.what());
     lm.chat_template.reset();
   }
-  LoadOptions lo;
-  lo.device = cuda ? Device::cuda(0) : Device::cpu();
-  lo.dtype = cuda ? DType::BF16 : DType::F32;
-  lo.load_mtp = eo.spec.enabled();
-  lo.online_quant = parse_online_quant(args.quantization, args.model_loader_extra_config);
-  std::shared_ptr<const Model> model =
-      args.load_format == "dummy"
-          ? std::shared_ptr<const Model>(
-                Model::dummy(ModelConfig::from_file(
-                                 (std::filesystem::path(args.model_path) / "config.json").string()),
-                             lo))
-          : std::shared_ptr<const Model>(Model::load(args.model_path, lo));
-  EngineOptions opts = eo;
-  // The pools' element type: the FP8 rows, else the compute dtype (as ModelRunner builds them).
-  const DType kv_dtype = eo.kv_cache_fp8 ? DType::F8_E4M3 : lo.dtype;
-  const int64_t kv_bytes_per_token =
-      KvCache::bytes_per_token(model->config(), kv_dtype, eo.spec.enabled());
-  if (cuda && args.mem_fraction_static > 0) {
-    // SGLang's meaning: weights plus KV pools take this fraction of the device's memory;
-    // activations and graphs live in the rest.
-    size_t free = 0, total = 0;
-    device_interface(DeviceType::CUDA).memory_info(lo.device, &free, &total);
-    const double budget =
-        args.mem_fraction_static * static_cast<double>(total) - static_cast<double>(total - free);
-    const int64_t per_page = kv_bytes_per_token * eo.page_size;
-    if (budget < static_cast<double>(per_page) * 4)
-      throw InvalidArgument(fmt::format(
-          "--mem-fraction-static {}: the weights already use {:.1f} of {:.1f} GiB, nothing is left "
-          "for the KV cache",
-          args.mem_fraction_static, (total - free) / 1073741824.0, total / 1073741824.0));
-    opts.num_pages = static_cast<int64_t>(budget / static_cast<double>(per_page));
-    log_info("KV cache: {} pages of {} tokens ({:.1f} GiB) from --mem-fraction-static {}",
-             opts.num_pages, eo.page_size, opts.num_pages * per_page / 1073741824.0,
-             args.mem_fraction_static);
+  const RankLayout rl = rank0 ? rank0->layout : RankLayout{};
+  if (rank0) {
+    // Every rank joins before anything loads: a node that cannot join fails start-up at once.
+    lm.group =
+        SocketGroup::join(0, rl.world, rank0->addr, dist_timeout(args), std::move(rank0->listener));
+    log_info("tensor parallelism: {} ranks joined (tp {}, ep {}, {} nodes)", rl.world, args.tp_size,
+             args.ep_size, args.nnodes);
   }
-  {
-    const int64_t pages = opts.num_pages > 0
-                              ? opts.num_pages
-                              : (opts.max_total_tokens + opts.page_size - 1) / opts.page_size;
-    log_info("KV cache: {} tokens ({} pages of {}), {} bytes per token in {} ({:.1f} MiB)",
-             pages * opts.page_size, pages, opts.page_size, kv_bytes_per_token,
-             eo.kv_cache_fp8 ? "fp8_e4m3" : dtype_name(kv_dtype),
-             static_cast<double>(pages * opts.page_size * kv_bytes_per_token) / 1048576.0);
+  const LoadOptions lo = load_options(args, eo, cuda, rl);
+  std::shared_ptr<Model> model = load_weights_of(args, lo);
+  if (lm.group) {
+    lm.comm = make_collectives(*lm.group, lo.device);
+    model->set_collectives(lm.comm.get());
   }
-  lm.engine = std::make_unique<Engine>(model, opts);
+  const EngineOptions opts = sized_for_device(args, eo, *model, lo, cuda);
+  lm.engine = std::make_unique<Engine>(model, opts, lm.group.get());
   return lm;
+}
+
+// A rank other than 0: no HTTP; joins rank 0, loads its share and runs rank 0's steps until told
+// to stop. Returns the exit code.
+int run_follower_rank(const ServerArgs& args, const RankLayout& rl, bool cuda) {
+  try {
+    const EngineOptions eo = engine_options(args, cuda);
+    std::unique_ptr<LocalRanks> children;
+    if (rl.local_rank == 0)
+      children = std::make_unique<LocalRanks>(rl, own_command_line(), std::vector<std::string>{});
+    const tcp::Address addr = tcp::parse_address(args.dist_init_addr);
+    std::unique_ptr<ProcessGroup> group =
+        SocketGroup::join(rl.rank, rl.world, addr, dist_timeout(args));
+    const LoadOptions lo = load_options(args, eo, cuda, rl);
+    std::shared_ptr<Model> model = load_weights_of(args, lo);
+    std::unique_ptr<Collectives> comm = make_collectives(*group, lo.device);
+    model->set_collectives(comm.get());
+    const EngineOptions opts = sized_for_device(args, eo, *model, lo, cuda);
+    run_follower(std::move(model), opts, *group);
+    log_info("rank {}: stopped by rank 0", rl.rank);
+    return 0;
+  } catch (const std::exception& e) {
+    log_error("rank {} of {}: {}", rl.rank, rl.world, e.what());
+    return 1;
+  }
 }
 
 }  // namespace
@@ -101,6 +174,23 @@ LoadedModel load_model(const ServerArgs& args, const EngineOptions& eo, bool cud
 int run_server(const ServerArgs& args, bool cuda_available) {
   std::vector<std::string> warnings;
   const EngineOptions eo = engine_options(args, cuda_available, &warnings);
+  const bool use_cuda = args.device == "cuda" || (args.device == "auto" && cuda_available);
+  set_collective_timeout(dist_timeout(args));
+  const RankLayout layout = rank_layout(args);
+  if (layout.distributed() && layout.rank != 0) return run_follower_rank(args, layout, use_cuda);
+  std::optional<RankZero> rank0;
+  if (layout.distributed()) {
+    // Bind first, then start this node's other ranks: they learn the port from their flags.
+    rank0.emplace();
+    rank0->layout = layout;
+    rank0->addr = args.dist_init_addr.empty() ? tcp::Address{"127.0.0.1", 0}
+                                              : tcp::parse_address(args.dist_init_addr);
+    rank0->listener = tcp::listen_on(rank0->addr);
+    rank0->addr.port = tcp::bound_port(rank0->listener);
+    std::vector<std::string> extra;
+    if (args.dist_init_addr.empty()) extra = {"--dist-init-addr", rank0->addr.str()};
+    rank0->children = std::make_unique<LocalRanks>(layout, own_command_line(), extra);
+  }
   for (const std::string& w : warnings) log_warn("{}", w);
   if (!args.ignored_flags.empty())
     log_warn("ignoring options that mean nothing to Tandem: {}",
@@ -178,7 +268,7 @@ int run_server(const ServerArgs& args, bool cuda_available) {
 
   int code = 0;
   try {
-    LoadedModel lm = load_model(args, eo, cuda);
+    LoadedModel lm = load_model(args, eo, cuda, rank0 ? &*rank0 : nullptr);
     const int64_t ctx = lm.engine->context_length();
     const EngineMetrics m = lm.engine->metrics();
     state.set_model(std::move(lm));

@@ -24,6 +24,11 @@ Json ServerArgs::to_json() const {
   j["port"] = port;
   j["device"] = device;
   j["tp_size"] = tp_size;
+  j["ep_size"] = ep_size;
+  j["nnodes"] = nnodes;
+  j["node_rank"] = node_rank;
+  j["dist_init_addr"] = dist_init_addr.empty() ? Json() : Json(dist_init_addr);
+  j["base_gpu_id"] = base_gpu_id;
   j["mem_fraction_static"] = mem_fraction_static > 0 ? Json(mem_fraction_static) : Json();
   j["trust_remote_code"] = trust_remote_code;
   j["disable_radix_cache"] = disable_radix_cache;
@@ -98,14 +103,27 @@ EngineOptions engine_options(const ServerArgs& a, bool cuda_available,
     throw InvalidArgument(
         "--device cuda: this build has no usable CUDA backend (no GPU or built "
         "without nvcc)");
-  if (a.tp_size != 1) {
-    if (!cuda)
-      throw InvalidArgument(fmt::format(
-          "--tp-size {}: tensor parallelism needs CUDA devices; the CPU backend runs --tp-size 1",
-          a.tp_size));
+  if (a.tp_size < 1 || a.tp_size > 1024)
+    throw InvalidArgument(fmt::format("--tp-size must be in [1, 1024], got {}", a.tp_size));
+  if (a.ep_size < 1 || a.tp_size % a.ep_size != 0)
+    throw InvalidArgument(
+        fmt::format("--ep-size {} must divide --tp-size {} (experts are split into ep-size groups)",
+                    a.ep_size, a.tp_size));
+  if (a.nnodes < 1 || a.tp_size % a.nnodes != 0)
+    throw InvalidArgument(
+        fmt::format("--nnodes {} must divide --tp-size {} (each node runs tp-size / nnodes ranks)",
+                    a.nnodes, a.tp_size));
+  if (a.node_rank < 0 || a.node_rank >= a.nnodes)
+    throw InvalidArgument(
+        fmt::format("--node-rank must be in [0, --nnodes {}), got {}", a.nnodes, a.node_rank));
+  if (a.nnodes > 1 && a.dist_init_addr.empty())
     throw InvalidArgument(fmt::format(
-        "--tp-size {}: tensor parallelism is not implemented yet; use --tp-size 1", a.tp_size));
-  }
+        "--nnodes {}: every node needs --dist-init-addr host:port (where node 0 listens)",
+        a.nnodes));
+  if (a.base_gpu_id < 0)
+    throw InvalidArgument(fmt::format("--base-gpu-id must be >= 0, got {}", a.base_gpu_id));
+  if (!(a.dist_timeout > 0))
+    throw InvalidArgument(fmt::format("--dist-timeout must be positive, got {}", a.dist_timeout));
   if (a.port < 0 || a.port > 65535)
     throw InvalidArgument(fmt::format("--port must be in [0, 65535], got {}", a.port));
   if (a.mem_fraction_static < 0 || a.mem_fraction_static > 1)

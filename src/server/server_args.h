@@ -19,7 +19,16 @@ struct ServerArgs {
   int port = 30000;
   std::string device = "auto";       // auto | cpu | cuda
   std::string load_format = "auto";  // auto (the checkpoint) | dummy (random weights on the device)
+  // Tensor / expert parallelism (SGLang's flags; docs/parallelism.md). One process per rank:
+  // each node's launched process spawns its node's other ranks.
   int64_t tp_size = 1;
+  int64_t ep_size = 1;
+  int64_t nnodes = 1;
+  int64_t node_rank = 0;
+  std::string dist_init_addr;   // host:port of rank 0 (default on one node: a free loopback port)
+  int64_t base_gpu_id = 0;      // the node's first GPU; local rank i uses base_gpu_id + i
+  double dist_timeout = 300;    // seconds: nodes joining, and one collective inside a step
+  int64_t dist_local_rank = 0;  // set by the launcher on the ranks it spawns (not a user flag)
   double mem_fraction_static = 0;  // 0: unset
   bool trust_remote_code = false;
   bool disable_radix_cache = false;

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "chat_template/chat_template.h"
+#include "distributed/process_group.h"
+#include "ops/collectives.h"
 #include "runtime/engine.h"
 #include "server/metrics.h"
 #include "server/server_args.h"
@@ -20,6 +22,10 @@
 namespace tandem::server {
 
 struct LoadedModel {
+  // Under tensor parallelism: the ranks and the model's collectives, which the engine uses until
+  // it is destroyed (members are destroyed in reverse order: the engine first).
+  std::unique_ptr<ProcessGroup> group;
+  std::unique_ptr<Collectives> comm;
   std::unique_ptr<Engine> engine;
   std::optional<Tokenizer> tokenizer;  // always set (Tokenizer has no empty state)
   std::optional<ChatTemplate> chat_template;

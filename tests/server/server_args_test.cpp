@@ -60,8 +60,23 @@ TEST(ServerArgs, StartupErrors) {
   a.speculative_algorithm = "EAGLE3";
   expect_invalid(a, "--speculative-algorithm");
   a = ServerArgs{};
-  a.tp_size = 8;
+  a.tp_size = 0;
   expect_invalid(a, "--tp-size");
+  a = ServerArgs{};
+  a.tp_size = 4;
+  a.ep_size = 3;
+  expect_invalid(a, "--ep-size");
+  a = ServerArgs{};
+  a.tp_size = 4;
+  a.nnodes = 3;
+  expect_invalid(a, "--nnodes");
+  a = ServerArgs{};
+  a.tp_size = 4;
+  a.nnodes = 2;  // several nodes need rank 0's address
+  expect_invalid(a, "--dist-init-addr");
+  a.dist_init_addr = "10.0.0.1:5000";
+  a.node_rank = 2;
+  expect_invalid(a, "--node-rank");
   a = ServerArgs{};
   a.device = "cuda";
   expect_invalid(a, "--device cuda");

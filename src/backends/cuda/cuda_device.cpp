@@ -37,6 +37,7 @@ class CudaDeviceInterface final : public DeviceInterface {
     TD_CUDA_CHECK(cudaMemset(p, value, bytes));
   }
   void synchronize(Device d) override { TD_CUDA_CHECK(cudaDeviceSynchronize()); }
+  void make_current(Device d) override { TD_CUDA_CHECK(cudaSetDevice(d.index)); }
   void memory_info(Device d, size_t* free, size_t* total) override {
     TD_CUDA_CHECK(cudaSetDevice(d.index));
     TD_CUDA_CHECK(cudaMemGetInfo(free, total));
