@@ -60,7 +60,9 @@ std::unique_ptr<Model> Model::dummy(const ModelConfig& c, const LoadOptions& o, 
 
 LayerContext Model::context(const ForwardBatch& batch, KvCache& cache, Workspace& ws) const {
   TD_CHECK(!shard_.sharded() || comm_, "a sharded model needs its collectives before a forward");
-  return {config_, weights_, batch, cache, ws, &shard_, shard_.sharded() ? comm_ : nullptr};
+  // The collectives run whenever they are set, even over one rank: the GPU suite checks the NCCL
+  // path inside CUDA graphs that way on one device.
+  return {config_, weights_, batch, cache, ws, &shard_, comm_};
 }
 
 Tensor Model::embed(Workspace& ws, const Tensor& ids) const {
@@ -68,7 +70,7 @@ Tensor Model::embed(Workspace& ws, const Tensor& ids) const {
   // ranks is the full lookup (one non-zero term per row, so exact).
   Tensor e = ops::embedding(ws, ids, weights_.embed, vocab_span(config_, shard_).begin,
                             shard_.sharded());  // [T, D]
-  if (shard_.sharded()) comm_->all_reduce_sum(e);
+  if (comm_) comm_->all_reduce_sum(e);
   return e;
 }
 
@@ -76,7 +78,7 @@ Tensor Model::logits_for(Workspace& ws, const ForwardBatch& batch, const Tensor&
   const Tensor rows =
       batch.logit_rows.defined() ? ops::gather_rows(ws, normed, batch.logit_rows) : normed;
   Tensor local = ops::linear(ws, rows, weights_.lm_head, DType::F32);  // [R, V / tp], fp32
-  if (!shard_.sharded()) return local;
+  if (!comm_) return local;
   // Every rank gets the whole row, so greedy argmax and seeded sampling pick the same token as
   // the unsharded head.
   Tensor all = ws.alloc({local.size(0), config_.vocab_size}, DType::F32);  // [R, V]

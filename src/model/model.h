@@ -35,8 +35,8 @@ class Model {
   bool has_mtp() const { return weights_.mtp.has_value(); }
   const ShardSpec& shard() const { return shard_; }
   // A sharded model joins its ranks' partial results through these (set before the first
-  // forward; they must outlive the model's use). Every rank runs the same forwards in the same
-  // order.
+  // forward; they must outlive the model's use; they run even over one rank when set). Every
+  // rank runs the same forwards in the same order.
   void set_collectives(Collectives* c) { comm_ = c; }
   Collectives* collectives() const { return comm_; }
 

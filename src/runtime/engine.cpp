@@ -262,7 +262,9 @@ struct Engine::Impl {
     const StepPlan plan = sched.plan();
     if (plan.kind == StepPlan::Kind::kIdle) return;
     if (group) {
-      Bytes msg = encode_step(plan);
+      std::vector<uint64_t> running;
+      for (const auto& s : sched.running()) running.push_back(s->id);
+      Bytes msg = encode_step(plan, running);
       sent = true;
       group->broadcast(msg);
     }

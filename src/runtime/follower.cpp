@@ -22,13 +22,16 @@ void run_follower(std::shared_ptr<const Model> model, EngineOptions opt, Process
     spec = std::make_unique<SpecWorker>(runner, out, opt.spec, opt.profile_spec_phases);
   StepExecutor exec(runner, out, spec.get());
   log_info("rank {} of {}: ready ({} KV pages)", group.rank(), group.world(), geo.num_pages);
+  DraftStates drafts;
   for (;;) {
     Bytes msg;
     group.broadcast(msg);
     ReceivedStep step = decode_step(msg);
     if (step.stop) return;
+    drafts.restore(step);
     runner.begin_step();
     exec.run(step.plan);
+    drafts.keep(step);
   }
 }
 

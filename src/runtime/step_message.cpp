@@ -1,5 +1,6 @@
 #include "runtime/step_message.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -83,8 +84,6 @@ void put_sequence(Writer& w, const Sequence& s, int64_t from, int64_t to) {
   w.put_vec(s.tokens.data() + from, static_cast<size_t>(to - from));
   w.put_vec(s.pages);
   w.put<int32_t>(s.next_draft);
-  w.put_vec(s.draft_hidden);
-  w.put_vec(s.draft_topk);
 }
 
 std::unique_ptr<Sequence> get_sequence(Reader& r) {
@@ -113,14 +112,12 @@ std::unique_ptr<Sequence> get_sequence(Reader& r) {
   std::copy(window.begin(), window.end(), s->tokens.begin() + start);
   s->pages = r.get_vec<int32_t>();
   s->next_draft = r.get<int32_t>();
-  s->draft_hidden = r.get_vec<float>();
-  s->draft_topk = r.get_vec<int32_t>();
   return s;
 }
 
 }  // namespace
 
-Bytes encode_step(const StepPlan& plan) {
+Bytes encode_step(const StepPlan& plan, const std::vector<uint64_t>& running) {
   Writer w;
   w.put<uint8_t>(kStep);
   w.put<uint8_t>(static_cast<uint8_t>(plan.kind));
@@ -158,6 +155,7 @@ Bytes encode_step(const StepPlan& plan) {
     w.put<int64_t>(e);
   }
   w.put_vec(decode);
+  w.put_vec(running);
   return w.take();
 }
 
@@ -199,7 +197,36 @@ ReceivedStep decode_step(const Bytes& b) {
     out.plan.prefill.push_back(c);
   }
   for (int64_t i : r.get_vec<int64_t>()) out.plan.decode.push_back(seq(i));
+  out.running = r.get_vec<uint64_t>();
   return out;
+}
+
+void DraftStates::restore(ReceivedStep& step) const {
+  for (auto& s : step.seqs) {
+    auto it = states_.find(s->id);
+    if (it == states_.end()) continue;  // not drafted yet (its prefill is in this step)
+    s->draft_hidden = it->second.hidden;
+    s->draft_topk = it->second.topk;
+  }
+  // A round drafts from this state: without it this rank would draft other tokens than rank 0
+  // and the ranks would part ways, so stop instead.
+  if (step.plan.draft_steps > 0)
+    for (const Sequence* s : step.plan.decode)
+      if (s->draft_hidden.empty())
+        fail("step message: sequence {} decodes speculatively but this rank has no draft state "
+             "for it",
+             s->id);
+}
+
+void DraftStates::keep(ReceivedStep& step) {
+  for (auto& s : step.seqs)
+    if (!s->draft_hidden.empty())
+      states_[s->id] = State{std::move(s->draft_hidden), std::move(s->draft_topk)};
+  std::vector<uint64_t> running = step.running;
+  std::sort(running.begin(), running.end());
+  for (auto it = states_.begin(); it != states_.end();)
+    it = std::binary_search(running.begin(), running.end(), it->first) ? std::next(it)
+                                                                         : states_.erase(it);
 }
 
 }  // namespace tandem

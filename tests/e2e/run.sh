@@ -159,12 +159,22 @@ check_startup_error() {
 }
 check_startup_error "--speculative-eagle-topk 4" "--speculative-eagle-topk" \
   --speculative-algorithm EAGLE --speculative-eagle-topk 4
-check_startup_error "--tp-size 2 on the CPU" "--tp-size" --tp-size 2
+check_startup_error "--tp-size 8 with 4 attention heads" "num_attention_heads" --tp-size 8
+check_startup_error "--ep-size not dividing --tp-size" "--ep-size" --tp-size 4 --ep-size 3
+check_startup_error "a node that cannot reach node 0" "could not reach rank 0 at 127.0.0.1:9" \
+  --tp-size 2 --nnodes 2 --node-rank 1 --dist-init-addr 127.0.0.1:9 --dist-timeout 2
+check_startup_error "node 0 whose other node never joins" "did not join within 2 s" \
+  --tp-size 2 --nnodes 2 --node-rank 0 --dist-init-addr 127.0.0.1:0 --dist-timeout 2
 check_startup_error "missing model" "config.json" --model-path "$work/nowhere"
 
 # --- the main server --------------------------------------------------------------------------
+# main_suite LABEL FLAGS...: every route, client and failure check against one server. It runs
+# twice: on one rank, and split over ranks (tensor + expert parallelism, one process per rank).
+main_suite() {
+local label=$1
+shift
 # SGLang launch flags as users write them, plus other backends' flags that must only warn.
-start_server main --trust-remote-code --tp-size 1 --mem-fraction-static 0.8 \
+start_server "main-$label" --trust-remote-code "$@" --mem-fraction-static 0.8 \
   --max-running-requests 48 --kv-cache-dtype auto --disable-cuda-graph --page-size 16 \
   --max-total-tokens 32768 --served-model-name tandem-e2e \
   --attention-backend fa3 --enable-metrics
@@ -428,6 +438,13 @@ expect "server still generates" 200 "j.usage.completion_tokens === 4"
 req POST /v1/completions '{"prompt":"It is a truth universally acknowledged","max_tokens":48,"temperature":0,"ignore_eos":true}'
 plain_text=$(js "j.choices[0].text")
 stop_server
+}
+main_suite tp1 --tp-size 1
+tp1_text=$plain_text
+echo "--- the same checks with the model split over 2 ranks (tp 2, ep 2)"
+main_suite tp2 --tp-size 2 --ep-size 2
+[[ $plain_text == "$tp1_text" ]] && pass "tp 2 / ep 2 greedy text equals tp 1's" ||
+  fail "tp 2 / ep 2 greedy text differs: '$plain_text' vs '$tp1_text'"
 
 # --- speculative decoding ---------------------------------------------------------------------
 echo "--- MTP speculative decoding"
@@ -535,6 +552,44 @@ else
   fail "grace period: ${took} ms, stream tail: $(tail -c 300 "$work/g_long")"
 fi
 stop_server_wait "the server exits 0 after aborting past its grace period"
+
+# --- several processes, several nodes ----------------------------------------------------------
+echo "--- tensor parallelism: two nodes over loopback, a rank that dies"
+dport=$((20000 + RANDOM % 20000))
+"$bin" serve --port 0 --tp-size 2 --nnodes 2 --node-rank 1 --dist-init-addr "127.0.0.1:$dport" \
+  >"$work/node1.log" 2>&1 &
+node1=$!
+start_server node0 --tp-size 2 --nnodes 2 --node-rank 0 --dist-init-addr "127.0.0.1:$dport"
+req POST /v1/completions '{"prompt":"It is a truth universally acknowledged","max_tokens":48,"temperature":0,"ignore_eos":true}'
+expect "two nodes (one rank each) answer" 200 "j.choices[0].text === $(node -p 'JSON.stringify(process.argv[1])' "$tp1_text")"
+stop_server
+for _ in $(seq 1 100); do kill -0 "$node1" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$node1" 2>/dev/null; then
+  fail "node 1 still running after node 0 stopped"
+  kill -KILL "$node1"
+else
+  wait "$node1"
+  code=$?
+  [[ $code == 0 ]] && grep -q "stopped by rank 0" "$work/node1.log" &&
+    pass "node 1 exits 0 when node 0 stops" || fail "node 1 exit $code: $(tail -3 "$work/node1.log")"
+fi
+
+# A rank killed while the server runs: the whole server stops with one clear error, non-zero.
+start_server killed --tp-size 2
+child=$(pgrep -P "$pid" -f -- "--dist-local-rank 1")
+kill -KILL "$child"
+for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$pid" 2>/dev/null; then
+  fail "the server kept running after rank 1 was killed"
+  kill -KILL "$pid"
+else
+  wait "$pid"
+  code=$?
+  [[ $code != 0 ]] && grep -q "rank 1 closed its connection" "$log" &&
+    pass "a killed rank stops the server with an error (exit $code)" ||
+    fail "killed rank: exit $code, log: $(tail -3 "$log")"
+fi
+pid=""
 
 # --- bounded waiting queue --------------------------------------------------------------------
 # With one running and one waiting slot, a third request gets 503 with Retry-After at once.
