@@ -105,7 +105,7 @@ class GpuDist : public ::testing::Test {
 
 TEST_F(GpuDist, NcclWorldOneGivesInputBack) {
   auto groups = ThreadHub::make(1);
-  NcclCollectives coll(*groups[0], Device::cuda(0));
+  NcclCollectives coll(*groups[0], Device::cuda(0), {.one_shot_max_bytes = kMaxBytes});
   ASSERT_TRUE(coll.one_shot_available());
   cudaStream_t s = nullptr;  // the backend's stream (legacy default, as eager forwards run)
   Tensor pool = Tensor::empty({static_cast<int64_t>(kMaxBytes + 64)}, DType::U8, Device::cuda());
@@ -219,9 +219,11 @@ TEST_F(GpuDist, OneShotTwoProcesses) {
 TEST_F(GpuDist, OneShotPeerThatNeverComesTimesOut) {
   set_collective_timeout(std::chrono::seconds(2));
   auto groups = ThreadHub::make(2);
+  // Rank 1 sets up, then waits off the process group (whose own timeout is the same 2 s).
+  std::atomic<bool> done{false};
   std::thread t1([&] {
     OneShotAllReduce ar(*groups[1], 0, kMaxBytes);
-    groups[1]->all_gather({});  // wait for rank 0 to finish, then free
+    while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   });
   OneShotAllReduce ar0(*groups[0], 0, kMaxBytes);
   std::mutex mu;
@@ -247,7 +249,7 @@ TEST_F(GpuDist, OneShotPeerThatNeverComesTimesOut) {
     std::lock_guard<std::mutex> l(mu);
     EXPECT_EQ(heard, want);
   }
-  groups[0]->all_gather({});
+  done.store(true);
   t1.join();
 }
 
