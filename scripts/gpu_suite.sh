@@ -8,7 +8,7 @@
 #
 # Build here first (the GPU machine has no fmt and friends), then stage the binaries:
 #   cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release
-#   ninja -C build-cuda ops_tests gpu_model_tests kernel_bench
+#   ninja -C build-cuda ops_tests gpu_model_tests gpu_dist_tests kernel_bench tandem
 #   scripts/gpu_suite.sh --stage          # copies binaries + libfmt into build-cuda/carry
 #                                         # (BUILD=dir stages from another CUDA build)
 # and run through the device tool with carry ["build-cuda/carry.tar.xz"]:
@@ -21,10 +21,13 @@ CARRY=${CARRY:-$ROOT/build-cuda/carry}  # staged binaries (another folder: a pla
 if [ "${1:-}" = "--stage" ]; then
   mkdir -p "$CARRY/lib"
   cp "$BUILD/tests/ops_tests" "$BUILD/tests/gpu_model_tests" "$BUILD/bench/kernel_bench" "$BUILD/tandem" "$CARRY/"
+  # NCCL and the one-shot all-reduce (optional: older builds lack it).
+  [ -f "$BUILD/tests/gpu_dist_tests" ] && cp "$BUILD/tests/gpu_dist_tests" "$CARRY/"
   # Non-system shared libraries the binaries need (CUDA's own are on the GPU machine).
+  # libnccl (218 MB) is on the GPU machine too, in /usr/lib/x86_64-linux-gnu.
   for lib in $(ldd "$CARRY"/ops_tests "$CARRY"/gpu_model_tests "$CARRY"/kernel_bench "$CARRY"/tandem | awk '/=>/ {print $3}' | sort -u); do
     case "$(basename "$lib")" in
-      libc.so*|libm.so*|libstdc++*|libgcc_s*|ld-linux*|libpthread*|libdl.so*|librt.so*|libcuda*|libcublas*) ;;
+      libc.so*|libm.so*|libstdc++*|libgcc_s*|ld-linux*|libpthread*|libdl.so*|librt.so*|libcuda*|libcublas*|libnccl*) ;;
       *) cp -L "$lib" "$CARRY/lib/" ;;
     esac
   done
@@ -33,6 +36,7 @@ if [ "${1:-}" = "--stage" ]; then
   # The working tree and what it carries must stay under the device tool's 64 MiB: travel
   # stripped and compressed (~7 MB instead of ~40).
   strip --strip-unneeded "$CARRY"/ops_tests "$CARRY"/gpu_model_tests "$CARRY"/kernel_bench "$CARRY"/tandem
+  [ -f "$CARRY/gpu_dist_tests" ] && strip --strip-unneeded "$CARRY/gpu_dist_tests"
   tar -cJf "$CARRY.tar.xz" -C "$(dirname "$CARRY")" "$(basename "$CARRY")"
   du -sh "$CARRY" "$CARRY.tar.xz"; ls "$CARRY" "$CARRY/lib"; cat "$CARRY/COMMIT"
   exit 0
@@ -80,6 +84,8 @@ step() {  # step NAME TIMEOUT CMD...
 }
 step ops_tests "${OPS_TIMEOUT:-240}" "$CARRY/ops_tests" --gtest_color=no
 step gpu_model_tests "${MODEL_TIMEOUT:-300}" "$CARRY/gpu_model_tests" --gtest_color=no
+# NCCL at world 1, the one-shot all-reduce with two ranks on this one GPU, its latency table.
+[ -x "$CARRY/gpu_dist_tests" ] && step gpu_dist_tests "${DIST_TIMEOUT:-150}" "$CARRY/gpu_dist_tests" --gtest_color=no
 [ "${KERNEL_BENCH:-1}" = "1" ] && step kernel_bench "${BENCH_TIMEOUT:-150}" "$CARRY/kernel_bench" $BENCH_ARGS
 # Quantized weights (FP8 block, MXFP4): decode linears and a GLM-5.2 MoE layer against the copy
 # bandwidth, FP8 prefill against cuBLASLt's per-tensor FP8 (allocates ~34 GB, so its own step).
@@ -166,7 +172,7 @@ fi
   echo
   echo "==================== GPU SUITE SUMMARY ===================="
   head -1 "$OUTDIR/gpu.txt" >/dev/null; sed -n 2p "$OUTDIR/gpu.txt"
-  for n in ops_tests gpu_model_tests kernel_bench quant_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 memcheck racecheck; do
+  for n in ops_tests gpu_model_tests gpu_dist_tests kernel_bench quant_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 memcheck racecheck; do
     [ -f "$OUTDIR/$n.log" ] || continue
     printf "%-16s rc=%-4s %4ss  " "$n" "${RC[$n]}" "${SECS[$n]}"
     grep -E "^\[  (PASSED|FAILED)  \]|ERROR SUMMARY|RACECHECK SUMMARY" "$OUTDIR/$n.log" | head -3 | tr '\n' ' '
@@ -179,6 +185,7 @@ fi
   sed -n '/^SAMPLE SUMMARY/,/^$/p' "$OUTDIR/ops_tests.log"
   echo
   grep -h -E "^GPU_MODEL|^GPU_GRAPHS|^GPU_QUANT_MODEL|GPU FP8 cache" "$OUTDIR/gpu_model_tests.log"
+  [ -f "$OUTDIR/gpu_dist_tests.log" ] && { echo; grep -h "^LATENCY" "$OUTDIR/gpu_dist_tests.log"; }
   echo
   grep -h -E "^ceilings" "$OUTDIR/kernel_bench.log"
   sed -n '/^SUMMARY/,$p' "$OUTDIR/kernel_bench.log"
