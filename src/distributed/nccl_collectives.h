@@ -74,13 +74,13 @@ class NcclCollectives final : public Collectives {
 
   // Called once, from the watchdog thread (or abort()'s caller), after the teardown above.
   // Set it before the first collective.
-  void set_on_failure(std::function<void(const std::string& why)> cb) {
+  void set_on_failure(std::function<void(const std::string& why)> cb) override {
     on_failure_ = std::move(cb);
   }
   // Tears down as on a failure (idempotent, any thread). `why` says what happened elsewhere.
-  void abort(const std::string& why);
+  void abort(const std::string& why) override;
   // Throws PeerError once a failure happened.
-  void check() const;
+  void check() const override;
 
  private:
   class Call;

@@ -6,6 +6,9 @@
 // are captured into CUDA graphs).
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include "core/tensor.h"
 #include "ops/workspace.h"
 
@@ -21,6 +24,14 @@ class Collectives {
   // in: [R, C] contiguous on every rank -> out: [R, world * C] contiguous, rank r's columns at
   // [r * C, (r + 1) * C). Scratch comes from ws (an arena keeps addresses stable for graphs).
   virtual void all_gather_cols(Workspace& ws, const Tensor& in, Tensor& out) = 0;
+
+  // Failures that happen asynchronously (a collective that never completes inside a replayed
+  // graph, a peer's abort): check() throws once one happened; on_failure is called from the
+  // implementation's watchdog thread; abort(why) tears the collectives down so that nothing
+  // waits forever. The host-memory implementation fails synchronously and needs none of it.
+  virtual void check() const {}
+  virtual void set_on_failure(std::function<void(const std::string& why)> cb) { (void)cb; }
+  virtual void abort(const std::string& why) { (void)why; }
 };
 
 }  // namespace tandem

@@ -126,6 +126,7 @@ struct Engine::Impl {
   void fatal(const std::string& why) {
     fatal_seen = true;
     if (group) group->abort(why);
+    if (Collectives* c = model->collectives()) c->abort(why);
     if (opt.on_fatal) {
       opt.on_fatal(why);
       return;
@@ -217,6 +218,7 @@ struct Engine::Impl {
         // A rank that died between steps is found here, not at the next request.
         try {
           group->check_peers();
+          if (Collectives* c = model->collectives()) c->check();
         } catch (const std::exception& e) {
           fatal(e.what());
         }

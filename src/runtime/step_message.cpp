@@ -213,9 +213,10 @@ void DraftStates::restore(ReceivedStep& step) const {
   if (step.plan.draft_steps > 0)
     for (const Sequence* s : step.plan.decode)
       if (s->draft_hidden.empty())
-        fail("step message: sequence {} decodes speculatively but this rank has no draft state "
-             "for it",
-             s->id);
+        fail(
+            "step message: sequence {} decodes speculatively but this rank has no draft state "
+            "for it",
+            s->id);
 }
 
 void DraftStates::keep(ReceivedStep& step) {
@@ -226,7 +227,7 @@ void DraftStates::keep(ReceivedStep& step) {
   std::sort(running.begin(), running.end());
   for (auto it = states_.begin(); it != states_.end();)
     it = std::binary_search(running.begin(), running.end(), it->first) ? std::next(it)
-                                                                         : states_.erase(it);
+                                                                       : states_.erase(it);
 }
 
 }  // namespace tandem

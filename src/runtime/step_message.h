@@ -44,8 +44,8 @@ class DraftStates {
 
  private:
   struct State {
-    std::vector<float> hidden;   // [D]
-    std::vector<int32_t> topk;   // [index_topk] or empty
+    std::vector<float> hidden;  // [D]
+    std::vector<int32_t> topk;  // [index_topk] or empty
   };
   std::map<uint64_t, State> states_;
 };

@@ -96,6 +96,13 @@ EngineOptions sized_for_device(const ServerArgs& args, const EngineOptions& eo, 
   return opts;
 }
 
+// A collective that failed inside a step (a rank gone, a timeout): the ranks can no longer agree,
+// so this process stops with the reason; the others see its connection close and stop too.
+void stop_on_collective_failure(const std::string& why) {
+  log_error("tensor parallelism: {}; stopping", why);
+  std::_Exit(1);
+}
+
 std::chrono::milliseconds dist_timeout(const ServerArgs& args) {
   return std::chrono::milliseconds(static_cast<int64_t>(args.dist_timeout * 1000.0));
 }
@@ -137,6 +144,7 @@ LoadedModel load_model(const ServerArgs& args, const EngineOptions& eo, bool cud
   std::shared_ptr<Model> model = load_weights_of(args, lo);
   if (lm.group) {
     lm.comm = make_collectives(*lm.group, lo.device);
+    lm.comm->set_on_failure(stop_on_collective_failure);
     model->set_collectives(lm.comm.get());
   }
   const EngineOptions opts = sized_for_device(args, eo, *model, lo, cuda);
@@ -158,6 +166,7 @@ int run_follower_rank(const ServerArgs& args, const RankLayout& rl, bool cuda) {
     const LoadOptions lo = load_options(args, eo, cuda, rl);
     std::shared_ptr<Model> model = load_weights_of(args, lo);
     std::unique_ptr<Collectives> comm = make_collectives(*group, lo.device);
+    comm->set_on_failure(stop_on_collective_failure);
     model->set_collectives(comm.get());
     const EngineOptions opts = sized_for_device(args, eo, *model, lo, cuda);
     run_follower(std::move(model), opts, *group);
