@@ -894,11 +894,16 @@ TEST_F(CudaQuantBackend, MoeExpertsMatchCpu) {
       // 160 tokens take the host path by themselves (pairs >= 32 E); 17 force it.
       for (int64_t T :
            small_only() ? std::vector<int64_t>{1, 17} : std::vector<int64_t>{1, 17, 65, 160})
-        for (bool force_host : {false, true}) {
+        for (int mode = 0; mode < 3; ++mode) {
+          // 1: the host path forced; 2: expert parallelism, a third of the pairs routed to
+          // another rank's experts (id -1, skipped) on whichever path T takes.
+          const bool force_host = mode == 1, ep = mode == 2;
           if (force_host && T != 17) continue;
           const std::vector<float> x = activations(rng_, T, D);
           const std::vector<uint16_t> xb = to_bf16(x);
-          const Routing ro = route(rng_, T, kk, E);
+          Routing ro = route(rng_, T, kk, E);
+          if (ep)
+            for (size_t p = 0; p < ro.idx.size(); p += 3) ro.idx[p] = -1;
           Tensor xt = upload(xb.data(), xb.size() * 2, {T, D}, DType::BF16);
           Tensor it = upload(ro.idx.data(), ro.idx.size() * 4, {T, kk}, DType::I32);
           Tensor wt = upload(ro.w.data(), ro.w.size() * 4, {T, kk}, DType::F32);
@@ -918,6 +923,7 @@ TEST_F(CudaQuantBackend, MoeExpertsMatchCpu) {
             if (fmt == 2) act_qdq_mxfp4_ref(&x[t * D], D, xq.data());
             for (int64_t j = 0; j < kk; ++j) {
               const int64_t e = ro.idx[t * kk + j];
+              if (e < 0) continue;  // another rank's expert
               const std::vector<double> gx =
                   fmt == 0 ? fp8_ref(gu8, e, xq, xs, 1) : mx4_ref(gu4, e, xq, 1);
               std::vector<float> hv(static_cast<size_t>(I)), hs((I + 127) / 128);
@@ -935,7 +941,8 @@ TEST_F(CudaQuantBackend, MoeExpertsMatchCpu) {
           }
           const std::vector<float> got = bf16_rows(out);
           const std::string what = "format " + std::to_string(fmt) + " D " + std::to_string(D) +
-                                   " T " + std::to_string(T) + (force_host ? " host path" : "");
+                                   " T " + std::to_string(T) + (force_host ? " host path" : "") +
+                                   (ep ? " expert-parallel" : "");
           EXPECT_LE(rel_err(got, f32_rows(oc)), 2e-2) << what << " (against the CPU backend)";
           EXPECT_LE(rel_err(got, ref), 1e-2) << what << " (against the host reference)";
         }

@@ -136,7 +136,11 @@ void CudaBackend::moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor
     TD_CUDA_CHECK(cudaMemcpyAsync(cnt.data(), counts, E * 4, cudaMemcpyDeviceToHost, stream_));
     TD_CUDA_CHECK(cudaMemcpyAsync(off.data(), offsets, E * 4, cudaMemcpyDeviceToHost, stream_));
     TD_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    k::moe_gather_x(x.raw(), x.stride(0), kk, perm, P, D, xs, stream_);
+    // Rows routed to this rank's experts: under expert parallelism the other pairs (id -1) have
+    // no row in perm.
+    int64_t valid = 0;
+    for (int32_t c : cnt) valid += c;
+    if (valid > 0) k::moe_gather_x(x.raw(), x.stride(0), kk, perm, valid, D, xs, stream_);
     TD_CUDA_LAUNCH_CHECK();
     const auto* gu = static_cast<const uint16_t*>(gate_up.raw());
     const auto* dn = static_cast<const uint16_t*>(down.raw());
@@ -152,7 +156,7 @@ void CudaBackend::moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor
         skinny(xs16 + o * D, D, 0, gate_up.select(0, e), 0, ge, 2 * I, 0, n, 2 * I, D, 1);
       }
     }
-    k::silu_mul(g, 2 * I, h, P, I, DT::BF16, stream_);
+    if (valid > 0) k::silu_mul(g, 2 * I, h, valid, I, DT::BF16, stream_);
     TD_CUDA_LAUNCH_CHECK();
     for (int64_t e = 0; e < E; ++e) {
       const int64_t n = cnt[static_cast<size_t>(e)], o = off[static_cast<size_t>(e)];

@@ -130,6 +130,10 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
   TD_CUDA_CHECK(cudaMemcpyAsync(cnt.data(), counts, E * 4, cudaMemcpyDeviceToHost, stream_));
   TD_CUDA_CHECK(cudaMemcpyAsync(off.data(), offsets, E * 4, cudaMemcpyDeviceToHost, stream_));
   TD_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  // Rows routed to this rank's experts: under expert parallelism the other pairs (id -1) have no
+  // row in perm.
+  int64_t valid = 0;
+  for (int32_t c : cnt) valid += c;
   // f32 gate|up and h: FP8 if every expert's block-scaled GEMM can write f32 (else bf16, or the
   // device path if not even bf16 has an algorithm), MXFP4 with MXFP4 activations.
   bool g32 = !fp8 && qh;
@@ -181,7 +185,7 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
   auto* wg = pc.take<uint16_t>(fp8 ? 0 : 2 * I * D);
   auto* wdn = pc.take<uint16_t>(fp8 ? 0 : D * I);
   const DT gdt = g32 ? DT::F32 : DT::BF16;
-  k::moe_gather_x(x.raw(), x.stride(0), kk, perm, P, D, xg, stream_);
+  if (valid > 0) k::moe_gather_x(x.raw(), x.stride(0), kk, perm, valid, D, xg, stream_);
   TD_CUDA_LAUNCH_CHECK();
   if (fp8) {
     LtFp8& l = lt8();
@@ -199,7 +203,7 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
         fail("cuda moe_experts: no block-scaled cuBLASLt algorithm for {} x {} x {}", np, 2 * I, D);
       po += np;
     }
-    k::silu_mul(gg, 2 * I, hh, po, I, gdt, stream_);
+    if (po > 0) k::silu_mul(gg, 2 * I, hh, po, I, gdt, stream_);
     TD_CUDA_LAUNCH_CHECK();
     for (int64_t e = 0; e < E; ++e) {
       const int64_t n = cnt[e], o = off[e], np = round_up(n, 4), pe = pad_off[e];
@@ -218,8 +222,8 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
     TD_CUDA_LAUNCH_CHECK();
     return;
   }
-  if (qx) {
-    k::act_qdq_mxfp4(xg, D, DT::BF16, P, D, xg, D, stream_);
+  if (qx && valid > 0) {
+    k::act_qdq_mxfp4(xg, D, DT::BF16, valid, D, xg, D, stream_);
     TD_CUDA_LAUNCH_CHECK();
   }
   for (int64_t e = 0; e < E; ++e) {
@@ -234,11 +238,11 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
       skinny(xg + o * D, D, 0, wt, 0, gt, 2 * I, 0, n, 2 * I, D, 1);
     }
   }
-  k::silu_mul(gg, 2 * I, hh, P, I, gdt, stream_);
+  if (valid > 0) k::silu_mul(gg, 2 * I, hh, valid, I, gdt, stream_);
   TD_CUDA_LAUNCH_CHECK();
   const uint16_t* hin = reinterpret_cast<const uint16_t*>(hh);  // [P, I] bf16, the down input
-  if (qh) {
-    k::act_qdq_mxfp4(hh, I, gdt, P, I, hm, I, stream_);
+  if (qh && valid > 0) {
+    k::act_qdq_mxfp4(hh, I, gdt, valid, I, hm, I, stream_);
     TD_CUDA_LAUNCH_CHECK();
     hin = hm;
   }
