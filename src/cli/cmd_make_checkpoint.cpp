@@ -57,6 +57,7 @@ Runner add_make_checkpoint(CLI::App& app) {
     int64_t num_layers = 0;
     double shard_mb = 2048;
     bool with_tokenizer = false;
+    bool config_only = false;
     std::vector<std::string> overrides;
   };
   auto a = std::make_shared<Args>();
@@ -78,6 +79,9 @@ Runner add_make_checkpoint(CLI::App& app) {
   app.add_option("--shard-size-mb", a->shard_mb, "Largest shard, in MB");
   app.add_flag("--with-tokenizer", a->with_tokenizer,
                "Also write a byte-level tokenizer and chat template");
+  app.add_flag("--config-only", a->config_only,
+               "Write config.json (and the tokenizer with --with-tokenizer) but no weights: a "
+               "folder for `serve --load-format dummy` at full size");
   return [a]() {
     if (!a->from.empty()) {
       if (!a->preset.empty() || !a->config.empty() || a->quant.empty())
@@ -117,7 +121,10 @@ Runner add_make_checkpoint(CLI::App& app) {
     o.dtype = a->dtype;
     o.quant = a->quant;
     o.max_shard_bytes = static_cast<uint64_t>(a->shard_mb * 1e6);
-    write_random_checkpoint(c, a->out, o);
+    if (a->config_only)
+      write_checkpoint_config(c, a->out, o);
+    else
+      write_random_checkpoint(c, a->out, o);
     if (a->with_tokenizer) write_tokenizer_files(a->out);
     log_info("wrote {} checkpoint to {}", c.architecture, a->out);
     return 0;

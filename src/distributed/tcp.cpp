@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -152,21 +153,21 @@ Socket connect_until(const Address& a, Clock::time_point deadline) {
 }
 
 void send_frame(const Socket& s, const Bytes& b, const std::string& peer) {
-  uint8_t head[8];
+  // Header and payload in one buffer, one send: two small writes cost the receiver a second
+  // wakeup (with TCP_NODELAY each leaves as its own segment). The copy is a few microseconds.
+  Bytes frame(8 + b.size());
   const uint64_t n = b.size();
-  for (int i = 0; i < 8; ++i) head[i] = static_cast<uint8_t>(n >> (8 * i));
-  auto send_all = [&](const uint8_t* p, size_t len) {
-    while (len > 0) {
-      const ssize_t k = ::send(s.fd(), p, len, MSG_NOSIGNAL);
-      if (k < 0 && errno == EINTR) continue;
-      if (k <= 0)
-        throw PeerError(fmt::format("{}: connection lost while sending ({})", peer, err()));
-      p += k;
-      len -= static_cast<size_t>(k);
-    }
-  };
-  send_all(head, 8);
-  send_all(b.data(), b.size());
+  for (int i = 0; i < 8; ++i) frame[static_cast<size_t>(i)] = static_cast<uint8_t>(n >> (8 * i));
+  std::copy(b.begin(), b.end(), frame.begin() + 8);
+  const uint8_t* p = frame.data();
+  size_t len = frame.size();
+  while (len > 0) {
+    const ssize_t k = ::send(s.fd(), p, len, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) throw PeerError(fmt::format("{}: connection lost while sending ({})", peer, err()));
+    p += k;
+    len -= static_cast<size_t>(k);
+  }
 }
 
 Bytes recv_frame(const Socket& s, std::optional<Clock::time_point> deadline,

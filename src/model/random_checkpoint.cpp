@@ -126,8 +126,8 @@ std::pair<Tensor, Tensor> quantize_mxfp4(const Tensor& w, int64_t g) {
   return {q, s};
 }
 
-void write_random_checkpoint(const ModelConfig& cfg, const std::string& dir,
-                             const RandomCheckpointOptions& o) {
+ModelConfig write_checkpoint_config(const ModelConfig& cfg, const std::string& dir,
+                                    const RandomCheckpointOptions& o) {
   TD_CHECK(o.dtype == "bf16" || o.dtype == "f32",
            "make-checkpoint: --dtype must be bf16 or f32, got {}", o.dtype);
   TD_CHECK(o.quant.empty() || o.quant == "fp8" || o.quant == "mxfp4",
@@ -140,12 +140,16 @@ void write_random_checkpoint(const ModelConfig& cfg, const std::string& dir,
     c.quant = mxfp4_checkpoint_quant(c);
   else
     c.quant = QuantConfig{};
-  const DType store = o.dtype == "bf16" ? DType::BF16 : DType::F32;
   std::filesystem::create_directories(dir);
-  {
-    std::ofstream out(std::filesystem::path(dir) / "config.json");
-    out << c.to_json().dump(2) << "\n";
-  }
+  std::ofstream out(std::filesystem::path(dir) / "config.json");
+  out << c.to_json().dump(2) << "\n";
+  return c;
+}
+
+void write_random_checkpoint(const ModelConfig& cfg, const std::string& dir,
+                             const RandomCheckpointOptions& o) {
+  const ModelConfig c = write_checkpoint_config(cfg, dir, o);
+  const DType store = o.dtype == "bf16" ? DType::BF16 : DType::F32;
   Rng rng(o.seed);
   std::vector<std::pair<std::string, Tensor>> tensors;
   const bool glm = c.arch == Arch::kGlmMoeDsa;

@@ -26,6 +26,10 @@ QuantConfig mxfp4_checkpoint_quant(const ModelConfig& c);
 
 void write_random_checkpoint(const ModelConfig& c, const std::string& dir,
                              const RandomCheckpointOptions& o);
+// Only the config.json write_random_checkpoint would write (its quantization_config included):
+// a folder for --load-format dummy at sizes too large to write weights for. Returns it.
+ModelConfig write_checkpoint_config(const ModelConfig& c, const std::string& dir,
+                                    const RandomCheckpointOptions& o);
 
 // Block-quantizes a dense f32 [N, K] matrix: FP8 e4m3 with fp32 weight_scale_inv per
 // (block_n x block_k) tile, or MXFP4 with an e8m0 scale per 32 values. Returns {weight, scale}.

@@ -22,16 +22,14 @@ void run_follower(std::shared_ptr<const Model> model, EngineOptions opt, Process
     spec = std::make_unique<SpecWorker>(runner, out, opt.spec, opt.profile_spec_phases);
   StepExecutor exec(runner, out, spec.get());
   log_info("rank {} of {}: ready ({} KV pages)", group.rank(), group.world(), geo.num_pages);
-  DraftStates drafts;
+  FollowerSequences seqs;
   for (;;) {
     Bytes msg;
     group.broadcast(msg);
-    ReceivedStep step = decode_step(msg);
+    const FollowerSequences::Step step = seqs.apply(msg);
     if (step.stop) return;
-    drafts.restore(step);
     runner.begin_step();
     exec.run(step.plan);
-    drafts.keep(step);
   }
 }
 

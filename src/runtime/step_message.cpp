@@ -86,9 +86,15 @@ void put_sequence(Writer& w, const Sequence& s, int64_t from, int64_t to) {
   w.put<int32_t>(s.next_draft);
 }
 
-std::unique_ptr<Sequence> get_sequence(Reader& r) {
-  auto s = std::make_unique<Sequence>();
-  s->id = r.get<uint64_t>();
+// Updates (or creates) the sequence the next record describes.
+Sequence* read_sequence(Reader& r, std::map<uint64_t, std::unique_ptr<Sequence>>& seqs) {
+  const uint64_t id = r.get<uint64_t>();
+  std::unique_ptr<Sequence>& slot = seqs[id];
+  if (!slot) {
+    slot = std::make_unique<Sequence>();
+    slot->id = id;
+  }
+  Sequence* s = slot.get();
   s->prompt_len = r.get<int64_t>();
   s->kv_len = r.get<int64_t>();
   s->generated = r.get<int64_t>();
@@ -106,12 +112,15 @@ std::unique_ptr<Sequence> get_sequence(Reader& r) {
   if (start < 0 || start + static_cast<int64_t>(window.size()) > total)
     fail("step message: sequence {} has tokens [{}, {}) of {}", s->id, start,
          start + static_cast<int64_t>(window.size()), total);
-  // Positions outside the window are never read by the step; zeros keep the indices absolute
-  // and the length right (which the step compares against).
-  s->tokens.assign(static_cast<size_t>(total), 0);
+  // Positions outside the window are never read by the step; the length must be right (the step
+  // compares against it) and the indices absolute.
+  s->tokens.resize(static_cast<size_t>(total));
   std::copy(window.begin(), window.end(), s->tokens.begin() + start);
   s->pages = r.get_vec<int32_t>();
   s->next_draft = r.get<int32_t>();
+  s->finished = false;
+  s->pending = RequestOutput{};
+  s->pending_hidden.clear();
   return s;
 }
 
@@ -165,9 +174,9 @@ Bytes encode_stop() {
   return w.take();
 }
 
-ReceivedStep decode_step(const Bytes& b) {
+FollowerSequences::Step FollowerSequences::apply(const Bytes& b) {
   Reader r(b);
-  ReceivedStep out;
+  Step out;
   const uint8_t tag = r.get<uint8_t>();
   if (tag == kStop) {
     out.stop = true;
@@ -179,11 +188,12 @@ ReceivedStep decode_step(const Bytes& b) {
   out.plan.kind = static_cast<StepPlan::Kind>(kind);
   out.plan.draft_steps = r.get<int64_t>();
   const uint32_t n = r.get<uint32_t>();
-  for (uint32_t i = 0; i < n; ++i) out.seqs.push_back(get_sequence(r));
+  std::vector<Sequence*> in_step;
+  for (uint32_t i = 0; i < n; ++i) in_step.push_back(read_sequence(r, seqs_));
   auto seq = [&](int64_t i) {
-    if (i < 0 || i >= static_cast<int64_t>(out.seqs.size()))
-      fail("step message: sequence index {} of {}", i, out.seqs.size());
-    return out.seqs[static_cast<size_t>(i)].get();
+    if (i < 0 || i >= static_cast<int64_t>(in_step.size()))
+      fail("step message: sequence index {} of {}", i, in_step.size());
+    return in_step[static_cast<size_t>(i)];
   };
   const uint32_t nc = r.get<uint32_t>();
   for (uint32_t i = 0; i < nc; ++i) {
@@ -197,37 +207,29 @@ ReceivedStep decode_step(const Bytes& b) {
     out.plan.prefill.push_back(c);
   }
   for (int64_t i : r.get_vec<int64_t>()) out.plan.decode.push_back(seq(i));
-  out.running = r.get_vec<uint64_t>();
-  return out;
-}
-
-void DraftStates::restore(ReceivedStep& step) const {
-  for (auto& s : step.seqs) {
-    auto it = states_.find(s->id);
-    if (it == states_.end()) continue;  // not drafted yet (its prefill is in this step)
-    s->draft_hidden = it->second.hidden;
-    s->draft_topk = it->second.topk;
-  }
-  // A round drafts from this state: without it this rank would draft other tokens than rank 0
-  // and the ranks would part ways, so stop instead.
-  if (step.plan.draft_steps > 0)
-    for (const Sequence* s : step.plan.decode)
-      if (s->draft_hidden.empty())
+  std::vector<uint64_t> running = r.get_vec<uint64_t>();
+  std::sort(running.begin(), running.end());
+  for (Sequence* s : in_step)  // a step's sequences are running by definition
+    if (!std::binary_search(running.begin(), running.end(), s->id))
+      fail("step message: sequence {} is in the step but not running", s->id);
+  for (auto it = seqs_.begin(); it != seqs_.end();)
+    it = std::binary_search(running.begin(), running.end(), it->first) ? std::next(it)
+                                                                       : seqs_.erase(it);
+  // A round drafts from this rank's draft state: without it this rank would draft other tokens
+  // than rank 0 and the ranks would part ways, so stop instead.
+  if (out.plan.draft_steps > 0)
+    for (const Sequence* s : out.plan.decode)
+      if (s->draft_hidden.empty() && out.plan.draft_steps > 1)
         fail(
             "step message: sequence {} decodes speculatively but this rank has no draft state "
             "for it",
             s->id);
+  return out;
 }
 
-void DraftStates::keep(ReceivedStep& step) {
-  for (auto& s : step.seqs)
-    if (!s->draft_hidden.empty())
-      states_[s->id] = State{std::move(s->draft_hidden), std::move(s->draft_topk)};
-  std::vector<uint64_t> running = step.running;
-  std::sort(running.begin(), running.end());
-  for (auto it = states_.begin(); it != states_.end();)
-    it = std::binary_search(running.begin(), running.end(), it->first) ? std::next(it)
-                                                                       : states_.erase(it);
+const Sequence* FollowerSequences::find(uint64_t id) const {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? nullptr : it->second.get();
 }
 
 }  // namespace tandem

@@ -158,8 +158,8 @@ TEST(ThreadGroup, ACollectiveTimesOutNamingTheRank) {
   set_collective_timeout(old);
 }
 
-// A plan of a chunk and two decodes; the follower's rebuilt sequences hold what the step reads.
-TEST(StepMessage, RoundTripKeepsWhatTheStepReads) {
+// A plan of a chunk and two decodes; the follower's sequences hold what the step reads.
+TEST(StepMessage, FollowerSequencesHoldWhatTheStepReads) {
   std::vector<std::unique_ptr<Sequence>> seqs;
   for (int i = 0; i < 3; ++i) {
     auto s = std::make_unique<Sequence>();
@@ -182,26 +182,30 @@ TEST(StepMessage, RoundTripKeepsWhatTheStepReads) {
     s->next_draft = 42 + i;
     seqs.push_back(std::move(s));
   }
+  FollowerSequences f;
   StepPlan plan;
   plan.kind = StepPlan::Kind::kPrefill;
   plan.prefill.push_back({seqs[0].get(), 16, 32});
-  const ReceivedStep p = decode_step(encode_step(plan, {10, 11, 12}));
-  ASSERT_EQ(p.seqs.size(), 1u);
-  const Sequence& a = *p.seqs[0];
+  const FollowerSequences::Step p = f.apply(encode_step(plan, {10, 11, 12}));
+  ASSERT_EQ(p.plan.prefill.size(), 1u);
+  const Sequence& a = *p.plan.prefill[0].seq;
   EXPECT_EQ(a.tokens.size(), seqs[0]->tokens.size());
   for (int t = 16; t <= 32; ++t) EXPECT_EQ(a.tokens[t], seqs[0]->tokens[t]);  // the chunk + 1
   EXPECT_EQ(p.plan.prefill[0].start, 16);
   EXPECT_EQ(p.plan.prefill[0].end, 32);
-  EXPECT_EQ(p.plan.prefill[0].seq, &a);
-  EXPECT_EQ(p.running, (std::vector<uint64_t>{10, 11, 12}));
+  EXPECT_EQ(f.size(), 1u);
 
   StepPlan dec;
   dec.kind = StepPlan::Kind::kDecode;
   dec.draft_steps = 3;
   dec.decode = {seqs[1].get(), seqs[2].get()};
-  ReceivedStep d = decode_step(encode_step(dec, {11, 12}));
+  // A speculative round for sequences this rank never drafted for: refused.
+  EXPECT_THROW(f.apply(encode_step(dec, {11, 12})), Error);
+  FollowerSequences g;
+  StepPlan plain = dec;
+  plain.draft_steps = 0;
+  const FollowerSequences::Step d = g.apply(encode_step(plain, {11, 12}));
   ASSERT_EQ(d.plan.decode.size(), 2u);
-  EXPECT_EQ(d.plan.draft_steps, 3);
   for (size_t i = 0; i < 2; ++i) {
     const Sequence& got = *d.plan.decode[i];
     const Sequence& want = *seqs[i + 1];
@@ -220,20 +224,18 @@ TEST(StepMessage, RoundTripKeepsWhatTheStepReads) {
     EXPECT_EQ(got.rng.state(), want.rng.state());
     EXPECT_EQ(got.next_draft, want.next_draft);
   }
-  // The draft state stays on the follower: a speculative decode without it is an error, with it
-  // the state comes back, and sequences no longer running are forgotten.
-  DraftStates drafts;
-  EXPECT_THROW(drafts.restore(d), Error);
+  // The draft state a step leaves stays with the follower's sequence (it is never sent), and a
+  // sequence rank 0 no longer runs is forgotten.
   d.plan.decode[0]->draft_hidden = {1.f, 2.f};
   d.plan.decode[1]->draft_hidden = {3.f};
-  drafts.keep(d);
-  EXPECT_EQ(drafts.size(), 2u);
-  ReceivedStep again = decode_step(encode_step(dec, {12}));
-  drafts.restore(again);
+  const FollowerSequences::Step again = g.apply(encode_step(dec, {11, 12}));
   EXPECT_EQ(again.plan.decode[0]->draft_hidden, (std::vector<float>{1.f, 2.f}));
-  drafts.keep(again);
-  EXPECT_EQ(drafts.size(), 1u);  // 11 is not running any more
-  EXPECT_TRUE(decode_step(encode_stop()).stop);
+  StepPlan only12 = dec;
+  only12.decode = {seqs[2].get()};
+  g.apply(encode_step(only12, {12}));
+  EXPECT_EQ(g.size(), 1u);
+  EXPECT_EQ(g.find(11), nullptr);
+  EXPECT_TRUE(g.apply(encode_stop()).stop);
 }
 
 TEST(StepMessage, TruncatedOrCorruptMessagesThrow) {
@@ -245,12 +247,15 @@ TEST(StepMessage, TruncatedOrCorruptMessagesThrow) {
   plan.decode = {&s};
   const Bytes good = encode_step(plan, {0});
   for (size_t n : {size_t{0}, size_t{1}, good.size() / 2, good.size() - 1}) {
+    FollowerSequences f;
     const Bytes cut(good.begin(), good.begin() + static_cast<int64_t>(n));
-    EXPECT_THROW(decode_step(cut), Error) << "cut at " << n;
+    EXPECT_THROW(f.apply(cut), Error) << "cut at " << n;
   }
   Bytes bad = good;
   bad[0] = 99;
-  EXPECT_THROW(decode_step(bad), Error);
+  FollowerSequences f;
+  EXPECT_THROW(f.apply(bad), Error);
+  EXPECT_THROW(f.apply(encode_step(plan, {5})), Error);  // in the step but not running
 }
 
 }  // namespace
