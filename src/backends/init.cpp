@@ -9,11 +9,12 @@
 
 namespace tandem {
 
-bool init_backends() {
+bool init_backends(int cuda_device) {
   register_backend(DeviceType::CPU, &cpu::cpu_backend());
 #ifdef TANDEM_WITH_CUDA
-  return cuda::init_cuda_backend();
+  return cuda::init_cuda_backend(cuda_device);
 #else
+  (void)cuda_device;
   return false;
 #endif
 }

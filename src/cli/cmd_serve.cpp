@@ -9,6 +9,14 @@
 
 namespace tandem::cli {
 
+namespace {
+int g_cuda_device = 0;
+}
+
+int process_cuda_device() {
+  return g_cuda_device;
+}
+
 Runner add_serve(CLI::App& app) {
   auto a = std::make_shared<server::ServerArgs>();
   auto log_level = std::make_shared<std::string>();
@@ -108,6 +116,9 @@ Runner add_serve(CLI::App& app) {
   // Flags that only mean something to another vendor's backend (--attention-backend,
   // --enable-metrics, ...) are collected here and reported as ignored.
   app.allow_extras();
+  // The backends are set up between parsing and running: tell them which GPU is this process's.
+  app.parse_complete_callback(
+      [a] { g_cuda_device = static_cast<int>(a->base_gpu_id + a->dist_local_rank); });
   return [a, log_level, &app]() {
     if (!log_level->empty()) {
       const std::string& l = *log_level;

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
       tandem::cli::add_bench_offline);
   CLI11_PARSE(app, argc, argv);
   try {
-    tandem::init_backends();
+    tandem::init_backends(tandem::cli::process_cuda_device());
     for (auto& [sub, run] : runners)
       if (sub->parsed()) return run();
   } catch (const std::exception& e) {

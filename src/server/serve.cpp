@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -103,6 +104,22 @@ void stop_on_collective_failure(const std::string& why) {
   std::_Exit(1);
 }
 
+// What loading this rank's share cost: the process's peak resident host memory (the checkpoint is
+// memory-mapped, so reading a slice touches only its pages) and the device memory in use.
+void log_rank_memory(const RankLayout& rl, Device d) {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  std::string dev;
+  if (!d.is_cpu()) {
+    size_t free = 0, total = 0;
+    device_interface(d.type).memory_info(d, &free, &total);
+    dev = fmt::format(", {} in use {:.2f} of {:.2f} GiB", d.str(), (total - free) / 1073741824.0,
+                      total / 1073741824.0);
+  }
+  log_info("rank {} of {}: weights loaded; peak host memory {:.2f} GiB{}", rl.rank, rl.world,
+           static_cast<double>(ru.ru_maxrss) / 1048576.0, dev);
+}
+
 std::chrono::milliseconds dist_timeout(const ServerArgs& args) {
   return std::chrono::milliseconds(static_cast<int64_t>(args.dist_timeout * 1000.0));
 }
@@ -142,6 +159,7 @@ LoadedModel load_model(const ServerArgs& args, const EngineOptions& eo, bool cud
   }
   const LoadOptions lo = load_options(args, eo, cuda, rl);
   std::shared_ptr<Model> model = load_weights_of(args, lo);
+  if (rank0) log_rank_memory(rl, lo.device);
   if (lm.group) {
     lm.comm = make_collectives(*lm.group, lo.device);
     lm.comm->set_on_failure(stop_on_collective_failure);
@@ -165,6 +183,7 @@ int run_follower_rank(const ServerArgs& args, const RankLayout& rl, bool cuda) {
         SocketGroup::join(rl.rank, rl.world, addr, dist_timeout(args));
     const LoadOptions lo = load_options(args, eo, cuda, rl);
     std::shared_ptr<Model> model = load_weights_of(args, lo);
+    log_rank_memory(rl, lo.device);
     std::unique_ptr<Collectives> comm = make_collectives(*group, lo.device);
     comm->set_on_failure(stop_on_collective_failure);
     model->set_collectives(comm.get());

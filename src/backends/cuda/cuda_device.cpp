@@ -1,9 +1,11 @@
 // The CUDA device interface: device memory and copies for core::Tensor.
 #include <cuda_runtime.h>
 
+#include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_init.h"
 #include "core/device.h"
+#include "core/error.h"
 #include "core/log.h"
 
 namespace tandem::cuda {
@@ -50,17 +52,25 @@ CudaDeviceInterface g_iface;
 
 void install_cuda_backend();  // cuda_backend.cpp
 
-bool init_cuda_backend() {
+bool init_cuda_backend(int device) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
     cudaGetLastError();  // clear the sticky "no device" error
     return false;
   }
+  if (cuda_backend()) return true;  // already set up (tests call init more than once)
+  if (device < 0 || device >= n)
+    fail(
+        "CUDA device {} does not exist: this machine has {} (--base-gpu-id and the local rank "
+        "choose it)",
+        device, n);
+  // First, so that the context, streams and buffers below live on this process's GPU.
+  TD_CUDA_CHECK(cudaSetDevice(device));
   register_device_interface(DeviceType::CUDA, &g_iface);
   install_cuda_backend();
   cudaDeviceProp prop;
-  TD_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  log_info("CUDA device 0: {} ({} SMs, {:.0f} GiB)", prop.name, prop.multiProcessorCount,
+  TD_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  log_info("CUDA device {}: {} ({} SMs, {:.0f} GiB)", device, prop.name, prop.multiProcessorCount,
            prop.totalGlobalMem / 1073741824.0);
   return true;
 }

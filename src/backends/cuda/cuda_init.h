@@ -4,6 +4,6 @@
 namespace tandem::cuda {
 
 // Registers the CUDA device interface and backend if a device is present; false otherwise.
-bool init_cuda_backend();
+bool init_cuda_backend(int device = 0);
 
 }  // namespace tandem::cuda
