@@ -591,6 +591,27 @@ else
 fi
 pid=""
 
+# A rank that hangs (stopped, not dead): the next step's collective times out after
+# --dist-timeout and the server stops with an error instead of hanging.
+start_server hung --tp-size 2 --dist-timeout 3
+child=$(pgrep -P "$pid" -f -- "--dist-local-rank 1")
+kill -STOP "$child"
+curl -s --max-time 30 -o /dev/null "$url/v1/completions" -H 'Content-Type: application/json' \
+  -d '{"prompt":"Hello","max_tokens":4}' &
+for _ in $(seq 1 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$pid" 2>/dev/null; then
+  fail "the server kept waiting for a stopped rank past --dist-timeout"
+  kill -KILL "$pid" "$child"
+else
+  wait "$pid"
+  code=$?
+  [[ $code != 0 ]] && grep -q "rank 1 did not answer within the collective timeout" "$log" &&
+    pass "a hung rank stops the server after --dist-timeout (exit $code)" ||
+    fail "hung rank: exit $code, log: $(tail -3 "$log")"
+fi
+kill -KILL "$child" 2>/dev/null
+pid=""
+
 # --- bounded waiting queue --------------------------------------------------------------------
 # With one running and one waiting slot, a third request gets 503 with Retry-After at once.
 start_server queue --max-running-requests 1 --max-queued-requests 1

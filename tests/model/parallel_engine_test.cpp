@@ -2,11 +2,13 @@
 // and sends every step to follower ranks (threads here, processes in `tandem serve`). Greedy
 // output must equal the unsharded engine's, with and without MTP; seeded sampling too. (The
 // shipped model has 4 heads: 8-way splits are covered by parallel_model_test.cpp.)
+#include <filesystem>
 #include <thread>
 
 #include "core/rng.h"
 #include "distributed/cpu_collectives.h"
 #include "distributed/thread_group.h"
+#include "model/random_checkpoint.h"
 #include "model_test_util.h"
 #include "runtime/engine.h"
 #include "runtime/follower.h"
@@ -15,6 +17,9 @@ namespace tandem::test {
 namespace {
 
 const char* kModel = "models/tandem-austen";
+
+// The model the engines load: the shipped one, or (8-way splits) a widened random checkpoint.
+std::string g_model_dir;
 
 struct Result {
   std::vector<int32_t> tokens;
@@ -50,7 +55,8 @@ std::shared_ptr<Model> load(const ShardSpec& s, bool mtp) {
   lo.show_progress = false;
   lo.load_mtp = mtp;
   lo.shard = s;
-  return std::shared_ptr<Model>(Model::load(source_path(kModel), lo));
+  return std::shared_ptr<Model>(
+      Model::load(g_model_dir.empty() ? source_path(kModel) : g_model_dir, lo));
 }
 
 // Runs reqs on (tp, ep) ranks: rank 0's engine in this thread, followers in others.
@@ -89,13 +95,15 @@ std::vector<Result> run_single(const EngineOptions& o, const std::vector<Request
   return run_all(e, reqs);
 }
 
-std::vector<Request> prompts(int n, int64_t max_new, uint64_t seed, bool sampled) {
+std::vector<Request> prompts(int n, int64_t max_new, uint64_t seed, bool sampled,
+                             int32_t vocab = 4000) {
   Rng rng(seed);
   std::vector<Request> out;
   for (int i = 0; i < n; ++i) {
     Request r;
     const int len = 20 + static_cast<int>(rng.next_u64() % 80);  // crosses index_topk (64)
-    for (int j = 0; j < len; ++j) r.prompt.push_back(static_cast<int32_t>(rng.next_u64() % 4000));
+    for (int j = 0; j < len; ++j)
+      r.prompt.push_back(static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(vocab)));
     r.max_new_tokens = max_new;
     if (sampled) {
       r.sampling.temperature = 0.8f;
@@ -152,6 +160,40 @@ INSTANTIATE_TEST_SUITE_P(Splits, ParallelEngine,
                            return "tp" + std::to_string(info.param.first) + "_ep" +
                                   std::to_string(info.param.second);
                          });
+
+// Eight ranks: the golden GLM-5.2 configuration widened to 8 heads and 16 experts, random
+// weights (MTP accepts little on them, but a round must still commit exactly what plain decoding
+// does).
+TEST(ParallelEngineWide, EightWaysGreedyWithAndWithoutMtpAndSampling) {
+  ModelConfig c = ModelConfig::from_file(source_path("tests/data/golden/glm5.2/config.json"));
+  c.num_attention_heads = 8;
+  c.n_routed_experts = 16;
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / "tandem_parallel_engine_wide").string();
+  RandomCheckpointOptions o;
+  o.seed = 3;
+  o.dtype = "f32";
+  write_random_checkpoint(c, dir, o);
+  g_model_dir = dir;
+  const auto greedy = prompts(4, 12, 9, false, static_cast<int32_t>(c.vocab_size));
+  const auto sampled = prompts(3, 10, 10, true, static_cast<int32_t>(c.vocab_size));
+  const std::vector<Result> want = run_single(options(0), greedy);
+  const std::vector<Result> want_s = run_single(options(2), sampled);
+  for (auto [tp, ep] : {std::pair{8, 8}, std::pair{8, 2}}) {
+    const std::vector<Result> plain = run_parallel(tp, ep, options(0), greedy);
+    const std::vector<Result> spec = run_parallel(tp, ep, options(3), greedy);
+    const std::vector<Result> samp = run_parallel(tp, ep, options(2), sampled);
+    for (size_t i = 0; i < greedy.size(); ++i) {
+      EXPECT_EQ(plain[i].tokens, want[i].tokens) << "tp " << tp << " ep " << ep << " request " << i;
+      EXPECT_EQ(spec[i].tokens, plain[i].tokens)
+          << "tp " << tp << " ep " << ep << " request " << i << " with MTP";
+    }
+    for (size_t i = 0; i < sampled.size(); ++i)
+      EXPECT_EQ(samp[i].tokens, want_s[i].tokens)
+          << "tp " << tp << " ep " << ep << " sampled request " << i;
+  }
+  g_model_dir.clear();
+}
 
 }  // namespace
 }  // namespace tandem::test
