@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -97,6 +98,15 @@ EngineOptions sized_for_device(const ServerArgs& args, const EngineOptions& eo, 
   return opts;
 }
 
+// Deterministic mode: the largest all-reduce a forward makes ([tokens, hidden] bf16), for the
+// batch-invariant path (make_collectives.h); 0 otherwise.
+size_t batch_invariant_bytes(const EngineOptions& eo, const ModelConfig& c) {
+  if (!eo.deterministic) return 0;
+  const int64_t steps = eo.spec.enabled() ? eo.spec.num_steps + 1 : 1;
+  const int64_t tokens = std::max(eo.max_prefill_tokens, eo.max_running_requests * steps);
+  return static_cast<size_t>(tokens * c.hidden_size * 2);
+}
+
 // A collective that failed inside a step (a rank gone, a timeout): the ranks can no longer agree,
 // so this process stops with the reason; the others see its connection close and stop too.
 void stop_on_collective_failure(const std::string& why) {
@@ -161,7 +171,7 @@ LoadedModel load_model(const ServerArgs& args, const EngineOptions& eo, bool cud
   std::shared_ptr<Model> model = load_weights_of(args, lo);
   if (rank0) log_rank_memory(rl, lo.device);
   if (lm.group) {
-    lm.comm = make_collectives(*lm.group, lo.device);
+    lm.comm = make_collectives(*lm.group, lo.device, batch_invariant_bytes(eo, model->config()));
     lm.comm->set_on_failure(stop_on_collective_failure);
     model->set_collectives(lm.comm.get());
   }
@@ -184,7 +194,8 @@ int run_follower_rank(const ServerArgs& args, const RankLayout& rl, bool cuda) {
     const LoadOptions lo = load_options(args, eo, cuda, rl);
     std::shared_ptr<Model> model = load_weights_of(args, lo);
     log_rank_memory(rl, lo.device);
-    std::unique_ptr<Collectives> comm = make_collectives(*group, lo.device);
+    std::unique_ptr<Collectives> comm =
+        make_collectives(*group, lo.device, batch_invariant_bytes(eo, model->config()));
     comm->set_on_failure(stop_on_collective_failure);
     model->set_collectives(comm.get());
     const EngineOptions opts = sized_for_device(args, eo, *model, lo, cuda);
