@@ -1,6 +1,9 @@
 // tandem serve: the OpenAI-compatible and SGLang-native HTTP server. Takes SGLang's launch flags
 // so `python -m sglang.launch_server ...` command lines work with the program name changed;
 // flags of other vendors' backends are accepted with a warning (docs/server.md).
+#include <pthread.h>
+#include <signal.h>
+
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "core/device.h"
@@ -117,8 +120,20 @@ Runner add_serve(CLI::App& app) {
   // --enable-metrics, ...) are collected here and reported as ignored.
   app.allow_extras();
   // The backends are set up between parsing and running: tell them which GPU is this process's.
-  app.parse_complete_callback(
-      [a] { g_cuda_device = static_cast<int>(a->base_gpu_id + a->dist_local_rank); });
+  app.parse_complete_callback([a] {
+    g_cuda_device = static_cast<int>(a->base_gpu_id + a->dist_local_rank);
+    // The server takes SIGINT/SIGTERM on one thread (sigwait) to drain gracefully. Block them now,
+    // before the backends start: threads the CUDA runtime creates inherit this mask, and a signal
+    // delivered to one of them would otherwise kill the process at once. Only the process that
+    // serves HTTP (global rank 0); the other ranks keep the default actions.
+    if (a->node_rank == 0 && a->dist_local_rank == 0) {
+      sigset_t sigs;
+      sigemptyset(&sigs);
+      sigaddset(&sigs, SIGINT);
+      sigaddset(&sigs, SIGTERM);
+      pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+    }
+  });
   return [a, log_level, &app]() {
     if (!log_level->empty()) {
       const std::string& l = *log_level;

@@ -48,7 +48,8 @@ std::vector<Bytes> unpack(const Bytes& b) {
 
 std::unique_ptr<SocketGroup> SocketGroup::join(int rank, int world, const tcp::Address& addr,
                                                std::chrono::milliseconds join_timeout,
-                                               tcp::Socket listener) {
+                                               tcp::Socket listener,
+                                               const std::function<void()>& while_waiting) {
   if (world < 1 || rank < 0 || rank >= world)
     throw InvalidArgument(fmt::format("rank {} outside a world of {}", rank, world));
   std::unique_ptr<SocketGroup> g(new SocketGroup(rank, world));
@@ -72,7 +73,13 @@ std::unique_ptr<SocketGroup> SocketGroup::join(int rank, int world, const tcp::A
   g->peers_.resize(static_cast<size_t>(world));
   int joined = 1;
   while (joined < world) {
-    std::optional<tcp::Socket> s = tcp::accept_until(listener, deadline);
+    // Short waits, so that while_waiting can notice a rank that will never come.
+    const auto slice = std::min(deadline, tcp::Clock::now() + std::chrono::milliseconds(200));
+    std::optional<tcp::Socket> s = tcp::accept_until(listener, slice);
+    if (!s && tcp::Clock::now() < deadline) {
+      if (while_waiting) while_waiting();
+      continue;
+    }
     if (!s) {
       std::string missing;
       for (int r = 1; r < world; ++r)

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 
 #include "distributed/process_group.h"
@@ -18,9 +19,12 @@ class SocketGroup final : public ProcessGroup {
   // Rank 0 listens on addr (or takes `listener`, already bound, e.g. to a free port it handed
   // to the ranks it spawned) and waits for world - 1 ranks; the others connect. Throws PeerError
   // naming the address and the missing ranks when join_timeout passes.
+  // while_waiting (rank 0): called a few times a second while ranks are missing; it may throw
+  // to give up early (a rank this node spawned has already exited).
   static std::unique_ptr<SocketGroup> join(int rank, int world, const tcp::Address& addr,
                                            std::chrono::milliseconds join_timeout,
-                                           tcp::Socket listener = {});
+                                           tcp::Socket listener = {},
+                                           const std::function<void()>& while_waiting = {});
   ~SocketGroup() override;
 
   int rank() const override { return rank_; }

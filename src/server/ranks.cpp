@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "distributed/process_group.h"
 
 namespace tandem::server {
 
@@ -61,20 +62,40 @@ LocalRanks::LocalRanks(const RankLayout& me, const std::vector<std::string>& arg
       // and leaves Ctrl-C to rank 0 (which stops everyone in order).
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(1);
+      // The launcher blocks SIGINT/SIGTERM for its signal thread; a blocked mask survives exec.
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
       signal(SIGINT, SIG_IGN);
       execv("/proc/self/exe", cargs.data());
       _exit(127);
     }
     pids_.push_back(pid);
+    reaped_.push_back(false);
   }
   if (!pids_.empty())
     log_info("started local ranks 1..{} of this node (pids {})", me.per_node - 1,
              fmt::join(pids_, ", "));
 }
 
+void LocalRanks::check_alive() {
+  for (size_t i = 0; i < pids_.size(); ++i) {
+    int status = 0;
+    if (reaped_[i] || waitpid(pids_[i], &status, WNOHANG) != pids_[i]) continue;
+    reaped_[i] = true;
+    throw PeerError(fmt::format(
+        "local rank {} (pid {}) exited ({}) before the ranks could join; its error is above", i + 1,
+        pids_[i],
+        WIFEXITED(status) ? fmt::format("exit code {}", WEXITSTATUS(status))
+                          : fmt::format("signal {}", WTERMSIG(status))));
+  }
+}
+
 LocalRanks::~LocalRanks() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  for (pid_t pid : pids_) {
+  for (size_t i = 0; i < pids_.size(); ++i) {
+    if (reaped_[i]) continue;
+    const pid_t pid = pids_[i];
     int status = 0;
     while (waitpid(pid, &status, WNOHANG) == 0) {
       if (std::chrono::steady_clock::now() > deadline) {

@@ -34,11 +34,15 @@ class LocalRanks {
   LocalRanks(const RankLayout& me, const std::vector<std::string>& argv,
              const std::vector<std::string>& extra);
   ~LocalRanks();
+  // Throws PeerError naming the first child that has already exited (before the group formed, a
+  // child that failed at start-up: its own error is above in the log).
+  void check_alive();
   LocalRanks(const LocalRanks&) = delete;
   LocalRanks& operator=(const LocalRanks&) = delete;
 
  private:
   std::vector<pid_t> pids_;
+  std::vector<bool> reaped_;
 };
 
 // This process's command line (from /proc/self/cmdline).

@@ -163,7 +163,8 @@ LoadedModel load_model(const ServerArgs& args, const EngineOptions& eo, bool cud
   if (rank0) {
     // Every rank joins before anything loads: a node that cannot join fails start-up at once.
     lm.group =
-        SocketGroup::join(0, rl.world, rank0->addr, dist_timeout(args), std::move(rank0->listener));
+        SocketGroup::join(0, rl.world, rank0->addr, dist_timeout(args), std::move(rank0->listener),
+                          [&] { rank0->children->check_alive(); });
     log_info("tensor parallelism: {} ranks joined (tp {}, ep {}, {} nodes)", rl.world, args.tp_size,
              args.ep_size, args.nnodes);
   }
