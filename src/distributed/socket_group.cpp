@@ -10,6 +10,27 @@ namespace {
 
 constexpr uint32_t kMagic = 0x4d444e54;  // "TNDM"
 
+// Every frame after the handshake starts with the collective it belongs to: ranks that meet in
+// different collectives have parted ways, which must be an error, not misread bytes.
+constexpr uint8_t kBroadcast = 'B', kGather = 'G';
+
+Bytes tagged(uint8_t tag, const Bytes& b) {
+  Bytes out;
+  out.reserve(b.size() + 1);
+  out.push_back(tag);
+  out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+Bytes untag(uint8_t tag, Bytes b, const std::string& peer) {
+  if (b.empty() || b[0] != tag)
+    throw PeerError(
+        fmt::format("the ranks have parted ways: {} sent a {} where this rank expected a {}", peer,
+                    b.empty() ? "nothing" : (b[0] == kBroadcast ? "broadcast" : "all-gather"),
+                    tag == kBroadcast ? "broadcast" : "all-gather"));
+  b.erase(b.begin());
+  return b;
+}
+
 void put_u32(Bytes& b, uint32_t v) {
   for (int i = 0; i < 4; ++i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
 }
@@ -123,16 +144,19 @@ std::unique_ptr<SocketGroup> SocketGroup::join(int rank, int world, const tcp::A
 SocketGroup::~SocketGroup() = default;
 
 void SocketGroup::throw_if_aborted() const {
-  if (aborted_) throw PeerError(abort_reason_);
+  if (!aborted_) return;
+  std::lock_guard<std::mutex> g(abort_mu_);
+  throw PeerError(abort_reason_);
 }
 
 void SocketGroup::broadcast(Bytes& bytes) {
   throw_if_aborted();
   if (rank_ == 0) {
+    const Bytes frame = tagged(kBroadcast, bytes);
     for (int r = 1; r < world_; ++r)
-      tcp::send_frame(peers_[static_cast<size_t>(r)], bytes, peer_name(r));
+      tcp::send_frame(peers_[static_cast<size_t>(r)], frame, peer_name(r));
   } else {
-    bytes = tcp::recv_frame(peers_[0], std::nullopt, "rank 0");
+    bytes = untag(kBroadcast, tcp::recv_frame(peers_[0], std::nullopt, "rank 0"), "rank 0");
   }
 }
 
@@ -140,15 +164,16 @@ std::vector<Bytes> SocketGroup::all_gather(const Bytes& mine) {
   throw_if_aborted();
   const auto deadline = tcp::Clock::now() + collective_timeout();
   if (rank_ != 0) {
-    tcp::send_frame(peers_[0], mine, "rank 0");
-    return unpack(tcp::recv_frame(peers_[0], deadline, "rank 0"));
+    tcp::send_frame(peers_[0], tagged(kGather, mine), "rank 0");
+    return unpack(untag(kGather, tcp::recv_frame(peers_[0], deadline, "rank 0"), "rank 0"));
   }
   std::vector<Bytes> parts(static_cast<size_t>(world_));
   parts[0] = mine;
   for (int r = 1; r < world_; ++r)
     parts[static_cast<size_t>(r)] =
-        tcp::recv_frame(peers_[static_cast<size_t>(r)], deadline, peer_name(r));
-  const Bytes all = pack(parts);
+        untag(kGather, tcp::recv_frame(peers_[static_cast<size_t>(r)], deadline, peer_name(r)),
+              peer_name(r));
+  const Bytes all = tagged(kGather, pack(parts));
   for (int r = 1; r < world_; ++r)
     tcp::send_frame(peers_[static_cast<size_t>(r)], all, peer_name(r));
   return parts;
@@ -165,8 +190,12 @@ void SocketGroup::check_peers() {
 }
 
 void SocketGroup::abort(const std::string& why) {
-  if (aborted_.exchange(true)) return;
-  abort_reason_ = why;
+  {
+    std::lock_guard<std::mutex> g(abort_mu_);
+    if (aborted_) return;
+    abort_reason_ = why;
+    aborted_ = true;
+  }
   // shutdown() (not close) wakes a thread blocked on the socket without freeing its descriptor.
   for (tcp::Socket& s : peers_)
     if (s.valid()) ::shutdown(s.fd(), SHUT_RDWR);

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 
 #include "distributed/process_group.h"
 #include "distributed/tcp.h"
@@ -42,6 +43,7 @@ class SocketGroup final : public ProcessGroup {
   int rank_, world_;
   std::vector<tcp::Socket> peers_;  // rank 0: [world] (index = rank, 0 unused); others: [1]
   std::atomic<bool> aborted_{false};
+  mutable std::mutex abort_mu_;  // guards abort_reason_ (abort() may come from another thread)
   std::string abort_reason_;
 };
 

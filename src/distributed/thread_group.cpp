@@ -11,11 +11,12 @@ class ThreadGroup final : public ProcessGroup {
   int world() const override { return hub_->world(); }
   void broadcast(Bytes& bytes) override {
     // Everyone takes part in one exchange; only rank 0's part is kept.
-    std::vector<Bytes> all = hub_->exchange(rank_, rank_ == 0 ? bytes : Bytes{}, true);
+    std::vector<Bytes> all =
+        hub_->exchange(rank_, rank_ == 0 ? bytes : Bytes{}, true, "a broadcast");
     if (rank_ != 0) bytes = std::move(all[0]);
   }
   std::vector<Bytes> all_gather(const Bytes& mine) override {
-    return hub_->exchange(rank_, mine, false);
+    return hub_->exchange(rank_, mine, false, "an all-gather");
   }
   void abort(const std::string& why) override { hub_->abort(why); }
 
@@ -33,16 +34,28 @@ std::vector<std::unique_ptr<ProcessGroup>> ThreadHub::make(int world) {
   return groups;
 }
 
-ThreadHub::ThreadHub(int world) : world_(world), slots_(static_cast<size_t>(world)) {}
+ThreadHub::ThreadHub(int world)
+    : world_(world), slots_(static_cast<size_t>(world)), kinds_(static_cast<size_t>(world)) {}
 
-std::vector<Bytes> ThreadHub::exchange(int rank, const Bytes& mine, bool wait_forever) {
+std::vector<Bytes> ThreadHub::exchange(int rank, const Bytes& mine, bool wait_forever,
+                                       const char* kind) {
   std::unique_lock<std::mutex> lk(mu_);
   // A rank may arrive for round n + 1 while slower ranks still collect round n's result.
   cv_.wait(lk, [&] { return departed_ == 0 || !aborted_.empty(); });
   if (!aborted_.empty()) throw PeerError(aborted_);
   const uint64_t my_round = round_;
   slots_[static_cast<size_t>(rank)] = mine;
+  kinds_[static_cast<size_t>(rank)] = kind;
   if (++arrived_ == world_) {
+    for (int r = 1; r < world_; ++r)
+      if (std::string(kinds_[static_cast<size_t>(r)]) != kinds_[0]) {
+        aborted_ = fmt::format(
+            "the ranks have parted ways: rank 0 is in {}, rank {} in {} (they no longer run "
+            "the same steps)",
+            kinds_[0], r, kinds_[static_cast<size_t>(r)]);
+        cv_.notify_all();
+        throw PeerError(aborted_);
+      }
     result_ = slots_;
     arrived_ = 0;
     departed_ = world_;

@@ -16,8 +16,10 @@ class ThreadHub {
   static std::vector<std::unique_ptr<ProcessGroup>> make(int world);
 
   explicit ThreadHub(int world);
-  // Deposits rank's bytes for round `kind` and returns every rank's, once all have arrived.
-  std::vector<Bytes> exchange(int rank, const Bytes& mine, bool wait_forever);
+  // Deposits rank's bytes and returns every rank's, once all have arrived. kind names the
+  // collective ("a broadcast", "an all-gather"): ranks that meet in different ones have parted
+  // ways, and every rank gets PeerError saying so instead of the other's bytes.
+  std::vector<Bytes> exchange(int rank, const Bytes& mine, bool wait_forever, const char* kind);
   void abort(const std::string& why);
   int world() const { return world_; }
 
@@ -29,6 +31,7 @@ class ThreadHub {
   int arrived_ = 0;
   int departed_ = 0;
   std::vector<Bytes> slots_, result_;
+  std::vector<const char*> kinds_;
   std::string aborted_;
 };
 

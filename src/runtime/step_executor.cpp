@@ -1,8 +1,14 @@
 #include "runtime/step_executor.h"
 
+#include "core/error.h"
+
 namespace tandem {
 
 void StepExecutor::run(const StepPlan& plan) {
+  TD_CHECK(plan.draft_steps == 0 || spec_,
+           "a speculative step ({} drafts) on a runner built without speculation (do all ranks "
+           "have the same --speculative-* flags?)",
+           plan.draft_steps);
   switch (plan.kind) {
     case StepPlan::Kind::kIdle:
       return;

@@ -2,6 +2,7 @@
 // and sends every step to follower ranks (threads here, processes in `tandem serve`). Greedy
 // output must equal the unsharded engine's, with and without MTP; seeded sampling too. (The
 // shipped model has 4 heads: 8-way splits are covered by parallel_model_test.cpp.)
+#include <atomic>
 #include <filesystem>
 #include <thread>
 
@@ -160,6 +161,52 @@ INSTANTIATE_TEST_SUITE_P(Splits, ParallelEngine,
                            return "tp" + std::to_string(info.param.first) + "_ep" +
                                   std::to_string(info.param.second);
                          });
+
+// A rank that cannot run rank 0's steps (here: built without speculation): rank 0 stops through
+// on_fatal within the collective timeout, every request ends with an error, nothing hangs.
+TEST(ParallelEngineFailure, ARankThatFailsStopsRankZeroWithOneError) {
+  const auto old = collective_timeout();
+  set_collective_timeout(std::chrono::milliseconds(1500));
+  auto groups = ThreadHub::make(2);
+  std::vector<std::shared_ptr<Model>> models;
+  std::vector<std::unique_ptr<CpuCollectives>> comms;
+  for (int64_t r = 0; r < 2; ++r) {
+    models.push_back(load(ShardSpec{r, 2, 1}, true));
+    comms.push_back(std::make_unique<CpuCollectives>(*groups[static_cast<size_t>(r)]));
+    models.back()->set_collectives(comms.back().get());
+  }
+  std::string follower_error;
+  std::thread follower([&] {
+    try {
+      run_follower(models[1], options(0), *groups[1]);  // no speculation: cannot follow
+    } catch (const std::exception& e) {
+      follower_error = e.what();
+    }
+  });
+  EngineOptions o = options(3);
+  std::atomic<int> fatal_calls{0};
+  std::string why;
+  o.on_fatal = [&](const std::string& w) {
+    why = w;
+    ++fatal_calls;
+  };
+  std::vector<Result> got;
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    Engine e(models[0], o, groups[0].get());
+    got = run_all(e, prompts(2, 8, 1, false));
+  }
+  follower.join();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(fatal_calls.load(), 1);
+  EXPECT_NE(why, "");
+  EXPECT_NE(follower_error, "");
+  for (const Result& r : got) EXPECT_EQ(r.reason, FinishReason::kError);
+  EXPECT_LT(secs, 30.0);
+  std::printf("  rank 0 stopped after %.1f s: %s\n  rank 1: %s\n", secs, why.c_str(),
+              follower_error.c_str());
+  set_collective_timeout(old);
+}
 
 // Eight ranks: the golden GLM-5.2 configuration widened to 8 heads and 16 experts, random
 // weights (MTP accepts little on them, but a round must still commit exactly what plain decoding
