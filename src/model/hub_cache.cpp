@@ -72,12 +72,13 @@ std::string resolve_model_path(const std::string& path_or_id, const std::string&
     looked = hash.empty() ? ref : repo / "snapshots" / hash;
   }
   if (fs::is_directory(looked, ec)) return looked.string();
+  const std::string rev_flag = revision.empty() ? "" : " --revision " + revision;
   throw InvalidArgument(fmt::format(
-      "{} {}: no such local directory, and not in the Hugging Face cache (revision {}): looked in "
-      "{} (cache root {}; set HF_HUB_CACHE or HF_HOME to use another); download it with "
-      "`hf download {}{}` (or `huggingface-cli download {}`)",
-      flag, path_or_id, rev, looked.string(), env.cache_root(), path_or_id,
-      revision.empty() ? "" : " --revision " + revision, path_or_id));
+      "{} {}: no such local directory, and not in the Hugging Face cache (revision {}): looked "
+      "for {} (cache root {}; set HF_HUB_CACHE or HF_HOME to use another); download it with "
+      "`hf download {}{}` (or `huggingface-cli download {}{}`)",
+      flag, path_or_id, rev, looked.string(), env.cache_root(), path_or_id, rev_flag, path_or_id,
+      rev_flag));
 }
 
 }  // namespace tandem
