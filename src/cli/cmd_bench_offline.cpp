@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/rng.h"
+#include "model/hub_cache.h"
 #include "model/presets.h"
 #include "model/random_checkpoint.h"
 #include "ops/backend.h"
@@ -156,7 +157,7 @@ std::vector<int64_t> parse_list(const std::string& s) {
 
 Runner add_bench_offline(CLI::App& app) {
   struct Args {
-    std::string model_path, prompts, write_ids, concurrency = "1,8,32";
+    std::string model_path, revision, prompts, write_ids, concurrency = "1,8,32";
     int64_t prompt_tokens = 64, max_new = 96, num_prompts = 16, steps = 3;
     double simulate = 0;
     bool profile_phases = false;
@@ -166,7 +167,11 @@ Runner add_bench_offline(CLI::App& app) {
     int64_t num_layers = 0, max_total_tokens = 1 << 16, workspace_mb = EngineOptions{}.workspace_mb;
   };
   auto a = std::make_shared<Args>();
-  app.add_option("--model-path", a->model_path, "Checkpoint folder (default: the built-in model)");
+  app.add_option("--model-path", a->model_path,
+                 "Checkpoint folder, or a Hugging Face Hub id (org/name) in the local Hub cache "
+                 "(default: the built-in model)");
+  app.add_option("--revision", a->revision,
+                 "Branch, tag or commit hash of a Hub id in --model-path (default: main)");
   app.add_option("--prompts", a->prompts, "JSON list of prompt strings, or of token-id lists");
   app.add_option("--prompt-tokens", a->prompt_tokens, "Cut each text prompt to this many tokens");
   app.add_option("--num-prompts", a->num_prompts,
@@ -208,7 +213,8 @@ Runner add_bench_offline(CLI::App& app) {
                  "Activation arena of one step on GPUs (long multi-sequence prefills need more)");
   return [a]() {
     const bool kv_fp8 = parse_kv_cache_dtype(a->kv_cache_dtype);
-    const std::string dir = a->model_path.empty() ? default_model_path() : a->model_path;
+    const std::string dir = resolve_model_path(
+        a->model_path.empty() ? default_model_path() : a->model_path, a->revision, "--model-path");
     LoadOptions lo;
     lo.load_mtp = a->steps > 0;
     lo.online_quant = parse_online_quant(a->quantization, a->loader_extra);

@@ -24,8 +24,13 @@ Runner add_serve(CLI::App& app) {
   auto a = std::make_shared<server::ServerArgs>();
   auto log_level = std::make_shared<std::string>();
   app.add_option("--model-path,--model", a->model_path,
-                 "Checkpoint folder (default: the built-in model)");
-  app.add_option("--tokenizer-path", a->tokenizer_path, "Tokenizer folder (default: --model-path)");
+                 "Checkpoint folder, or a Hugging Face Hub id (org/name) in the local Hub cache "
+                 "(default: the built-in model)");
+  app.add_option("--tokenizer-path", a->tokenizer_path,
+                 "Tokenizer folder or Hub id (default: --model-path)");
+  app.add_option("--revision", a->revision,
+                 "Branch, tag or commit hash of a Hub id in --model-path / --tokenizer-path, "
+                 "looked up in the local Hugging Face cache (default: main)");
   app.add_option("--served-model-name", a->served_model_name,
                  "Model id in the API (default: --model-path)");
   app.add_option("--host", a->host, "Address to listen on")->capture_default_str();
@@ -144,6 +149,7 @@ Runner add_serve(CLI::App& app) {
     }
     a->ignored_flags = app.remaining();
     if (a->model_path.empty()) a->model_path = default_model_path();
+    server::resolve_hub_ids(*a);
     return server::run_server(*a, has_device_interface(DeviceType::CUDA));
   };
 }

@@ -2,13 +2,19 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <map>
+#include <string>
 
 #include "backends/init.h"
 #include "cli/commands.h"
+#include "cli/version.h"
 #include "core/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Tandem: a serving engine for GLM-5-class models with MTP speculative decoding"};
+  // e.g. "tandem 0.1.0 (commit 4858b54, CUDA 12.8.93, sm_90a)"; printed by CLI11, exit 0.
+  app.set_version_flag("--version", std::string("tandem ") + tandem::cli::kVersion + " (commit " +
+                                        tandem::cli::kGitCommit + ", " + tandem::cli::kBuildCuda +
+                                        ")");
   app.require_subcommand(1);
   std::map<CLI::App*, tandem::cli::Runner> runners;
   auto add = [&](const char* name, const char* help, auto adder) {

@@ -20,6 +20,7 @@ Json ServerArgs::to_json() const {
   j["model_path"] = model_path;
   j["tokenizer_path"] = tokenizer_path.empty() ? model_path : tokenizer_path;
   j["served_model_name"] = model_name();
+  j["revision"] = revision.empty() ? Json() : Json(revision);
   j["host"] = host;
   j["port"] = port;
   j["device"] = device;
@@ -58,6 +59,14 @@ Json ServerArgs::to_json() const {
     j["allowed_origins"] = allowed_origins;  // engine_options refuses it at start-up
   }
   return j;
+}
+
+void resolve_hub_ids(ServerArgs& a, const HubEnv& env) {
+  const std::string model = resolve_model_path(a.model_path, a.revision, "--model-path", env);
+  if (model != a.model_path && a.served_model_name.empty()) a.served_model_name = a.model_path;
+  a.model_path = model;
+  if (!a.tokenizer_path.empty())
+    a.tokenizer_path = resolve_model_path(a.tokenizer_path, a.revision, "--tokenizer-path", env);
 }
 
 std::vector<std::string> parse_allowed_origins(const std::string& flag) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "model/hub_cache.h"
 #include "runtime/engine.h"
 #include "server/json_fields.h"
 
@@ -14,6 +15,7 @@ namespace tandem::server {
 struct ServerArgs {
   std::string model_path;
   std::string tokenizer_path;     // default: model_path
+  std::string revision;           // of a Hub id in model_path / tokenizer_path; "": main
   std::string served_model_name;  // default: model_path
   std::string host = "127.0.0.1";
   int port = 30000;
@@ -71,6 +73,12 @@ struct ServerArgs {
   int64_t http_thread_count() const;
   Json to_json() const;
 };
+
+// Model and tokenizer given as Hugging Face Hub ids ("org/name") become their snapshot folders
+// in the local Hub cache (model/hub_cache.h); local paths are kept. The API keeps calling the
+// model by its id (served_model_name) rather than by the snapshot's hash path. Throws
+// InvalidArgument naming the flag for an id that is not in the cache.
+void resolve_hub_ids(ServerArgs& a, const HubEnv& env = HubEnv::from_environment());
 
 // The origins of --allowed-origins (see ServerArgs::allowed_origins); throws InvalidArgument
 // naming the flag for a malformed list.

@@ -167,6 +167,31 @@ check_startup_error "node 0 whose other node never joins" "did not join within 2
   --tp-size 2 --nnodes 2 --node-rank 0 --dist-init-addr 127.0.0.1:0 --dist-timeout 2
 check_startup_error "missing model" "config.json" --model-path "$work/nowhere"
 
+# --- the other commands -----------------------------------------------------------------------
+out=$("$bin" --version 2>&1)
+[[ $out =~ ^tandem\ [0-9]+\.[0-9]+\.[0-9]+\ \(commit\  ]] && pass "tandem --version: $out" ||
+  fail "tandem --version: $out"
+# Greedy speculation reproduces plain decoding, and says how many tokens a round committed.
+gen() { timeout 120 "$bin" generate --prompt "Emma Woodhouse, handsome, clever, and rich," \
+  --max-new-tokens 24 --ignore-eos --enable-deterministic-inference "$@" 2>/dev/null; }
+plain=$(gen)
+spec=$(gen --speculative-algorithm EAGLE --speculative-num-steps 3)
+if [[ -n $plain && $(head -1 <<<"$spec") == "$plain" && $spec == *$'\n'"accept length: "* ]]; then
+  pass "generate --speculative-algorithm EAGLE: plain text, then $(tail -1 <<<"$spec")"
+else
+  fail "generate with and without speculation: '$plain' vs '$spec'"
+fi
+# A Hub id found through the Hugging Face cache (the snapshot is the shipped model).
+snap="$work/hub/models--tandem--austen/snapshots/0123456789abcdef0123456789abcdef01234567"
+mkdir -p "$work/hub/models--tandem--austen/refs" "$(dirname "$snap")"
+printf %s "$(basename "$snap")" >"$work/hub/models--tandem--austen/refs/main"
+ln -s "$root/models/tandem-austen" "$snap"
+[[ $(HF_HUB_CACHE=$work/hub gen --model-path tandem/austen) == "$plain" ]] &&
+  pass "generate --model-path tandem/austen from HF_HUB_CACHE" ||
+  fail "generate --model-path tandem/austen from HF_HUB_CACHE"
+HF_HUB_CACHE=$work/hub check_startup_error "a Hub id missing from the cache" \
+  "hf download tandem/missing" --model-path tandem/missing
+
 # --- the main server --------------------------------------------------------------------------
 # main_suite LABEL FLAGS...: every route, client and failure check against one server. It runs
 # twice: on one rank, and split over ranks (tensor + expert parallelism, one process per rank).

@@ -2,6 +2,9 @@
 // cannot do.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "core/error.h"
 #include "server/server_args.h"
 
@@ -140,6 +143,54 @@ TEST(ServerArgs, CpuNotes) {
   EXPECT_EQ(j["mem_fraction_static"], 0.8);
   EXPECT_EQ(j["port"], 30000);
   EXPECT_EQ(j["host"], "127.0.0.1");
+}
+
+// A Hub id becomes its snapshot in the cache; the API still calls the model by the id.
+TEST(ServerArgs, HubIdsResolveAndKeepTheIdAsModelName) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / "tandem_server_args_hub";
+  fs::remove_all(root);
+  const std::string hash(40, 'a');
+  const fs::path snap = root / "models--org--name" / "snapshots" / hash;
+  fs::create_directories(snap);
+  fs::create_directories(root / "models--org--name" / "refs");
+  std::ofstream(root / "models--org--name" / "refs" / "main") << hash;
+  const HubEnv env{root.string(), "", ""};
+
+  ServerArgs a;
+  a.model_path = "org/name";
+  a.tokenizer_path = "org/name";
+  resolve_hub_ids(a, env);
+  EXPECT_EQ(a.model_path, snap.string());
+  EXPECT_EQ(a.tokenizer_path, snap.string());
+  EXPECT_EQ(a.model_name(), "org/name");
+
+  ServerArgs named;
+  named.model_path = "org/name";
+  named.served_model_name = "mine";
+  resolve_hub_ids(named, env);
+  EXPECT_EQ(named.model_name(), "mine");
+
+  ServerArgs missing;
+  missing.model_path = "org/other";
+  try {
+    resolve_hub_ids(missing, env);
+    ADD_FAILURE() << "a missing id resolved";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("--model-path org/other"), std::string::npos) << e.what();
+  }
+  ServerArgs bad_tok;
+  bad_tok.model_path = "org/name";
+  bad_tok.tokenizer_path = "org/other";
+  bad_tok.revision = hash;
+  try {
+    resolve_hub_ids(bad_tok, env);
+    ADD_FAILURE() << "a missing tokenizer id resolved";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("--tokenizer-path org/other"), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(root);
 }
 
 }  // namespace
