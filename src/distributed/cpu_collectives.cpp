@@ -22,6 +22,7 @@ void CpuCollectives::all_reduce_sum(Tensor& x) {
   need_host_f32(x, "all_reduce_sum", "x");
   const std::vector<Bytes> parts = pg_.all_gather(bytes_of(x));
   const int64_t n = x.numel();
+  if (n == 0) return;  // (every rank took part in the gather above)
   float* out = x.data<float>();
   for (size_t r = 0; r < parts.size(); ++r) {
     TD_CHECK(static_cast<int64_t>(parts[r].size()) == n * 4,

@@ -50,7 +50,7 @@ class Reader {
     if (n > b_.size()) fail("step message: a list of {} elements in {} bytes", n, b_.size());
     need(n * sizeof(T));
     std::vector<T> v(n);
-    std::memcpy(v.data(), b_.data() + at_, n * sizeof(T));
+    if (n > 0) std::memcpy(v.data(), b_.data() + at_, n * sizeof(T));  // (empty: data() is null)
     at_ += n * sizeof(T);
     return v;
   }
