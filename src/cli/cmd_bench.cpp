@@ -11,6 +11,7 @@
 #include "bench_client/report.h"
 #include "bench_client/server_api.h"
 #include "cli/commands.h"
+#include "cli/default_model.h"
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
 
@@ -170,9 +171,7 @@ Runner add_bench(CLI::App& app) {
     std::vector<bench::DatasetRow> rows;
     if (a->dataset_name == "random") {
       const std::string path =
-          a->dataset_path.empty()
-              ? (fs::path(TANDEM_SOURCE_DIR) / "bench" / "data" / "prompts.txt").string()
-              : a->dataset_path;
+          a->dataset_path.empty() ? default_bench_prompts_path() : a->dataset_path;
       rows = bench::random_text_dataset(tok, read_file(path), spec);
     } else {
       rows = bench::random_ids_dataset(tok, spec);

@@ -92,6 +92,7 @@ Runner add_generate(CLI::App& app) {
     server::ServerArgs args = a->engine;
     if (args.model_path.empty()) args.model_path = default_model_path();
     args.model_path = resolve_model_path(args.model_path, args.revision, "--model-path");
+    log_info("model: {}", args.model_path);
     const bool cuda_available = has_device_interface(DeviceType::CUDA);
     std::vector<std::string> warnings;
     EngineOptions eo = server::engine_options(args, cuda_available, &warnings);

@@ -192,6 +192,26 @@ ln -s "$root/models/tandem-austen" "$snap"
 HF_HUB_CACHE=$work/hub check_startup_error "a Hub id missing from the cache" \
   "hf download tandem/missing" --model-path tandem/missing
 
+# --- installed -------------------------------------------------------------------------------
+# `cmake --install` into a prefix, moved elsewhere: the binary finds its default model and the
+# benchmark's prompt text beside itself (share/tandem), not in the source tree.
+build_dir=$(dirname "$bin")
+if [[ -f $build_dir/cmake_install.cmake ]]; then
+  if cmake --install "$build_dir" --prefix "$work/prefix0" >"$work/install.log" 2>&1 &&
+    mv "$work/prefix0" "$work/moved-prefix"; then
+    out=$("$work/moved-prefix/bin/tandem" generate --prompt "It is a truth" --max-new-tokens 4 2>&1)
+    if [[ $? == 0 && $out == *"model: $work/moved-prefix/share/tandem/models/tandem-austen"* ]]; then
+      pass "an installed, moved tandem runs its default model from share/tandem"
+    else
+      fail "installed tandem: $out"
+    fi
+    [[ -f $work/moved-prefix/share/tandem/bench/prompts.txt ]] && pass "the bench prompts are installed" ||
+      fail "share/tandem/bench/prompts.txt missing after install"
+  else
+    fail "cmake --install failed: $(tail -3 "$work/install.log")"
+  fi
+fi
+
 # --- the main server --------------------------------------------------------------------------
 # main_suite LABEL FLAGS...: every route, client and failure check against one server. It runs
 # twice: on one rank, and split over ranks (tensor + expert parallelism, one process per rank).
