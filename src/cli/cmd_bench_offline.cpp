@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench_client/svg_chart.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "core/error.h"
@@ -157,7 +158,7 @@ std::vector<int64_t> parse_list(const std::string& s) {
 
 Runner add_bench_offline(CLI::App& app) {
   struct Args {
-    std::string model_path, revision, prompts, write_ids, concurrency = "1,8,32";
+    std::string model_path, revision, prompts, write_ids, svg, concurrency = "1,8,32";
     int64_t prompt_tokens = 64, max_new = 96, num_prompts = 16, steps = 3;
     double simulate = 0;
     bool profile_phases = false;
@@ -185,6 +186,9 @@ Runner add_bench_offline(CLI::App& app) {
   app.add_option("--write-prompt-ids", a->write_ids,
                  "Write the token ids of the prompts used to this JSON file");
   app.add_flag("--no-plain", a->no_plain, "Skip the runs without speculation");
+  app.add_option("--svg", a->svg,
+                 "Also write the results as an SVG chart: tok/s and TPOT against concurrency, "
+                 "plain and MTP, and per-position acceptance");
   app.add_flag("--no-warmup", a->no_warmup,
                "Time the first pass (default: an untimed pass of the same workload first)");
   app.add_option("--device", a->device, "cpu | cuda");
@@ -299,15 +303,27 @@ Runner add_bench_offline(CLI::App& app) {
                 model->device().str().c_str(), prompts.size(), static_cast<long long>(a->max_new));
     std::printf("%-11s %-10s %10s %10s %10s %8s %s\n", "concurrency", "mode", "tok/s", "TPOT ms",
                 "TTFT ms", "accept", "per-position");
+    bench::BenchChart chart;
+    chart.title =
+        fmt::format("{} on {}: {} prompts x {} tokens, MTP S={}",
+                    a->load_format == "dummy" ? "dummy " + (a->preset.empty() ? dir : a->preset)
+                                              : std::filesystem::path(dir).filename().string(),
+                    model->device().str(), prompts.size(), a->max_new, a->steps);
     for (int64_t c : parse_list(a->concurrency)) {
+      chart.concurrency.push_back(c);
       RunStats p;
       if (!a->no_plain) {
         p = run(model, plain, prompts, a->max_new, c, !a->no_warmup);
         std::printf("%-11lld %-10s %10.1f %10.2f %10.1f %8s\n", static_cast<long long>(c), "plain",
                     p.tokens_per_s, p.tpot_ms, p.ttft_ms, "-");
+        chart.plain_tok_s.push_back(p.tokens_per_s);
+        chart.plain_tpot_ms.push_back(p.tpot_ms);
       }
       if (a->steps > 0) {
         RunStats s = run(model, sp, prompts, a->max_new, c, !a->no_warmup);
+        chart.mtp_tok_s.push_back(s.tokens_per_s);
+        chart.mtp_tpot_ms.push_back(s.tpot_ms);
+        chart.accept_per_position.push_back(s.accept_per_position);
         std::string per;
         for (double x : s.accept_per_position) per += fmt::format("{:.2f} ", x);
         std::printf("%-11lld %-10s %10.1f %10.2f %10.1f %8.3f %s", static_cast<long long>(c),
@@ -355,6 +371,12 @@ Runner add_bench_offline(CLI::App& app) {
         if (a->profile_phases) print_phases(s);
         std::fflush(stdout);
       }
+    }
+    if (!a->svg.empty()) {
+      std::ofstream f(a->svg);
+      f << bench::render_bench_svg(chart);
+      if (!f) fail("--svg {}: cannot write the file", a->svg);
+      log_info("wrote {}", a->svg);
     }
     return 0;
   };

@@ -212,6 +212,15 @@ if [[ -f $build_dir/cmake_install.cmake ]]; then
   fi
 fi
 
+# bench-offline's chart: an SVG with both runs drawn.
+if timeout 300 "$bin" bench-offline --num-prompts 2 --max-new-tokens 8 --concurrency 1,2 \
+  --svg "$work/bench.svg" >"$work/bench-offline.log" 2>&1 &&
+  grep -q "</svg>" "$work/bench.svg" && [[ $(grep -c "<polyline" "$work/bench.svg") == 4 ]]; then
+  pass "bench-offline --svg writes the chart"
+else
+  fail "bench-offline --svg: $(tail -3 "$work/bench-offline.log")"
+fi
+
 # --- the main server --------------------------------------------------------------------------
 # main_suite LABEL FLAGS...: every route, client and failure check against one server. It runs
 # twice: on one rank, and split over ranks (tensor + expert parallelism, one process per rank).

@@ -1,0 +1,58 @@
+// bench-offline's SVG: well-formed, every series drawn at its values, text escaped, and missing
+// or non-finite values never printed as NaN.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "bench_client/svg_chart.h"
+
+namespace tandem::bench {
+namespace {
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(SvgChart, DrawsEverySeriesAndEscapesText) {
+  BenchChart c;
+  c.title = "model <a&b> on cuda:0";
+  c.concurrency = {1, 8, 32};
+  c.plain_tok_s = {100, 600, 1500};
+  c.mtp_tok_s = {230, 900, 1400};
+  c.plain_tpot_ms = {10, 13, 21};
+  c.mtp_tpot_ms = {4.3, 8.9, 22.9};
+  c.accept_per_position = {{0.9, 0.7, 0.5}, {0.88, 0.69, 0.52}, {0.9, 0.71, 0.49}};
+  const std::string svg = render_bench_svg(c);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_EQ(count(svg, "<svg"), 1u);
+  EXPECT_EQ(count(svg, "</svg>"), 1u);
+  EXPECT_EQ(count(svg, "<polyline"), 4u);  // tok/s and TPOT, plain and MTP
+  EXPECT_EQ(count(svg, "<circle"), 12u);   // 4 series x 3 concurrencies
+  EXPECT_EQ(count(svg, "<title>c="), 9u);  // 3 concurrencies x 3 draft positions
+  EXPECT_NE(svg.find("model &lt;a&amp;b&gt; on cuda:0"), std::string::npos);
+  EXPECT_EQ(svg.find("<a&b>"), std::string::npos);
+  EXPECT_NE(svg.find("MTP: 1400"), std::string::npos);
+  EXPECT_NE(svg.find("c=32 position 3: 0.490"), std::string::npos);
+  // Every opened element is closed or self-closed.
+  EXPECT_EQ(count(svg, "<text"), count(svg, "</text>"));
+  EXPECT_EQ(count(svg, "<circle"), count(svg, "</circle>"));
+}
+
+TEST(SvgChart, MissingSeriesAndNonFiniteValuesAreNotDrawnAsNumbers) {
+  BenchChart c;
+  c.title = "mtp only";
+  c.concurrency = {1};
+  c.mtp_tok_s = {std::numeric_limits<double>::quiet_NaN()};
+  c.mtp_tpot_ms = {std::numeric_limits<double>::infinity()};
+  c.accept_per_position = {{0.5}};
+  const std::string svg = render_bench_svg(c);
+  EXPECT_EQ(count(svg, "<polyline"), 2u);  // no plain series
+  EXPECT_EQ(svg.find("nan"), std::string::npos);
+  EXPECT_EQ(svg.find("inf"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::bench
