@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs, builds and runs Tandem's whole CPU test suite: unit, model (golden outputs from
 # transformers), tokenizer and chat-template oracles (Hugging Face tokenizers via npm, Python
-# Jinja2), end-to-end tests against the real server, the unit and server tests under ASan and
-# UBSan, and a short run of every fuzzer. GPU tests live in scripts/gpu_suite.sh.
+# Jinja2), end-to-end tests against the real server, the .deb in a fresh Debian root, the unit
+# and server tests under ASan and UBSan, and a short run of every fuzzer. GPU tests live in scripts/gpu_suite.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh "$@"
@@ -20,6 +20,9 @@ ctest --test-dir build --output-on-failure -j "$(nproc)"
 # curl, and tandem bench.
 tests/e2e/run.sh build/tandem
 tests/e2e/bench.sh build/tandem
+
+# The package: the .deb installed with apt into a fresh minimal Debian 12 root, then run there.
+scripts/package_test.sh build
 
 # Memory errors and undefined behaviour (docs/testing.md): the unit and server tests under ASan
 # and UBSan, then every libFuzzer harness for 20 s from its committed seeds.
