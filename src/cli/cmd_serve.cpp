@@ -4,6 +4,9 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <set>
+#include <string>
+
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "core/device.h"
@@ -121,6 +124,15 @@ Runner add_serve(CLI::App& app) {
   app.add_option("--http-threads", a->http_threads,
                  "HTTP worker threads (default: max(64, 2 x max-running-requests + 32))");
   app.add_option("--log-level", *log_level, "debug, info, warning or error");
+  // --help lists SGLang's flags (same names, same meaning) apart from the ones only Tandem has.
+  const std::set<std::string> tandem_only = {"--max-queued-requests", "--dist-timeout",
+                                             "--graceful-shutdown-timeout", "--http-threads",
+                                             "--allowed-origins"};
+  for (CLI::Option* o : app.get_options()) {
+    const std::string name = o->get_name();
+    if (o->get_group().empty() || name == "--help") continue;  // hidden, or help itself
+    o->group(tandem_only.count(name) ? "Tandem's own" : "SGLang-compatible");
+  }
   // Flags that only mean something to another vendor's backend (--attention-backend,
   // --enable-metrics, ...) are collected here and reported as ignored.
   app.allow_extras();

@@ -171,6 +171,10 @@ check_startup_error "missing model" "config.json" --model-path "$work/nowhere"
 out=$("$bin" --version 2>&1)
 [[ $out =~ ^tandem\ [0-9]+\.[0-9]+\.[0-9]+\ \(commit\  ]] && pass "tandem --version: $out" ||
   fail "tandem --version: $out"
+out=$("$bin" serve --help 2>&1)
+[[ $out == *"SGLang-compatible:"*"--tp-size"*"Tandem's own:"*"--max-queued-requests"* &&
+  $out != *"--dist-local-rank"* ]] && pass "serve --help groups SGLang's flags apart from Tandem's" ||
+  fail "serve --help groups: $(echo "$out" | grep -E '^[A-Z]')"
 # Greedy speculation reproduces plain decoding, and says how many tokens a round committed.
 gen() { timeout 120 "$bin" generate --prompt "Emma Woodhouse, handsome, clever, and rich," \
   --max-new-tokens 24 --ignore-eos --enable-deterministic-inference "$@" 2>/dev/null; }
