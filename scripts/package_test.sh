@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
-# Builds the .deb (cpack) from a build folder and checks it the way a new user meets it: a fresh
-# minimal Debian 12 root (debootstrap), `apt-get install ./tandem_*.deb` pulling only the declared
-# dependencies from the archive, then `tandem --version` and `tandem generate` on the default model
-# it ships. Needs root (chroot) and the network. Usage: scripts/package_test.sh [build]
+# Builds the CPU package (a CPU-only build of `tandem`, then cpack) and checks it the way a new
+# user meets it: a fresh minimal Debian 12 root (debootstrap), `apt-get install ./tandem_*.deb`
+# pulling only the declared dependencies from Debian's archive, then `tandem --version` and
+# `tandem generate` on the default model it ships. (A CUDA build packages as tandem-cuda, whose
+# CUDA/NCCL dependencies come from NVIDIA's repository, which a fresh root does not have.) Needs
+# root (chroot) and the network. Usage: scripts/package_test.sh [build-folder, default build-pkg]
 set -euo pipefail
 root_dir=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-build}
+build=${1:-build-pkg}
 [[ $build == /* ]] || build="$root_dir/$build"
 sudo=""
 [[ $(id -u) == 0 ]] || sudo=sudo
 
-(cd "$build" && cpack -G DEB >/dev/null)
+launcher=()
+command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+cmake -S "$root_dir" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=OFF \
+  -DTANDEM_TESTS=OFF "${launcher[@]}" >/dev/null
+cmake --build "$build" --target tandem >/dev/null
+rm -f "$build"/tandem_*.deb
+(cd "$build" && cpack -G DEB >/dev/null 2>&1)
 deb=$(ls -t "$build"/tandem_*_amd64.deb | head -1)
 echo "package: $deb"
 dpkg-deb --field "$deb" Depends

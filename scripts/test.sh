@@ -22,7 +22,7 @@ tests/e2e/run.sh build/tandem
 tests/e2e/bench.sh build/tandem
 
 # The package: the .deb installed with apt into a fresh minimal Debian 12 root, then run there.
-scripts/package_test.sh build
+scripts/package_test.sh build-pkg
 
 # Memory errors and undefined behaviour (docs/testing.md): the unit and server tests under ASan
 # and UBSan, then every libFuzzer harness for 20 s from its committed seeds.
