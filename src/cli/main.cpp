@@ -11,6 +11,8 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"Tandem: a serving engine for GLM-5-class models with MTP speculative decoding"};
+  // Every subcommand's --help shows each option's default (subcommands inherit this).
+  app.option_defaults()->always_capture_default();
   // e.g. "tandem 0.1.0 (commit 4858b54, CUDA 12.8.93, sm_90a)"; printed by CLI11, exit 0.
   app.set_version_flag("--version", std::string("tandem ") + tandem::cli::kVersion + " (commit " +
                                         tandem::cli::kGitCommit + ", " + tandem::cli::kBuildCuda +
