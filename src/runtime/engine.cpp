@@ -63,10 +63,7 @@ struct Engine::Impl {
   std::shared_ptr<const Model> model;
   EngineOptions opt;
   ProcessGroup* group;  // the other ranks, or null
-  EngineGeometry geo;
-  int64_t S = 0;  // draft tokens per round (0: plain decoding)
-  int64_t num_pages = 0;
-  int64_t ctx_len = 0;
+  EngineGeometry geo;   // draft steps per round (0: plain decoding), KV pages, longest request
   Scheduler sched;
   ModelRunner runner;
   OutputProcessor out;
@@ -89,14 +86,12 @@ struct Engine::Impl {
         opt(validated(std::move(o), *model)),
         group(g && g->world() > 1 ? g : nullptr),
         geo(engine_geometry(opt, model->config(), group)),
-        S(geo.draft_steps),
-        num_pages(geo.num_pages),
-        ctx_len(geo.context_length),
-        sched(num_pages, scheduler_options(opt)),
-        runner(model, opt, num_pages, ctx_len, S),
-        out(S),
-        spec(S > 0 ? std::make_unique<SpecWorker>(runner, out, opt.spec, opt.profile_spec_phases)
-                   : nullptr),
+        sched(geo.num_pages, scheduler_options(opt)),
+        runner(model, opt, geo.num_pages, geo.context_length, geo.draft_steps),
+        out(geo.draft_steps),
+        spec(geo.draft_steps > 0
+                 ? std::make_unique<SpecWorker>(runner, out, opt.spec, opt.profile_spec_phases)
+                 : nullptr),
         exec(runner, out, spec.get()) {
     out.publish(sched);
     thread = std::thread([this] {
@@ -145,7 +140,8 @@ struct Engine::Impl {
       if (t < 0 || t >= V)
         throw InvalidArgument(fmt::format("token id {} is outside the vocabulary [0, {})", t, V));
     const int64_t P = static_cast<int64_t>(r.prompt.size());
-    if (const std::string e = request_length_error(P, r.max_new_tokens, ctx_len); !e.empty())
+    if (const std::string e = request_length_error(P, r.max_new_tokens, geo.context_length);
+        !e.empty())
       throw InvalidArgument(e);
     if (r.sampling.temperature < 0) throw InvalidArgument("temperature must not be negative");
     if (!(r.sampling.top_p > 0 && r.sampling.top_p <= 1))
@@ -297,7 +293,7 @@ const ModelConfig& Engine::model_config() const {
   return impl_->model->config();
 }
 int64_t Engine::context_length() const {
-  return impl_->ctx_len;
+  return impl_->geo.context_length;
 }
 
 }  // namespace tandem
