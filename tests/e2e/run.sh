@@ -632,22 +632,29 @@ else
     pass "node 1 exits 0 when node 0 stops" || fail "node 1 exit $code: $(tail -3 "$work/node1.log")"
 fi
 
+# server_stops_with_error WHAT SECONDS NEEDLE: the server ($pid) must exit non-zero within SECONDS
+# with NEEDLE in its log (one clear error, never a hang).
+server_stops_with_error() {
+  local what=$1 secs=$2 needle=$3 code
+  for _ in $(seq 1 $((secs * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    fail "$what: the server was still running after $secs s"
+    kill -KILL "$pid"
+  else
+    wait "$pid"
+    code=$?
+    [[ $code != 0 ]] && grep -q "$needle" "$log" && pass "$what (exit $code)" ||
+      fail "$what: exit $code, log: $(tail -3 "$log")"
+  fi
+  pid=""
+}
+
 # A rank killed while the server runs: the whole server stops with one clear error, non-zero.
 start_server killed --tp-size 2
 child=$(pgrep -P "$pid" -f -- "--dist-local-rank 1")
 kill -KILL "$child"
-for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$pid" 2>/dev/null; then
-  fail "the server kept running after rank 1 was killed"
-  kill -KILL "$pid"
-else
-  wait "$pid"
-  code=$?
-  [[ $code != 0 ]] && grep -q "rank 1 closed its connection" "$log" &&
-    pass "a killed rank stops the server with an error (exit $code)" ||
-    fail "killed rank: exit $code, log: $(tail -3 "$log")"
-fi
-pid=""
+server_stops_with_error "a killed rank stops the server with an error" 10 \
+  "rank 1 closed its connection"
 
 # A rank that hangs (stopped, not dead): the next step's collective times out after
 # --dist-timeout and the server stops with an error instead of hanging.
@@ -656,19 +663,9 @@ child=$(pgrep -P "$pid" -f -- "--dist-local-rank 1")
 kill -STOP "$child"
 curl -s --max-time 30 -o /dev/null "$url/v1/completions" -H 'Content-Type: application/json' \
   -d '{"prompt":"Hello","max_tokens":4}' &
-for _ in $(seq 1 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$pid" 2>/dev/null; then
-  fail "the server kept waiting for a stopped rank past --dist-timeout"
-  kill -KILL "$pid" "$child"
-else
-  wait "$pid"
-  code=$?
-  [[ $code != 0 ]] && grep -q "rank 1 did not answer within the collective timeout" "$log" &&
-    pass "a hung rank stops the server after --dist-timeout (exit $code)" ||
-    fail "hung rank: exit $code, log: $(tail -3 "$log")"
-fi
+server_stops_with_error "a hung rank stops the server after --dist-timeout" 20 \
+  "rank 1 did not answer within the collective timeout"
 kill -KILL "$child" 2>/dev/null
-pid=""
 
 # --- bounded waiting queue --------------------------------------------------------------------
 # With one running and one waiting slot, a third request gets 503 with Retry-After at once.
