@@ -147,6 +147,11 @@ class Backend {
   // out[t] = argmax_v logits[t, v] (lowest index on ties). logits: [T, V] f32; out: [T] i32
   virtual void argmax(const Tensor& logits, Tensor& out) = 0;
 
+  // Constrained decoding: logits[t, v] = -inf wherever bit v % 32 of allowed[t, v / 32] is clear,
+  // in place; rows whose words are all ones are untouched. logits: [T, V] f32;
+  // allowed: [T, (V + 31) / 32] i32 (bit patterns).
+  virtual void mask_logits(Tensor& logits, const Tensor& allowed) = 0;
+
   // Sampling, one row per token: softmax(logits / temperature) restricted to the top_k most
   // likely tokens (top_k <= 0: all) and then to the smallest most-likely set whose mass reaches
   // top_p (ties broken toward the lower index), renormalised; the token is the first, in

@@ -69,6 +69,7 @@ class ForwardingBackend : public Backend {
     b_.moe_experts(x, gu, d, i, w, o);
   }
   void argmax(const Tensor& l, Tensor& o) override { b_.argmax(l, o); }
+  void mask_logits(Tensor& l, const Tensor& a) override { b_.mask_logits(l, a); }
   void sample(const Tensor& l, const Tensor& t, const Tensor& k, const Tensor& p, const Tensor& u,
               Tensor& o) override {
     b_.sample(l, t, k, p, u, o);

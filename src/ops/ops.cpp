@@ -331,6 +331,17 @@ Tensor argmax(Workspace& ws, const Tensor& logits) {
   return out;
 }
 
+void mask_logits(Workspace& ws, Tensor& logits, const Tensor& allowed) {
+  expect("mask_logits", "logits", logits, "[T, V]", {-1, -1});
+  expect_dtype("mask_logits", "logits", logits, DType::F32);
+  const int64_t T = logits.size(0), W = (logits.size(1) + 31) / 32;
+  expect("mask_logits", "allowed", allowed, "[T, W]", {T, W});
+  expect_dtype("mask_logits", "allowed", allowed, DType::I32);
+  TD_CHECK(allowed.device() == logits.device(), "mask_logits: allowed is on {}, logits on {}",
+           allowed.device().str(), logits.device().str());
+  backend_for(logits.device()).mask_logits(logits, allowed.contiguous());
+}
+
 Tensor sample(Workspace& ws, const Tensor& logits, const Tensor& temperature, const Tensor& top_k,
               const Tensor& top_p, const Tensor& u) {
   expect("sample", "logits", logits, "[T, V]", {-1, -1});

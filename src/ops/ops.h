@@ -87,6 +87,9 @@ inline Tensor moe_experts(Workspace& ws, const Tensor& x, const Tensor& gate_up,
 }
 // [T, V] -> [T] i32
 Tensor argmax(Workspace& ws, const Tensor& logits);
+// Constrained decoding, in place: logits[t, v] = -inf where bit v of row t of allowed is clear.
+// logits: [T, V] f32; allowed: [T, (V + 31) / 32] i32 bitmask
+void mask_logits(Workspace& ws, Tensor& logits, const Tensor& allowed);
 // One sampled token per row (see Backend::sample). logits: [T, V] f32; params: [T] -> [T] i32
 Tensor sample(Workspace& ws, const Tensor& logits, const Tensor& temperature, const Tensor& top_k,
               const Tensor& top_p, const Tensor& u);

@@ -55,7 +55,10 @@ int32_t sample_pick(const SampleKeptSet& k, double u) {
   double acc = 0;
   int32_t pick = k.order[0];
   for (size_t v = 0; v < k.kept.size(); ++v) {
-    if (!k.kept[v]) continue;
+    // Zero-weight tokens (masked to -inf by constrained decoding, or underflowed) can never be
+    // the first to exceed the target; skipping them also keeps rounding's fallback (the last
+    // candidate) on a token that has probability.
+    if (!k.kept[v] || k.weight[v] <= 0) continue;
     acc += k.weight[v];
     pick = static_cast<int32_t>(v);
     if (acc > target) break;

@@ -18,6 +18,7 @@
 #include "model/model.h"
 #include "runtime/engine_options.h"
 #include "runtime/sampler.h"
+#include "runtime/token_constraint.h"
 
 namespace tandem {
 
@@ -27,6 +28,9 @@ struct Request {
   SamplingParams sampling;
   std::vector<int32_t> stop_token_ids;  // generation ends after emitting one of these
   bool return_hidden_states = false;    // the LM-head input of every generated token
+  // Constrained decoding (structured outputs, forced tool calls): every generated token is one
+  // the constraint allows; null: unconstrained. One object per request: it follows its tokens.
+  std::shared_ptr<TokenConstraint> constraint;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };

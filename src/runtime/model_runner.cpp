@@ -1,8 +1,11 @@
 #include "runtime/model_runner.h"
 
+#include <cstring>
+
 #include "core/error.h"
 #include "ops/backend.h"
 #include "ops/ops.h"
+#include "runtime/constrained_decoding.h"
 #include "runtime/scheduler.h"
 
 namespace tandem {
@@ -245,6 +248,17 @@ std::unique_ptr<ModelRunner::StaticBatch> ModelRunner::make_draft_loop(int64_t B
 
 std::vector<int32_t> ModelRunner::sample(const Tensor& logits, const std::vector<Sequence*>& seqs,
                                          const std::vector<int64_t>& rows) {
+  if (any_constrained(seqs)) {
+    const int64_t V = logits.size(1);
+    std::vector<std::vector<uint32_t>> masks(seqs.size());
+    std::vector<const uint32_t*> by_row(static_cast<size_t>(logits.size(0)), nullptr);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (!is_constrained(*seqs[i])) continue;
+      next_token_mask(*seqs[i], V, masks[i]);
+      by_row[static_cast<size_t>(rows[i])] = masks[i].data();
+    }
+    mask_rows(logits, by_row);
+  }
   bool all_greedy = true;
   for (auto* s : seqs) all_greedy &= s->req.sampling.greedy();
   std::vector<int32_t> picked;
@@ -275,6 +289,22 @@ std::vector<int32_t> ModelRunner::sample(const Tensor& logits, const std::vector
   std::vector<int32_t> out(seqs.size());
   for (size_t i = 0; i < seqs.size(); ++i) out[i] = picked[static_cast<size_t>(rows[i])];
   return out;
+}
+
+void ModelRunner::mask_rows(const Tensor& logits, const std::vector<const uint32_t*>& rows) {
+  const int64_t R = logits.size(0), W = mask_words(logits.size(1));
+  std::vector<int32_t> host(static_cast<size_t>(R * W), -1);  // all ones: nothing masked
+  bool any = false;
+  for (size_t r = 0; r < rows.size() && static_cast<int64_t>(r) < R; ++r) {
+    if (!rows[r]) continue;
+    std::memcpy(host.data() + r * W, rows[r], static_cast<size_t>(W) * sizeof(uint32_t));
+    any = true;
+  }
+  if (!any) return;
+  Tensor l = logits;
+  Tensor bits = Tensor::from_vector(host, {R, W});
+  if (!device().is_cpu()) bits = bits.to(device());
+  ops::mask_logits(*workspace_, l, bits);
 }
 
 std::vector<int32_t> ModelRunner::argmax(const Tensor& logits) {

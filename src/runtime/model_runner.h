@@ -54,6 +54,9 @@ class ModelRunner {
   std::vector<int32_t> sample(const Tensor& logits, const std::vector<Sequence*>& seqs,
                               const std::vector<int64_t>& rows);
   std::vector<int32_t> argmax(const Tensor& logits);  // [T] on the host
+  // Constrained decoding: logits [R, V] masked in place, row r by rows[r] (a token bitmask of
+  // (V + 31) / 32 words; null or past the end: unmasked). One upload, one op.
+  void mask_rows(const Tensor& logits, const std::vector<const uint32_t*>& rows);
 
   // Host values as the model's activations (its dtype, its device) / host index vectors.
   Tensor activations(const std::vector<float>& v, const Shape& shape) const;

@@ -9,12 +9,23 @@ OutputProcessor::OutputProcessor(int64_t draft_steps) {
 }
 
 void OutputProcessor::commit(Sequence& s, const std::vector<int32_t>& toks) {
+  const auto& stops = s.req.stop_token_ids;
+  TokenConstraint* c = s.req.constraint.get();
   for (int32_t t : toks) {
+    const bool stop = std::find(stops.begin(), stops.end(), t) != stops.end();
+    // Masking makes every committed token one the constraint allows; a refusal means the
+    // grammar allowed no token at all here (the mask was empty), which ends the request.
+    if (c && !stop && !c->accept(t)) {
+      s.pending.finish_reason = FinishReason::kError;
+      s.pending.error =
+          "constrained decoding: the grammar allows no token of the vocabulary at this point";
+      s.finished = true;
+      break;
+    }
     s.tokens.push_back(t);
     s.generated += 1;
     s.pending.new_tokens.push_back(t);
-    const auto& stops = s.req.stop_token_ids;
-    if (std::find(stops.begin(), stops.end(), t) != stops.end()) {
+    if (stop) {
       s.pending.matched_stop_token = t;
       s.pending.finish_reason = FinishReason::kStop;
       s.finished = true;
@@ -22,6 +33,12 @@ void OutputProcessor::commit(Sequence& s, const std::vector<int32_t>& toks) {
     }
     if (s.generated >= s.req.max_new_tokens) {
       s.pending.finish_reason = FinishReason::kLength;
+      s.finished = true;
+      break;
+    }
+    // Complete, nothing may follow, and no stop token to emit (ignore_eos): the output is done.
+    if (c && c->is_terminated() && stops.empty()) {
+      s.pending.finish_reason = FinishReason::kStop;
       s.finished = true;
       break;
     }

@@ -78,6 +78,19 @@ void SpecWorker::set_next_drafts(const std::vector<Sequence*>& seqs, const Forwa
                                  const std::vector<int64_t>& token_end) {
   Workspace& ws = runner_.workspace();
   const Model& model = runner_.model();
+  // A constrained sequence's next d_1 is drawn from its masked draft distribution (one logit row
+  // per sequence, in order): an invalid draft could never be accepted.
+  if (any_constrained(seqs)) {
+    const int64_t V = d.logits.size(1);
+    std::vector<std::vector<uint32_t>> masks(seqs.size());
+    std::vector<const uint32_t*> rows(seqs.size(), nullptr);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (!is_constrained(*seqs[i])) continue;
+      next_token_mask(*seqs[i], V, masks[i]);
+      rows[i] = masks[i].data();
+    }
+    runner_.mask_rows(d.logits, rows);
+  }
   const std::vector<int32_t> am = runner_.argmax(d.logits);
   std::vector<int32_t> rows;
   for (size_t i = 0; i < seqs.size(); ++i) rows.push_back(static_cast<int32_t>(token_end[i] - 1));
@@ -103,14 +116,21 @@ void SpecWorker::set_next_drafts(const std::vector<Sequence*>& seqs, const Forwa
 
 // drafts[b] = d_1 .. d_S. Each of the S - 1 MTP steps feeds the draft's own hidden state and its
 // previous draft token, one position further. With index_share_for_mtp_iteration the steps reuse
-// the draft-extend token's top-k. With graphs the steps are one captured forward; without, one
-// forward per step, each draft token passing through the host.
-std::vector<std::vector<int32_t>> SpecWorker::draft(const std::vector<Sequence*>& seqs) {
+// the draft-extend token's top-k. With graphs the steps are one captured forward; without, or
+// when a sequence is constrained (its mask for step j depends on the drafts before it, which
+// only the host's constraint can follow), one forward per step, each draft passing through the
+// host. masks follows every draft, so that it holds rows 0..S on return.
+std::vector<std::vector<int32_t>> SpecWorker::draft(const std::vector<Sequence*>& seqs,
+                                                    RoundMasks& masks) {
   const Model& model = runner_.model();
   const int64_t B = static_cast<int64_t>(seqs.size());
   const int64_t D = model.config().hidden_size;
   std::vector<std::vector<int32_t>> drafts(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) drafts[b].push_back(seqs[b]->next_draft);
+  auto follow = [&](int64_t b) {
+    if (masks.any()) masks.push(static_cast<size_t>(b), drafts[b].back());
+  };
+  for (int64_t b = 0; b < B; ++b) follow(b);
   if (S_ == 1) return drafts;
   std::vector<float> hid_host(static_cast<size_t>(B * D));
   for (int64_t b = 0; b < B; ++b)
@@ -132,7 +152,7 @@ std::vector<std::vector<int32_t>> SpecWorker::draft(const std::vector<Sequence*>
       chunks.push_back({&seqs[b]->pages, seqs[b]->kv_len - 1 + j, {drafts[b].back()}, false});
     return chunks;
   };
-  if (runner_.captures()) {
+  if (runner_.captures() && !masks.any()) {
     std::vector<std::vector<SequenceChunk>> steps;
     for (int64_t j = 1; j < S_; ++j) steps.push_back(step_chunks(j));  // step 1's ids only count
     const auto out = runner_.draft_loop(steps, hid, reuse);            // [S - 1][B]
@@ -144,8 +164,16 @@ std::vector<std::vector<int32_t>> SpecWorker::draft(const std::vector<Sequence*>
     const ForwardResult d = runner_.forward_fixed(
         reuse.defined() ? ModelRunner::Kind::kDraftReuse : ModelRunner::Kind::kDraft,
         step_chunks(j), 1, std::vector<int64_t>(static_cast<size_t>(B), 0), hid, reuse);
+    if (masks.any()) {
+      std::vector<const uint32_t*> rows(static_cast<size_t>(B));
+      for (int64_t b = 0; b < B; ++b) rows[b] = masks.row(static_cast<size_t>(b), j);
+      runner_.mask_rows(d.logits, rows);
+    }
     const std::vector<int32_t> am = runner_.argmax(d.logits);
-    for (int64_t b = 0; b < B; ++b) drafts[b].push_back(am[b]);
+    for (int64_t b = 0; b < B; ++b) {
+      drafts[b].push_back(am[b]);
+      follow(b);
+    }
     hid = d.hidden.narrow(0, 0, B);  // [B, D]
   }
   return drafts;
@@ -156,12 +184,20 @@ void SpecWorker::round(const std::vector<Sequence*>& seqs) {
   const int64_t B = static_cast<int64_t>(seqs.size());
   Workspace& ws = runner_.workspace();
 
-  // 1. Draft: d_1 (from the last draft extend) and S - 1 more.
-  std::vector<std::vector<int32_t>> drafts = draft(seqs);
-  if (opt_.draft_override)
-    for (int64_t b = 0; b < B; ++b)
+  // 1. Draft: d_1 (from the last draft extend) and S - 1 more. Constrained sequences: the
+  // masks follow the drafts (rows 0..S), and are rebuilt when a test overrides the drafts.
+  RoundMasks masks(seqs, runner_.model().config().vocab_size, S_);
+  std::vector<std::vector<int32_t>> drafts = draft(seqs, masks);
+  if (opt_.draft_override) {
+    for (int64_t b = 0; b < B; ++b) {
+      masks.rewind(static_cast<size_t>(b));
       for (int64_t j = 0; j < S_; ++j)
         drafts[b][j] = opt_.draft_override(seqs[b]->id, seqs[b]->kv_len + 1 + j, drafts[b][j]);
+    }
+    masks = RoundMasks(seqs, runner_.model().config().vocab_size, S_);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = 0; j < S_; ++j) masks.push(static_cast<size_t>(b), drafts[b][j]);
+  }
   clock.mark(0);
 
   // 2. Verify: the target runs [x_L, d_1 .. d_S] at positions L .. L + S.
@@ -174,6 +210,7 @@ void SpecWorker::round(const std::vector<Sequence*>& seqs) {
   ForwardResult v =
       runner_.forward_fixed(ModelRunner::Kind::kTarget, chunks, S_ + 1, {}, Tensor(), Tensor());
   out_.count_step();
+  if (masks.any()) mask_verify(v.logits, masks, B);
   const std::vector<int32_t> target_am = runner_.argmax(v.logits);  // [B * (S + 1)]
   clock.mark(1);
 
@@ -184,7 +221,9 @@ void SpecWorker::round(const std::vector<Sequence*>& seqs) {
     const int64_t base = b * (S_ + 1);
     std::vector<int32_t> t_next(target_am.begin() + base, target_am.begin() + base + S_ + 1);
     Acceptance a;
-    if (opt_.simulate_accept_length > 0) {
+    // The constraint is walked back to the committed tokens; commit() follows the accepted ones.
+    masks.rewind(static_cast<size_t>(b));
+    if (opt_.simulate_accept_length > 0 && !is_constrained(s)) {
       a = accept_simulated(drafts[b], t_next, opt_.simulate_accept_length, s.rng);
     } else if (s.req.sampling.greedy()) {
       a = accept_greedy(drafts[b], t_next);
@@ -241,6 +280,14 @@ void SpecWorker::round(const std::vector<Sequence*>& seqs) {
   }
   clock.mark(3);
   if (clock.on) out_.add_phase_seconds(clock.seconds);
+}
+
+void SpecWorker::mask_verify(const Tensor& logits, const RoundMasks& masks, int64_t B) {
+  std::vector<const uint32_t*> rows(static_cast<size_t>(B * (S_ + 1)), nullptr);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i <= S_; ++i)
+      rows[static_cast<size_t>(b * (S_ + 1) + i)] = masks.row(static_cast<size_t>(b), i);
+  runner_.mask_rows(logits, rows);
 }
 
 }  // namespace tandem

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/constrained_decoding.h"
 #include "runtime/engine_options.h"
 #include "runtime/model_runner.h"
 #include "runtime/output_processor.h"
@@ -27,7 +28,9 @@ class SpecWorker {
   void round(const std::vector<Sequence*>& seqs);
 
  private:
-  std::vector<std::vector<int32_t>> draft(const std::vector<Sequence*>& seqs);
+  std::vector<std::vector<int32_t>> draft(const std::vector<Sequence*>& seqs, RoundMasks& masks);
+  // Masks the verify logits [B * (S + 1), V]: row b * (S + 1) + i by masks.row(b, i).
+  void mask_verify(const Tensor& logits, const RoundMasks& masks, int64_t B);
   void set_next_drafts(const std::vector<Sequence*>& seqs, const ForwardResult& d,
                        const std::vector<int64_t>& token_end);
 

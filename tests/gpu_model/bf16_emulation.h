@@ -179,6 +179,7 @@ class Bf16CpuBackend final : public Backend {
     });
   }
   void argmax(const Tensor& l, Tensor& out) override { cpu().argmax(l, out); }
+  void mask_logits(Tensor& l, const Tensor& a) override { cpu().mask_logits(l, a); }
   void fill_random(Tensor& t, uint64_t seed, float scale) override {
     cpu().fill_random(t, seed, scale);
   }

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/rng.h"
+#include "engine_test_util.h"
 #include "model/presets.h"
 #include "model_test_util.h"
 #include "runtime/engine.h"
@@ -15,63 +16,6 @@
 
 namespace tandem::test {
 namespace {
-
-std::shared_ptr<const Model> load_model(const std::string& rel, bool mtp = true) {
-  init_backends();
-  LoadOptions lo;
-  lo.load_mtp = mtp;
-  lo.show_progress = false;
-  return std::shared_ptr<const Model>(Model::load(source_path(rel), lo));
-}
-
-struct Result {
-  std::vector<int32_t> tokens;
-  FinishReason reason = FinishReason::kNone;
-  int64_t verify_steps = 0, accepted = 0;
-};
-
-Result drain(RequestStream& s) {
-  Result r;
-  RequestOutput o;
-  for (;;) {
-    if (!s.next(o, std::chrono::seconds(60))) {
-      ADD_FAILURE() << "request " << s.id() << " timed out";
-      return r;
-    }
-    r.tokens.insert(r.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
-    r.verify_steps = o.spec_verify_steps;
-    r.accepted = o.spec_accepted_drafts;
-    if (o.finished) {
-      r.reason = o.finish_reason;
-      return r;
-    }
-  }
-}
-
-std::vector<Result> run_all(Engine& e, const std::vector<Request>& reqs) {
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (const auto& r : reqs) streams.push_back(e.submit(r));
-  std::vector<Result> out;
-  for (auto& s : streams) out.push_back(drain(*s));
-  return out;
-}
-
-std::vector<Request> prompts(const ModelConfig& c, int n, int min_len, int max_len, int64_t max_new,
-                             uint64_t seed) {
-  Rng rng(seed);
-  std::vector<Request> out;
-  for (int i = 0; i < n; ++i) {
-    Request r;
-    const int len =
-        min_len + static_cast<int>(rng.next_u64() % static_cast<uint64_t>(max_len - min_len + 1));
-    for (int j = 0; j < len; ++j)
-      r.prompt.push_back(static_cast<int32_t>(
-          rng.next_u64() % static_cast<uint64_t>(std::min<int64_t>(c.vocab_size, 4000))));
-    r.max_new_tokens = max_new;
-    out.push_back(r);
-  }
-  return out;
-}
 
 TEST(Engine, ContinuousBatchingMatchesThePlainGenerator) {
   auto model = load_model("models/tandem-austen", false);
@@ -289,43 +233,6 @@ TEST(Spec, ForcedFullAcceptanceAndFullRejection) {
 
 namespace tandem::test {
 namespace {
-
-// Upper critical value of chi-square with df degrees of freedom at a one-sided 1e-6 tail
-// (Wilson-Hilferty). A correct sampler fails this test about once in a million runs.
-double chi2_critical_1e6(double df) {
-  const double z = 4.7534, a = 2.0 / (9.0 * df);
-  return df * std::pow(1.0 - a + z * std::sqrt(a), 3.0);
-}
-
-// Pearson chi-square of observed counts against exact probabilities, merging cells whose
-// expected count is under 5 into one.
-std::pair<double, double> chi_square(const std::map<std::vector<int32_t>, double>& probs,
-                                     const std::map<std::vector<int32_t>, int>& counts, int n) {
-  double stat = 0, small_p = 0, small_obs = 0;
-  int cells = 0;
-  for (const auto& [k, p] : probs) {
-    const auto it = counts.find(k);
-    const double obs = it == counts.end() ? 0 : it->second;
-    if (p * n < 5) {
-      small_p += p;
-      small_obs += obs;
-      continue;
-    }
-    stat += (obs - p * n) * (obs - p * n) / (p * n);
-    ++cells;
-  }
-  double outside = 0;  // samples of cells the exact distribution gives probability 0
-  for (const auto& [k, c] : counts)
-    if (!probs.count(k)) outside += c;
-  small_obs += outside;
-  if (small_p * n >= 1) {
-    stat += (small_obs - small_p * n) * (small_obs - small_p * n) / (small_p * n);
-    ++cells;
-  } else if (small_obs > 5) {
-    stat += 1e9;  // mass where the target has (almost) none
-  }
-  return {stat, std::max(1, cells - 1)};
-}
 
 // Speculative sampling is lossless: with temperature 1 and top-k 8, the joint distribution of the
 // first two generated tokens and the marginal of the third match the target's exact

@@ -3,6 +3,7 @@
 // and real GLM-5.2 dimensions (576/512 latent rows, 64 heads, indexer 32 x 128, top-k 2048).
 // Outputs are poisoned before each op; NaN never passes. Floating outputs use a relative L2
 // error with a per-op threshold suited to bf16; index outputs must match exactly.
+#include <cstring>
 #include <set>
 
 #include "backends/cuda/cuda_backend.h"
@@ -128,6 +129,65 @@ TEST_F(CudaOps, ArgmaxLowestIndexOnTies) {
       const Tensor cpu_rows = h.narrow(1, 0, V), gpu_rows = h.to(Device::cuda()).narrow(1, 0, V);
       expect_equal_ints(ops::argmax(gpu_ws_, gpu_rows), ops::argmax(cpu_ws_, cpu_rows), "argmax",
                         "V=" + std::to_string(V) + " pad " + std::to_string(pad));
+    }
+  }
+}
+
+// Constrained decoding's mask: fresh random logits and bitmasks of every density (all ones,
+// dense, sparse, one token, none), vocabularies that end inside a word or on its edge, strided
+// rows; the GPU must leave exactly the CPU's values (-inf where the bit is clear).
+TEST_F(CudaOps, MaskLogitsMatchesCpu) {
+  for (int64_t V : {1, 31, 32, 33, 1000, 4097, 154880}) {
+    for (int64_t pad : {0, 5}) {
+      const int64_t T = 6, W = (V + 31) / 32;
+      Pair l = rand({T, V + pad}, 3.0f, DType::F32);
+      std::vector<int32_t> bits(static_cast<size_t>(T * W));
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t w = 0; w < W; ++w) {
+          uint32_t b = 0;
+          switch (t) {
+            case 0:
+              b = 0xffffffffu;
+              break;  // unconstrained
+            case 1:
+              b = static_cast<uint32_t>(rng_.next_u64());
+              break;  // half
+            case 2:
+              b = rng_.uniform() < 0.05 ? 1u << (rng_.next_u64() % 32) : 0;  // sparse
+              break;
+            case 3:
+              b = w == W / 2 ? 1u << (V / 2 % 32) : 0;
+              break;  // one token
+            case 4:
+              b = 0;
+              break;  // none
+            default:
+              b = rng_.uniform() < 0.5 ? 0xffffffffu : 0;
+              break;  // whole words
+          }
+          bits[t * W + w] = static_cast<int32_t>(b);
+        }
+      const Tensor mask = Tensor::from_vector(bits, {T, W});
+      Tensor cpu = l.cpu.narrow(1, 0, V), gpu = l.gpu.narrow(1, 0, V);
+      const std::vector<float> before = to_float_vector(cpu.contiguous());
+      ops::mask_logits(cpu_ws_, cpu, mask);
+      ops::mask_logits(gpu_ws_, gpu, mask.to(Device::cuda()));
+      const std::vector<float> c = to_float_vector(cpu.contiguous());
+      const std::vector<float> g = to_float_vector(gpu.contiguous());
+      int64_t bad = 0, wrong_rule = 0;
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t v = 0; v < V; ++v) {
+          const size_t i = static_cast<size_t>(t * V + v);
+          const bool allowed = (static_cast<uint32_t>(bits[t * W + v / 32]) >> (v % 32)) & 1u;
+          if (std::memcmp(&c[i], &g[i], sizeof(float)) != 0) ++bad;
+          if (allowed ? c[i] != before[i] : c[i] != -INFINITY) ++wrong_rule;
+        }
+      ErrorTable::get().add("mask_logits", static_cast<double>(bad), 0, bad == 0);
+      EXPECT_EQ(bad, 0) << "V=" << V << " pad " << pad;
+      EXPECT_EQ(wrong_rule, 0) << "V=" << V << " pad " << pad;
+      // The row with one allowed token: the masked argmax is that token on both.
+      expect_equal_ints(ops::argmax(gpu_ws_, gpu), ops::argmax(cpu_ws_, cpu), "argmax",
+                        "masked V=" + std::to_string(V));
     }
   }
 }

@@ -42,6 +42,7 @@ class CpuBackend final : public Backend {
   void moe_experts(const Tensor& x, const Weight& gate_up, const Weight& down, const Tensor& idx,
                    const Tensor& weights, Tensor& out) override;
   void argmax(const Tensor& logits, Tensor& out) override;
+  void mask_logits(Tensor& logits, const Tensor& allowed) override;
   void sample(const Tensor& logits, const Tensor& temperature, const Tensor& top_k,
               const Tensor& top_p, const Tensor& u, Tensor& out) override;
   void fill_random(Tensor& t, uint64_t seed, float scale) override;

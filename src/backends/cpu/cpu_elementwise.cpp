@@ -89,6 +89,19 @@ void CpuBackend::argmax(const Tensor& logits, Tensor& out) {
   }
 }
 
+void CpuBackend::mask_logits(Tensor& logits, const Tensor& allowed) {
+  const int64_t T = logits.size(0), V = logits.size(1), W = allowed.size(1);
+  float* l = logits.data<float>();
+  const auto* bits = static_cast<const uint32_t*>(allowed.raw());
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (int64_t t = 0; t < T; ++t) {
+    float* row = l + t * logits.stride(0);
+    const uint32_t* b = bits + t * W;
+    for (int64_t v = 0; v < V; ++v)
+      if (!((b[v >> 5] >> (v & 31)) & 1u)) row[v] = kNegInf;
+  }
+}
+
 void CpuBackend::fill_random(Tensor& t, uint64_t seed, float scale) {
   Rng rng(seed);
   if (t.dtype() == DType::F32) {

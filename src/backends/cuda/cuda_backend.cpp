@@ -246,6 +246,17 @@ void CudaBackend::argmax(const Tensor& logits, Tensor& out) {
   TD_CUDA_LAUNCH_CHECK();
 }
 
+void CudaBackend::mask_logits(Tensor& logits, const Tensor& allowed) {
+  need_dtype(logits, DType::F32, "mask_logits", "logits");
+  need_cuda(logits, "mask_logits", "logits");
+  need_unit_last(logits, "mask_logits", "logits");
+  need_cuda(allowed, "mask_logits", "allowed");
+  need_contiguous(allowed, "mask_logits", "allowed");
+  k::mask_logits(logits.data<float>(), logits.stride(0), logits.size(0), logits.size(1),
+                 static_cast<const uint32_t*>(allowed.raw()), stream_);
+  TD_CUDA_LAUNCH_CHECK();
+}
+
 void CudaBackend::sample(const Tensor& logits, const Tensor& temperature, const Tensor& top_k,
                          const Tensor& top_p, const Tensor& u, Tensor& out) {
   const char* op = "sample";

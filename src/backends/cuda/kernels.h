@@ -96,6 +96,12 @@ void fill_random(void* p, int64_t n, uint64_t seed, float scale, DT dt, cudaStre
 void fill_random_codes(uint8_t* p, int64_t bytes, uint64_t seed, float scale, bool fp4,
                        cudaStream_t s);
 
+// ---- mask_logits.cu ------------------------------------------------------------------------
+// logits[t, v] = -inf where bit v % 32 of allowed[t * W + v / 32] is clear; logits [T, V] f32
+// rows strided by ls, allowed [T, W] with W = (V + 31) / 32.
+void mask_logits(float* logits, int64_t ls, int64_t T, int64_t V, const uint32_t* allowed,
+                 cudaStream_t s);
+
 // ---- sample.cu ------------------------------------------------------------------------------
 // Backend::sample, one CTA per row: logits [T, V] f32 rows strided by ls; temperature, top_p,
 // u: [T] f32; top_k: [T] i32; out: [T] i32. Reads the parameters on the device.
