@@ -110,12 +110,50 @@ void read_sampling_fields(const Fields& f, GenerationParams& p) {
     unsupported(f, "logprobs", "log probabilities are not returned yet");
   if (auto v = f.integer("top_logprobs"); v && *v != 0)
     unsupported(f, "top_logprobs", "log probabilities are not returned yet");
-  for (const char* k : {"regex", "json_schema", "ebnf", "structural_tag"})
-    if (f.has(k)) unsupported(f, k, "no constrained decoding");
+  read_constraint_fields(f, p);
+}
+
+void read_constraint_fields(const Fields& f, GenerationParams& p) {
+  using Kind = ConstraintSpec::Kind;
+  auto set = [&](Kind kind, std::string source, const std::string& param, bool strict = false) {
+    if (!p.constraint.empty())
+      throw bad_request(fmt::format("'{}' and '{}' both constrain the output; give one",
+                                    p.constraint.param, param),
+                        param);
+    p.constraint = ConstraintSpec{kind, std::move(source), strict, param};
+  };
+  if (f.has("structural_tag")) unsupported(f, "structural_tag", "use json_schema, regex or ebnf");
+  if (auto v = f.string("regex")) set(Kind::kRegex, *v, f.param("regex"));
+  if (auto v = f.string("ebnf")) set(Kind::kEbnf, *v, f.param("ebnf"));
+  // SGLang takes the schema as a JSON string; an object is accepted too.
+  if (const Json* v = f.get("json_schema")) {
+    if (v->is_string())
+      set(Kind::kJsonSchema, v->get<std::string>(), f.param("json_schema"));
+    else if (v->is_object())
+      set(Kind::kJsonSchema, v->dump(), f.param("json_schema"));
+    else
+      f.fail_type("json_schema", "a JSON Schema (an object, or its JSON text)");
+  }
   if (const Json* rf = f.object("response_format")) {
     const Fields r(*rf, f.param("response_format") + ".");
-    const auto type = r.string("type");
-    if (type && *type != "text") unsupported(f, "response_format", "only type 'text'");
+    const std::string type = r.string("type").value_or("text");
+    const std::string param = f.param("response_format");
+    if (type == "json_object") {
+      set(Kind::kJsonObject, "", param);
+    } else if (type == "json_schema") {
+      const Json* js = r.object("json_schema");
+      if (!js) throw bad_request(fmt::format("'{}.json_schema' is required", param), param);
+      const Fields s(*js, param + ".json_schema.");
+      const Json* schema = s.get("schema");
+      if (!schema || !schema->is_object())
+        throw bad_request(
+            fmt::format("'{}.json_schema.schema' must be a JSON Schema object", param),
+            param + ".json_schema.schema");
+      set(Kind::kJsonSchema, schema->dump(), param + ".json_schema.schema",
+          s.boolean("strict").value_or(false));
+    } else if (type != "text") {
+      unsupported(f, "response_format", "type must be 'text', 'json_object' or 'json_schema'");
+    }
   }
 }
 
@@ -143,6 +181,8 @@ Generation::Generation(ServerState& st, std::vector<PromptInput> prompts, const 
   const int64_t ctx = engine.context_length();
   const int64_t vocab = engine.model_config().vocab_size;
   const bool reasoning = o.reasoning && st.reasoning_enabled() && p.separate_reasoning;
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  if (!p.constraint.empty()) grammar = st.grammar_for(p.constraint);
   std::vector<Request> requests;
   for (size_t pi = 0; pi < prompts.size(); ++pi) {
     const int64_t P = static_cast<int64_t>(prompts[pi].ids.size());
@@ -182,6 +222,7 @@ Generation::Generation(ServerState& st, std::vector<PromptInput> prompts, const 
       r.stop_token_ids.insert(r.stop_token_ids.end(), p.stop_token_ids.begin(),
                               p.stop_token_ids.end());
       r.return_hidden_states = p.return_hidden_states;
+      if (grammar) r.constraint = std::make_shared<GrammarConstraint>(grammar);
       requests.push_back(std::move(r));
 
       ChoiceResult res;

@@ -14,6 +14,7 @@
 
 #include "runtime/engine.h"
 #include "server/detokenizer.h"
+#include "server/grammar_constraint.h"
 #include "server/json_fields.h"
 #include "server/reasoning_parser.h"
 #include "server/server_state.h"
@@ -37,6 +38,8 @@ struct GenerationParams {
   bool no_stop_trim = false;
   bool return_hidden_states = false;
   bool separate_reasoning = true;  // chat only, when the server's reasoning parser is on
+  // Structured output: response_format, or SGLang's json_schema / regex / ebnf (one at most).
+  ConstraintSpec constraint;
 };
 
 // Reads the sampling fields the OpenAI and native APIs share, with their range checks
@@ -44,6 +47,9 @@ struct GenerationParams {
 // features this server lacks (logprobs, penalties, grammars) with a non-default value are a 400
 // rather than being silently ignored.
 void read_sampling_fields(const Fields& f, GenerationParams& p);
+// The structured-output fields of read_sampling_fields: response_format (json_object,
+// json_schema), SGLang's json_schema / regex / ebnf; at most one of them.
+void read_constraint_fields(const Fields& f, GenerationParams& p);
 
 struct PromptInput {
   std::vector<int32_t> ids;

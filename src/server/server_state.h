@@ -15,6 +15,7 @@
 #include "distributed/process_group.h"
 #include "ops/collectives.h"
 #include "runtime/engine.h"
+#include "server/grammar_constraint.h"
 #include "server/metrics.h"
 #include "server/server_args.h"
 #include "tokenizer/tokenizer.h"
@@ -67,6 +68,10 @@ class ServerState {
   bool reasoning_enabled() const { return reasoning_; }
   const std::unordered_set<int32_t>& reasoning_token_ids() const { return reasoning_ids_; }
 
+  // The compiled grammar of a structured-output request (cached). Throws ApiError 400 when it
+  // cannot be compiled, or when the server cannot constrain decoding in its configuration.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar_for(const ConstraintSpec& spec);
+
   // "chatcmpl-" + 32 hex digits, unique within the process and across restarts.
   std::string new_id(const char* prefix);
 
@@ -86,6 +91,7 @@ class ServerState {
   std::vector<int32_t> eos_ids_;
   bool reasoning_ = false;
   std::unordered_set<int32_t> reasoning_ids_;
+  std::unique_ptr<GrammarCache> grammars_;  // built with the model
   std::atomic<bool> ready_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> id_counter_{0};

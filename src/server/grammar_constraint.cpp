@@ -1,0 +1,114 @@
+#include "server/grammar_constraint.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "grammar/json_schema.h"
+#include "grammar/regex.h"
+#include "server/api_error.h"
+
+namespace tandem::server {
+
+std::string constraint_ebnf(const ConstraintSpec& spec) {
+  grammar::JsonGrammarOptions opt;
+  opt.strict = spec.strict;
+  switch (spec.kind) {
+    case ConstraintSpec::Kind::kJsonSchema: {
+      nlohmann::json schema;
+      try {
+        schema = nlohmann::json::parse(spec.source);
+      } catch (const nlohmann::json::exception& e) {
+        throw grammar::GrammarError(fmt::format("the schema is not valid JSON: {}", e.what()));
+      }
+      return grammar::json_schema_to_ebnf(schema, opt);
+    }
+    case ConstraintSpec::Kind::kJsonObject:
+      return grammar::json_object_ebnf(opt);
+    case ConstraintSpec::Kind::kRegex:
+      return grammar::regex_to_ebnf(spec.source);
+    case ConstraintSpec::Kind::kEbnf:
+      return spec.source;
+    case ConstraintSpec::Kind::kNone:
+      break;
+  }
+  throw grammar::GrammarError("no constraint");
+}
+
+namespace {
+
+std::shared_ptr<const grammar::TokenVocab> read_vocab(const Tokenizer& tok) {
+  auto v = std::make_shared<grammar::TokenVocab>();
+  const int32_t V = tok.vocab_size();
+  v->bytes.resize(static_cast<size_t>(V));
+  v->special.assign(static_cast<size_t>(V), 0);
+  for (int32_t id = 0; id < V; ++id) {
+    v->bytes[static_cast<size_t>(id)] = tok.token_bytes(id);
+    v->special[static_cast<size_t>(id)] = tok.is_special(id) ? 1 : 0;
+  }
+  return v;
+}
+
+}  // namespace
+
+GrammarCache::GrammarCache(const Tokenizer& tok, size_t capacity)
+    : vocab_(read_vocab(tok)), capacity_(std::max<size_t>(capacity, 1)) {}
+
+std::shared_ptr<const grammar::CompiledGrammar> GrammarCache::get(const ConstraintSpec& spec) {
+  std::string ebnf;
+  try {
+    ebnf = constraint_ebnf(spec);
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      auto it = entries_.find(ebnf);
+      if (it != entries_.end()) {
+        lru_.splice(lru_.begin(), lru_, it->second.pos);
+        return it->second.grammar;
+      }
+    }
+    // Compiled outside the lock: other requests' grammars need not wait for this one.
+    auto compiled = grammar::compile(ebnf, vocab_);
+    std::lock_guard<std::mutex> g(mu_);
+    if (!entries_.count(ebnf)) {
+      lru_.push_front(ebnf);
+      entries_[ebnf] = Entry{compiled, lru_.begin()};
+      while (entries_.size() > capacity_) {
+        entries_.erase(lru_.back());
+        lru_.pop_back();
+      }
+    }
+    return compiled;
+  } catch (const grammar::GrammarError& e) {
+    const std::string where = e.keyword().empty()
+                                  ? spec.param
+                                  : fmt::format("{} (keyword '{}')", spec.param, e.keyword());
+    throw bad_request(
+        fmt::format("'{}' cannot be used for constrained decoding: {}", where, e.what()),
+        spec.param);
+  }
+}
+
+GrammarConstraint::GrammarConstraint(std::shared_ptr<const grammar::CompiledGrammar> g)
+    : m_(std::move(g)) {}
+
+void GrammarConstraint::fill_mask(uint32_t* bits, int64_t vocab) {
+  const int64_t V = std::min<int64_t>(vocab, m_.vocab_size());
+  const int64_t words = (m_.vocab_size() + 31) / 32;
+  if (V == m_.vocab_size() && words <= (vocab + 31) / 32) {
+    m_.fill_mask(bits);
+    return;
+  }
+  // The model's vocabulary is the smaller one (unusual): fill a scratch row, copy what fits.
+  std::vector<uint32_t> full(static_cast<size_t>(words), 0u);
+  m_.fill_mask(full.data());
+  std::memcpy(bits, full.data(), static_cast<size_t>((V + 31) / 32) * sizeof(uint32_t));
+  if (V % 32) bits[V / 32] &= (1u << (V % 32)) - 1u;
+}
+
+bool GrammarConstraint::accept(int32_t token) {
+  return token >= 0 && token < m_.vocab_size() && m_.accept_token(token);
+}
+
+}  // namespace tandem::server

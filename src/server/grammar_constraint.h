@@ -1,0 +1,69 @@
+// The server's side of constrained decoding: what a request asks for (response_format,
+// SGLang's json_schema / regex / ebnf, a forced tool call), compiled once per distinct grammar
+// against the tokenizer's vocabulary (GrammarCache), and one matcher per choice handed to the
+// engine as its TokenConstraint.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "grammar/grammar.h"
+#include "runtime/token_constraint.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tandem::server {
+
+// A constraint as the request spelled it, before compilation.
+struct ConstraintSpec {
+  enum class Kind { kNone, kJsonSchema, kJsonObject, kRegex, kEbnf };
+  Kind kind = Kind::kNone;
+  std::string source;   // the schema's JSON text, the regex, or the EBNF
+  bool strict = false;  // OpenAI json_schema.strict
+  std::string param;    // the request field it came from, for 400s
+  bool empty() const { return kind == Kind::kNone; }
+};
+
+// The EBNF a spec stands for. Throws grammar::GrammarError.
+std::string constraint_ebnf(const ConstraintSpec& spec);
+
+// Compiled grammars by EBNF text, least recently used evicted past `capacity`; thread-safe.
+// The vocabulary (token bytes and special flags) is read from the tokenizer once.
+class GrammarCache {
+ public:
+  GrammarCache(const Tokenizer& tok, size_t capacity = 64);
+  // Throws ApiError 400 naming spec.param (and the schema keyword) when it cannot be compiled.
+  std::shared_ptr<const grammar::CompiledGrammar> get(const ConstraintSpec& spec);
+  const std::shared_ptr<const grammar::TokenVocab>& vocab() const { return vocab_; }
+
+ private:
+  std::shared_ptr<const grammar::TokenVocab> vocab_;
+  size_t capacity_;
+  std::mutex mu_;
+  std::list<std::string> lru_;  // most recent first
+  struct Entry {
+    std::shared_ptr<const grammar::CompiledGrammar> grammar;
+    std::list<std::string>::iterator pos;
+  };
+  std::unordered_map<std::string, Entry> entries_;
+};
+
+// One choice's matcher as the engine's TokenConstraint. The tokenizer's vocabulary may be
+// smaller than the model's (padded embeddings): tokens past it are never allowed.
+class GrammarConstraint final : public TokenConstraint {
+ public:
+  explicit GrammarConstraint(std::shared_ptr<const grammar::CompiledGrammar> g);
+  void fill_mask(uint32_t* bits, int64_t vocab) override;
+  bool accept(int32_t token) override;
+  void rollback(int64_t n) override { m_.rollback(n); }
+  bool can_terminate() const override { return m_.can_terminate(); }
+  bool is_terminated() const override { return m_.is_terminated(); }
+
+ private:
+  grammar::Matcher m_;
+};
+
+}  // namespace tandem::server
