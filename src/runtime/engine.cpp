@@ -130,6 +130,7 @@ struct Engine::Impl {
     std::_Exit(1);
   }
   bool fatal_seen = false;
+  ReplicatedConstraints replicated;  // which constraints the followers hold (step_message.h)
 
   // ---------------------------------------------------------------- messages
 
@@ -146,6 +147,8 @@ struct Engine::Impl {
     if (r.sampling.temperature < 0) throw InvalidArgument("temperature must not be negative");
     if (!(r.sampling.top_p > 0 && r.sampling.top_p <= 1))
       throw InvalidArgument("top_p must be in (0, 1]");
+    if (group && r.constraint && r.constraint->replica_spec().empty())
+      throw InvalidArgument("this constraint cannot be copied to the other tensor-parallel ranks");
     auto s = std::make_unique<Sequence>();
     s->tokens = r.prompt;
     s->prompt_len = P;
@@ -262,7 +265,7 @@ struct Engine::Impl {
     if (group) {
       std::vector<uint64_t> running;
       for (const auto& s : sched.running()) running.push_back(s->id);
-      Bytes msg = encode_step(plan, running);
+      Bytes msg = encode_step(plan, running, &replicated);
       sent = true;
       group->broadcast(msg);
     }

@@ -11,7 +11,8 @@
 
 namespace tandem {
 
-void run_follower(std::shared_ptr<const Model> model, EngineOptions opt, ProcessGroup& group) {
+void run_follower(std::shared_ptr<const Model> model, EngineOptions opt, ProcessGroup& group,
+                  ConstraintFactory constraints) {
   opt.validate();
   device_interface(model->device().type).make_current(model->device());
   const EngineGeometry geo = engine_geometry(opt, model->config(), &group);
@@ -22,7 +23,7 @@ void run_follower(std::shared_ptr<const Model> model, EngineOptions opt, Process
     spec = std::make_unique<SpecWorker>(runner, out, opt.spec, opt.profile_spec_phases);
   StepExecutor exec(runner, out, spec.get());
   log_info("rank {} of {}: ready ({} KV pages)", group.rank(), group.world(), geo.num_pages);
-  FollowerSequences seqs;
+  FollowerSequences seqs(std::move(constraints));
   for (;;) {
     Bytes msg;
     group.broadcast(msg);

@@ -9,10 +9,14 @@
 #include "distributed/process_group.h"
 #include "model/model.h"
 #include "runtime/engine_options.h"
+#include "runtime/token_constraint.h"
 
 namespace tandem {
 
 // Returns when rank 0 stops; throws PeerError when rank 0 goes away, or the step's error.
-void run_follower(std::shared_ptr<const Model> model, EngineOptions opt, ProcessGroup& group);
+// constraints: builds this rank's copies of constrained requests' constraints (structured
+// outputs); without it, rank 0 must not submit constrained requests.
+void run_follower(std::shared_ptr<const Model> model, EngineOptions opt, ProcessGroup& group,
+                  ConstraintFactory constraints = {});
 
 }  // namespace tandem

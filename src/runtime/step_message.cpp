@@ -6,36 +6,10 @@
 
 namespace tandem {
 
-namespace {
-
-enum : uint8_t { kStep = 1, kStop = 2 };
-
-class Writer {
+// Reads a step message; every read is bounds-checked (a malformed message is an Error).
+class StepReader {
  public:
-  template <typename T>
-  void put(T v) {
-    const auto* p = reinterpret_cast<const uint8_t*>(&v);
-    b_.insert(b_.end(), p, p + sizeof(T));
-  }
-  template <typename T>
-  void put_vec(const T* p, size_t n) {
-    put<uint64_t>(n);
-    const auto* q = reinterpret_cast<const uint8_t*>(p);
-    b_.insert(b_.end(), q, q + n * sizeof(T));
-  }
-  template <typename T>
-  void put_vec(const std::vector<T>& v) {
-    put_vec(v.data(), v.size());
-  }
-  Bytes take() { return std::move(b_); }
-
- private:
-  Bytes b_;
-};
-
-class Reader {
- public:
-  explicit Reader(const Bytes& b) : b_(b) {}
+  explicit StepReader(const Bytes& b) : b_(b) {}
   template <typename T>
   T get() {
     need(sizeof(T));
@@ -63,9 +37,40 @@ class Reader {
   size_t at_ = 0;
 };
 
+namespace {
+
+enum : uint8_t { kStep = 1, kStop = 2 };
+
+class Writer {
+ public:
+  template <typename T>
+  void put(T v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    b_.insert(b_.end(), p, p + sizeof(T));
+  }
+  template <typename T>
+  void put_vec(const T* p, size_t n) {
+    put<uint64_t>(n);
+    const auto* q = reinterpret_cast<const uint8_t*>(p);
+    b_.insert(b_.end(), q, q + n * sizeof(T));
+  }
+  template <typename T>
+  void put_vec(const std::vector<T>& v) {
+    put_vec(v.data(), v.size());
+  }
+  Bytes take() { return std::move(b_); }
+
+ private:
+  Bytes b_;
+};
+
+enum : uint8_t { kFree = 0, kConstraintHeld = 1, kConstraintNew = 2 };
+
 // One sequence; of its tokens only [from, to), the ones the step reads (a long prompt is not
-// sent again with every chunk).
-void put_sequence(Writer& w, const Sequence& s, int64_t from, int64_t to) {
+// sent again with every chunk). A constraint the followers do not hold yet comes with its
+// replica spec and the generated tokens it has accepted.
+void put_sequence(Writer& w, const Sequence& s, int64_t from, int64_t to,
+                  ReplicatedConstraints* replicated) {
   w.put<uint64_t>(s.id);
   w.put<int64_t>(s.prompt_len);
   w.put<int64_t>(s.kv_len);
@@ -84,12 +89,26 @@ void put_sequence(Writer& w, const Sequence& s, int64_t from, int64_t to) {
   w.put_vec(s.tokens.data() + from, static_cast<size_t>(to - from));
   w.put_vec(s.pages);
   w.put<int32_t>(s.next_draft);
+  if (!s.req.constraint) {
+    w.put<uint8_t>(kFree);
+  } else if (replicated && replicated->count(s.id)) {
+    w.put<uint8_t>(kConstraintHeld);
+  } else {
+    TD_CHECK(replicated, "step message: a constrained sequence without replication state");
+    w.put<uint8_t>(kConstraintNew);
+    const std::string spec = s.req.constraint->replica_spec();
+    w.put_vec(spec.data(), spec.size());
+    w.put_vec(s.tokens.data() + s.prompt_len, s.tokens.size() - static_cast<size_t>(s.prompt_len));
+    replicated->insert(s.id);
+  }
 }
 
+}  // namespace
+
 // Updates (or creates) the sequence the next record describes.
-Sequence* read_sequence(Reader& r, std::map<uint64_t, std::unique_ptr<Sequence>>& seqs) {
+Sequence* FollowerSequences::read_sequence(StepReader& r) {
   const uint64_t id = r.get<uint64_t>();
-  std::unique_ptr<Sequence>& slot = seqs[id];
+  std::unique_ptr<Sequence>& slot = seqs_[id];
   if (!slot) {
     slot = std::make_unique<Sequence>();
     slot->id = id;
@@ -118,15 +137,40 @@ Sequence* read_sequence(Reader& r, std::map<uint64_t, std::unique_ptr<Sequence>>
   std::copy(window.begin(), window.end(), s->tokens.begin() + start);
   s->pages = r.get_vec<int32_t>();
   s->next_draft = r.get<int32_t>();
+  const uint8_t constraint = r.get<uint8_t>();
+  if (constraint == kFree) {
+    s->req.constraint = nullptr;
+  } else if (constraint == kConstraintHeld) {
+    if (!s->req.constraint)
+      fail("step message: sequence {} is constrained but this rank holds no copy", s->id);
+  } else if (constraint == kConstraintNew) {
+    const std::vector<char> spec = r.get_vec<char>();
+    const std::vector<int32_t> accepted = r.get_vec<int32_t>();
+    if (!factory_)
+      fail("step message: sequence {} is constrained but this rank cannot build constraints",
+           s->id);
+    s->req.constraint = factory_(std::string(spec.begin(), spec.end()));
+    // Rank 0's constraint has followed these tokens; this copy catches up.
+    for (size_t i = 0; i < accepted.size(); ++i)
+      if (!s->req.constraint->accept(accepted[i]))
+        fail("step message: sequence {}'s constraint refuses its own token {} at {}", s->id,
+             accepted[i], i);
+  } else {
+    fail("step message: sequence {} has constraint tag {}", s->id, constraint);
+  }
   s->finished = false;
   s->pending = RequestOutput{};
   s->pending_hidden.clear();
   return s;
 }
 
-}  // namespace
-
-Bytes encode_step(const StepPlan& plan, const std::vector<uint64_t>& running) {
+Bytes encode_step(const StepPlan& plan, const std::vector<uint64_t>& running,
+                  ReplicatedConstraints* replicated) {
+  // Followers forget sequences that are not running; so does the record of what they hold.
+  if (replicated)
+    for (auto it = replicated->begin(); it != replicated->end();)
+      it = std::find(running.begin(), running.end(), *it) != running.end() ? std::next(it)
+                                                                           : replicated->erase(it);
   Writer w;
   w.put<uint8_t>(kStep);
   w.put<uint8_t>(static_cast<uint8_t>(plan.kind));
@@ -156,7 +200,7 @@ Bytes encode_step(const StepPlan& plan, const std::vector<uint64_t>& running) {
     decode.push_back(add(s, n - 1, n));
   }
   w.put<uint32_t>(static_cast<uint32_t>(seqs.size()));
-  for (const Sequence* s : seqs) put_sequence(w, *s, window[s].first, window[s].second);
+  for (const Sequence* s : seqs) put_sequence(w, *s, window[s].first, window[s].second, replicated);
   w.put<uint32_t>(static_cast<uint32_t>(chunks.size()));
   for (auto [i, b, e] : chunks) {
     w.put<int64_t>(i);
@@ -175,7 +219,7 @@ Bytes encode_stop() {
 }
 
 FollowerSequences::Step FollowerSequences::apply(const Bytes& b) {
-  Reader r(b);
+  StepReader r(b);
   Step out;
   const uint8_t tag = r.get<uint8_t>();
   if (tag == kStop) {
@@ -189,7 +233,7 @@ FollowerSequences::Step FollowerSequences::apply(const Bytes& b) {
   out.plan.draft_steps = r.get<int64_t>();
   const uint32_t n = r.get<uint32_t>();
   std::vector<Sequence*> in_step;
-  for (uint32_t i = 0; i < n; ++i) in_step.push_back(read_sequence(r, seqs_));
+  for (uint32_t i = 0; i < n; ++i) in_step.push_back(read_sequence(r));
   auto seq = [&](int64_t i) {
     if (i < 0 || i >= static_cast<int64_t>(in_step.size()))
       fail("step message: sequence index {} of {}", i, in_step.size());

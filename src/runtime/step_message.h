@@ -12,6 +12,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "distributed/process_group.h"
@@ -19,8 +20,17 @@
 
 namespace tandem {
 
+class StepReader;
+
+// Rank 0's record of which sequences' constraints the followers already hold: a constraint
+// travels (as its replica spec, with the tokens it has accepted) in the first message that
+// carries its sequence after the followers last forgot it, and is followed locally after that.
+using ReplicatedConstraints = std::set<uint64_t>;
+
 // running: the ids of every running sequence (followers keep state for these only).
-Bytes encode_step(const StepPlan& plan, const std::vector<uint64_t>& running);
+// replicated: null when no request is constrained (tests); updated for the message.
+Bytes encode_step(const StepPlan& plan, const std::vector<uint64_t>& running,
+                  ReplicatedConstraints* replicated = nullptr);
 Bytes encode_stop();  // rank 0 is shutting down
 
 // A follower's sequences, kept between steps by id: each message updates the fields it carries
@@ -29,6 +39,9 @@ Bytes encode_stop();  // rank 0 is shutting down
 // and sequences rank 0 no longer runs are forgotten.
 class FollowerSequences {
  public:
+  // factory: builds this rank's copies of constrained requests' constraints; without one a
+  // constrained sequence in a message is an error.
+  explicit FollowerSequences(ConstraintFactory factory = {}) : factory_(std::move(factory)) {}
   struct Step {
     bool stop = false;
     StepPlan plan;  // points into this object's sequences
@@ -40,6 +53,9 @@ class FollowerSequences {
   const Sequence* find(uint64_t id) const;
 
  private:
+  Sequence* read_sequence(StepReader& r);
+
+  ConstraintFactory factory_;
   std::map<uint64_t, std::unique_ptr<Sequence>> seqs_;
 };
 

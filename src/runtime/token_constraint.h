@@ -5,6 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
 
 namespace tandem {
 
@@ -21,6 +24,14 @@ class TokenConstraint {
   // A stop token may come now / nothing but a stop token may come.
   virtual bool can_terminate() const = 0;
   virtual bool is_terminated() const = 0;
+  // Tensor parallelism: every rank chooses tokens from the same logits, so every rank masks
+  // them with its own copy of the constraint. This is what another rank needs to build that
+  // copy (for a grammar, its EBNF); empty if the constraint cannot be replicated.
+  virtual std::string replica_spec() const { return {}; }
 };
+
+// Builds a rank's copy of a constraint from rank 0's replica_spec() (follower.h).
+using ConstraintFactory =
+    std::function<std::shared_ptr<TokenConstraint>(const std::string& replica_spec)>;
 
 }  // namespace tandem

@@ -181,7 +181,7 @@ Generation::Generation(ServerState& st, std::vector<PromptInput> prompts, const 
   const int64_t ctx = engine.context_length();
   const int64_t vocab = engine.model_config().vocab_size;
   const bool reasoning = o.reasoning && st.reasoning_enabled() && p.separate_reasoning;
-  std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  std::optional<CompiledConstraint> grammar;
   if (!p.constraint.empty()) grammar = st.grammar_for(p.constraint);
   std::vector<Request> requests;
   for (size_t pi = 0; pi < prompts.size(); ++pi) {
@@ -222,7 +222,7 @@ Generation::Generation(ServerState& st, std::vector<PromptInput> prompts, const 
       r.stop_token_ids.insert(r.stop_token_ids.end(), p.stop_token_ids.begin(),
                               p.stop_token_ids.end());
       r.return_hidden_states = p.return_hidden_states;
-      if (grammar) r.constraint = std::make_shared<GrammarConstraint>(grammar);
+      if (grammar) r.constraint = std::make_shared<GrammarConstraint>(*grammar);
       requests.push_back(std::move(r));
 
       ChoiceResult res;

@@ -56,7 +56,7 @@ std::shared_ptr<const grammar::TokenVocab> read_vocab(const Tokenizer& tok) {
 GrammarCache::GrammarCache(const Tokenizer& tok, size_t capacity)
     : vocab_(read_vocab(tok)), capacity_(std::max<size_t>(capacity, 1)) {}
 
-std::shared_ptr<const grammar::CompiledGrammar> GrammarCache::get(const ConstraintSpec& spec) {
+CompiledConstraint GrammarCache::get(const ConstraintSpec& spec) {
   std::string ebnf;
   try {
     ebnf = constraint_ebnf(spec);
@@ -65,11 +65,12 @@ std::shared_ptr<const grammar::CompiledGrammar> GrammarCache::get(const Constrai
       auto it = entries_.find(ebnf);
       if (it != entries_.end()) {
         lru_.splice(lru_.begin(), lru_, it->second.pos);
-        return it->second.grammar;
+        return it->second.compiled;
       }
     }
     // Compiled outside the lock: other requests' grammars need not wait for this one.
-    auto compiled = grammar::compile(ebnf, vocab_);
+    CompiledConstraint compiled{grammar::compile(ebnf, vocab_),
+                                std::make_shared<const std::string>(ebnf)};
     std::lock_guard<std::mutex> g(mu_);
     if (!entries_.count(ebnf)) {
       lru_.push_front(ebnf);
@@ -90,8 +91,15 @@ std::shared_ptr<const grammar::CompiledGrammar> GrammarCache::get(const Constrai
   }
 }
 
-GrammarConstraint::GrammarConstraint(std::shared_ptr<const grammar::CompiledGrammar> g)
-    : m_(std::move(g)) {}
+GrammarConstraint::GrammarConstraint(const CompiledConstraint& c) : m_(c.grammar), ebnf_(c.ebnf) {}
+
+ConstraintFactory follower_constraint_factory(const Tokenizer& tok) {
+  auto cache = std::make_shared<GrammarCache>(tok);
+  return [cache](const std::string& ebnf) -> std::shared_ptr<TokenConstraint> {
+    return std::make_shared<GrammarConstraint>(
+        cache->get(ConstraintSpec{ConstraintSpec::Kind::kEbnf, ebnf, false, "ebnf"}));
+  };
+}
 
 void GrammarConstraint::fill_mask(uint32_t* bits, int64_t vocab) {
   const int64_t V = std::min<int64_t>(vocab, m_.vocab_size());

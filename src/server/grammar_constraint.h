@@ -30,13 +30,20 @@ struct ConstraintSpec {
 // The EBNF a spec stands for. Throws grammar::GrammarError.
 std::string constraint_ebnf(const ConstraintSpec& spec);
 
+// A grammar ready for matchers, with the EBNF it was compiled from (what other tensor-parallel
+// ranks compile their copies from).
+struct CompiledConstraint {
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  std::shared_ptr<const std::string> ebnf;
+};
+
 // Compiled grammars by EBNF text, least recently used evicted past `capacity`; thread-safe.
 // The vocabulary (token bytes and special flags) is read from the tokenizer once.
 class GrammarCache {
  public:
   GrammarCache(const Tokenizer& tok, size_t capacity = 64);
   // Throws ApiError 400 naming spec.param (and the schema keyword) when it cannot be compiled.
-  std::shared_ptr<const grammar::CompiledGrammar> get(const ConstraintSpec& spec);
+  CompiledConstraint get(const ConstraintSpec& spec);
   const std::shared_ptr<const grammar::TokenVocab>& vocab() const { return vocab_; }
 
  private:
@@ -45,25 +52,31 @@ class GrammarCache {
   std::mutex mu_;
   std::list<std::string> lru_;  // most recent first
   struct Entry {
-    std::shared_ptr<const grammar::CompiledGrammar> grammar;
+    CompiledConstraint compiled;
     std::list<std::string>::iterator pos;
   };
   std::unordered_map<std::string, Entry> entries_;
 };
 
+// A follower rank's factory of constraints (tensor parallelism): rank 0's replica specs are
+// EBNF texts, compiled here against this rank's copy of the tokenizer.
+ConstraintFactory follower_constraint_factory(const Tokenizer& tok);
+
 // One choice's matcher as the engine's TokenConstraint. The tokenizer's vocabulary may be
 // smaller than the model's (padded embeddings): tokens past it are never allowed.
 class GrammarConstraint final : public TokenConstraint {
  public:
-  explicit GrammarConstraint(std::shared_ptr<const grammar::CompiledGrammar> g);
+  explicit GrammarConstraint(const CompiledConstraint& c);
   void fill_mask(uint32_t* bits, int64_t vocab) override;
   bool accept(int32_t token) override;
   void rollback(int64_t n) override { m_.rollback(n); }
   bool can_terminate() const override { return m_.can_terminate(); }
   bool is_terminated() const override { return m_.is_terminated(); }
+  std::string replica_spec() const override { return *ebnf_; }
 
  private:
   grammar::Matcher m_;
+  std::shared_ptr<const std::string> ebnf_;
 };
 
 }  // namespace tandem::server

@@ -134,13 +134,18 @@ std::chrono::milliseconds dist_timeout(const ServerArgs& args) {
   return std::chrono::milliseconds(static_cast<int64_t>(args.dist_timeout * 1000.0));
 }
 
+std::filesystem::path tokenizer_file(const ServerArgs& args) {
+  const std::string dir = args.tokenizer_path.empty() ? args.model_path : args.tokenizer_path;
+  return std::filesystem::path(dir) / "tokenizer.json";
+}
+
 LoadedModel load_model(const ServerArgs& args, const EngineOptions& eo, bool cuda,
                        RankZero* rank0) {
   namespace fs = std::filesystem;
   if (!fs::exists(fs::path(args.model_path) / "config.json"))
     throw InvalidArgument(fmt::format("--model-path {}: no config.json there", args.model_path));
   const std::string tok_dir = args.tokenizer_path.empty() ? args.model_path : args.tokenizer_path;
-  const fs::path tok_file = fs::path(tok_dir) / "tokenizer.json";
+  const fs::path tok_file = tokenizer_file(args);
   if (!fs::exists(tok_file))
     throw InvalidArgument(
         fmt::format("{} not found: the server needs the model's tokenizer", tok_file.string()));
@@ -200,7 +205,9 @@ int run_follower_rank(const ServerArgs& args, const RankLayout& rl, bool cuda) {
     comm->set_on_failure(stop_on_collective_failure);
     model->set_collectives(comm.get());
     const EngineOptions opts = sized_for_device(args, eo, *model, lo, cuda);
-    run_follower(std::move(model), opts, *group);
+    // Constrained requests: this rank masks its logits with its own copy of each grammar.
+    const Tokenizer tok = Tokenizer::from_file(tokenizer_file(args).string());
+    run_follower(std::move(model), opts, *group, follower_constraint_factory(tok));
     log_info("rank {}: stopped by rank 0", rl.rank);
     return 0;
   } catch (const std::exception& e) {

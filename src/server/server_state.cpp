@@ -65,16 +65,7 @@ void ServerState::set_model(LoadedModel m) {
   ready_.store(true, std::memory_order_release);
 }
 
-std::shared_ptr<const grammar::CompiledGrammar> ServerState::grammar_for(
-    const ConstraintSpec& spec) {
-  // Follower ranks choose their tokens themselves from identical logits; a mask that only rank 0
-  // applies would make them draft and verify other tokens. Until masks travel with the step,
-  // constrained decoding needs one rank.
-  if (args_.tp_size > 1)
-    throw bad_request(fmt::format("'{}': constrained decoding (structured outputs, forced tool "
-                                  "calls) is not supported with --tp-size > 1 yet",
-                                  spec.param),
-                      spec.param);
+CompiledConstraint ServerState::grammar_for(const ConstraintSpec& spec) {
   return grammars_->get(spec);
 }
 

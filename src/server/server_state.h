@@ -70,7 +70,7 @@ class ServerState {
 
   // The compiled grammar of a structured-output request (cached). Throws ApiError 400 when it
   // cannot be compiled, or when the server cannot constrain decoding in its configuration.
-  std::shared_ptr<const grammar::CompiledGrammar> grammar_for(const ConstraintSpec& spec);
+  CompiledConstraint grammar_for(const ConstraintSpec& spec);
 
   // "chatcmpl-" + 32 hex digits, unique within the process and across restarts.
   std::string new_id(const char* prefix);

@@ -13,6 +13,7 @@
 #include "model_test_util.h"
 #include "runtime/engine.h"
 #include "runtime/follower.h"
+#include "table_constraint.h"
 
 namespace tandem::test {
 namespace {
@@ -76,7 +77,8 @@ std::vector<Result> run_parallel(int64_t tp, int64_t ep, const EngineOptions& o,
   for (int64_t r = 1; r < tp; ++r)
     followers.emplace_back([&, r] {
       try {
-        run_follower(models[static_cast<size_t>(r)], o, *groups[static_cast<size_t>(r)]);
+        run_follower(models[static_cast<size_t>(r)], o, *groups[static_cast<size_t>(r)],
+                     TableConstraint::parse);
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(r)] = e.what();
       }
@@ -152,6 +154,30 @@ TEST_P(ParallelEngine, SeededSamplingMatchesUnsharded) {
   const std::vector<Result> got = run_parallel(tp, ep, options(2), reqs);
   for (size_t i = 0; i < reqs.size(); ++i)
     EXPECT_EQ(got[i].tokens, want[i].tokens) << "tp " << tp << " ep " << ep << " request " << i;
+}
+
+// Constrained decoding under tensor parallelism: each follower builds its own copy of every
+// constraint from rank 0's replica spec, so all ranks mask alike and draft, verify and accept
+// the same tokens; the output equals one rank's, with and without MTP.
+TEST_P(ParallelEngine, ConstrainedGreedyMatchesUnsharded) {
+  const auto [tp, ep] = GetParam();
+  const auto base = prompts(5, 20, 9, false);
+  auto fresh = [&] {
+    auto reqs = base;
+    for (size_t i = 0; i < reqs.size(); ++i)
+      if (i != 2)  // one free request among constrained ones
+        reqs[i].constraint = std::make_shared<TableConstraint>(mix(i + 3), 35, 4, 18);
+    return reqs;
+  };
+  const std::vector<Result> want = run_single(options(0), fresh());
+  const std::vector<Result> plain = run_parallel(tp, ep, options(0), fresh());
+  const std::vector<Result> spec = run_parallel(tp, ep, options(3), fresh());
+  for (size_t i = 0; i < base.size(); ++i) {
+    EXPECT_EQ(plain[i].tokens, want[i].tokens) << "tp " << tp << " ep " << ep << " request " << i;
+    EXPECT_EQ(spec[i].tokens, want[i].tokens)
+        << "tp " << tp << " ep " << ep << " request " << i << " with MTP";
+    if (i != 2) EXPECT_EQ(want[i].tokens.size(), 18u) << "the constraint ends each at 18 tokens";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Splits, ParallelEngine,

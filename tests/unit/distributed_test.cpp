@@ -158,6 +158,72 @@ TEST(ThreadGroup, ACollectiveTimesOutNamingTheRank) {
   set_collective_timeout(old);
 }
 
+// A constraint that records what it accepted; its replica spec names it.
+class RecordingConstraint final : public TokenConstraint {
+ public:
+  explicit RecordingConstraint(std::string name) : name_(std::move(name)) {}
+  void fill_mask(uint32_t*, int64_t) override {}
+  bool accept(int32_t t) override {
+    seen.push_back(t);
+    return true;
+  }
+  void rollback(int64_t n) override { seen.resize(seen.size() - static_cast<size_t>(n)); }
+  bool can_terminate() const override { return true; }
+  bool is_terminated() const override { return false; }
+  std::string replica_spec() const override { return name_; }
+  std::vector<int32_t> seen;
+
+ private:
+  std::string name_;
+};
+
+// Constraints travel once: the first message carrying a constrained sequence brings its replica
+// spec and the generated tokens to catch up on; later ones only say it is held; a sequence the
+// followers forgot brings it again; a follower without a factory refuses.
+TEST(StepMessage, ConstraintsAreReplicatedOnceWithTheirTokens) {
+  auto s = std::make_unique<Sequence>();
+  s->id = 7;
+  s->tokens = {5, 6, 7, 8, 100, 101, 102};
+  s->prompt_len = 4;
+  s->kv_len = 6;
+  s->generated = 3;
+  s->prefilled = true;
+  s->pages = {0};
+  s->req.constraint = std::make_shared<RecordingConstraint>("grammar-A");
+  StepPlan dec;
+  dec.kind = StepPlan::Kind::kDecode;
+  dec.decode = {s.get()};
+  std::vector<std::string> built;
+  FollowerSequences f([&](const std::string& spec) {
+    built.push_back(spec);
+    return std::make_shared<RecordingConstraint>(spec);
+  });
+  ReplicatedConstraints sent;
+  const Bytes first = encode_step(dec, {7}, &sent);
+  EXPECT_EQ(sent.count(7), 1u);
+  const FollowerSequences::Step a = f.apply(first);
+  ASSERT_EQ(built, std::vector<std::string>{"grammar-A"});
+  auto* copy = dynamic_cast<RecordingConstraint*>(a.plan.decode[0]->req.constraint.get());
+  ASSERT_NE(copy, nullptr);
+  EXPECT_EQ(copy->seen, (std::vector<int32_t>{100, 101, 102}));
+  copy->accept(103);  // the follower's own step follows its token
+  const Bytes second = encode_step(dec, {7}, &sent);
+  EXPECT_LT(second.size(), first.size());
+  const FollowerSequences::Step b = f.apply(second);
+  EXPECT_EQ(b.plan.decode[0]->req.constraint.get(), copy) << "the same copy, not a new one";
+  EXPECT_EQ(built.size(), 1u);
+  // Not running for a step: both sides forget, and the next message brings it again.
+  StepPlan idle;
+  idle.kind = StepPlan::Kind::kPrefill;
+  f.apply(encode_step(idle, {}, &sent));
+  EXPECT_TRUE(sent.empty());
+  f.apply(encode_step(dec, {7}, &sent));
+  EXPECT_EQ(built.size(), 2u);
+  FollowerSequences no_factory;
+  ReplicatedConstraints fresh;
+  EXPECT_THROW(no_factory.apply(encode_step(dec, {7}, &fresh)), Error);
+}
+
 // A plan of a chunk and two decodes; the follower's sequences hold what the step reads.
 TEST(StepMessage, FollowerSequencesHoldWhatTheStepReads) {
   std::vector<std::unique_ptr<Sequence>> seqs;
