@@ -1,8 +1,8 @@
 // Constrained decoding on the GPU: the logit masks go through the CUDA mask op, the draft steps
 // of constrained rounds run one captured forward per step (their masks depend on the drafts),
 // and the verify and draft-extend logits are masked on the device. With batch-invariant kernels
-// (deterministic mode) MTP must commit exactly plain constrained decoding's tokens, and every
-// token must be one the constraint allowed, greedy and sampled.
+// (deterministic mode) greedy MTP must commit exactly plain constrained decoding's tokens, and
+// every token must be one the constraint allowed, greedy and sampled.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -83,7 +83,10 @@ TEST(GpuConstrained, MtpEqualsPlainAndEveryTokenIsAllowed) {
     const std::vector<Out> spec = run(model, 3, sampled, spec_c);
     for (size_t i = 0; i < plain.size(); ++i) {
       const char* mode = sampled ? "sampled" : "greedy";
-      EXPECT_EQ(spec[i].tokens, plain[i].tokens) << mode << " request " << i;
+      // Sampled speculation draws other uniforms than plain sampling: same distribution, not the
+      // same tokens (tests/model checks the distribution); greedy must be identical.
+      if (!sampled) EXPECT_EQ(spec[i].tokens, plain[i].tokens) << mode << " request " << i;
+      EXPECT_EQ(spec[i].error, "") << mode << " request " << i;
       EXPECT_EQ(plain[i].error, "") << mode << " request " << i;
       if (!plain_c[i]) continue;
       // The constraint followed exactly the committed tokens, so each one was allowed.
