@@ -1,0 +1,526 @@
+// JSON Schema -> EBNF: keyword checks and dispatch (composition, $ref, enum/const, types). The
+// per-type rules live in json_schema_{object,array,string,number}.cpp; the supported keywords
+// and the policies (whitespace, property order, additionalProperties) are listed in
+// docs/structured-outputs.md.
+#include "grammar/json_schema.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string_view>
+
+#include "grammar/json_schema_internal.h"
+
+namespace tandem::grammar {
+namespace front {
+namespace {
+
+// Annotations: they describe the value without constraining it. "discriminator" is OpenAPI's
+// (Pydantic writes it next to oneOf); the oneOf branches already carry the constraint it names.
+const std::set<std::string_view> kIgnored = {
+    "title",      "description", "examples",  "default",       "$schema", "$id",        "$comment",
+    "deprecated", "readOnly",    "writeOnly", "discriminator", "$defs",   "definitions"};
+const std::set<std::string_view> kObjectKeywords = {"properties", "required",
+                                                    "additionalProperties"};
+const std::set<std::string_view> kArrayKeywords = {"items",    "prefixItems", "additionalItems",
+                                                   "minItems", "maxItems",    "uniqueItems"};
+const std::set<std::string_view> kStringKeywords = {"minLength", "maxLength", "pattern", "format"};
+const std::set<std::string_view> kNumberKeywords = {"minimum", "maximum", "exclusiveMinimum",
+                                                    "exclusiveMaximum", "multipleOf"};
+const std::set<std::string_view> kGeneralKeywords = {"type",  "enum",  "const", "anyOf",
+                                                     "oneOf", "allOf", "$ref"};
+const std::vector<std::string> kTypeNames = {"object",  "array",   "string", "number",
+                                             "integer", "boolean", "null"};
+
+constexpr int kMaxDepth = 128;
+
+bool is_known(const std::string& k) {
+  return kIgnored.count(k) || kObjectKeywords.count(k) || kArrayKeywords.count(k) ||
+         kStringKeywords.count(k) || kNumberKeywords.count(k) || kGeneralKeywords.count(k);
+}
+
+bool has_any(const Json& schema, const std::set<std::string_view>& keys) {
+  for (const auto& [k, v] : schema.items()) {
+    if (keys.count(k)) return true;
+  }
+  return false;
+}
+
+// The constraining keywords of `schema` other than `except`.
+std::vector<std::string> constraints(const Json& schema, std::set<std::string_view> except = {}) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : schema.items()) {
+    if (!kIgnored.count(k) && !except.count(k)) out.push_back(k);
+  }
+  return out;
+}
+
+Json without(const Json& schema, std::string_view key) {
+  Json out = Json::object();
+  for (const auto& [k, v] : schema.items()) {
+    if (k != key) out[k] = v;
+  }
+  return out;
+}
+
+std::set<std::string> type_set(const Json& schema, const std::string& path) {
+  std::set<std::string> out;
+  const Json& t = schema.at("type");
+  auto add = [&](const Json& name) {
+    if (!name.is_string() || std::find(kTypeNames.begin(), kTypeNames.end(),
+                                       name.get<std::string>()) == kTypeNames.end()) {
+      refuse("type", path, fmt::format("{} is not a JSON Schema type", name.dump()));
+    }
+    out.insert(name.get<std::string>());
+  };
+  if (t.is_array()) {
+    for (const Json& name : t) add(name);
+    if (out.empty()) refuse("type", path, "an empty list of types matches nothing");
+  } else {
+    add(t);
+  }
+  return out;
+}
+
+bool value_has_type(const Json& v, const std::string& type) {
+  if (type == "null") return v.is_null();
+  if (type == "boolean") return v.is_boolean();
+  if (type == "string") return v.is_string();
+  if (type == "array") return v.is_array();
+  if (type == "object") return v.is_object();
+  if (type == "number") return v.is_number();
+  // JSON Schema: an integer is any number with a zero fractional part (1.0 included).
+  if (type == "integer") {
+    return v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
+                                     std::floor(v.get<double>()) == v.get<double>());
+  }
+  return false;
+}
+
+// RAII depth count: schemas nest (and $ref / allOf can loop) without bound otherwise.
+struct DepthGuard {
+  DepthGuard(int& depth, const std::string& path) : depth_(depth) {
+    if (++depth_ > kMaxDepth) {
+      throw GrammarError(fmt::format(
+          "JSON Schema at {} nests deeper than {} levels (or a $ref / allOf refers to itself "
+          "without a value in between)",
+          path, kMaxDepth));
+    }
+  }
+  ~DepthGuard() { --depth_; }
+  int& depth_;
+};
+
+}  // namespace
+
+std::string pointer_append(const std::string& path, const std::string& segment) {
+  std::string out = path + "/";
+  for (char c : segment) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void refuse(const std::string& keyword, const std::string& path, const std::string& why) {
+  throw GrammarError(fmt::format("JSON Schema keyword \"{}\" at {}: {}", keyword, path, why),
+                     keyword);
+}
+
+SchemaConverter::SchemaConverter(const Json& root, const std::string& prefix,
+                                 const JsonGrammarOptions& opt)
+    : root_(root), opt_(opt), rules_(prefix) {
+  const bool prefix_ok =
+      std::all_of(prefix.begin(), prefix.end(),
+                  [](char c) {
+                    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+                  }) &&
+      (prefix.empty() ||
+       !(std::isdigit(static_cast<unsigned char>(prefix[0])) || prefix[0] == '-'));
+  if (!prefix_ok) {
+    throw GrammarError(
+        fmt::format("grammar rule prefix \"{}\" must match [A-Za-z_][A-Za-z0-9_-]*", prefix));
+  }
+  root_rule_ = rules_.reserve("root");
+  ref_rules_["#"] = root_rule_;
+}
+
+EbnfRules SchemaConverter::finish(const Expr& root_value) {
+  rules_.define(root_rule_, root_value);
+  return {rules_.text(), root_rule_};
+}
+
+Expr SchemaConverter::value(const Json& schema, const std::string& path) {
+  DepthGuard guard(depth_, path);
+  if (schema.is_boolean()) {
+    if (schema.get<bool>()) return any_value();
+    throw GrammarError(fmt::format("JSON Schema at {} is false: no value matches it", path));
+  }
+  if (!schema.is_object()) {
+    throw GrammarError(fmt::format("JSON Schema at {} must be an object or a boolean, not {}", path,
+                                   schema.type_name()));
+  }
+  for (const auto& [k, v] : schema.items()) {
+    if (!is_known(k)) refuse(k, path, "this keyword is not supported");
+  }
+  if (schema.contains("allOf")) {
+    const Json& parts = schema["allOf"];
+    if (!parts.is_array() || parts.empty()) refuse("allOf", path, "must be a non-empty array");
+    Json merged = without(schema, "allOf");
+    for (size_t i = 0; i < parts.size(); ++i) {
+      merged = merge(merged, inline_refs_for_merge(parts[i], path, 0), path);
+    }
+    return value(merged, path);
+  }
+  if (schema.contains("$ref")) {
+    if (constraints(schema, {"$ref"}).empty()) return ref(schema, path);
+    // Keywords next to $ref (allowed since draft 2019-09) constrain the same value.
+    return value(merge(without(schema, "$ref"), inline_refs_for_merge(schema, path, 0), path),
+                 path);
+  }
+  if (schema.contains("anyOf") && schema.contains("oneOf")) {
+    refuse("oneOf", path, "anyOf and oneOf in the same schema are not supported together");
+  }
+  for (const char* key : {"anyOf", "oneOf"}) {
+    if (!schema.contains(key)) continue;
+    const Json& options = schema[key];
+    if (!options.is_array() || options.empty()) {
+      refuse(key, path, "must be a non-empty array");
+    }
+    // oneOf is matched as anyOf: a grammar cannot require that exactly one branch matches.
+    const Json siblings = without(schema, key);
+    const bool merge_siblings = !constraints(siblings).empty();
+    std::vector<Expr> alternatives;
+    for (size_t i = 0; i < options.size(); ++i) {
+      const std::string sub = pointer_append(pointer_append(path, key), std::to_string(i));
+      alternatives.push_back(
+          merge_siblings
+              ? value(merge(siblings, inline_refs_for_merge(options[i], sub, 0), sub), sub)
+              : value(options[i], sub));
+    }
+    return alt(alternatives);
+  }
+  if (schema.contains("enum") || schema.contains("const")) return enum_or_const(schema, path);
+  return value_of_types(schema, path);
+}
+
+Expr SchemaConverter::value_of_types(const Json& schema, const std::string& path) {
+  std::set<std::string> types;
+  if (schema.contains("type")) {
+    types = type_set(schema, path);
+  } else {
+    // No "type": JSON Schema would let values of the other types through untouched; we infer
+    // the type from the keywords instead (a subset of the valid values, and the one meant).
+    if (has_any(schema, kObjectKeywords)) types.insert("object");
+    if (has_any(schema, kArrayKeywords)) types.insert("array");
+    if (has_any(schema, kStringKeywords)) types.insert("string");
+    if (has_any(schema, kNumberKeywords)) types.insert("number");
+    if (types.empty()) return any_value();
+  }
+  if (types.count("number")) types.erase("integer");
+  std::vector<Expr> options;
+  for (const std::string& t : kTypeNames) {
+    if (!types.count(t)) continue;
+    if (t == "object") options.push_back(object(schema, path));
+    if (t == "array") options.push_back(array(schema, path));
+    if (t == "string") options.push_back(string(schema, path));
+    if (t == "number") options.push_back(number(schema, path, false));
+    if (t == "integer") options.push_back(number(schema, path, true));
+    if (t == "boolean") options.push_back(alt({literal("true"), literal("false")}));
+    if (t == "null") options.push_back(literal("null"));
+  }
+  return alt(options);
+}
+
+Expr SchemaConverter::enum_or_const(const Json& schema, const std::string& path) {
+  for (const std::string& k : constraints(schema, {"enum", "const", "type"})) {
+    refuse(k, path, "is not supported together with enum or const");
+  }
+  std::vector<Json> values;
+  if (schema.contains("enum")) {
+    if (!schema["enum"].is_array()) refuse("enum", path, "must be an array");
+    for (const Json& v : schema["enum"]) {
+      if (!schema.contains("const") || v == schema["const"]) values.push_back(v);
+    }
+  } else {
+    values.push_back(schema["const"]);
+  }
+  if (schema.contains("type")) {
+    const std::set<std::string> types = type_set(schema, path);
+    std::erase_if(values, [&](const Json& v) {
+      return std::none_of(types.begin(), types.end(),
+                          [&](const std::string& t) { return value_has_type(v, t); });
+    });
+  }
+  const char* keyword = schema.contains("enum") ? "enum" : "const";
+  if (values.empty()) refuse(keyword, path, "no value is allowed (check type, enum and const)");
+  std::vector<Expr> options;
+  for (const Json& v : values) {
+    std::string text;
+    try {
+      text = v.dump();
+    } catch (const nlohmann::json::exception& e) {
+      refuse(keyword, path, std::string("cannot be written as JSON: ") + e.what());
+    }
+    options.push_back(literal(text));
+  }
+  return alt(options);
+}
+
+const Json& SchemaConverter::resolve(const std::string& ref, const std::string& path,
+                                     std::string& target_path) {
+  if (ref.empty() || ref[0] != '#') {
+    refuse("$ref", path,
+           fmt::format("\"{}\": only references inside the schema (#...) are "
+                       "supported",
+                       ref));
+  }
+  // The fragment is URI-encoded (RFC 6901 section 6).
+  std::string decoded;
+  for (size_t i = 1; i < ref.size(); ++i) {
+    if (ref[i] == '%' && i + 2 < ref.size() &&
+        std::isxdigit(static_cast<unsigned char>(ref[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(ref[i + 2]))) {
+      decoded += static_cast<char>(std::stoi(ref.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      decoded += ref[i];
+    }
+  }
+  if (!decoded.empty() && decoded[0] != '/') {
+    refuse("$ref", path, fmt::format("\"{}\": anchors ($anchor names) are not supported", ref));
+  }
+  target_path = "#" + decoded;
+  try {
+    return root_.at(Json::json_pointer(decoded));
+  } catch (const nlohmann::json::exception&) {
+    refuse("$ref", path, fmt::format("\"{}\" does not point into the schema", ref));
+  }
+}
+
+Expr SchemaConverter::ref(const Json& schema, const std::string& path) {
+  if (!schema["$ref"].is_string()) refuse("$ref", path, "must be a string");
+  std::string target_path;
+  const Json& target = resolve(schema["$ref"].get<std::string>(), path, target_path);
+  auto it = ref_rules_.find(target_path);
+  if (it != ref_rules_.end()) return rule_ref(it->second);
+  // The name is taken before the body is built, so the body may refer back to it.
+  const size_t slash = target_path.rfind('/');
+  const std::string name = rules_.reserve("def-" + target_path.substr(slash + 1));
+  ref_rules_[target_path] = name;
+  rules_.define(name, value(target, target_path));
+  return rule_ref(name);
+}
+
+Json SchemaConverter::inline_refs_for_merge(const Json& schema, const std::string& path,
+                                            int depth) {
+  if (!schema.is_object() || !schema.contains("$ref")) return schema;
+  if (depth > kMaxDepth) {
+    throw GrammarError(fmt::format("JSON Schema at {}: $ref refers to itself", path));
+  }
+  if (!schema["$ref"].is_string()) refuse("$ref", path, "must be a string");
+  std::string target_path;
+  const Json& target = resolve(schema["$ref"].get<std::string>(), path, target_path);
+  return merge(without(schema, "$ref"), inline_refs_for_merge(target, target_path, depth + 1),
+               path);
+}
+
+Json SchemaConverter::merge(const Json& a, const Json& b, const std::string& path) {
+  if (b.is_boolean()) {
+    if (b.get<bool>()) return a;
+    throw GrammarError(fmt::format("JSON Schema at {}: allOf contains false", path));
+  }
+  if (a.is_boolean()) return merge(b, a, path);
+  if (!a.is_object() || !b.is_object()) {
+    throw GrammarError(fmt::format("JSON Schema at {}: a schema must be an object", path));
+  }
+  // additionalProperties judges the properties of its own schema only, and items those after
+  // its own prefixItems: merging them with another part's list would change their meaning.
+  auto new_names = [](const Json& x, const Json& y) {
+    if (!y.contains("properties") || !y["properties"].is_object()) return false;
+    for (const auto& [k, v] : y["properties"].items()) {
+      if (!x.contains("properties") || !x["properties"].contains(k)) return true;
+    }
+    return false;
+  };
+  if ((a.contains("additionalProperties") && new_names(a, b)) ||
+      (b.contains("additionalProperties") && new_names(b, a))) {
+    refuse("additionalProperties", path,
+           "combining it (allOf, or keywords next to $ref / anyOf) with properties from another "
+           "schema is not supported");
+  }
+  const bool a_items = a.contains("items") || a.contains("prefixItems");
+  const bool b_items = b.contains("items") || b.contains("prefixItems");
+  if (a_items && b_items &&
+      (a.value("items", Json()) != b.value("items", Json()) ||
+       a.value("prefixItems", Json()) != b.value("prefixItems", Json()))) {
+    refuse("items", path, "combining different items / prefixItems is not supported");
+  }
+  Json out = a;
+  for (const auto& [k, v] : b.items()) {
+    if (kIgnored.count(k) && k != "$defs" && k != "definitions") continue;
+    if (!out.contains(k) || out[k] == v) {
+      out[k] = v;
+      continue;
+    }
+    Json& mine = out[k];
+    if (k == "$defs" || k == "definitions") continue;  // $ref resolves from the root anyway
+    if (k == "type") {
+      Json x = Json::object(), y = Json::object();
+      x["type"] = mine;
+      y["type"] = v;
+      std::set<std::string> tx = type_set(x, path), ty = type_set(y, path);
+      // integer is a subset of number.
+      if (tx.count("number")) tx.insert("integer");
+      if (ty.count("number")) ty.insert("integer");
+      Json both = Json::array();
+      for (const std::string& t : tx) {
+        if (ty.count(t)) both.push_back(t);
+      }
+      if (both.empty()) refuse("type", path, "the combined schemas allow no common type");
+      mine = both;
+    } else if (k == "required") {
+      for (const Json& name : v) {
+        if (std::find(mine.begin(), mine.end(), name) == mine.end()) mine.push_back(name);
+      }
+    } else if (k == "properties") {
+      for (const auto& [name, sub] : v.items()) {
+        mine[name] = mine.contains(name) ? Json{{"allOf", Json::array({mine[name], sub})}} : sub;
+      }
+    } else if (k == "allOf") {
+      for (const Json& part : v) mine.push_back(part);
+    } else if (k == "enum") {
+      Json both = Json::array();
+      for (const Json& x : mine) {
+        if (std::find(v.begin(), v.end(), x) != v.end()) both.push_back(x);
+      }
+      mine = both;
+    } else if ((k == "minLength" || k == "minItems" || k == "minimum") && v.is_number() &&
+               mine.is_number()) {
+      if (v > mine) mine = v;
+    } else if ((k == "maxLength" || k == "maxItems" || k == "maximum") && v.is_number() &&
+               mine.is_number()) {
+      if (v < mine) mine = v;
+    } else if (k == "exclusiveMinimum" && v.is_number() && mine.is_number()) {
+      if (v > mine) mine = v;
+    } else if (k == "exclusiveMaximum" && v.is_number() && mine.is_number()) {
+      if (v < mine) mine = v;
+    } else {
+      refuse(k, path,
+             "appears with different values in schemas that must hold together (allOf, or "
+             "keywords next to $ref / anyOf / oneOf); that is not supported");
+    }
+  }
+  return out;
+}
+
+Expr SchemaConverter::ws() {
+  if (opt_.max_whitespace <= 0) return empty_expr();
+  return rule_ref(rules_.add("ws", repeat(char_class([] {
+                                            CodePointSet s;
+                                            for (char32_t c : {' ', '\t', '\n', '\r'}) s.add(c);
+                                            return s;
+                                          }()),
+                                          0, opt_.max_whitespace)));
+}
+
+Expr SchemaConverter::any_string() {
+  CodePointSet plain = CodePointSet::all();
+  plain = plain.minus(CodePointSet::range(0, 0x1F));
+  plain = plain.minus(CodePointSet::single('"'));
+  plain = plain.minus(CodePointSet::single('\\'));
+  CodePointSet hex = CodePointSet::range('0', '9');
+  hex.add('a', 'f');
+  hex.add('A', 'F');
+  const std::string ch = rules_.add(
+      "char",
+      alt({char_class(plain),
+           seq({literal("\\"), alt({char_class([] {
+                                      CodePointSet s;
+                                      for (char32_t c : std::u32string_view(U"\"\\/bfnrt"))
+                                        s.add(c);
+                                      return s;
+                                    }()),
+                                    seq({literal("u"), repeat(char_class(hex), 4, 4)})})})}));
+  return rule_ref(rules_.add("string", seq({literal("\""), star(rule_ref(ch)), literal("\"")})));
+}
+
+Expr SchemaConverter::any_number() {
+  const Expr digits = repeat(char_class(CodePointSet::range('0', '9')), 1, kUnbounded);
+  CodePointSet e;
+  e.add('e');
+  e.add('E');
+  CodePointSet sign;
+  sign.add('+');
+  sign.add('-');
+  // RFC 8259: number = [ minus ] int [ frac ] [ exp ]
+  return rule_ref(rules_.add(
+      "number", seq({any_integer(), optional(seq({literal("."), digits})),
+                     optional(seq({char_class(e), optional(char_class(sign)), digits}))})));
+}
+
+Expr SchemaConverter::any_integer() {
+  return rule_ref(rules_.add(
+      "integer",
+      seq({optional(literal("-")),
+           alt({literal("0"), seq({char_class(CodePointSet::range('1', '9')),
+                                   star(char_class(CodePointSet::range('0', '9')))})})})));
+}
+
+Expr SchemaConverter::any_value() {
+  auto it = ref_rules_.find("<any>");
+  if (it != ref_rules_.end()) return rule_ref(it->second);
+  const std::string value = rules_.reserve("value");
+  ref_rules_["<any>"] = value;
+  const Expr sep = seq({ws(), literal(","), ws()});
+  const Expr member = seq({any_string(), ws(), literal(":"), ws(), rule_ref(value)});
+  const std::string object = rules_.add(
+      "object", seq({literal("{"), ws(), optional(seq({member, star(seq({sep, member})), ws()})),
+                     literal("}")}));
+  const std::string array = rules_.add(
+      "array", seq({literal("["), ws(),
+                    optional(seq({rule_ref(value), star(seq({sep, rule_ref(value)})), ws()})),
+                    literal("]")}));
+  rules_.define(value, alt({rule_ref(object), rule_ref(array), any_string(), any_number(),
+                            literal("true"), literal("false"), literal("null")}));
+  return rule_ref(value);
+}
+
+}  // namespace front
+
+EbnfRules json_schema_rules(const nlohmann::ordered_json& schema, const std::string& prefix,
+                            const JsonGrammarOptions& opt) {
+  front::SchemaConverter conv(schema, prefix, opt);
+  return conv.finish(conv.value(schema, "#"));
+}
+
+EbnfRules json_schema_rules(const nlohmann::json& schema, const std::string& prefix,
+                            const JsonGrammarOptions& opt) {
+  return json_schema_rules(nlohmann::ordered_json(schema), prefix, opt);
+}
+
+std::string json_schema_to_ebnf(const nlohmann::ordered_json& schema,
+                                const JsonGrammarOptions& opt) {
+  // With no prefix the value's rule is named "root", the grammar's start rule.
+  return json_schema_rules(schema, "", opt).text;
+}
+
+std::string json_schema_to_ebnf(const nlohmann::json& schema, const JsonGrammarOptions& opt) {
+  return json_schema_to_ebnf(nlohmann::ordered_json(schema), opt);
+}
+
+std::string json_object_ebnf(const JsonGrammarOptions& opt) {
+  JsonGrammarOptions any = opt;
+  any.strict = false;  // strict is about schemas; json_object has none
+  return json_schema_to_ebnf(
+      nlohmann::ordered_json{{"type", "object"}, {"additionalProperties", true}}, any);
+}
+
+}  // namespace tandem::grammar

@@ -1,0 +1,81 @@
+// The JSON Schema converter's shared state. json_schema.cpp dispatches on keywords (types,
+// composition, $ref, enum/const); json_schema_{object,array,string,number}.cpp build each
+// type's rules.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "grammar/ebnf_writer.h"
+#include "grammar/json_schema.h"
+
+namespace tandem::grammar::front {
+
+using Json = nlohmann::ordered_json;
+
+// "#/properties/a~1b": where a schema sits in the root document (JSON Pointer), for messages
+// and $ref.
+std::string pointer_append(const std::string& path, const std::string& segment);
+
+// A GrammarError for `keyword` at `path`; the message names both.
+[[noreturn]] void refuse(const std::string& keyword, const std::string& path,
+                         const std::string& why);
+
+class SchemaConverter {
+ public:
+  SchemaConverter(const Json& root, const std::string& prefix, const JsonGrammarOptions& opt);
+
+  // The expression matching one value of `schema`, found at `path`.
+  Expr value(const Json& schema, const std::string& path);
+  // Rule text and the root rule's name.
+  EbnfRules finish(const Expr& root_value);
+
+  // Shared rules, defined on first use.
+  Expr ws();  // empty when max_whitespace is 0
+  Expr any_value();
+  Expr any_string();
+  Expr any_number();
+  Expr any_integer();
+
+ private:
+  friend class TypeBuilder;
+
+  Expr value_of_types(const Json& schema, const std::string& path);
+  Expr ref(const Json& schema, const std::string& path);
+  Expr enum_or_const(const Json& schema, const std::string& path);
+  const Json& resolve(const std::string& ref, const std::string& path, std::string& target_path);
+  // `schema` with its allOf parts, a sibling-carrying $ref and the given extra keywords
+  // folded in; nullopt when nothing needs folding.
+  Json merge(const Json& a, const Json& b, const std::string& path);
+  Json inline_refs_for_merge(const Json& schema, const std::string& path, int depth);
+
+  Expr object(const Json& schema, const std::string& path);
+  Expr array(const Json& schema, const std::string& path);
+  Expr string(const Json& schema, const std::string& path);
+  Expr number(const Json& schema, const std::string& path, bool integer);
+
+  Expr object_key_not_in(const std::vector<std::string>& names);
+  Expr members_with_optional(const std::vector<Expr>& kvs, const std::vector<bool>& required,
+                             const std::optional<Expr>& extra);
+
+  const Json& root_;
+  JsonGrammarOptions opt_;
+  RuleTable rules_;
+  std::string root_rule_;
+  std::map<std::string, std::string> ref_rules_;  // target pointer -> rule name
+  int depth_ = 0;
+  int object_count_ = 0;
+};
+
+// Decimal numbers (integers, or decimals without an exponent) between two integer bounds, each
+// optional and inclusive or exclusive: the digit-range construction json_schema_number.cpp
+// documents.
+struct IntBound {
+  int64_t value;
+  bool exclusive;
+};
+Expr decimal_range(std::optional<IntBound> lo, std::optional<IntBound> hi, bool integer);
+
+}  // namespace tandem::grammar::front
