@@ -262,16 +262,30 @@ Expr SchemaConverter::enum_or_const(const Json& schema, const std::string& path)
   const char* keyword = schema.contains("enum") ? "enum" : "const";
   if (values.empty()) refuse(keyword, path, "no value is allowed (check type, enum and const)");
   std::vector<Expr> options;
-  for (const Json& v : values) {
-    std::string text;
-    try {
-      text = v.dump();
-    } catch (const nlohmann::json::exception& e) {
-      refuse(keyword, path, std::string("cannot be written as JSON: ") + e.what());
-    }
-    options.push_back(literal(text));
+  try {
+    for (const Json& v : values) options.push_back(json_literal(v));
+  } catch (const nlohmann::json::exception& e) {
+    refuse(keyword, path, std::string("cannot be written as JSON: ") + e.what());
   }
   return alt(options);
+}
+
+// One JSON value as text: scalars exactly as dump() writes them, objects and arrays with the
+// same whitespace gaps as everywhere else (and their keys in the value's order).
+Expr SchemaConverter::json_literal(const Json& v) {
+  if (!v.is_object() && !v.is_array()) return literal(v.dump());
+  const Expr sep = seq({ws(), literal(","), ws()});
+  std::vector<Expr> parts;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (!parts.empty()) parts.push_back(sep);
+    if (v.is_object()) {
+      parts.push_back(seq({literal(Json(it.key()).dump()), ws(), literal(":"), ws()}));
+    }
+    parts.push_back(json_literal(it.value()));
+  }
+  const Expr open = literal(v.is_object() ? "{" : "["), close = literal(v.is_object() ? "}" : "]");
+  if (parts.empty()) return seq({open, ws(), close});
+  return seq({open, ws(), seq(parts), ws(), close});
 }
 
 const Json& SchemaConverter::resolve(const std::string& ref, const std::string& path,

@@ -45,10 +45,12 @@ class SchemaConverter {
   Expr value_of_types(const Json& schema, const std::string& path);
   Expr ref(const Json& schema, const std::string& path);
   Expr enum_or_const(const Json& schema, const std::string& path);
+  Expr json_literal(const Json& v);
   const Json& resolve(const std::string& ref, const std::string& path, std::string& target_path);
-  // `schema` with its allOf parts, a sibling-carrying $ref and the given extra keywords
-  // folded in; nullopt when nothing needs folding.
+  // One schema requiring both a and b (allOf, keywords next to $ref / anyOf / oneOf), where
+  // their keywords can be combined exactly; GrammarError otherwise.
   Json merge(const Json& a, const Json& b, const std::string& path);
+  // `schema` with its $ref (if any) replaced by the target's keywords, for merge().
   Json inline_refs_for_merge(const Json& schema, const std::string& path, int depth);
 
   Expr object(const Json& schema, const std::string& path);

@@ -16,13 +16,16 @@ namespace {
 // to the common spelling: every accepted value is valid, not every valid value is accepted.
 const std::map<std::string, std::string>& format_regexes() {
   static const std::map<std::string, std::string> formats = [] {
+    // Leap years: divisible by 4 but not by 100 (the last two digits), or by 400 (the first
+    // two, then "00").
     const std::string leap_yy = "(0[48]|[2468][048]|[13579][26])";
+    const std::string leap_cc = "(0[048]|[2468][048]|[13579][26])";
     const std::string date =
         "([0-9]{4}-(0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])"
         "|[0-9]{4}-(0[469]|11)-(0[1-9]|[12][0-9]|30)"
         "|[0-9]{4}-02-(0[1-9]|1[0-9]|2[0-8])"
         "|([0-9]{2}" +
-        leap_yy + "|" + leap_yy + "00)-02-29)";
+        leap_yy + "|" + leap_cc + "00)-02-29)";
     const std::string time =
         "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
     const std::string hex = "[0-9a-fA-F]";
