@@ -9,6 +9,12 @@ namespace tandem::grammar {
 
 std::shared_ptr<const CompiledGrammar> compile(std::string_view ebnf,
                                                std::shared_ptr<const TokenVocab> vocab) {
+  return compile_with(ebnf, std::move(vocab), AutomatonOptions{});
+}
+
+std::shared_ptr<const CompiledGrammar> compile_with(std::string_view ebnf,
+                                                    std::shared_ptr<const TokenVocab> vocab,
+                                                    const AutomatonOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   if (!vocab) throw GrammarError("compile: no vocabulary");
   if (vocab->special.size() != vocab->bytes.size()) {
@@ -18,7 +24,7 @@ std::shared_ptr<const CompiledGrammar> compile(std::string_view ebnf,
   }
   const ir::Grammar g = ir::parse_ebnf(ebnf);
   auto out = std::make_shared<CompiledGrammar>();
-  out->automaton = build_automaton(g);
+  out->automaton = build_automaton(g, opt);
   out->vocab = vocab;
   // A special token matches only as text the grammar spells out in a literal, e.g. a tool-call
   // grammar's "<tool_call>": free text such as a JSON string must never produce one.

@@ -20,4 +20,9 @@ class CompiledGrammar {
   GrammarStats stats;
 };
 
+// compile() with the automaton's options spelled out (tests compare inlining on and off).
+std::shared_ptr<const CompiledGrammar> compile_with(std::string_view ebnf,
+                                                    std::shared_ptr<const TokenVocab> vocab,
+                                                    const AutomatonOptions& opt);
+
 }  // namespace tandem::grammar

@@ -1,6 +1,7 @@
 #include "grammar/earley.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace tandem::grammar {
 
@@ -42,7 +43,49 @@ Decoded decode(std::string_view s, size_t i, uint32_t& lo, uint32_t& hi, int& le
   return partial ? Decoded::kPartial : Decoded::kComplete;
 }
 
+uint64_t pack(const EarleyRecognizer::Item& it) {
+  return (static_cast<uint64_t>(it.prod) << 40) | (static_cast<uint64_t>(it.dot) << 24) |
+         static_cast<uint64_t>(it.origin);
+}
+
+size_t slot_of(uint64_t key, size_t mask) {
+  return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
+}
+
 }  // namespace
+
+bool EarleyRecognizer::Set::insert(const Item& it) {
+  if (table.size() < 2 * (items.size() + 1)) {
+    std::vector<uint64_t> old(std::max<size_t>(16, table.size() * 2), 0);
+    old.swap(table);
+    for (uint64_t k : old) {
+      if (k == 0) continue;
+      size_t i = slot_of(k - 1, table.size() - 1);
+      while (table[i] != 0) i = (i + 1) & (table.size() - 1);
+      table[i] = k;
+    }
+  }
+  const uint64_t key = pack(it);
+  size_t i = slot_of(key, table.size() - 1);
+  while (table[i] != 0) {
+    if (table[i] == key + 1) return false;
+    i = (i + 1) & (table.size() - 1);
+  }
+  table[i] = key + 1;
+  items.push_back(it);
+  return true;
+}
+
+bool EarleyRecognizer::Set::contains(const Item& it) const {
+  if (table.empty()) return false;
+  const uint64_t key = pack(it);
+  size_t i = slot_of(key, table.size() - 1);
+  while (table[i] != 0) {
+    if (table[i] == key + 1) return true;
+    i = (i + 1) & (table.size() - 1);
+  }
+  return false;
+}
 
 int32_t EarleyRecognizer::new_nonterm() {
   prods_of_.emplace_back();
@@ -121,6 +164,12 @@ EarleyRecognizer::EarleyRecognizer(const ir::Grammar& g) {
   start_prod_ = static_cast<int32_t>(rhs_.size());
   add_prod(start, {{kNonterm, g.root}});
   reduce();
+  // Items pack into 64 bits: production 24, dot 16, origin 24.
+  size_t longest = 0;
+  for (const auto& r : rhs_) longest = std::max(longest, r.size());
+  if (rhs_.size() >= (1u << 24) || longest >= (1u << 16)) {
+    throw std::length_error("EarleyRecognizer: grammar too large for the reference recognizer");
+  }
 }
 
 // Drops productions that use a symbol deriving no string, so that every item reachable in the
@@ -168,8 +217,7 @@ bool EarleyRecognizer::in_class(int32_t c, uint32_t lo, uint32_t hi) const {
 }
 
 void EarleyRecognizer::add(Chart& c, size_t at, Item it) const {
-  Set& s = c.sets[at];
-  if (s.seen.emplace(it, static_cast<int32_t>(s.items.size())).second) s.items.push_back(it);
+  c.sets[at].insert(it);
 }
 
 // A class item in set i consumes one whole code point; only ends past min_end are added (the
@@ -271,7 +319,7 @@ bool EarleyRecognizer::viable(const Chart& c) const {
 }
 
 bool EarleyRecognizer::complete(const Chart& c) const {
-  return c.sets[c.input.size()].seen.count({start_prod_, 1, 0}) != 0;
+  return c.sets[c.input.size()].contains({start_prod_, 1, 0});
 }
 
 bool EarleyRecognizer::is_prefix(std::string_view bytes) const {

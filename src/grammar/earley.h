@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "grammar/ir.h"
@@ -30,16 +29,13 @@ class EarleyRecognizer {
     int32_t prod, dot, origin;
     bool operator==(const Item&) const = default;
   };
-  struct ItemHash {
-    size_t operator()(const Item& i) const {
-      return (static_cast<size_t>(i.prod) * 0x9E3779B97F4A7C15ull) ^
-             (static_cast<size_t>(i.dot) << 20) ^
-             (static_cast<size_t>(i.origin) * 0x100000001b3ull);
-    }
-  };
+  // Items of one set, deduplicated by an open-addressing table of packed items (the chart is
+  // rebuilt millions of times by the mask tests; node-based hash maps made that malloc-bound).
   struct Set {
     std::vector<Item> items;
-    std::unordered_map<Item, int32_t, ItemHash> seen;
+    std::vector<uint64_t> table;  // packed item + 1; 0 is empty
+    bool insert(const Item& it);
+    bool contains(const Item& it) const;
   };
   struct Chart {
     std::string input;

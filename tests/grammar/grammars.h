@@ -54,4 +54,32 @@ emoji ::= [\U0001F600-\U0001F64F]
 notascii ::= "<" [^\x00-\x7f] ">"
 )G";
 
+// Nullable rules everywhere: optional calls, nullable repeat bodies, rules that end where the
+// caller goes on with the same bytes.
+inline constexpr const char* kNullable = R"G(
+root ::= a b c "."?
+a    ::= "x"?
+b    ::= a a | "y" b?
+c    ::= (a "z")* d?
+d    ::= e{2,3}
+e    ::= "w" | ""
+)G";
+
+// Recursion that is not in tail position, with nullable recursive calls.
+inline constexpr const char* kNested = R"G(
+root ::= "(" root? ")" root? | "<" list ">"
+list ::= (item ("," item)*)?
+item ::= [0-9]+ | root
+)G";
+
+struct NamedGrammar {
+  const char* name;
+  const char* ebnf;
+};
+inline constexpr NamedGrammar kAll[] = {
+    {"json", kJson},         {"arith", kArith},           {"brackets", kBrackets},
+    {"repeats", kRepeats},   {"shared", kSharedPrefixes}, {"unicode", kUnicode},
+    {"nullable", kNullable}, {"nested", kNested},
+};
+
 }  // namespace tandem::grammar::testing
