@@ -445,25 +445,51 @@ Expr SchemaConverter::ws() {
                                           0, opt_.max_whitespace)));
 }
 
-Expr SchemaConverter::any_string() {
-  CodePointSet plain = CodePointSet::all();
-  plain = plain.minus(CodePointSet::range(0, 0x1F));
-  plain = plain.minus(CodePointSet::single('"'));
-  plain = plain.minus(CodePointSet::single('\\'));
+// "\\uXXXX" for any code point but a surrogate (JSON allows lone surrogate escapes; they
+// decode to no character, so the grammars never write one).
+Expr SchemaConverter::unicode_escape() {
   CodePointSet hex = CodePointSet::range('0', '9');
   hex.add('a', 'f');
   hex.add('A', 'F');
-  const std::string ch = rules_.add(
-      "char",
-      alt({char_class(plain),
-           seq({literal("\\"), alt({char_class([] {
-                                      CodePointSet s;
-                                      for (char32_t c : std::u32string_view(U"\"\\/bfnrt"))
-                                        s.add(c);
-                                      return s;
-                                    }()),
-                                    seq({literal("u"), repeat(char_class(hex), 4, 4)})})})}));
-  return rule_ref(rules_.add("string", seq({literal("\""), star(rule_ref(ch)), literal("\"")})));
+  const CodePointSet not_d = hex.minus(CodePointSet::single('d')).minus(CodePointSet::single('D'));
+  CodePointSet d;
+  d.add('d');
+  d.add('D');
+  return rule_ref(rules_.add(
+      "unicode-escape",
+      seq({literal("\\u"), alt({seq({char_class(not_d), repeat(char_class(hex), 3, 3)}),
+                                seq({char_class(d), char_class(CodePointSet::range('0', '7')),
+                                     repeat(char_class(hex), 2, 2)})})})));
+}
+
+// One character of a JSON string: raw, a short escape, or \uXXXX (a surrogate pair's two
+// escapes count as two units here, which is why length-bounded strings leave pairs out).
+Expr SchemaConverter::string_unit(bool with_pairs) {
+  CodePointSet plain = CodePointSet::all().minus(CodePointSet::range(0, 0x1F));
+  plain = plain.minus(CodePointSet::single('"')).minus(CodePointSet::single('\\'));
+  CodePointSet short_escapes;
+  for (char32_t c : std::u32string_view(U"\"\\/bfnrt")) short_escapes.add(c);
+  std::vector<Expr> options = {char_class(plain), seq({literal("\\"), char_class(short_escapes)}),
+                               unicode_escape()};
+  if (with_pairs) {
+    CodePointSet hex = CodePointSet::range('0', '9');
+    hex.add('a', 'f');
+    hex.add('A', 'F');
+    CodePointSet d, high, low;
+    d.add('d');
+    d.add('D');
+    for (char32_t c : std::u32string_view(U"89abAB")) high.add(c);
+    for (char32_t c : std::u32string_view(U"cdefCDEF")) low.add(c);
+    options.push_back(
+        seq({literal("\\u"), char_class(d), char_class(high), repeat(char_class(hex), 2, 2),
+             literal("\\u"), char_class(d), char_class(low), repeat(char_class(hex), 2, 2)}));
+  }
+  return rule_ref(rules_.add(with_pairs ? "char" : "char-counted", alt(options)));
+}
+
+Expr SchemaConverter::any_string() {
+  return rule_ref(
+      rules_.add("string", seq({literal("\""), star(string_unit(true)), literal("\"")})));
 }
 
 Expr SchemaConverter::any_number() {

@@ -38,6 +38,8 @@ class SchemaConverter {
   Expr any_string();
   Expr any_number();
   Expr any_integer();
+  Expr unicode_escape();
+  Expr string_unit(bool with_pairs);
 
  private:
   friend class TypeBuilder;

@@ -93,24 +93,8 @@ Expr SchemaConverter::string(const Json& schema, const std::string& path) {
   const int64_t hi =
       schema.contains("maxLength") ? length_keyword(schema, "maxLength", path) : kUnbounded;
   if (hi != kUnbounded && lo > hi) refuse("minLength", path, "is greater than maxLength");
-  // Lengths count code points, so a \uXXXX escape may not spell half of a surrogate pair here
-  // (a pair would be two units of this rule but one character).
-  CodePointSet plain = CodePointSet::all().minus(CodePointSet::range(0, 0x1F));
-  plain = plain.minus(CodePointSet::single('"')).minus(CodePointSet::single('\\'));
-  CodePointSet hex = CodePointSet::range('0', '9');
-  hex.add('a', 'f');
-  hex.add('A', 'F');
-  CodePointSet hex_not_d = hex.minus(CodePointSet::single('d')).minus(CodePointSet::single('D'));
-  CodePointSet low_half = CodePointSet::range('0', '7');
-  CodePointSet short_escapes;
-  for (char32_t c : std::u32string_view(U"\"\\/bfnrt")) short_escapes.add(c);
-  const Expr escape = seq(
-      {literal("\\"),
-       alt({char_class(short_escapes),
-            seq({literal("u"), alt({seq({char_class(hex_not_d), repeat(char_class(hex), 3, 3)}),
-                                    seq({alt({literal("d"), literal("D")}), char_class(low_half),
-                                         repeat(char_class(hex), 2, 2)})})})})});
-  const Expr unit = rule_ref(rules_.add("char-counted", alt({char_class(plain), escape})));
+  // Lengths count code points: one unit of string_unit(false) is one code point.
+  const Expr unit = string_unit(false);
   return seq({quote, repeat(unit, lo, hi), quote});
 }
 
