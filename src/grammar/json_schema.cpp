@@ -212,6 +212,7 @@ Expr SchemaConverter::value(const Json& schema, const std::string& path) {
 }
 
 Expr SchemaConverter::value_of_types(const Json& schema, const std::string& path) {
+  check_format(schema, path);
   std::set<std::string> types;
   if (schema.contains("type")) {
     types = type_set(schema, path);

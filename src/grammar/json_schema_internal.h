@@ -23,6 +23,11 @@ std::string pointer_append(const std::string& path, const std::string& segment);
 [[noreturn]] void refuse(const std::string& keyword, const std::string& path,
                          const std::string& why);
 
+// Refuses a `format` the string rules cannot express, whatever the type: JSON Schema applies
+// format to strings only, but a format meant for another type (OpenAPI's int32) would
+// otherwise pass as a constraint silently dropped.
+void check_format(const Json& schema, const std::string& path);
+
 class SchemaConverter {
  public:
   SchemaConverter(const Json& root, const std::string& prefix, const JsonGrammarOptions& opt);

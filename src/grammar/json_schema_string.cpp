@@ -54,19 +54,26 @@ int64_t length_keyword(const Json& schema, const char* key, const std::string& p
 
 }  // namespace
 
+void check_format(const Json& schema, const std::string& path) {
+  if (!schema.contains("format")) return;
+  const Json& f = schema["format"];
+  const auto& formats = format_regexes();
+  if (!f.is_string() || !formats.count(f.get<std::string>())) {
+    std::string known;
+    for (const auto& [name, re] : formats) known += (known.empty() ? "" : ", ") + name;
+    refuse("format", path,
+           fmt::format("format {} is not supported (supported: {})", f.dump(), known));
+  }
+}
+
 Expr SchemaConverter::string(const Json& schema, const std::string& path) {
   const Expr quote = literal("\"");
   const bool has_length = schema.contains("minLength") || schema.contains("maxLength");
   const char* length_key = schema.contains("minLength") ? "minLength" : "maxLength";
   if (schema.contains("format")) {
+    check_format(schema, path);
     const Json& f = schema["format"];
     const auto& formats = format_regexes();
-    if (!f.is_string() || !formats.count(f.get<std::string>())) {
-      std::string known;
-      for (const auto& [name, re] : formats) known += (known.empty() ? "" : ", ") + name;
-      refuse("format", path,
-             fmt::format("format {} is not supported (supported: {})", f.dump(), known));
-    }
     if (schema.contains("pattern"))
       refuse("pattern", path, "is not supported together with format");
     if (has_length) refuse(length_key, path, "is not supported together with format");

@@ -75,6 +75,7 @@ TEST(JsonSchemaErrors, UnsupportedValuesOfSupportedKeywords) {
       {"uniqueItems", {{"type", "array"}, {"uniqueItems", true}}, "compare items"},
       {"format", {{"type", "string"}, {"format", "hostname"}}, "\"hostname\" is not supported"},
       {"format", {{"type", "string"}, {"format", 3}}, "supported: date, date-time, email"},
+      {"format", {{"type", "integer"}, {"format", "int32"}}, "\"int32\" is not supported"},
       {"multipleOf", {{"type", "integer"}, {"multipleOf", 2}}, "only as 1 on an integer"},
       {"multipleOf", {{"type", "number"}, {"multipleOf", 1}}, "only as 1 on an integer"},
       {"minimum", {{"type", "number"}, {"minimum", 0.5}}, "must be an integer"},
