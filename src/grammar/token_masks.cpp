@@ -76,7 +76,7 @@ class Classifier {
     accepted_.clear();
     context_.clear();
     follow_state_ = follow_[a_.node_rule[node]];
-    walk(0, eng_.state_of({eng_.stack(node, StackEngine::kBottom)}), 0);
+    walk(eng_.state_of({eng_.stack(node, StackEngine::kBottom)}));
     std::vector<std::pair<std::string_view, int32_t>> ctx;
     std::vector<int32_t> ctx_tokens;
     for (const auto& [tok, offset] : context_) {
@@ -95,16 +95,27 @@ class Classifier {
   }
 
  private:
-  void walk(int32_t t, int32_t state, int32_t depth) {
-    for (int32_t i = trie_.id_begin[t]; i < trie_.id_begin[t + 1]; ++i)
-      if (allowed_[trie_.ids[i]])
-        accepted_.push_back(trie_.ids[i]), accepted_mark_[trie_.ids[i]] = 1;
-    if (depth > 0 && eng_.state(state).at_bottom && follow_state_ != StackEngine::kDead) {
-      walk_follow(t, follow_state_, depth);
-    }
-    for (int32_t c = trie_.child_begin[t]; c < trie_.child_begin[t + 1]; ++c) {
-      const int32_t next = eng_.step(state, trie_.child_byte[c]);
-      if (next != StackEngine::kDead) walk(trie_.child_node[c], next, depth + 1);
+  // Depth-first over the trie as a forward scan in preorder: a node's state is its parent's
+  // stepped by the node's byte; a dead state skips the node's subtree.
+  void walk(int32_t start) {
+    const int32_t n = trie_.num_nodes();
+    node_state_.resize(n);
+    node_state_[0] = start;
+    for (int32_t v = 1; v < n;) {
+      const int32_t state = eng_.step(node_state_[trie_.parent[v]], trie_.byte[v]);
+      if (state == StackEngine::kDead) {
+        v = trie_.subtree_end[v];
+        continue;
+      }
+      node_state_[v] = state;
+      for (int32_t i = trie_.id_begin[v]; i < trie_.id_begin[v + 1]; ++i) {
+        const int32_t id = trie_.ids[i];
+        if (allowed_[id]) accepted_.push_back(id), accepted_mark_[id] = 1;
+      }
+      if (eng_.at_bottom(state) && follow_state_ != StackEngine::kDead) {
+        walk_follow(v, follow_state_, trie_.depth[v]);
+      }
+      ++v;
     }
   }
 
@@ -131,6 +142,7 @@ class Classifier {
   std::vector<int32_t> accepted_;
   std::vector<std::pair<int32_t, int32_t>> context_;  // (token, bytes consumed in the rule)
   std::vector<uint8_t> accepted_mark_;                // [V] members of accepted_
+  std::vector<int32_t> node_state_;                   // [trie nodes] engine state during walk()
 };
 
 }  // namespace
