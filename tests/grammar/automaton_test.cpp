@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "grammar/automaton.h"
+#include "grammar/grammar.h"
 #include "grammars.h"
 
 namespace tandem::grammar {
@@ -42,6 +43,15 @@ TEST(Automaton, SmallRulesAreInlined) {
   EXPECT_LT(a.num_nodes(), 100);
   const Automaton plain = build(testing::kJson, 0);
   EXPECT_GE(plain.rule_start[rule_index(plain, "ws")], 0);
+}
+
+TEST(Automaton, ExplodingRepeatsAreRefused) {
+  try {
+    build(R"(root ::= (("a"{100}){100}){100})");
+    FAIL() << "no error";
+  } catch (const GrammarError& e) {
+    EXPECT_NE(std::string(e.what()).find("grammar too large"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Automaton, DeadPathsAreTrimmed) {
