@@ -67,8 +67,12 @@ class InlinePlan {
     switch (e.op) {
       case ir::Op::kLiteral:
         return static_cast<int64_t>(e.bytes.size());
-      case ir::Op::kClass:
-        return 2 * static_cast<int64_t>(utf8_sequences(ir::class_code_points(e)).size());
+      case ir::Op::kClass: {
+        // One node per continuation byte still to read, at most (suffixes are shared).
+        int64_t n = 1;
+        for (const ByteSeq& seq : utf8_sequences(ir::class_code_points(e))) n += seq.size() - 1;
+        return n;
+      }
       case ir::Op::kRef:
         return on_cycle_[e.rule] ? 1 : std::min(rule_size(e.rule), kHuge);
       case ir::Op::kSeq:
