@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "grammar/analysis.h"
+#include "grammar/grammar.h"
 #include "grammar/utf8_ranges.h"
 
 namespace tandem::grammar {
@@ -66,8 +67,12 @@ class InlinePlan {
     switch (e.op) {
       case ir::Op::kLiteral:
         return static_cast<int64_t>(e.bytes.size());
-      case ir::Op::kClass:
-        return 2 * static_cast<int64_t>(utf8_sequences(ir::class_code_points(e)).size());
+      case ir::Op::kClass: {
+        // One node per continuation byte still to read, at most (suffixes are shared).
+        int64_t n = 1;
+        for (const ByteSeq& seq : utf8_sequences(ir::class_code_points(e))) n += seq.size() - 1;
+        return n;
+      }
       case ir::Op::kRef:
         return on_cycle_[e.rule] ? 1 : std::min(rule_size(e.rule), kHuge);
       case ir::Op::kSeq:
@@ -98,9 +103,17 @@ struct EpsNfa {
   };
   std::vector<Node> nodes;
   int32_t add() {
+    // Bounded repeats multiply: ("a"{100}){100}{100} would be a million nodes, each needing a
+    // mask walk. Refuse before memory and compile time run away.
+    if (++*budget_used > kMaxNodes) {
+      throw GrammarError("grammar too large: over " + std::to_string(kMaxNodes) +
+                         " automaton nodes (bounded repetitions expand into copies)");
+    }
     nodes.emplace_back();
     return static_cast<int32_t>(nodes.size()) - 1;
   }
+  static constexpr int64_t kMaxNodes = 200000;
+  int64_t* budget_used = nullptr;  // shared by all rules of the grammar
 };
 
 class RuleBuilder {
@@ -383,6 +396,7 @@ Automaton build_automaton(const ir::Grammar& g, const AutomatonOptions& opt) {
   out.byte_begin.push_back(0);
   out.call_begin.push_back(0);
 
+  int64_t nodes_built = 0;
   std::vector<int32_t> work{g.root}, called;
   std::vector<uint8_t> queued(nrules, 0);
   queued[g.root] = 1;
@@ -390,6 +404,7 @@ Automaton build_automaton(const ir::Grammar& g, const AutomatonOptions& opt) {
     const int32_t rule = work.back();
     work.pop_back();
     EpsNfa m;
+    m.budget_used = &nodes_built;
     const int32_t start = m.add(), end = m.add();
     called.clear();
     RuleBuilder(g, a, plan, called).build(m, g.rules[rule].body, start, end);

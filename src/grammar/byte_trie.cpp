@@ -60,6 +60,9 @@ ByteTrie build_byte_trie(std::vector<std::pair<std::string_view, int32_t>> strin
       t.subtree_end[open.back()] = v, open.pop_back();
     open.push_back(v);
   }
+  t.parent = std::move(parent);
+  t.byte = std::move(byte);
+  t.depth = std::move(depth);
   return t;
 }
 

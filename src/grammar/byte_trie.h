@@ -1,7 +1,8 @@
 // A trie over byte strings, each string carrying an id: the tokenizer's vocabulary (ids are
 // token ids), and per automaton node the suffixes of context-dependent tokens. Nodes are
 // numbered in preorder with children in byte order, so a node's subtree is the id range
-// [n, subtree_end[n]) and its strings' ids are ids[id_begin[n] .. id_begin[subtree_end[n]]).
+// [n, subtree_end[n]) and its strings' ids are ids[id_begin[n] .. id_begin[subtree_end[n]]);
+// a depth-first walk is a forward scan that jumps to subtree_end to prune.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,9 @@ struct ByteTrie {
   std::vector<int32_t> id_begin;  // [nodes + 1] into ids: the strings ending at the node
   std::vector<int32_t> ids;
   std::vector<int32_t> subtree_end;  // [nodes]
+  std::vector<int32_t> parent;       // [nodes] -1 for the root
+  std::vector<uint8_t> byte;         // [nodes] the byte on the edge from the parent
+  std::vector<int32_t> depth;        // [nodes] string length at the node
 
   int32_t num_nodes() const { return static_cast<int32_t>(subtree_end.size()); }
 };

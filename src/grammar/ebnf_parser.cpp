@@ -13,6 +13,9 @@ namespace {
 
 // Large enough for JSON Schema lengths, small enough that expanding copies stays cheap.
 constexpr int64_t kMaxRepeat = 10000;
+// Parentheses nest at most this deep: the parser and the compiler recurse on the nesting, and
+// the grammar text may come from a request.
+constexpr int kMaxNesting = 500;
 
 void append_utf8(std::string& out, uint32_t cp) {
   if (cp < 0x80) {
@@ -213,7 +216,10 @@ class Parser {
     if (c == '[') return parse_class();
     if (c == '(') {
       ++pos_;
+      if (++depth_ > kMaxNesting)
+        fail(at, "parentheses nested deeper than " + std::to_string(kMaxNesting));
       const int32_t x = parse_choice();
+      --depth_;
       skip_space();
       if (eof() || peek() != ')') fail(at, "unclosed '('");
       ++pos_;
@@ -358,6 +364,7 @@ class Parser {
 
   std::string_view s_;
   size_t pos_ = 0;
+  int depth_ = 0;
   Grammar g_;
   std::unordered_map<std::string, int32_t> rule_index_;
   std::vector<Ref> refs_;

@@ -8,6 +8,7 @@ StackEngine::StackEngine(const Automaton& a, bool dense_steps) : a_(a), dense_(d
   states_.push_back({});  // kDead
   state_ids_.emplace(std::vector<int32_t>{}, kDead);
   rows_.push_back(-1);
+  bottom_.push_back(0);
 }
 
 int32_t StackEngine::stack(int32_t node, int32_t parent) {
@@ -52,6 +53,7 @@ int32_t StackEngine::state_of(std::vector<int32_t> stacks) {
   if (fresh) {
     states_.push_back({it->first, at_end, at_bottom});
     rows_.push_back(-1);
+    bottom_.push_back(at_bottom);
   }
   return it->second;
 }

@@ -62,6 +62,7 @@ class StackEngine {
     return state;
   }
 
+  bool at_bottom(int32_t state) const { return bottom_[state] != 0; }
   const State& state(int32_t id) const { return states_[id]; }
   const Stack& stack_at(int32_t id) const { return stacks_[id]; }
   const Automaton& automaton() const { return a_; }
@@ -85,6 +86,7 @@ class StackEngine {
   std::unordered_map<uint64_t, int32_t> stack_ids_;
   std::vector<State> states_;
   std::unordered_map<std::vector<int32_t>, int32_t, VecHash> state_ids_;
+  std::vector<uint8_t> bottom_;      // [states] State::at_bottom, packed for the hot loop
   std::vector<int32_t> rows_;        // [states] dense: offset of the state's row, -1 if none
   std::vector<int32_t> dense_next_;  // [rows * 256]
   std::unordered_map<uint64_t, int32_t> sparse_next_;

@@ -26,7 +26,9 @@ struct TokenSet {
   Kind kind = kList;
   std::vector<uint32_t> data;  // sorted ids (kList: members, kComplement: non-members) or words
 
-  static TokenSet from_sorted(const std::vector<int32_t>& members, int32_t vocab_size);
+  // members: unsorted, no duplicates; is_member[id] != 0 for exactly those.
+  static TokenSet from_members(std::vector<int32_t>& members,
+                               const std::vector<uint8_t>& is_member);
   // bits |= this; scratch: [(vocab_size + 31) / 32] words of workspace.
   void or_into(uint32_t* bits, int32_t vocab_size, uint32_t* scratch) const;
   bool empty() const { return kind == kList && data.empty(); }

@@ -85,6 +85,8 @@ TEST(EbnfParser, ErrorsNameLineAndColumn) {
   EXPECT_EQ(error_of("root ::= \"a\"{99999}"), "grammar line 1:18: repetition count above 10000");
   EXPECT_EQ(error_of("root ::= ="), "grammar line 1:10: unexpected '='");
   EXPECT_EQ(error_of("root = \"a\""), "grammar line 1:6: expected '::=' after rule name 'root'");
+  EXPECT_EQ(error_of("root ::= " + std::string(501, '(') + "\"a\"" + std::string(501, ')')),
+            "grammar line 1:510: parentheses nested deeper than 500");
 }
 
 TEST(EbnfParser, LeftRecursionIsRefused) {

@@ -19,11 +19,13 @@ struct MaskCheck {
 };
 
 // ids: the tokens to check (all of the vocabulary, or a sample). The Earley reference, being
-// slow, sees the allowed tokens and one in `earley_stride` of the others.
+// slow, sees one in `allowed_stride` of the allowed tokens and one in `earley_stride` of the
+// others.
 inline void check_mask(Matcher& m, const TokenVocab& v, const std::vector<int32_t>& ids,
                        const EarleyRecognizer* oracle, EarleyRecognizer::Chart* chart,
-                       MaskCheck& stats, const std::string& where, int earley_stride = 1) {
-  int64_t k = 0;
+                       MaskCheck& stats, const std::string& where, int earley_stride = 1,
+                       int allowed_stride = 1) {
+  int64_t k = 0, k_allowed = 0;
   const std::vector<uint32_t> mask = mask_of(m);
   const int64_t before = m.num_tokens();
   for (int32_t id : ids) {
@@ -32,7 +34,8 @@ inline void check_mask(Matcher& m, const TokenVocab& v, const std::vector<int32_
     if (accepted) m.rollback(1);
     ASSERT_EQ(m.num_tokens(), before);
     ASSERT_EQ(in_mask, accepted) << where << ": token " << id << " '" << v.bytes[id] << "'";
-    if (oracle != nullptr && !v.special[id] && (in_mask || ++k % earley_stride == 0)) {
+    if (oracle != nullptr && !v.special[id] &&
+        (in_mask ? ++k_allowed % allowed_stride == 0 : ++k % earley_stride == 0)) {
       const size_t n = chart->input.size();
       oracle->extend(*chart, v.bytes[id]);
       const bool viable = !v.bytes[id].empty() && oracle->viable(*chart);
