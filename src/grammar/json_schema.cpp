@@ -17,11 +17,6 @@ namespace tandem::grammar {
 namespace front {
 namespace {
 
-// Annotations: they describe the value without constraining it. "discriminator" is OpenAPI's
-// (Pydantic writes it next to oneOf); the oneOf branches already carry the constraint it names.
-const std::set<std::string_view> kIgnored = {
-    "title",      "description", "examples",  "default",       "$schema", "$id",        "$comment",
-    "deprecated", "readOnly",    "writeOnly", "discriminator", "$defs",   "definitions"};
 const std::set<std::string_view> kObjectKeywords = {"properties", "required",
                                                     "additionalProperties"};
 const std::set<std::string_view> kArrayKeywords = {"items",    "prefixItems", "additionalItems",
@@ -34,10 +29,8 @@ const std::set<std::string_view> kGeneralKeywords = {"type",  "enum",  "const", 
 const std::vector<std::string> kTypeNames = {"object",  "array",   "string", "number",
                                              "integer", "boolean", "null"};
 
-constexpr int kMaxDepth = 128;
-
 bool is_known(const std::string& k) {
-  return kIgnored.count(k) || kObjectKeywords.count(k) || kArrayKeywords.count(k) ||
+  return is_annotation(k) || kObjectKeywords.count(k) || kArrayKeywords.count(k) ||
          kStringKeywords.count(k) || kNumberKeywords.count(k) || kGeneralKeywords.count(k);
 }
 
@@ -52,9 +45,50 @@ bool has_any(const Json& schema, const std::set<std::string_view>& keys) {
 std::vector<std::string> constraints(const Json& schema, std::set<std::string_view> except = {}) {
   std::vector<std::string> out;
   for (const auto& [k, v] : schema.items()) {
-    if (!kIgnored.count(k) && !except.count(k)) out.push_back(k);
+    if (!is_annotation(k) && !except.count(k)) out.push_back(k);
   }
   return out;
+}
+
+bool value_has_type(const Json& v, const std::string& type) {
+  if (type == "null") return v.is_null();
+  if (type == "boolean") return v.is_boolean();
+  if (type == "string") return v.is_string();
+  if (type == "array") return v.is_array();
+  if (type == "object") return v.is_object();
+  if (type == "number") return v.is_number();
+  // JSON Schema: an integer is any number with a zero fractional part (1.0 included).
+  if (type == "integer") {
+    return v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
+                                     std::floor(v.get<double>()) == v.get<double>());
+  }
+  return false;
+}
+
+// RAII depth count: schemas nest (and $ref / allOf can loop) without bound otherwise.
+struct DepthGuard {
+  DepthGuard(int& depth, const std::string& path) : depth_(depth) {
+    if (++depth_ > kMaxSchemaDepth) {
+      throw GrammarError(fmt::format(
+          "JSON Schema at {} nests deeper than {} levels (or a $ref / allOf refers to itself "
+          "without a value in between)",
+          path, kMaxSchemaDepth));
+    }
+  }
+  ~DepthGuard() { --depth_; }
+  int& depth_;
+};
+
+}  // namespace
+
+// Annotations: they describe the value without constraining it. "discriminator" is OpenAPI's
+// (Pydantic writes it next to oneOf); the oneOf branches already carry the constraint it names.
+bool is_annotation(std::string_view key) {
+  static const std::set<std::string_view> annotations = {
+      "title",         "description", "examples",   "default",  "$schema",
+      "$id",           "$comment",    "deprecated", "readOnly", "writeOnly",
+      "discriminator", "$defs",       "definitions"};
+  return annotations.count(key) != 0;
 }
 
 Json without(const Json& schema, std::string_view key) {
@@ -83,37 +117,6 @@ std::set<std::string> type_set(const Json& schema, const std::string& path) {
   }
   return out;
 }
-
-bool value_has_type(const Json& v, const std::string& type) {
-  if (type == "null") return v.is_null();
-  if (type == "boolean") return v.is_boolean();
-  if (type == "string") return v.is_string();
-  if (type == "array") return v.is_array();
-  if (type == "object") return v.is_object();
-  if (type == "number") return v.is_number();
-  // JSON Schema: an integer is any number with a zero fractional part (1.0 included).
-  if (type == "integer") {
-    return v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
-                                     std::floor(v.get<double>()) == v.get<double>());
-  }
-  return false;
-}
-
-// RAII depth count: schemas nest (and $ref / allOf can loop) without bound otherwise.
-struct DepthGuard {
-  DepthGuard(int& depth, const std::string& path) : depth_(depth) {
-    if (++depth_ > kMaxDepth) {
-      throw GrammarError(fmt::format(
-          "JSON Schema at {} nests deeper than {} levels (or a $ref / allOf refers to itself "
-          "without a value in between)",
-          path, kMaxDepth));
-    }
-  }
-  ~DepthGuard() { --depth_; }
-  int& depth_;
-};
-
-}  // namespace
 
 std::string pointer_append(const std::string& path, const std::string& segment) {
   std::string out = path + "/";
@@ -287,251 +290,6 @@ Expr SchemaConverter::json_literal(const Json& v) {
   const Expr open = literal(v.is_object() ? "{" : "["), close = literal(v.is_object() ? "}" : "]");
   if (parts.empty()) return seq({open, ws(), close});
   return seq({open, ws(), seq(parts), ws(), close});
-}
-
-const Json& SchemaConverter::resolve(const std::string& ref, const std::string& path,
-                                     std::string& target_path) {
-  if (ref.empty() || ref[0] != '#') {
-    refuse("$ref", path,
-           fmt::format("\"{}\": only references inside the schema (#...) are "
-                       "supported",
-                       ref));
-  }
-  // The fragment is URI-encoded (RFC 6901 section 6).
-  std::string decoded;
-  for (size_t i = 1; i < ref.size(); ++i) {
-    if (ref[i] == '%' && i + 2 < ref.size() &&
-        std::isxdigit(static_cast<unsigned char>(ref[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(ref[i + 2]))) {
-      decoded += static_cast<char>(std::stoi(ref.substr(i + 1, 2), nullptr, 16));
-      i += 2;
-    } else {
-      decoded += ref[i];
-    }
-  }
-  if (!decoded.empty() && decoded[0] != '/') {
-    refuse("$ref", path, fmt::format("\"{}\": anchors ($anchor names) are not supported", ref));
-  }
-  target_path = "#" + decoded;
-  try {
-    return root_.at(Json::json_pointer(decoded));
-  } catch (const nlohmann::json::exception&) {
-    refuse("$ref", path, fmt::format("\"{}\" does not point into the schema", ref));
-  }
-}
-
-Expr SchemaConverter::ref(const Json& schema, const std::string& path) {
-  if (!schema["$ref"].is_string()) refuse("$ref", path, "must be a string");
-  std::string target_path;
-  const Json& target = resolve(schema["$ref"].get<std::string>(), path, target_path);
-  auto it = ref_rules_.find(target_path);
-  if (it != ref_rules_.end()) return rule_ref(it->second);
-  // The name is taken before the body is built, so the body may refer back to it.
-  const size_t slash = target_path.rfind('/');
-  const std::string name = rules_.reserve("def-" + target_path.substr(slash + 1));
-  ref_rules_[target_path] = name;
-  rules_.define(name, value(target, target_path));
-  return rule_ref(name);
-}
-
-Json SchemaConverter::inline_refs_for_merge(const Json& schema, const std::string& path,
-                                            int depth) {
-  if (!schema.is_object() || !schema.contains("$ref")) return schema;
-  if (depth > kMaxDepth) {
-    throw GrammarError(fmt::format("JSON Schema at {}: $ref refers to itself", path));
-  }
-  if (!schema["$ref"].is_string()) refuse("$ref", path, "must be a string");
-  std::string target_path;
-  const Json& target = resolve(schema["$ref"].get<std::string>(), path, target_path);
-  return merge(without(schema, "$ref"), inline_refs_for_merge(target, target_path, depth + 1),
-               path);
-}
-
-Json SchemaConverter::merge(const Json& a, const Json& b, const std::string& path) {
-  if (b.is_boolean()) {
-    if (b.get<bool>()) return a;
-    throw GrammarError(fmt::format("JSON Schema at {}: allOf contains false", path));
-  }
-  if (a.is_boolean()) return merge(b, a, path);
-  if (!a.is_object() || !b.is_object()) {
-    throw GrammarError(fmt::format("JSON Schema at {}: a schema must be an object", path));
-  }
-  // additionalProperties judges the properties of its own schema only, and items those after
-  // its own prefixItems: merging them with another part's list would change their meaning.
-  auto new_names = [](const Json& x, const Json& y) {
-    if (!y.contains("properties") || !y["properties"].is_object()) return false;
-    for (const auto& [k, v] : y["properties"].items()) {
-      if (!x.contains("properties") || !x["properties"].contains(k)) return true;
-    }
-    return false;
-  };
-  if ((a.contains("additionalProperties") && new_names(a, b)) ||
-      (b.contains("additionalProperties") && new_names(b, a))) {
-    refuse("additionalProperties", path,
-           "combining it (allOf, or keywords next to $ref / anyOf) with properties from another "
-           "schema is not supported");
-  }
-  const bool a_items = a.contains("items") || a.contains("prefixItems");
-  const bool b_items = b.contains("items") || b.contains("prefixItems");
-  if (a_items && b_items &&
-      (a.value("items", Json()) != b.value("items", Json()) ||
-       a.value("prefixItems", Json()) != b.value("prefixItems", Json()))) {
-    refuse("items", path, "combining different items / prefixItems is not supported");
-  }
-  Json out = a;
-  for (const auto& [k, v] : b.items()) {
-    if (kIgnored.count(k) && k != "$defs" && k != "definitions") continue;
-    if (!out.contains(k) || out[k] == v) {
-      out[k] = v;
-      continue;
-    }
-    Json& mine = out[k];
-    if (k == "$defs" || k == "definitions") continue;  // $ref resolves from the root anyway
-    if (k == "type") {
-      Json x = Json::object(), y = Json::object();
-      x["type"] = mine;
-      y["type"] = v;
-      std::set<std::string> tx = type_set(x, path), ty = type_set(y, path);
-      // integer is a subset of number.
-      if (tx.count("number")) tx.insert("integer");
-      if (ty.count("number")) ty.insert("integer");
-      Json both = Json::array();
-      for (const std::string& t : tx) {
-        if (ty.count(t)) both.push_back(t);
-      }
-      if (both.empty()) refuse("type", path, "the combined schemas allow no common type");
-      mine = both;
-    } else if (k == "required") {
-      for (const Json& name : v) {
-        if (std::find(mine.begin(), mine.end(), name) == mine.end()) mine.push_back(name);
-      }
-    } else if (k == "properties") {
-      for (const auto& [name, sub] : v.items()) {
-        mine[name] = mine.contains(name) ? Json{{"allOf", Json::array({mine[name], sub})}} : sub;
-      }
-    } else if (k == "allOf") {
-      for (const Json& part : v) mine.push_back(part);
-    } else if (k == "enum") {
-      Json both = Json::array();
-      for (const Json& x : mine) {
-        if (std::find(v.begin(), v.end(), x) != v.end()) both.push_back(x);
-      }
-      mine = both;
-    } else if ((k == "minLength" || k == "minItems" || k == "minimum") && v.is_number() &&
-               mine.is_number()) {
-      if (v > mine) mine = v;
-    } else if ((k == "maxLength" || k == "maxItems" || k == "maximum") && v.is_number() &&
-               mine.is_number()) {
-      if (v < mine) mine = v;
-    } else if (k == "exclusiveMinimum" && v.is_number() && mine.is_number()) {
-      if (v > mine) mine = v;
-    } else if (k == "exclusiveMaximum" && v.is_number() && mine.is_number()) {
-      if (v < mine) mine = v;
-    } else {
-      refuse(k, path,
-             "appears with different values in schemas that must hold together (allOf, or "
-             "keywords next to $ref / anyOf / oneOf); that is not supported");
-    }
-  }
-  return out;
-}
-
-Expr SchemaConverter::ws() {
-  if (opt_.max_whitespace <= 0) return empty_expr();
-  return rule_ref(rules_.add("ws", repeat(char_class([] {
-                                            CodePointSet s;
-                                            for (char32_t c : {' ', '\t', '\n', '\r'}) s.add(c);
-                                            return s;
-                                          }()),
-                                          0, opt_.max_whitespace)));
-}
-
-// "\\uXXXX" for any code point but a surrogate (JSON allows lone surrogate escapes; they
-// decode to no character, so the grammars never write one).
-Expr SchemaConverter::unicode_escape() {
-  CodePointSet hex = CodePointSet::range('0', '9');
-  hex.add('a', 'f');
-  hex.add('A', 'F');
-  const CodePointSet not_d = hex.minus(CodePointSet::single('d')).minus(CodePointSet::single('D'));
-  CodePointSet d;
-  d.add('d');
-  d.add('D');
-  return rule_ref(rules_.add(
-      "unicode-escape",
-      seq({literal("\\u"), alt({seq({char_class(not_d), repeat(char_class(hex), 3, 3)}),
-                                seq({char_class(d), char_class(CodePointSet::range('0', '7')),
-                                     repeat(char_class(hex), 2, 2)})})})));
-}
-
-// One character of a JSON string: raw, a short escape, or \uXXXX (a surrogate pair's two
-// escapes count as two units here, which is why length-bounded strings leave pairs out).
-Expr SchemaConverter::string_unit(bool with_pairs) {
-  CodePointSet plain = CodePointSet::all().minus(CodePointSet::range(0, 0x1F));
-  plain = plain.minus(CodePointSet::single('"')).minus(CodePointSet::single('\\'));
-  CodePointSet short_escapes;
-  for (char32_t c : std::u32string_view(U"\"\\/bfnrt")) short_escapes.add(c);
-  std::vector<Expr> options = {char_class(plain), seq({literal("\\"), char_class(short_escapes)}),
-                               unicode_escape()};
-  if (with_pairs) {
-    CodePointSet hex = CodePointSet::range('0', '9');
-    hex.add('a', 'f');
-    hex.add('A', 'F');
-    CodePointSet d, high, low;
-    d.add('d');
-    d.add('D');
-    for (char32_t c : std::u32string_view(U"89abAB")) high.add(c);
-    for (char32_t c : std::u32string_view(U"cdefCDEF")) low.add(c);
-    options.push_back(
-        seq({literal("\\u"), char_class(d), char_class(high), repeat(char_class(hex), 2, 2),
-             literal("\\u"), char_class(d), char_class(low), repeat(char_class(hex), 2, 2)}));
-  }
-  return rule_ref(rules_.add(with_pairs ? "char" : "char-counted", alt(options)));
-}
-
-Expr SchemaConverter::any_string() {
-  return rule_ref(
-      rules_.add("string", seq({literal("\""), star(string_unit(true)), literal("\"")})));
-}
-
-Expr SchemaConverter::any_number() {
-  const Expr digits = repeat(char_class(CodePointSet::range('0', '9')), 1, kUnbounded);
-  CodePointSet e;
-  e.add('e');
-  e.add('E');
-  CodePointSet sign;
-  sign.add('+');
-  sign.add('-');
-  // RFC 8259: number = [ minus ] int [ frac ] [ exp ]
-  return rule_ref(rules_.add(
-      "number", seq({any_integer(), optional(seq({literal("."), digits})),
-                     optional(seq({char_class(e), optional(char_class(sign)), digits}))})));
-}
-
-Expr SchemaConverter::any_integer() {
-  return rule_ref(rules_.add(
-      "integer",
-      seq({optional(literal("-")),
-           alt({literal("0"), seq({char_class(CodePointSet::range('1', '9')),
-                                   star(char_class(CodePointSet::range('0', '9')))})})})));
-}
-
-Expr SchemaConverter::any_value() {
-  auto it = ref_rules_.find("<any>");
-  if (it != ref_rules_.end()) return rule_ref(it->second);
-  const std::string value = rules_.reserve("value");
-  ref_rules_["<any>"] = value;
-  const Expr sep = seq({ws(), literal(","), ws()});
-  const Expr member = seq({any_string(), ws(), literal(":"), ws(), rule_ref(value)});
-  const std::string object = rules_.add(
-      "object", seq({literal("{"), ws(), optional(seq({member, star(seq({sep, member})), ws()})),
-                     literal("}")}));
-  const std::string array = rules_.add(
-      "array", seq({literal("["), ws(),
-                    optional(seq({rule_ref(value), star(seq({sep, rule_ref(value)})), ws()})),
-                    literal("]")}));
-  rules_.define(value, alt({rule_ref(object), rule_ref(array), any_string(), any_number(),
-                            literal("true"), literal("false"), literal("null")}));
-  return rule_ref(value);
 }
 
 }  // namespace front

@@ -1,12 +1,15 @@
-// The JSON Schema converter's shared state. json_schema.cpp dispatches on keywords (types,
-// composition, $ref, enum/const); json_schema_{object,array,string,number}.cpp build each
-// type's rules.
+// The JSON Schema converter's shared state. json_schema.cpp checks keywords and dispatches
+// (types, enum/const, anyOf/oneOf); json_schema_compose.cpp resolves $ref and merges schemas;
+// json_schema_{object,array,string,number}.cpp build each type's rules and
+// json_schema_shared.cpp the rules all of them use.
 #pragma once
 
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 
 #include "grammar/ebnf_writer.h"
 #include "grammar/json_schema.h"
@@ -22,6 +25,16 @@ std::string pointer_append(const std::string& path, const std::string& segment);
 // A GrammarError for `keyword` at `path`; the message names both.
 [[noreturn]] void refuse(const std::string& keyword, const std::string& path,
                          const std::string& why);
+
+// Schemas nest, and $ref / allOf can loop; past this depth the schema is refused.
+inline constexpr int kMaxSchemaDepth = 128;
+
+// Keywords that describe a value without constraining it (and the $defs containers).
+bool is_annotation(std::string_view key);
+// `schema` without `key`.
+Json without(const Json& schema, std::string_view key);
+// The names in `schema`'s "type" (one or a list); GrammarError for anything else.
+std::set<std::string> type_set(const Json& schema, const std::string& path);
 
 // Refuses a `format` the string rules cannot express, whatever the type: JSON Schema applies
 // format to strings only, but a format meant for another type (OpenAPI's int32) would
@@ -43,12 +56,10 @@ class SchemaConverter {
   Expr any_string();
   Expr any_number();
   Expr any_integer();
-  Expr unicode_escape();
-  Expr string_unit(bool with_pairs);
+  Expr unicode_escape();              // \uXXXX, any code point but a surrogate
+  Expr string_unit(bool with_pairs);  // one string character; with_pairs: \uD83D\uDE00 too
 
  private:
-  friend class TypeBuilder;
-
   Expr value_of_types(const Json& schema, const std::string& path);
   Expr ref(const Json& schema, const std::string& path);
   Expr enum_or_const(const Json& schema, const std::string& path);
@@ -73,7 +84,7 @@ class SchemaConverter {
   JsonGrammarOptions opt_;
   RuleTable rules_;
   std::string root_rule_;
-  std::map<std::string, std::string> ref_rules_;  // target pointer -> rule name
+  std::map<std::string, std::string> ref_rules_;  // target pointer (or "<any>") -> rule name
   int depth_ = 0;
   int object_count_ = 0;
 };
