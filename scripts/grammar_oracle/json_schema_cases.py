@@ -393,6 +393,11 @@ case("oneOf discriminated union",
 case("anyOf with sibling keywords",
      {"type": "string", "anyOf": [{"maxLength": 2}, {"format": "date"}]},
      valid=['"ab"', '"2024-01-01"', '""'], invalid=['"abc"', "1"])
+case("anyOf of required lists next to properties",
+     {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+      "anyOf": [{"required": ["a"]}, {"required": ["b"]}]},
+     valid=['{"a":1}', '{"b":2}', '{"a":1,"b":2}'], invalid=["{}", '{"a":"x"}'],
+     policy=['{"b":2,"a":1}'])
 case("nullable via anyOf", {"anyOf": [{"type": "string"}, {"type": "null"}], "description": "x"},
      valid=['"x"', "null"], invalid=["1"])
 case("allOf one element", {"allOf": [{"type": "integer", "minimum": 3}]},

@@ -232,8 +232,9 @@ Expr SchemaConverter::value_of_types(const Json& schema, const std::string& path
   std::vector<Expr> options;
   for (const std::string& t : kTypeNames) {
     if (!types.count(t)) continue;
-    if (t == "object") options.push_back(object(schema, path));
-    if (t == "array") options.push_back(array(schema, path));
+    // Objects and arrays get rules of their own: nested values then never nest parentheses.
+    if (t == "object") options.push_back(rule_ref(rules_.add("obj", object(schema, path))));
+    if (t == "array") options.push_back(rule_ref(rules_.add("arr", array(schema, path))));
     if (t == "string") options.push_back(string(schema, path));
     if (t == "number") options.push_back(number(schema, path, false));
     if (t == "integer") options.push_back(number(schema, path, true));

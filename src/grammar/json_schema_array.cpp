@@ -5,17 +5,6 @@
 #include "grammar/json_schema_internal.h"
 
 namespace tandem::grammar::front {
-namespace {
-
-int64_t count_keyword(const Json& schema, const char* key, const std::string& path) {
-  const Json& v = schema[key];
-  if (!v.is_number_integer() || v.get<int64_t>() < 0) {
-    refuse(key, path, "must be a non-negative integer");
-  }
-  return v.get<int64_t>();
-}
-
-}  // namespace
 
 Expr SchemaConverter::array(const Json& schema, const std::string& path) {
   if (schema.contains("uniqueItems") && schema["uniqueItems"] != Json(false)) {
@@ -92,6 +81,8 @@ Expr SchemaConverter::array(const Json& schema, const std::string& path) {
   for (int64_t i = positions - 1; i >= 1; --i) {
     const Expr here = seq({sep, at(i), inner});
     inner = i < min_items ? here : optional(here);
+    // A rule every so often keeps long tuples from nesting parentheses without bound.
+    if ((positions - i) % 32 == 0) inner = rule_ref(rules_.add("tuple-rest", inner));
   }
   const Expr elements = seq({at(0), inner});
   if (min_items >= 1) return seq({open, elements, ws(), close});

@@ -36,6 +36,11 @@ Json without(const Json& schema, std::string_view key);
 // The names in `schema`'s "type" (one or a list); GrammarError for anything else.
 std::set<std::string> type_set(const Json& schema, const std::string& path);
 
+// The value of minLength / maxLength / minItems / maxItems: a non-negative integer up to the
+// largest repeat count the EBNF dialect takes.
+inline constexpr int64_t kMaxCount = 10000;
+int64_t count_keyword(const Json& schema, const char* key, const std::string& path);
+
 // Refuses a `format` the string rules cannot express, whatever the type: JSON Schema applies
 // format to strings only, but a format meant for another type (OpenAPI's int32) would
 // otherwise pass as a constraint silently dropped.

@@ -1,8 +1,23 @@
 // Rules every schema may share, defined on first use: whitespace, any string / number /
 // integer, and any JSON value.
+#include <fmt/format.h>
+
 #include "grammar/json_schema_internal.h"
 
 namespace tandem::grammar::front {
+
+int64_t count_keyword(const Json& schema, const char* key, const std::string& path) {
+  const Json& v = schema[key];
+  if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0)) {
+    refuse(key, path, "must be a non-negative integer");
+  }
+  if (v.get<uint64_t>() > static_cast<uint64_t>(kMaxCount)) {
+    refuse(key, path,
+           fmt::format("{} is above {}, the largest repeat count a grammar takes", v.dump(),
+                       kMaxCount));
+  }
+  return v.get<int64_t>();
+}
 
 Expr SchemaConverter::ws() {
   if (opt_.max_whitespace <= 0) return empty_expr();

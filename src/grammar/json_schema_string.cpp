@@ -44,14 +44,6 @@ const std::map<std::string, std::string>& format_regexes() {
   return formats;
 }
 
-int64_t length_keyword(const Json& schema, const char* key, const std::string& path) {
-  const Json& v = schema[key];
-  if (!v.is_number_integer() || v.get<int64_t>() < 0) {
-    refuse(key, path, "must be a non-negative integer");
-  }
-  return v.get<int64_t>();
-}
-
 }  // namespace
 
 void check_format(const Json& schema, const std::string& path) {
@@ -96,9 +88,9 @@ Expr SchemaConverter::string(const Json& schema, const std::string& path) {
     return rule_ref(rules_.add("pattern", seq({quote, body, quote})));
   }
   if (!has_length) return any_string();
-  const int64_t lo = schema.contains("minLength") ? length_keyword(schema, "minLength", path) : 0;
+  const int64_t lo = schema.contains("minLength") ? count_keyword(schema, "minLength", path) : 0;
   const int64_t hi =
-      schema.contains("maxLength") ? length_keyword(schema, "maxLength", path) : kUnbounded;
+      schema.contains("maxLength") ? count_keyword(schema, "maxLength", path) : kUnbounded;
   if (hi != kUnbounded && lo > hi) refuse("minLength", path, "is greater than maxLength");
   // Lengths count code points: one unit of string_unit(false) is one code point.
   const Expr unit = string_unit(false);

@@ -22,6 +22,8 @@ struct RegexNode {
 
 // The largest repetition count accepted in {n,m}: the engine expands counted repeats.
 inline constexpr int64_t kMaxRegexRepeat = 10000;
+// The deepest nesting of groups accepted.
+inline constexpr int kMaxRegexNesting = 100;
 
 // Parses `regex` (UTF-8). GrammarError names any refused construct and its offset (in code
 // points); messages start with "regex".

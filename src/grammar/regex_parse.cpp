@@ -265,7 +265,12 @@ class Parser {
         refuse(start, "inline flags (?...)", "only the default flags are supported");
       }
     }
+    // The parser and the emitter recurse once per level: a request must not blow the stack.
+    if (++depth_ > kMaxRegexNesting) {
+      refuse(start, fmt::format("nesting groups deeper than {}", kMaxRegexNesting), "too deep");
+    }
     RegexNode inner = parse_alternation();
+    --depth_;
     if (at_end() || peek() != ')') fail(start, "missing ), unterminated group");
     ++pos_;
     return inner;
@@ -478,6 +483,7 @@ class Parser {
   std::string_view source_;
   std::u32string text_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

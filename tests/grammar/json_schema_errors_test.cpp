@@ -107,6 +107,8 @@ TEST(JsonSchemaErrors, UnsupportedValuesOfSupportedKeywords) {
        {{"type", "array"}, {"prefixItems", {true}}, {"items", false}, {"minItems", 2}},
        "at most 1"},
       {"maxItems", {{"type", "array"}, {"maxItems", 1.5}}, "non-negative integer"},
+      {"maxItems", {{"type", "array"}, {"maxItems", 10001}}, "largest repeat count"},
+      {"maxLength", {{"type", "string"}, {"maxLength", 1u << 31}}, "largest repeat count"},
       {"additionalItems", {{"type", "array"}, {"additionalItems", false}}, "array-form items"},
       {"items",
        {{"type", "array"}, {"items", {true}}, {"prefixItems", {true}}},
@@ -272,6 +274,24 @@ TEST(JsonSchemaRules, ManyOptionalPropertiesStayLinear) {
   EXPECT_TRUE(r.accepts(R"({"p0":1,"p150":2,"p299":3})"));
   EXPECT_FALSE(r.accepts(R"({"p150":2,"p0":1})"));
   EXPECT_FALSE(r.accepts(R"({"p0":1,,"p1":1})"));
+}
+
+TEST(JsonSchemaRules, DeepAndLongSchemasStayWithinTheDialectsLimits) {
+  // 120 nested objects and a 600-item tuple: the EBNF parser takes both (it refuses
+  // parentheses nested deeper than 500).
+  Json deep = {{"type", "integer"}};
+  for (int i = 0; i < 120; ++i) {
+    deep = {{"type", "object"}, {"properties", {{"a", deep}}}, {"required", {"a"}}};
+  }
+  std::string text = "1";
+  for (int i = 0; i < 120; ++i) text = "{\"a\":" + text + "}";
+  EXPECT_TRUE(test::Recognizer(json_schema_to_ebnf(deep)).accepts(text));
+  Json tuple = {{"type", "array"}, {"prefixItems", Json::array()}};
+  for (int i = 0; i < 600; ++i) tuple["prefixItems"].push_back({{"const", i}});
+  test::Recognizer r(json_schema_to_ebnf(tuple));
+  EXPECT_TRUE(r.accepts("[0,1,2]"));
+  EXPECT_FALSE(r.accepts("[0,2]"));
+  EXPECT_TRUE(r.accepts("[]"));
 }
 
 TEST(JsonSchemaRules, JsonObjectIsAnyObject) {

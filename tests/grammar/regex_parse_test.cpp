@@ -131,6 +131,9 @@ TEST(RegexParse, RefusesMalformedPatterns) {
   EXPECT_THAT(error_of("\\x4"), HasSubstr("incomplete escape"));
   EXPECT_THAT(error_of("(?P<1a>x)"), HasSubstr("bad character in group name"));
   EXPECT_THAT(error_of("a\xC3"), HasSubstr("invalid UTF-8"));
+  EXPECT_THAT(error_of(std::string(100000, '(') + std::string(100000, ')')),
+              HasSubstr("nesting groups deeper than 100"));
+  EXPECT_NO_THROW(regex_to_ebnf(std::string(100, '(') + "a" + std::string(100, ')')));
   // The message quotes the pattern and says where.
   EXPECT_THAT(error_of("ab(?=c)"),
               HasSubstr("regex \"ab(?=c)\": lookahead \"(?=\" is not supported"));
