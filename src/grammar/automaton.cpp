@@ -7,92 +7,12 @@
 
 #include "grammar/analysis.h"
 #include "grammar/grammar.h"
+#include "grammar/inline_plan.h"
 #include "grammar/utf8_ranges.h"
 
 namespace tandem::grammar {
 
 namespace {
-
-constexpr int64_t kHuge = int64_t{1} << 40;
-
-// Which rules to inline, from a size estimate of each rule's automaton.
-class InlinePlan {
- public:
-  InlinePlan(const ir::Grammar& g, const ir::Analysis& a, int max_nodes) : g_(g) {
-    const size_t n = g.rules.size();
-    callees_.resize(n);
-    for (size_t r = 0; r < n; ++r) collect_refs(g.rules[r].body, callees_[r]);
-    on_cycle_.assign(n, 0);
-    for (size_t r = 0; r < n; ++r) on_cycle_[r] = reaches(static_cast<int32_t>(r));
-    size_.assign(n, -1);
-    inline_.assign(n, 0);
-    for (size_t r = 0; r < n; ++r) {
-      inline_[r] = static_cast<int32_t>(r) != g.root && !on_cycle_[r] && a.productive[r] &&
-                   rule_size(static_cast<int32_t>(r)) <= max_nodes;
-    }
-  }
-  bool inlined(int32_t rule) const { return inline_[rule] != 0; }
-
- private:
-  void collect_refs(int32_t id, std::vector<int32_t>& out) const {
-    const ir::Expr& e = g_.exprs[id];
-    if (e.op == ir::Op::kRef) out.push_back(e.rule);
-    for (int32_t c : e.items) collect_refs(c, out);
-  }
-
-  bool reaches(int32_t r) const {
-    std::vector<uint8_t> seen(callees_.size(), 0);
-    std::vector<int32_t> work = callees_[r];
-    while (!work.empty()) {
-      const int32_t x = work.back();
-      work.pop_back();
-      if (x == r) return true;
-      if (seen[x]) continue;
-      seen[x] = 1;
-      for (int32_t y : callees_[x]) work.push_back(y);
-    }
-    return false;
-  }
-
-  // Rough node count of the rule's automaton with its own inlinable callees copied in.
-  int64_t rule_size(int32_t r) {
-    if (on_cycle_[r]) return kHuge;
-    if (size_[r] < 0) size_[r] = expr_size(g_.rules[r].body);
-    return size_[r];
-  }
-
-  int64_t expr_size(int32_t id) {
-    const ir::Expr& e = g_.exprs[id];
-    int64_t s = 0;
-    switch (e.op) {
-      case ir::Op::kLiteral:
-        return static_cast<int64_t>(e.bytes.size());
-      case ir::Op::kClass: {
-        // One node per continuation byte still to read, at most (suffixes are shared).
-        int64_t n = 1;
-        for (const ByteSeq& seq : utf8_sequences(ir::class_code_points(e))) n += seq.size() - 1;
-        return n;
-      }
-      case ir::Op::kRef:
-        return on_cycle_[e.rule] ? 1 : std::min(rule_size(e.rule), kHuge);
-      case ir::Op::kSeq:
-      case ir::Op::kChoice:
-        for (int32_t c : e.items) s = std::min(s + expr_size(c), kHuge);
-        return s + 1;
-      case ir::Op::kRepeat: {
-        const int64_t copies = e.max == ir::kUnbounded ? e.min + 1 : std::max(e.max, 1);
-        return std::min(expr_size(e.items[0]) * copies + 1, kHuge);
-      }
-    }
-    return kHuge;
-  }
-
-  const ir::Grammar& g_;
-  std::vector<std::vector<int32_t>> callees_;
-  std::vector<uint8_t> on_cycle_;
-  std::vector<int64_t> size_;
-  std::vector<uint8_t> inline_;
-};
 
 // One rule's NFA with epsilon edges, node ids local to the rule.
 struct EpsNfa {

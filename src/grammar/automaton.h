@@ -1,13 +1,15 @@
 // The grammar as a recursive transition network over bytes: one epsilon-free NFA per rule whose
 // edges either consume a byte range or call another rule (and continue at a return node when
 // it ends). Small non-recursive rules are inlined into their callers so that more of a token
-// can be decided within one rule (see token_masks.h).
+// can be decided within one rule (see token_masks.h). A call to a rule that may match "" is
+// also an epsilon edge, so a node's acceptance and bytes already account for skipping it.
 //
 // Shape: nodes are global ids; rule r's nodes are contiguous, rule_start[r] first. Edges in CSR
 // form: byte_edges[byte_begin[n] .. byte_begin[n+1]) leave node n, likewise call_edges.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "grammar/ir.h"

@@ -1,6 +1,7 @@
 // Matcher: one request's position in a compiled grammar. Its state is a StackEngine state id;
 // history_ keeps one per accepted token, so rollback is a truncation.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -12,7 +13,11 @@ namespace tandem::grammar {
 namespace {
 // Masks of recently seen states: inside a long string or a repeated object shape the state
 // recurs token after token, and a hit is one copy.
-constexpr size_t kMaskCacheEntries = 8;
+// TANDEM_GRAMMAR_MASK_CACHE=0 turns it off (the benchmark measures the misses that way).
+size_t mask_cache_entries() {
+  const char* env = std::getenv("TANDEM_GRAMMAR_MASK_CACHE");
+  return env != nullptr && *env != '\0' ? static_cast<size_t>(std::atoi(env)) : size_t{8};
+}
 }  // namespace
 
 struct Matcher::Impl {
@@ -27,6 +32,7 @@ struct Matcher::Impl {
     uint64_t used = 0;
     std::vector<uint32_t> bits;
   };
+  const size_t cache_entries = mask_cache_entries();
   mutable std::vector<CachedMask> cache;
   mutable uint64_t clock = 0;
   mutable std::vector<uint32_t> scratch;
@@ -98,7 +104,8 @@ void Matcher::fill_mask(uint32_t* bits) const {
     }
   }
   m.compute_mask(state, bits);
-  if (m.cache.size() < kMaskCacheEntries) m.cache.emplace_back();
+  if (m.cache_entries == 0) return;
+  if (m.cache.size() < m.cache_entries) m.cache.emplace_back();
   auto victim = std::min_element(m.cache.begin(), m.cache.end(),
                                  [](const auto& a, const auto& b) { return a.used < b.used; });
   victim->state = state;
