@@ -56,7 +56,9 @@ std::shared_ptr<const CompiledGrammar> compile(std::string_view ebnf,
 // Compile-time statistics (benchmarks and logs).
 struct GrammarStats {
   int64_t rules = 0, nodes = 0;
-  double compile_seconds = 0;
+  int64_t mask_nodes = 0;      // automaton nodes with precomputed token masks
+  int64_t context_tokens = 0;  // context-dependent (node, token) pairs, checked at run time
+  double compile_seconds = 0;  // parse, automaton, masks (the vocabulary trie is cached)
 };
 GrammarStats stats(const CompiledGrammar& g);
 

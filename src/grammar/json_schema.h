@@ -25,10 +25,17 @@ struct EbnfRules {
   std::string text;  // rule definitions, one or more lines
   std::string root;  // the rule that matches the value
 };
+// Properties are matched in the order the schema lists them, so pass the schema as an
+// ordered_json (as the server parses requests); a plain json has already sorted its keys.
+// `prefix` must be empty or match [A-Za-z_][A-Za-z0-9_-]*.
+EbnfRules json_schema_rules(const nlohmann::ordered_json& schema, const std::string& prefix,
+                            const JsonGrammarOptions& opt = {});
 EbnfRules json_schema_rules(const nlohmann::json& schema, const std::string& prefix,
                             const JsonGrammarOptions& opt = {});
 
-// A whole grammar whose root is one JSON value of `schema`.
+// A whole grammar whose root is one JSON value of `schema` (the value's rule is `root`).
+std::string json_schema_to_ebnf(const nlohmann::ordered_json& schema,
+                                const JsonGrammarOptions& opt = {});
 std::string json_schema_to_ebnf(const nlohmann::json& schema, const JsonGrammarOptions& opt = {});
 // response_format {"type": "json_object"}: any JSON object.
 std::string json_object_ebnf(const JsonGrammarOptions& opt = {});
