@@ -182,7 +182,13 @@ Generation::Generation(ServerState& st, std::vector<PromptInput> prompts, const 
   const int64_t vocab = engine.model_config().vocab_size;
   const bool reasoning = o.reasoning && st.reasoning_enabled() && p.separate_reasoning;
   std::optional<CompiledConstraint> grammar;
-  if (!p.constraint.empty()) grammar = st.grammar_for(p.constraint);
+  if (!p.constraint.empty()) {
+    // A chat prompt that opened a think block: the reasoning comes first, then the answer the
+    // constraint describes (one prompt per chat request).
+    ConstraintSpec spec = p.constraint;
+    spec.after_reasoning = reasoning && !prompts.empty() && prompts[0].reasoning_open;
+    grammar = st.grammar_for(spec);
+  }
   std::vector<Request> requests;
   for (size_t pi = 0; pi < prompts.size(); ++pi) {
     const int64_t P = static_cast<int64_t>(prompts[pi].ids.size());

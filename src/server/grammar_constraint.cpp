@@ -12,23 +12,54 @@
 
 namespace tandem::server {
 
+namespace {
+
+// Text without "</think>" in it: a run of characters other than '<', or of '<'s each followed
+// by a proper prefix of "/think>" and then a character that breaks the match (a '<' starts a new
+// attempt). The marker's states as rules of repetition, so the matcher's stack stays flat.
+constexpr const char* kThinkRules =
+    R"(think-text ::= ([^<] | think-open* "<" think-miss)* think-open*
+think-open ::= "<" ("/" ("t" ("h" ("i" ("n" ("k")?)?)?)?)?)?
+think-miss ::= [^/<] | "/" ([^t<] | "t" ([^h<] | "h" ([^i<] | "i" ([^n<] | "n" ([^k<] | "k" [^<>])))))
+think-gap ::= [\t\n\r ]{0,8}
+)";
+
+}  // namespace
+
+std::string after_reasoning_ebnf(const std::string& body_rules, const std::string& body_root) {
+  return "root ::= think-text \"</think>\" think-gap " + body_root + "\n" + kThinkRules +
+         body_rules;
+}
+
 std::string constraint_ebnf(const ConstraintSpec& spec) {
   grammar::JsonGrammarOptions opt;
   opt.strict = spec.strict;
+  opt.max_whitespace = spec.max_whitespace;
+  // The body as rules under a prefix when reasoning comes first, else a whole grammar.
+  const bool wrap = spec.after_reasoning && spec.kind != ConstraintSpec::Kind::kEbnf;
+  auto json_rules = [&](const nlohmann::ordered_json& schema) {
+    if (!wrap) return grammar::json_schema_to_ebnf(schema, opt);
+    const grammar::EbnfRules r = grammar::json_schema_rules(schema, "answer-", opt);
+    return after_reasoning_ebnf(r.text, r.root);
+  };
   switch (spec.kind) {
     case ConstraintSpec::Kind::kJsonSchema: {
-      nlohmann::json schema;
+      nlohmann::ordered_json schema;  // ordered: properties come in the schema's order
       try {
-        schema = nlohmann::json::parse(spec.source);
+        schema = nlohmann::ordered_json::parse(spec.source);
       } catch (const nlohmann::json::exception& e) {
         throw grammar::GrammarError(fmt::format("the schema is not valid JSON: {}", e.what()));
       }
-      return grammar::json_schema_to_ebnf(schema, opt);
+      return json_rules(schema);
     }
     case ConstraintSpec::Kind::kJsonObject:
-      return grammar::json_object_ebnf(opt);
+      if (!wrap) return grammar::json_object_ebnf(opt);
+      return json_rules(nlohmann::ordered_json{{"type", "object"}, {"additionalProperties", true}});
     case ConstraintSpec::Kind::kRegex:
-      return grammar::regex_to_ebnf(spec.source);
+      if (!wrap) return grammar::regex_to_ebnf(spec.source);
+      return after_reasoning_ebnf(
+          "answer-root ::= " + grammar::regex_to_ebnf_expression(spec.source) + "\n",
+          "answer-root");
     case ConstraintSpec::Kind::kEbnf:
       return spec.source;
     case ConstraintSpec::Kind::kNone:

@@ -24,11 +24,19 @@ struct ConstraintSpec {
   std::string source;   // the schema's JSON text, the regex, or the EBNF
   bool strict = false;  // OpenAI json_schema.strict
   std::string param;    // the request field it came from, for 400s
+  // The prompt left a think block open and the reasoning parser is on: the reasoning comes
+  // first, unconstrained but for not closing early, then "</think>", then the constrained
+  // answer (content). Not applied to a user's own EBNF, which governs the whole output.
+  bool after_reasoning = false;
+  int max_whitespace = 20;  // JSON: whitespace bytes allowed per gap (0: compact JSON)
   bool empty() const { return kind == Kind::kNone; }
 };
 
 // The EBNF a spec stands for. Throws grammar::GrammarError.
 std::string constraint_ebnf(const ConstraintSpec& spec);
+// A grammar whose root is `think-text "</think>" gap body_root`: any reasoning that does not
+// contain "</think>", the marker, then the body (body_rules define body_root).
+std::string after_reasoning_ebnf(const std::string& body_rules, const std::string& body_root);
 
 // A grammar ready for matchers, with the EBNF it was compiled from (what other tensor-parallel
 // ranks compile their copies from).
