@@ -1,11 +1,13 @@
 // tandem bench-offline: the engine in-process (no HTTP) on a set of prompts, with and without
-// MTP speculative decoding, at several concurrencies. Reports output tokens/s, TPOT and accept
-// length, and checks that greedy outputs are identical with and without speculation.
+// MTP speculative decoding, at several concurrencies (optionally with every output constrained by
+// a JSON schema or regex). Reports output tokens/s, TPOT and accept length, and checks that
+// greedy outputs are identical with and without speculation.
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -22,6 +24,7 @@
 #include "ops/backend.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
+#include "server/grammar_constraint.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tandem::cli {
@@ -38,9 +41,12 @@ struct RunStats {
   uint64_t profiled_rounds = 0;
 };
 
+// A fresh constraint per request (--json-schema / --regex), or null.
+using MakeConstraint = std::function<std::shared_ptr<TokenConstraint>()>;
+
 // Closed loop on one engine: keeps `concurrency` requests in flight until every prompt has run.
 RunStats pass(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int64_t max_new,
-              int64_t concurrency) {
+              int64_t concurrency, const MakeConstraint& constraint) {
   RunStats st;
   st.outputs.resize(prompts.size());
   struct InFlight {
@@ -59,6 +65,7 @@ RunStats pass(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int64
       Request r;
       r.prompt = prompts[next];
       r.max_new_tokens = max_new;
+      if (constraint) r.constraint = constraint();
       live.push_back({next, e.submit(r), Clock::now(), {}, false});
       ++next;
     }
@@ -106,15 +113,15 @@ RunStats pass(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int64
 // pass's own.
 RunStats run(std::shared_ptr<const Model> model, const EngineOptions& eo,
              const std::vector<std::vector<int32_t>>& prompts, int64_t max_new, int64_t concurrency,
-             bool warmup) {
+             bool warmup, const MakeConstraint& constraint) {
   Engine e(model, eo);
   EngineMetrics before;
   if (warmup) {
-    pass(e, prompts, max_new, concurrency);
+    pass(e, prompts, max_new, concurrency, constraint);
     TD_CHECK(e.flush_cache(), "bench-offline: the prefix cache could not be emptied");
     before = e.metrics();
   }
-  RunStats st = pass(e, prompts, max_new, concurrency);
+  RunStats st = pass(e, prompts, max_new, concurrency, constraint);
   const EngineMetrics m = e.metrics();
   const uint64_t rounds = m.spec_verify_steps - before.spec_verify_steps;
   st.accept_length =
@@ -159,6 +166,7 @@ std::vector<int64_t> parse_list(const std::string& s) {
 Runner add_bench_offline(CLI::App& app) {
   struct Args {
     std::string model_path, revision, prompts, write_ids, svg, concurrency = "1,8,32";
+    std::string json_schema, regex;  // structured outputs
     int64_t prompt_tokens = 64, max_new = 96, num_prompts = 16, steps = 3;
     double simulate = 0;
     bool profile_phases = false;
@@ -213,6 +221,9 @@ Runner add_bench_offline(CLI::App& app) {
                  "\"ptpc_fp8\", \"exclude_layer\": [globs]}}");
   app.add_option("--kv-cache-dtype", a->kv_cache_dtype,
                  "auto | bf16 | bfloat16 | fp8_e4m3 | fp8 (FP8 KV rows, docs/kv-cache.md)");
+  app.add_option("--json-schema", a->json_schema,
+                 "Constrain every request's output by this JSON Schema file (structured outputs)");
+  app.add_option("--regex", a->regex, "Constrain every request's output by this regex");
   app.add_option("--workspace-mb", a->workspace_mb,
                  "Activation arena of one step on GPUs (long multi-sequence prefills need more)");
   return [a]() {
@@ -282,6 +293,39 @@ Runner add_bench_offline(CLI::App& app) {
       std::ofstream out(a->write_ids);
       out << nlohmann::json(prompts).dump() << "\n";
     }
+    // Structured outputs: every request constrained by the same grammar, compiled once.
+    MakeConstraint constraint;
+    std::string constrained_by;
+    if (!a->json_schema.empty() || !a->regex.empty()) {
+      if (!a->json_schema.empty() && !a->regex.empty()) fail("give --json-schema or --regex");
+      server::ConstraintSpec spec;
+      if (!a->json_schema.empty()) {
+        std::ifstream in(a->json_schema);
+        if (!in) fail("--json-schema {}: cannot open the file", a->json_schema);
+        spec.kind = server::ConstraintSpec::Kind::kJsonSchema;
+        spec.source.assign(std::istreambuf_iterator<char>(in), {});
+        spec.param = "--json-schema";
+        constrained_by = "JSON schema " + std::filesystem::path(a->json_schema).filename().string();
+      } else {
+        spec.kind = server::ConstraintSpec::Kind::kRegex;
+        spec.source = a->regex;
+        spec.param = "--regex";
+        constrained_by = "regex";
+      }
+      const Tokenizer tok =
+          Tokenizer::from_file((std::filesystem::path(dir) / "tokenizer.json").string());
+      server::GrammarCache cache(tok);
+      const auto t0 = Clock::now();
+      server::CompiledConstraint compiled;
+      try {
+        compiled = cache.get(spec);
+      } catch (const std::exception& e) {
+        fail("{}", e.what());
+      }
+      std::printf("%s compiled in %.1f ms for %d tokens\n", constrained_by.c_str(),
+                  1e3 * std::chrono::duration<double>(Clock::now() - t0).count(), tok.vocab_size());
+      constraint = [compiled] { return std::make_shared<server::GrammarConstraint>(compiled); };
+    }
     EngineOptions plain;
     plain.max_running_requests = 64;
     plain.max_total_tokens = a->max_total_tokens;
@@ -296,11 +340,12 @@ Runner add_bench_offline(CLI::App& app) {
     sp.spec.num_draft_tokens = 0;  // num_steps + 1
     sp.spec.simulate_accept_length = a->simulate;
     sp.profile_spec_phases = a->profile_phases;
-    std::printf("model %s on %s: %zu prompts, %lld new tokens each, greedy\n",
+    std::printf("model %s on %s: %zu prompts, %lld new tokens each, greedy%s\n",
                 a->load_format == "dummy"
                     ? ("dummy " + (a->preset.empty() ? dir : a->preset)).c_str()
                     : dir.c_str(),
-                model->device().str().c_str(), prompts.size(), static_cast<long long>(a->max_new));
+                model->device().str().c_str(), prompts.size(), static_cast<long long>(a->max_new),
+                constrained_by.empty() ? "" : (", constrained by a " + constrained_by).c_str());
     std::printf("%-11s %-10s %10s %10s %10s %8s %s\n", "concurrency", "mode", "tok/s", "TPOT ms",
                 "TTFT ms", "accept", "per-position");
     bench::BenchChart chart;
@@ -313,14 +358,14 @@ Runner add_bench_offline(CLI::App& app) {
       chart.concurrency.push_back(c);
       RunStats p;
       if (!a->no_plain) {
-        p = run(model, plain, prompts, a->max_new, c, !a->no_warmup);
+        p = run(model, plain, prompts, a->max_new, c, !a->no_warmup, constraint);
         std::printf("%-11lld %-10s %10.1f %10.2f %10.1f %8s\n", static_cast<long long>(c), "plain",
                     p.tokens_per_s, p.tpot_ms, p.ttft_ms, "-");
         chart.plain_tok_s.push_back(p.tokens_per_s);
         chart.plain_tpot_ms.push_back(p.tpot_ms);
       }
       if (a->steps > 0) {
-        RunStats s = run(model, sp, prompts, a->max_new, c, !a->no_warmup);
+        RunStats s = run(model, sp, prompts, a->max_new, c, !a->no_warmup, constraint);
         chart.mtp_tok_s.push_back(s.tokens_per_s);
         chart.mtp_tpot_ms.push_back(s.tpot_ms);
         chart.accept_per_position.push_back(s.accept_per_position);
