@@ -1,5 +1,5 @@
 // Matcher: one request's position in a compiled grammar. Its state is a StackEngine state id;
-// history_ keeps one per accepted token, so rollback is a truncation.
+// `history` keeps one per accepted token, so rollback is a truncation.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>

@@ -9,6 +9,7 @@ StackEngine::StackEngine(const Automaton& a, bool dense_steps) : a_(a), dense_(d
   state_ids_.emplace(std::vector<int32_t>{}, kDead);
   rows_.push_back(-1);
   bottom_.push_back(0);
+  for (int32_t b : {kEmpty, kBottom, kAny}) parent_set({b});
 }
 
 int32_t StackEngine::parent_set(std::vector<int32_t> members) {
@@ -42,7 +43,9 @@ int32_t StackEngine::state_of(std::vector<int32_t> stacks) {
   for (size_t i = 0; i < work_.size(); ++i) {
     const Stack st = stacks_[work_[i]];
     if (!a_.accept[st.node]) continue;
-    for (int32_t p : sets_[st.parents]) {
+    // By index: stack_on() below may add parent sets (and move sets_).
+    for (size_t k = 0; k < sets_[st.parents].size(); ++k) {
+      const int32_t p = sets_[st.parents][k];
       if (p >= 0) {
         add(p);
       } else if (p == kEmpty) {
