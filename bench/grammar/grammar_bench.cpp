@@ -94,6 +94,13 @@ struct Row {
   std::vector<CompileRow> compiles;
 };
 
+std::string printable(const std::string& s) {
+  std::string out;
+  for (char c : s)
+    out += c == '\n' ? std::string("\\n") : c == '\t' ? std::string("\\t") : std::string(1, c);
+  return out;
+}
+
 double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
@@ -137,7 +144,8 @@ Row run(const std::string& path) {
         m.fill_mask(bits.data());
         const bool ok = m.accept_token(id);
         us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - a).count());
-        if (us.back() > row.max_us) row.max_us = us.back(), row.slowest = vocab->bytes[id];
+        if (us.back() > row.max_us)
+          row.max_us = us.back(), row.slowest = printable(vocab->bytes[id]);
         if (!ok || !((bits[id >> 5] >> (id & 31)) & 1)) {
           std::fprintf(stderr, "%s: token %d '%s' refused\n", row.name.c_str(), id,
                        vocab->bytes[id].c_str());

@@ -1,5 +1,5 @@
 // Matcher: one request's position in a compiled grammar. Its state is a StackEngine state id;
-// history_ keeps one per accepted token, so rollback is a truncation.
+// `history` keeps one per accepted token, so rollback is a truncation.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -36,12 +36,11 @@ struct Matcher::Impl {
   mutable std::vector<CachedMask> cache;
   mutable uint64_t clock = 0;
   mutable std::vector<uint32_t> scratch;
-  mutable std::vector<int32_t> done_nodes;
 
   explicit Impl(std::shared_ptr<const CompiledGrammar> cg)
       : g(std::move(cg)), eng(g->automaton, /*dense_steps=*/false) {
     const Automaton& a = g->automaton;
-    history.push_back(eng.state_of({eng.stack(a.rule_start[a.root], StackEngine::kEmpty)}));
+    history.push_back(eng.state_of({eng.stack_on(a.rule_start[a.root], StackEngine::kEmpty)}));
     words = (g->vocab->size() + 31) / 32;
     scratch.resize(words);
   }
@@ -62,21 +61,21 @@ struct Matcher::Impl {
     std::memset(bits, 0, static_cast<size_t>(words) * 4);
     const int32_t vocab = g->vocab->size();
     const MaskTable& mt = g->masks;
-    // Copied: the engine may add states (and move this vector) while walking.
+    // Copied: the engine may add states (and move this vector) while walking. A state has one
+    // stack per top node, so each node's accepted set is ORed once.
     const std::vector<int32_t> stacks = eng.state(state).stacks;
-    done_nodes.clear();
     for (int32_t s : stacks) {
-      const int32_t node = eng.stack_at(s).node;
-      if (std::find(done_nodes.begin(), done_nodes.end(), node) != done_nodes.end()) continue;
-      done_nodes.push_back(node);
-      mt.masks[mt.node_slot[node]].accepted.or_into(bits, vocab, scratch.data());
+      mt.masks[mt.node_slot[eng.stack_at(s).node]].accepted.or_into(bits, vocab, scratch.data());
     }
     for (int32_t s : stacks) {
       const StackEngine::Stack st = eng.stack_at(s);
       const ByteTrie& ctx = mt.masks[mt.node_slot[st.node]].context;
-      // Nothing may follow the root's end; an empty trie has just its root.
-      if (st.parent < 0 || ctx.num_nodes() <= 1) continue;
-      walk_context(ctx, 0, eng.state_of({st.parent}), bits);
+      if (ctx.num_nodes() <= 1) continue;  // an empty trie has just its root
+      // The callers' state; nothing may follow the root's end (kEmpty).
+      std::vector<int32_t> parents;
+      for (int32_t p : eng.members(st.parents))
+        if (p >= 0) parents.push_back(p);
+      if (!parents.empty()) walk_context(ctx, 0, eng.state_of(std::move(parents)), bits);
     }
   }
 };

@@ -1,7 +1,12 @@
 // Runs the recursive transition network (automaton.h) as a pushdown automaton over bytes. A
-// configuration is a set of stacks; a stack is (node, parent stack), hash-consed so that equal
-// stacks share one id and tails are shared. A state is a sorted set of stacks, hash-consed too,
-// and step(state, byte) is memoized, so following text that was seen before is table lookups.
+// stack is (node, parent set): the node is where matching stands in the current rule, the
+// parent set the stacks (or bottoms) it returns into when the rule ends. Stacks and parent sets
+// are hash-consed, so equal ones share one id and tails are shared. A state is the set of
+// stacks the input so far can be in, with one stack per top node: two stacks with the same top
+// behave the same until they pop, so they merge into one whose parent set is the union (a
+// graph-structured stack, as in GLR parsing). Without merging, an ambiguous recursive grammar
+// (`x ::= "[" x x "]" | ""`) doubles its stacks with every bracket. States are hash-consed and
+// step(state, byte) is memoized, so following text that was seen before is table lookups.
 //
 // Stack bottoms: kEmpty under the root rule (popping into it ends the sentence), kBottom under
 // the rule whose tokens are being classified (popping into it means "the rule ended here"), and
@@ -23,10 +28,10 @@ class StackEngine {
   static constexpr int32_t kDead = 0;  // the state with no stacks
 
   struct Stack {
-    int32_t node, parent;  // parent: a stack id or one of the bottoms
+    int32_t node, parents;  // parents: a parent set id
   };
   struct State {
-    std::vector<int32_t> stacks;  // sorted; closed under popping ended rules
+    std::vector<int32_t> stacks;  // sorted; one per top node; closed under popping ended rules
     bool at_end = false;          // the root rule may end here (a kEmpty stack at an accept)
     bool at_bottom = false;       // the classified rule may end here (a kBottom stack likewise)
   };
@@ -35,7 +40,11 @@ class StackEngine {
   // loop); otherwise in a hash map (a matcher's states grow with its output).
   StackEngine(const Automaton& a, bool dense_steps);
 
-  int32_t stack(int32_t node, int32_t parent);
+  // A parent set of stack ids and bottoms (any order, duplicates allowed).
+  int32_t parent_set(std::vector<int32_t> members);
+  const std::vector<int32_t>& members(int32_t set) const { return sets_[set]; }
+  int32_t stack(int32_t node, int32_t parents);
+  int32_t stack_on(int32_t node, int32_t bottom) { return stack(node, parent_set({bottom})); }
   // The state of these stacks and everything reachable by popping rules that may end.
   int32_t state_of(std::vector<int32_t> stacks);
   int32_t step(int32_t state, uint8_t byte) {
@@ -84,6 +93,8 @@ class StackEngine {
   const bool dense_;
   std::vector<Stack> stacks_;
   std::unordered_map<uint64_t, int32_t> stack_ids_;
+  std::vector<std::vector<int32_t>> sets_;  // [parent sets] sorted members
+  std::unordered_map<std::vector<int32_t>, int32_t, VecHash> set_ids_;
   std::vector<State> states_;
   std::unordered_map<std::vector<int32_t>, int32_t, VecHash> state_ids_;
   std::vector<uint8_t> bottom_;      // [states] State::at_bottom, packed for the hot loop

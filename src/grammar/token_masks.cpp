@@ -67,7 +67,7 @@ class Classifier {
     follow_.assign(rules, StackEngine::kDead);
     for (size_t r = 0; r < rules; ++r) {
       std::vector<int32_t> stacks;
-      for (int32_t ret : a.return_nodes[r]) stacks.push_back(eng_.stack(ret, StackEngine::kAny));
+      for (int32_t ret : a.return_nodes[r]) stacks.push_back(eng_.stack_on(ret, StackEngine::kAny));
       if (!stacks.empty()) follow_[r] = eng_.state_of(std::move(stacks));
     }
   }
@@ -76,7 +76,7 @@ class Classifier {
     accepted_.clear();
     context_.clear();
     follow_state_ = follow_[a_.node_rule[node]];
-    walk(eng_.state_of({eng_.stack(node, StackEngine::kBottom)}));
+    walk(eng_.state_of({eng_.stack_on(node, StackEngine::kBottom)}));
     std::vector<std::pair<std::string_view, int32_t>> ctx;
     std::vector<int32_t> ctx_tokens;
     for (const auto& [tok, offset] : context_) {

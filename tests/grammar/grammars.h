@@ -72,6 +72,13 @@ list ::= (item ("," item)*)?
 item ::= [0-9]+ | root
 )G";
 
+// Ambiguous and recursive: "[[[" splits between the two roots in exponentially many ways,
+// which only a merged (graph-structured) stack keeps small.
+inline constexpr const char* kAmbiguous = R"G(
+root ::= item*
+item ::= "[" root root "]" | [a-c] | "(" root ")"
+)G";
+
 struct NamedGrammar {
   const char* name;
   const char* ebnf;
@@ -79,7 +86,7 @@ struct NamedGrammar {
 inline constexpr NamedGrammar kAll[] = {
     {"json", kJson},         {"arith", kArith},           {"brackets", kBrackets},
     {"repeats", kRepeats},   {"shared", kSharedPrefixes}, {"unicode", kUnicode},
-    {"nullable", kNullable}, {"nested", kNested},
+    {"nullable", kNullable}, {"nested", kNested},         {"ambiguous", kAmbiguous},
 };
 
 }  // namespace tandem::grammar::testing

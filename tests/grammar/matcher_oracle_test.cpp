@@ -95,6 +95,23 @@ TEST(MatcherVsEarley, RandomStringsPerGrammar) {
   }
 }
 
+TEST(MatcherVsEarley, AmbiguousRecursionStaysSmall) {
+  auto vocab = testing::byte_vocab();
+  const auto ids = testing::byte_ids(*vocab);
+  EarleyRecognizer oracle(ir::parse_ebnf(testing::kAmbiguous));
+  Matcher m(compile(testing::kAmbiguous, vocab));
+  // 2^200 ways to read this; the merged stacks make it a few per bracket.
+  std::string s(200, '[');
+  s += "a]b]";
+  for (char c : s) ASSERT_TRUE(m.accept_token(ids[static_cast<uint8_t>(c)]));
+  EXPECT_TRUE(oracle.is_prefix(s));
+  EXPECT_FALSE(m.can_terminate());
+  const auto mask = testing::mask_of(m);
+  EXPECT_TRUE(testing::bit(mask, ids[']']));
+  EXPECT_TRUE(testing::bit(mask, ids['[']));
+  EXPECT_FALSE(testing::bit(mask, ids[')']));
+}
+
 TEST(MatcherVsEarley, IsTerminated) {
   auto vocab = testing::byte_vocab();
   const auto ids = testing::byte_ids(*vocab);
