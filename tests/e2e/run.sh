@@ -38,7 +38,8 @@ fail() {
 # --- the OpenAI client ------------------------------------------------------------------------
 want_openai=$(node -p "require('$e2e/package.json').dependencies.openai")
 have_openai=$(node -p "try { require('$e2e/node_modules/openai/package.json').version } catch { '' }")
-if [[ $have_openai != "$want_openai" ]]; then
+have_ajv=$(node -p "try { require('$e2e/node_modules/ajv/package.json').version } catch { '' }")
+if [[ $have_openai != "$want_openai" || $have_ajv != $(node -p "require('$e2e/package.json').dependencies.ajv") ]]; then
   echo "installing openai@$want_openai into tests/e2e/node_modules"
   (cd "$e2e" && npm ci --no-audit --no-fund --loglevel=error) || { echo "npm ci failed" >&2; exit 2; }
 fi
@@ -424,6 +425,13 @@ else
   fail "OpenAI client checks"
 fi
 
+echo "--- structured outputs (openai client, ajv validation, SGLang fields)"
+if node "$e2e/structured_client.mjs" "$url" "$work/structured_$label.json"; then
+  pass "structured-output checks ($label)"
+else
+  fail "structured-output checks ($label)"
+fi
+
 echo "--- clients that disconnect mid-stream (curl)"
 before=$(info generation_tokens_total)
 clients=()
@@ -503,6 +511,15 @@ echo "--- the same checks with the model split over 2 ranks (tp 2, ep 2)"
 main_suite tp2 --tp-size 2 --ep-size 2
 [[ $plain_text == "$tp1_text" ]] && pass "tp 2 / ep 2 greedy text equals tp 1's" ||
   fail "tp 2 / ep 2 greedy text differs: '$plain_text' vs '$tp1_text'"
+# same_structured A B WHAT: the constrained greedy outputs of two servers are identical.
+same_structured() {
+  if [[ -s "$work/structured_$1.json" ]] && cmp -s "$work/structured_$1.json" "$work/structured_$2.json"; then
+    pass "$3: constrained greedy outputs identical ($(node -p "Object.keys(require('$work/structured_$1.json')).length") outputs)"
+  else
+    fail "$3: constrained greedy outputs differ: $(diff "$work/structured_$1.json" "$work/structured_$2.json" | head -4)"
+  fi
+}
+same_structured tp1 tp2 "tp 2 / ep 2 vs tp 1"
 
 # --- speculative decoding ---------------------------------------------------------------------
 echo "--- MTP speculative decoding"
@@ -541,6 +558,13 @@ else
   fail "OpenAI client checks with speculative decoding:"
   grep FAIL "$work/spec_client.log"
 fi
+if node "$e2e/structured_client.mjs" "$url" "$work/structured_spec.json" >"$work/spec_structured.log" 2>&1; then
+  pass "structured-output checks with speculative decoding"
+else
+  fail "structured-output checks with speculative decoding:"
+  grep FAIL "$work/spec_structured.log"
+fi
+same_structured tp1 spec "MTP vs plain"
 wait_idle
 req POST /flush_cache
 expect "spec server: flush_cache" 200
