@@ -58,6 +58,34 @@ void validate_messages(const Json& messages) {
   }
 }
 
+// Assistant messages' tool_calls[].function.arguments given as JSON strings become objects.
+void parse_tool_call_arguments(Json& messages) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    Json& m = messages[i];
+    auto calls = m.find("tool_calls");
+    if (m["role"] != "assistant" || calls == m.end() || !calls->is_array()) continue;
+    for (size_t j = 0; j < calls->size(); ++j) {
+      Json& call = (*calls)[j];
+      auto fn = call.is_object() ? call.find("function") : call.end();
+      if (fn == call.end() || !fn->is_object()) continue;
+      auto args = fn->find("arguments");
+      if (args == fn->end() || !args->is_string()) continue;
+      const std::string& text = args->get_ref<const std::string&>();
+      std::optional<Json> parsed = text.find_first_not_of(" \t\r\n") == std::string::npos
+                                       ? Json::object()
+                                       : parse_json_bounded(text);
+      if (!parsed || !parsed->is_object()) {
+        const std::string where =
+            fmt::format("messages[{}].tool_calls[{}].function.arguments", i, j);
+        throw bad_request(fmt::format("'{}' must be a JSON object (as a string), got {}", where,
+                                      quote_json(*args)),
+                          where);
+      }
+      *args = std::move(*parsed);
+    }
+  }
+}
+
 }  // namespace
 
 ChatRequest parse_chat_request(const Json& body) {
@@ -67,21 +95,13 @@ ChatRequest parse_chat_request(const Json& body) {
   if (!messages) throw bad_request("'messages' is required", "messages");
   validate_messages(*messages);
   r.messages = *messages;
-  if (const Json* tools = f.get("tools")) {
-    if (!tools->is_array()) f.fail_type("tools", "a list of tool objects");
-    if (!tools->empty()) r.tools = *tools;
-  }
+  r.tools = parse_tool_request(f);
   if (const Json* kw = f.object("chat_template_kwargs")) r.template_kwargs = *kw;
   // SGLang forwards reasoning_effort to templates that read it.
   if (auto effort = f.string("reasoning_effort");
       effort && !r.template_kwargs.contains("reasoning_effort"))
     r.template_kwargs["reasoning_effort"] = *effort;
   if (auto v = f.boolean("add_generation_prompt")) r.add_generation_prompt = *v;
-  if (const Json* tc = f.get("tool_choice")) {
-    if (!(tc->is_string() && (*tc == "none" || *tc == "auto")))
-      throw bad_request("'tool_choice' supports only \"auto\" and \"none\" (no tool-call parser)",
-                        "tool_choice");
-  }
   read_sampling_fields(f, r.params);
   // max_completion_tokens is the newer spelling and wins, as in OpenAI's API.
   auto max_tokens = read_max_tokens(f, "max_tokens");
@@ -149,6 +169,14 @@ CompletionRequest parse_completion_request(const Json& body) {
   return r;
 }
 
+bool template_reads_argument_mappings(const std::string& source) {
+  // tc.arguments.items(), arguments | items, arguments is mapping, ['arguments']|tojson, and
+  // GLM's alias: {% set _args = tc.arguments %}{% for k, v in _args.items() %}.
+  static const std::regex reads(
+      R"(arguments(['"]?\])?\s*(\|\s*(tojson|items|dictsort)\b|\.items\s*\(|\s+is\s+mapping)|_args\.items\s*\()");
+  return std::regex_search(source, reads);
+}
+
 bool template_handles_content_parts(const std::string& source) {
   static const std::regex iterates(R"(for\s+\w+\s+in\s+[\w.\[\]'"]*content)");
   return source.find("content is string") != std::string::npos ||
@@ -174,14 +202,25 @@ Json chat_template_context(const ChatRequest& req, const ChatTemplate& tpl,
       *c = text;
     }
   }
+  if (template_reads_argument_mappings(tpl.source())) parse_tool_call_arguments(messages);
   ctx["messages"] = std::move(messages);
-  ctx["tools"] = req.tools;
+  ctx["tools"] = req.tools.template_tools();
   if (!ctx.contains("documents")) ctx["documents"] = nullptr;
   if (!ctx.contains("add_generation_prompt"))
     ctx["add_generation_prompt"] = req.add_generation_prompt;
   if (!ctx.contains("bos_token")) ctx["bos_token"] = bos_token;
   if (!ctx.contains("eos_token")) ctx["eos_token"] = eos_token;
   return ctx;
+}
+
+const char* openai_finish_reason(const ChoiceResult& c) {
+  if (!c.tool_calls.empty() && c.finish_reason == FinishReason::kStop) return "tool_calls";
+  return openai_finish_reason(c.finish_reason);
+}
+
+Json chat_matched_stop(const ChoiceResult& c) {
+  if (!c.tool_calls.empty() && c.finish_reason == FinishReason::kStop) return nullptr;
+  return c.matched_stop();
 }
 
 const char* openai_finish_reason(FinishReason r) {
@@ -217,14 +256,21 @@ Json usage_json(const Generation& g) {
 Json chat_completion_json(const ResponseMeta& m, const Generation& g, bool with_reasoning) {
   Json choices = Json::array();
   for (const ChoiceResult& c : g.choices()) {
-    Json msg = {{"role", "assistant"}, {"content", c.text}};
+    // With tool calls, empty content is null, as OpenAI returns it.
+    Json msg = {{"role", "assistant"},
+                {"content", c.text.empty() && !c.tool_calls.empty() ? Json() : Json(c.text)}};
     if (with_reasoning) msg["reasoning_content"] = c.reasoning.empty() ? Json() : Json(c.reasoning);
-    msg["tool_calls"] = nullptr;
+    Json calls = Json::array();
+    for (const ToolCall& t : c.tool_calls)
+      calls.push_back({{"id", t.id},
+                       {"type", "function"},
+                       {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+    msg["tool_calls"] = calls.empty() ? Json() : std::move(calls);
     Json choice = {{"index", c.index},
                    {"message", std::move(msg)},
                    {"logprobs", nullptr},
-                   {"finish_reason", openai_finish_reason(c.finish_reason)},
-                   {"matched_stop", c.matched_stop()}};
+                   {"finish_reason", openai_finish_reason(c)},
+                   {"matched_stop", chat_matched_stop(c)}};
     if (g.params().return_hidden_states) choice["hidden_states"] = c.hidden_states;
     choices.push_back(std::move(choice));
   }
@@ -238,6 +284,22 @@ Json chat_chunk_json(const ResponseMeta& m, Json choices) {
               {"created", m.created},
               {"model", m.model},
               {"choices", std::move(choices)}};
+}
+
+Json tool_call_delta_json(const std::vector<ToolCallDelta>& calls) {
+  Json items = Json::array();
+  for (const ToolCallDelta& t : calls) {
+    Json item = {{"index", t.index}};
+    if (!t.id.empty()) {
+      item["id"] = t.id;
+      item["type"] = "function";
+      item["function"] = {{"name", t.name}, {"arguments", t.arguments}};
+    } else {
+      item["function"] = {{"arguments", t.arguments}};
+    }
+    items.push_back(std::move(item));
+  }
+  return items;
 }
 
 Json completion_json(const ResponseMeta& m, const Generation& g,
