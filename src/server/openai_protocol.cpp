@@ -253,21 +253,25 @@ Json usage_json(const Generation& g) {
               {"prompt_tokens_details", {{"cached_tokens", cached}}}};
 }
 
+Json chat_message_json(const ChoiceResult& c, bool with_reasoning) {
+  // With tool calls, empty content is null, as OpenAI returns it.
+  Json msg = {{"role", "assistant"},
+              {"content", c.text.empty() && !c.tool_calls.empty() ? Json() : Json(c.text)}};
+  if (with_reasoning) msg["reasoning_content"] = c.reasoning.empty() ? Json() : Json(c.reasoning);
+  Json calls = Json::array();
+  for (const ToolCall& t : c.tool_calls)
+    calls.push_back({{"id", t.id},
+                     {"type", "function"},
+                     {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+  msg["tool_calls"] = calls.empty() ? Json() : std::move(calls);
+  return msg;
+}
+
 Json chat_completion_json(const ResponseMeta& m, const Generation& g, bool with_reasoning) {
   Json choices = Json::array();
   for (const ChoiceResult& c : g.choices()) {
-    // With tool calls, empty content is null, as OpenAI returns it.
-    Json msg = {{"role", "assistant"},
-                {"content", c.text.empty() && !c.tool_calls.empty() ? Json() : Json(c.text)}};
-    if (with_reasoning) msg["reasoning_content"] = c.reasoning.empty() ? Json() : Json(c.reasoning);
-    Json calls = Json::array();
-    for (const ToolCall& t : c.tool_calls)
-      calls.push_back({{"id", t.id},
-                       {"type", "function"},
-                       {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
-    msg["tool_calls"] = calls.empty() ? Json() : std::move(calls);
     Json choice = {{"index", c.index},
-                   {"message", std::move(msg)},
+                   {"message", chat_message_json(c, with_reasoning)},
                    {"logprobs", nullptr},
                    {"finish_reason", openai_finish_reason(c)},
                    {"matched_stop", chat_matched_stop(c)}};
@@ -276,6 +280,39 @@ Json chat_completion_json(const ResponseMeta& m, const Generation& g, bool with_
   }
   return Json{{"id", m.id},       {"object", "chat.completion"},   {"created", m.created},
               {"model", m.model}, {"choices", std::move(choices)}, {"usage", usage_json(g)}};
+}
+
+std::vector<Json> chat_delta_chunks(const ResponseMeta& m, const ChoiceDelta& d,
+                                    const ChoiceResult& c, bool hidden_states) {
+  std::vector<Json> chunks;
+  auto chunk = [&](Json delta, Json finish) {
+    Json choice = {{"index", d.index},
+                   {"delta", std::move(delta)},
+                   {"logprobs", nullptr},
+                   {"finish_reason", std::move(finish)}};
+    return choice;
+  };
+  if (!d.text.empty() || !d.reasoning.empty()) {
+    Json delta = Json::object();
+    if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+    if (!d.text.empty()) delta["content"] = d.text;
+    chunks.push_back(chat_chunk_json(m, Json::array({chunk(std::move(delta), nullptr)})));
+  }
+  // One chunk per call touched, its fragments merged, in order.
+  for (size_t k = 0; k < d.tool_calls.size();) {
+    std::vector<ToolCallDelta> call{d.tool_calls[k++]};
+    while (k < d.tool_calls.size() && d.tool_calls[k].index == call[0].index)
+      call[0].arguments += d.tool_calls[k++].arguments;
+    chunks.push_back(chat_chunk_json(
+        m, Json::array({chunk({{"tool_calls", tool_call_delta_json(call)}}, nullptr)})));
+  }
+  if (d.finished && c.finish_reason != FinishReason::kError) {
+    Json choice = chunk(Json::object(), openai_finish_reason(c));
+    choice["matched_stop"] = chat_matched_stop(c);
+    if (hidden_states) choice["hidden_states"] = c.hidden_states;
+    chunks.push_back(chat_chunk_json(m, Json::array({std::move(choice)})));
+  }
+  return chunks;
 }
 
 Json chat_chunk_json(const ResponseMeta& m, Json choices) {

@@ -70,8 +70,16 @@ struct ResponseMeta {
   std::string model;
 };
 Json usage_json(const Generation& g);
+// A chat choice's message: role, content (null when empty with tool calls), reasoning_content
+// (with a reasoning parser), tool_calls [{id, type: "function", function: {name, arguments}}]
+// or null.
+Json chat_message_json(const ChoiceResult& c, bool with_reasoning);
 Json chat_completion_json(const ResponseMeta& m, const Generation& g, bool with_reasoning);
 Json chat_chunk_json(const ResponseMeta& m, Json choices);
+// The SSE chunks of one poll's delta of a chat choice: its reasoning_content/content, one chunk
+// per tool call it advanced, and the finish chunk (finish_reason, matched_stop) at the end.
+std::vector<Json> chat_delta_chunks(const ResponseMeta& m, const ChoiceDelta& d,
+                                    const ChoiceResult& c, bool hidden_states);
 // A streamed delta's tool_calls items: per call, the first with index, id, type and
 // function.name (arguments possibly ""), later ones with index and function.arguments only.
 Json tool_call_delta_json(const std::vector<ToolCallDelta>& calls);

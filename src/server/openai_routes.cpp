@@ -97,14 +97,6 @@ Generation::Options chat_output_options(const ServerState& st, const ChatRequest
   return o;
 }
 
-// One SSE chunk of a chat choice with the given delta.
-Json chat_delta_chunk(const ResponseMeta& m, size_t index, Json delta) {
-  return chat_chunk_json(m, Json::array({{{"index", index},
-                                          {"delta", std::move(delta)},
-                                          {"logprobs", nullptr},
-                                          {"finish_reason", nullptr}}}));
-}
-
 HttpResponse chat_completions(ServerState& st, const HttpRequest& req) {
   const ChatRequest cr = parse_chat_request(parse_json_object(req.body));
   check_hidden_states(st, cr.params);
@@ -158,32 +150,10 @@ HttpResponse chat_completions(ServerState& st, const HttpRequest& req) {
     out += sse_event(with_usage(chat_chunk_json(m, std::move(choices))));
   };
   auto on_deltas = [gen, m, with_usage](const std::vector<ChoiceDelta>& deltas, std::string& out) {
-    for (const ChoiceDelta& d : deltas) {
-      const ChoiceResult& c = gen->choices()[d.index];
-      if (!d.text.empty() || !d.reasoning.empty()) {
-        Json delta = Json::object();
-        if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
-        if (!d.text.empty()) delta["content"] = d.text;
-        out += sse_event(with_usage(chat_delta_chunk(m, d.index, std::move(delta))));
-      }
-      // One chunk per call touched, its fragments merged, in order.
-      for (size_t k = 0; k < d.tool_calls.size();) {
-        std::vector<ToolCallDelta> call{d.tool_calls[k++]};
-        while (k < d.tool_calls.size() && d.tool_calls[k].index == call[0].index)
-          call[0].arguments += d.tool_calls[k++].arguments;
-        out += sse_event(
-            with_usage(chat_delta_chunk(m, d.index, {{"tool_calls", tool_call_delta_json(call)}})));
-      }
-      if (d.finished && c.finish_reason != FinishReason::kError) {
-        Json choice = {{"index", d.index},
-                       {"delta", Json::object()},
-                       {"logprobs", nullptr},
-                       {"finish_reason", openai_finish_reason(c)},
-                       {"matched_stop", chat_matched_stop(c)}};
-        if (gen->params().return_hidden_states) choice["hidden_states"] = c.hidden_states;
-        out += sse_event(with_usage(chat_chunk_json(m, Json::array({std::move(choice)}))));
-      }
-    }
+    for (const ChoiceDelta& d : deltas)
+      for (Json& chunk :
+           chat_delta_chunks(m, d, gen->choices()[d.index], gen->params().return_hidden_states))
+        out += sse_event(with_usage(std::move(chunk)));
   };
   auto on_done = stream_tail(gen, m, so, chat_chunk_json);
   res.content_type = kEventStream;

@@ -93,6 +93,7 @@ class DeepSeekToolParser : public ToolCallParser {
           continue;
         }
         case State::kArgs: {
+          if (!emitted_) skip_spaces(buf_);  // the newline after the opening fence
           const size_t at = buf_.find(kCallEnd);
           size_t end = at != std::string::npos ? at
                        : final                 ? buf_.size()

@@ -5,6 +5,7 @@
 //   </｜DSML｜function_calls>
 // string="true" values are text, verbatim; string="false" ones JSON (text that does not parse
 // stays a string). String values are passed on as they arrive.
+#include "server/detokenizer.h"
 #include "server/text_scan.h"
 #include "server/tool_arguments.h"
 #include "server/tool_call_formats.h"
@@ -121,12 +122,18 @@ class DsmlToolParser : public ToolCallParser {
         case State::kValue: {
           const size_t at = buf_.find(kParamEnd);
           if (type_ == ArgType::kString) {
-            const size_t end = at != std::string::npos ? at
-                               : final                 ? buf_.size()
-                                       : buf_.size() - partial_suffix(buf_, kParamEnd);
+            // Pass the string on as it comes, holding back what may be the end tag's start
+            // and an unfinished UTF-8 character (escaping needs whole characters).
+            size_t end = at;
+            if (at == std::string::npos)
+              end = final ? buf_.size()
+                          : utf8_stable_prefix(std::string_view(buf_).substr(
+                                0, buf_.size() - partial_suffix(buf_, kParamEnd)));
             arguments(ArgumentsWriter::string_piece(std::string_view(buf_).substr(0, end)));
-            buf_.erase(0, end);
-            if (at == std::string::npos && !final) return;
+            if (at == std::string::npos && !final) {
+              buf_.erase(0, end);
+              return;
+            }
             arguments(ArgumentsWriter::end_string());
           } else {
             if (at == std::string::npos && !final) return;

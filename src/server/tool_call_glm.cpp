@@ -4,6 +4,7 @@
 //   glm45 (GLM-4.5, 4.6):   the same with a newline after the name and after each tag pair.
 // Values are text: strings verbatim, other types as JSON ("3", "true", "[1, 2]"), typed here by
 // the function's schema. String values are passed on as they arrive; others when complete.
+#include "server/detokenizer.h"
 #include "server/text_scan.h"
 #include "server/tool_arguments.h"
 #include "server/tool_call_formats.h"
@@ -97,13 +98,18 @@ class GlmToolParser : public ToolCallParser {
         case State::kValue: {
           const size_t at = buf_.find(kValueEnd);
           if (type_ == ArgType::kString) {
-            // Pass the string on as it comes, holding back what may be the end tag's start.
-            const size_t end = at != std::string::npos ? at
-                               : final                 ? buf_.size()
-                                       : buf_.size() - partial_suffix(buf_, kValueEnd);
+            // Pass the string on as it comes, holding back what may be the end tag's start
+            // and an unfinished UTF-8 character (escaping needs whole characters).
+            size_t end = at;
+            if (at == std::string::npos)
+              end = final ? buf_.size()
+                          : utf8_stable_prefix(std::string_view(buf_).substr(
+                                0, buf_.size() - partial_suffix(buf_, kValueEnd)));
             arguments(ArgumentsWriter::string_piece(std::string_view(buf_).substr(0, end)));
-            buf_.erase(0, end);
-            if (at == std::string::npos && !final) return;
+            if (at == std::string::npos && !final) {
+              buf_.erase(0, end);
+              return;
+            }
             arguments(ArgumentsWriter::end_string());
           } else {
             if (at == std::string::npos && !final) return;
