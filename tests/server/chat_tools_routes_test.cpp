@@ -79,6 +79,14 @@ Json two_turn(Json arguments) {
           {"temperature", 0}};
 }
 
+TEST_F(ToolChat, MarkerTokensAreKept) {
+  // The default model's tokenizer has GLM's markers as special tokens, which the detokenizer
+  // skips unless the parsers need them.
+  EXPECT_EQ(state_->tool_call_token_ids().size(), 6u);  // <tool_call> ... </arg_value>
+  EXPECT_EQ(state_->reasoning_token_ids().size(), 2u);  // <think>, </think>
+  EXPECT_EQ(state_->reasoning_format(), ReasoningFormat::kGlm45);
+}
+
 TEST_F(ToolChat, ValidationErrors) {
   int status = 0;
   Json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"tools", kTools}};
