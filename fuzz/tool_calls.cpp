@@ -38,7 +38,7 @@ Result parse(const char* format, std::string_view text, size_t piece, bool paral
     r.content += d.content;
     for (const auto& c : d.calls) {
       if (c.index == r.names.size()) {
-        check(!c.id.empty());
+        check(!c.id.empty() && c.arguments.empty());
         r.names.push_back(c.name);
         r.arguments.emplace_back();
       }

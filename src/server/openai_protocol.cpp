@@ -58,6 +58,21 @@ void validate_messages(const Json& messages) {
   }
 }
 
+// Whether an assistant message has a tool call whose arguments are a string.
+bool has_string_arguments(const Json& messages) {
+  for (const Json& m : messages) {
+    auto calls = m.find("tool_calls");
+    if (calls == m.end() || !calls->is_array()) continue;
+    for (const Json& call : *calls) {
+      auto fn = call.is_object() ? call.find("function") : call.end();
+      if (fn != call.end() && fn->is_object() && fn->contains("arguments") &&
+          (*fn)["arguments"].is_string())
+        return true;
+    }
+  }
+  return false;
+}
+
 // Assistant messages' tool_calls[].function.arguments given as JSON strings become objects.
 void parse_tool_call_arguments(Json& messages) {
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -202,7 +217,8 @@ Json chat_template_context(const ChatRequest& req, const ChatTemplate& tpl,
       *c = text;
     }
   }
-  if (template_reads_argument_mappings(tpl.source())) parse_tool_call_arguments(messages);
+  if (has_string_arguments(messages) && template_reads_argument_mappings(tpl.source()))
+    parse_tool_call_arguments(messages);
   ctx["messages"] = std::move(messages);
   ctx["tools"] = req.tools.template_tools();
   if (!ctx.contains("documents")) ctx["documents"] = nullptr;
@@ -298,13 +314,19 @@ std::vector<Json> chat_delta_chunks(const ResponseMeta& m, const ChoiceDelta& d,
     if (!d.text.empty()) delta["content"] = d.text;
     chunks.push_back(chat_chunk_json(m, Json::array({chunk(std::move(delta), nullptr)})));
   }
-  // One chunk per call touched, its fragments merged, in order.
-  for (size_t k = 0; k < d.tool_calls.size();) {
-    std::vector<ToolCallDelta> call{d.tool_calls[k++]};
-    while (k < d.tool_calls.size() && d.tool_calls[k].index == call[0].index)
-      call[0].arguments += d.tool_calls[k++].arguments;
+  // Per call touched, in order: its start (id, type, name, arguments "") as OpenAI sends it,
+  // then its argument fragments merged into one chunk.
+  auto tool_chunk = [&](ToolCallDelta t) {
     chunks.push_back(chat_chunk_json(
-        m, Json::array({chunk({{"tool_calls", tool_call_delta_json(call)}}, nullptr)})));
+        m, Json::array({chunk({{"tool_calls", tool_call_delta_json({std::move(t)})}}, nullptr)})));
+  };
+  for (size_t k = 0; k < d.tool_calls.size();) {
+    const ToolCallDelta& first = d.tool_calls[k];
+    ToolCallDelta fragments{first.index, "", "", ""};
+    if (!first.id.empty()) tool_chunk({first.index, first.id, first.name, ""});
+    while (k < d.tool_calls.size() && d.tool_calls[k].index == first.index)
+      fragments.arguments += d.tool_calls[k++].arguments;
+    if (!fragments.arguments.empty()) tool_chunk(std::move(fragments));
   }
   if (d.finished && c.finish_reason != FinishReason::kError) {
     Json choice = chunk(Json::object(), openai_finish_reason(c));

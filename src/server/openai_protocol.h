@@ -76,8 +76,10 @@ Json usage_json(const Generation& g);
 Json chat_message_json(const ChoiceResult& c, bool with_reasoning);
 Json chat_completion_json(const ResponseMeta& m, const Generation& g, bool with_reasoning);
 Json chat_chunk_json(const ResponseMeta& m, Json choices);
-// The SSE chunks of one poll's delta of a chat choice: its reasoning_content/content, one chunk
-// per tool call it advanced, and the finish chunk (finish_reason, matched_stop) at the end.
+// The SSE chunks of one poll's delta of a chat choice: its reasoning_content/content; per tool
+// call it advanced, the call's start (index, id, type, function.name, arguments "") when it
+// began, then one chunk of its argument fragments; the finish chunk (finish_reason,
+// matched_stop) at the end.
 std::vector<Json> chat_delta_chunks(const ResponseMeta& m, const ChoiceDelta& d,
                                     const ChoiceResult& c, bool hidden_states);
 // A streamed delta's tool_calls items: per call, the first with index, id, type and

@@ -83,8 +83,10 @@ void ToolCallParser::begin_call(const std::string& name) {
 
 void ToolCallParser::arguments(std::string_view fragment) {
   if (!call_open_ || !call_kept_ || fragment.empty()) return;
+  // A call's first delta keeps arguments "" (its start); fragments go into deltas of their own.
   const size_t index = calls_ - 1;
-  if (out_.calls.empty() || out_.calls.back().index != index) out_.calls.push_back({index});
+  if (out_.calls.empty() || out_.calls.back().index != index || !out_.calls.back().id.empty())
+    out_.calls.push_back({index});
   out_.calls.back().arguments += fragment;
 }
 

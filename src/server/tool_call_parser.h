@@ -17,8 +17,8 @@
 
 namespace tandem::server {
 
-// What one push() or flush() produced for a call: its first delta carries the id and name (and
-// arguments, possibly ""), later ones only argument fragments.
+// What one push() or flush() produced for a call: its first delta carries the id and name with
+// arguments "", later ones only argument fragments.
 struct ToolCallDelta {
   size_t index = 0;  // the call's position among this output's calls: 0, 1, ...
   std::string id;    // first delta only: "call_" + 24 hex digits

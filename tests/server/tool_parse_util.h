@@ -21,7 +21,7 @@ struct ParsedCall {
 struct Parsed {
   std::string reasoning, content;
   std::vector<ParsedCall> calls;
-  bool ids_ok = true;  // every call's first delta had an id, later ones none
+  bool ids_ok = true;  // every call's first delta had an id and no arguments, later ones no id
 };
 
 // Runs `text` cut at `cuts` (byte offsets, increasing) through an optional reasoning parser and
@@ -38,7 +38,8 @@ inline Parsed parse_pieces(const std::string& format, std::shared_ptr<const Tool
     p.content += r.content;
     for (const ToolCallDelta& d : r.calls) {
       if (d.index == p.calls.size()) {
-        p.ids_ok = p.ids_ok && d.id.rfind("call_", 0) == 0 && d.id.size() == 29;
+        p.ids_ok =
+            p.ids_ok && d.id.rfind("call_", 0) == 0 && d.id.size() == 29 && d.arguments.empty();
         p.calls.push_back({d.id, d.name, ""});
       } else {
         p.ids_ok = p.ids_ok && d.id.empty() && d.name.empty() && d.index + 1 == p.calls.size();

@@ -176,20 +176,24 @@ TEST(ToolResponse, StreamChunks) {
                   {1, "call_2", "get_time", "{}"}};
   d.finished = true;
   const std::vector<Json> chunks = chat_delta_chunks(m, d, c, false);
-  ASSERT_EQ(chunks.size(), 4u);
+  ASSERT_EQ(chunks.size(), 6u);
   for (const Json& ch : chunks) {
     EXPECT_EQ(ch["object"], "chat.completion.chunk");
     EXPECT_EQ(ch["id"], "chatcmpl-1");
   }
+  auto calls = [&](size_t i) { return chunks[i]["choices"][0]["delta"]["tool_calls"]; };
   EXPECT_EQ(chunks[0]["choices"][0]["delta"], Json({{"content", "Sure."}}));
-  // A call's first item carries index, id, type and name; its fragments are merged.
-  EXPECT_EQ(chunks[1]["choices"][0]["delta"]["tool_calls"],
-            Json::parse(R"([{"index": 0, "id": "call_1", "type": "function",
-                             "function": {"name": "get_weather",
-                                          "arguments": "{\"city\": \"Oslo\"}"}}])"));
+  // A call starts with index, id, type, name and arguments "", as OpenAI's stream; its fragments
+  // follow, merged.
+  EXPECT_EQ(calls(1), Json::parse(R"([{"index": 0, "id": "call_1", "type": "function",
+                                       "function": {"name": "get_weather", "arguments": ""}}])"));
   EXPECT_TRUE(chunks[1]["choices"][0]["finish_reason"].is_null());
-  EXPECT_EQ(chunks[2]["choices"][0]["delta"]["tool_calls"][0]["index"], 1);
-  const Json& fin = chunks[3]["choices"][0];
+  EXPECT_EQ(calls(2),
+            Json::parse(R"([{"index": 0, "function": {"arguments": "{\"city\": \"Oslo\"}"}}])"));
+  EXPECT_EQ(calls(3)[0]["id"], "call_2");
+  EXPECT_EQ(calls(3)[0]["function"]["arguments"], "");
+  EXPECT_EQ(calls(4), Json::parse(R"([{"index": 1, "function": {"arguments": "{}"}}])"));
+  const Json& fin = chunks[5]["choices"][0];
   EXPECT_EQ(fin["delta"], Json::object());
   EXPECT_EQ(fin["finish_reason"], "tool_calls");
   EXPECT_TRUE(fin["matched_stop"].is_null());
