@@ -72,7 +72,7 @@ void ToolCallParser::begin_call(const std::string& name) {
   call_params_ = nullptr;
   if (!tools_->has(name)) {
     log_warn("tool call parser: dropped a call of '{}', which is not among the request's tools",
-             name);
+             name.substr(0, 100));  // model output: not logged at any length
     return;
   }
   if (!o_.parallel && calls_ > 0) return;  // parallel_tool_calls false: the first call only
