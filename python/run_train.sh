@@ -8,7 +8,7 @@ out=${OUT:-/tmp/out}
 work=$(mktemp -d)
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 PYTHONUNBUFFERED=1 python3 python/train_austen.py --corpus .device/austen --out "$work" \
-  --minutes "${MINUTES:-5.5}" --template tests/data/templates/glm5_style.jinja 2>&1 | tee "$out/train.log"
+  --minutes "${MINUTES:-5.5}" --template models/tandem-austen/chat_template.jinja 2>&1 | tee "$out/train.log"
 tar -C "$work" -czf - tandem-austen | split -b 15M - "$out/model.tar.gz.part-"
 cp "$work/austen_golden.safetensors" "$work/train_log.json" "$out/"
 ls -la "$out"

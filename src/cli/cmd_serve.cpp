@@ -109,9 +109,12 @@ Runner add_serve(CLI::App& app) {
   app.add_option("--speculative-num-draft-tokens", a->speculative_num_draft_tokens,
                  "Tokens verified per round (num_steps + 1 with topk 1)");
   app.add_option("--reasoning-parser", a->reasoning_parser,
-                 "Split <think> reasoning into reasoning_content: auto (when the tokenizer has "
-                 "the markers), none, or a parser name such as glm45")
-      ->capture_default_str();
+                 "Split <think> reasoning of chat completions into reasoning_content: glm45, "
+                 "deepseek-r1, deepseek-v3 or none (default: none)");
+  app.add_option("--tool-call-parser", a->tool_call_parser,
+                 "Parse tool calls in chat completions into tool_calls: glm45, glm47, deepseekv3, "
+                 "deepseekv31 or deepseekv32 (default: none; tools are still given to the "
+                 "template)");
   app.add_option("--api-key", a->api_key, "Require 'Authorization: Bearer <key>'");
   app.add_option("--allowed-origins", a->allowed_origins,
                  "Origins browsers may call from (CORS): a JSON list such as '[\"http://a.com\"]' "

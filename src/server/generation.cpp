@@ -168,6 +168,7 @@ struct Generation::Slot {
   IncrementalDetokenizer detok;
   StopStringMatcher stop;
   std::optional<ReasoningParser> reasoning;
+  std::unique_ptr<ToolCallParser> tools;
   Clock::time_point submitted;
   Clock::time_point last_token;
   bool got_token = false;
@@ -180,13 +181,12 @@ Generation::Generation(ServerState& st, std::vector<PromptInput> prompts, const 
   Engine& engine = st.engine();
   const int64_t ctx = engine.context_length();
   const int64_t vocab = engine.model_config().vocab_size;
-  const bool reasoning = o.reasoning && st.reasoning_enabled() && p.separate_reasoning;
   std::optional<CompiledConstraint> grammar;
   if (!p.constraint.empty()) {
     // A chat prompt that opened a think block: the reasoning comes first, then the answer the
-    // constraint describes (one prompt per chat request).
+    // constraint describes.
     ConstraintSpec spec = p.constraint;
-    spec.after_reasoning = reasoning && !prompts.empty() && prompts[0].reasoning_open;
+    spec.after_reasoning = o.reasoning && o.reasoning->in_reasoning;
     grammar = st.grammar_for(spec);
   }
   std::vector<Request> requests;
@@ -236,17 +236,16 @@ Generation::Generation(ServerState& st, std::vector<PromptInput> prompts, const 
       res.prompt_index = pi;
       res.prompt_tokens = P;
       results_.push_back(std::move(res));
-      auto slot = std::make_unique<Slot>(Slot{
-          nullptr,
-          IncrementalDetokenizer(
-              st.tokenizer(), p.skip_special_tokens,
-              reasoning ? st.reasoning_token_ids() : std::unordered_set<int32_t>{}),
-          StopStringMatcher(p.stop, p.no_stop_trim),
-          reasoning ? std::optional<ReasoningParser>(ReasoningParser(prompts[pi].reasoning_open))
-                    : std::nullopt,
-          {},
-          {},
-          false});
+      auto slot = std::make_unique<Slot>(
+          Slot{nullptr,
+               IncrementalDetokenizer(st.tokenizer(), p.skip_special_tokens, o.keep_special),
+               StopStringMatcher(p.stop, p.no_stop_trim),
+               o.reasoning ? std::optional<ReasoningParser>(ReasoningParser(*o.reasoning))
+                           : std::nullopt,
+               o.tool_parser ? o.tool_parser() : nullptr,
+               {},
+               {},
+               false});
       slots_.push_back(std::move(slot));
     }
   }
@@ -391,12 +390,33 @@ void Generation::emit(size_t i, const std::string& text, ChoiceDelta& d) {
     ReasoningParser::Delta rd = s.reasoning->push(res.text);
     r.reasoning += rd.reasoning;
     d.reasoning += rd.reasoning;
-    r.text += rd.content;
-    d.text += rd.content;
+    emit_content(i, rd.content, d);
   } else {
-    r.text += res.text;
-    d.text += res.text;
+    emit_content(i, res.text, d);
   }
+}
+
+// Content after reasoning separation: through the tool-call parser when there is one.
+void Generation::emit_content(size_t i, const std::string& text, ChoiceDelta& d) {
+  if (text.empty()) return;
+  Slot& s = *slots_[i];
+  if (s.tools) {
+    add_tool_calls(i, s.tools->push(text), d);
+    return;
+  }
+  results_[i].text += text;
+  d.text += text;
+}
+
+void Generation::add_tool_calls(size_t i, ToolParseResult r, ChoiceDelta& d) {
+  ChoiceResult& c = results_[i];
+  c.text += r.content;
+  for (const ToolCallDelta& t : r.calls) {
+    if (t.index >= c.tool_calls.size()) c.tool_calls.push_back({t.id, t.name, ""});
+    c.tool_calls[t.index].arguments += t.arguments;
+  }
+  d.text += r.content;
+  d.tool_calls.insert(d.tool_calls.end(), r.calls.begin(), r.calls.end());
 }
 
 void Generation::finish(size_t i, FinishReason why, ChoiceDelta* d) {
@@ -404,16 +424,16 @@ void Generation::finish(size_t i, FinishReason why, ChoiceDelta* d) {
   Slot& s = *slots_[i];
   if (r.finished) return;
   if (s.stream) st_.untrack(s.stream->id());
+  // Whatever the parsers held back (a partial marker) is output after all.
+  ChoiceDelta scratch;
+  ChoiceDelta& out = d ? *d : scratch;
   if (s.reasoning) {
-    // Whatever the parser held back (a partial marker) is output after all.
     ReasoningParser::Delta rd = s.reasoning->flush();
     r.reasoning += rd.reasoning;
-    r.text += rd.content;
-    if (d) {
-      d->reasoning += rd.reasoning;
-      d->text += rd.content;
-    }
+    out.reasoning += rd.reasoning;
+    emit_content(i, rd.content, out);
   }
+  if (s.tools) add_tool_calls(i, s.tools->flush(), out);
   if (d) d->finished = true;
   r.finished = true;
   r.finish_reason = why;

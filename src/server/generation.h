@@ -1,15 +1,18 @@
 // One API request's generation: it submits one engine request per choice (n per prompt), reads
 // their output streams without ever blocking longer than asked, and turns tokens into text
-// through the detokenizer, the stop-string matcher and (for chat) the reasoning parser. The
+// through the detokenizer, the stop-string matcher and (for chat) the reasoning parser and the
+// tool-call parser. The
 // OpenAI and SGLang routes format what it produces; streaming and non-streaming responses run
 // the same pipeline, so they carry the same text.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "runtime/engine.h"
@@ -19,6 +22,7 @@
 #include "server/reasoning_parser.h"
 #include "server/server_state.h"
 #include "server/stop_strings.h"
+#include "server/tool_call_parser.h"
 
 namespace tandem::server {
 
@@ -37,8 +41,9 @@ struct GenerationParams {
   bool skip_special_tokens = true;
   bool no_stop_trim = false;
   bool return_hidden_states = false;
-  bool separate_reasoning = true;  // chat only, when the server's reasoning parser is on
-  // Structured output: response_format, or SGLang's json_schema / regex / ebnf (one at most).
+  bool separate_reasoning = true;  // chat only, when the server has a reasoning parser
+  // Structured output: response_format, or SGLang's json_schema / regex / ebnf, or a forced tool
+  // call (one at most).
   ConstraintSpec constraint;
 };
 
@@ -53,14 +58,20 @@ void read_constraint_fields(const Fields& f, GenerationParams& p);
 
 struct PromptInput {
   std::vector<int32_t> ids;
-  bool reasoning_open = false;  // chat: the rendered prompt left a <think> block open
+};
+
+// A complete tool call of a choice.
+struct ToolCall {
+  std::string id, name;
+  std::string arguments;  // JSON text
 };
 
 struct ChoiceResult {
   size_t index = 0;
   size_t prompt_index = 0;
-  std::string text;       // content (after stop trimming and reasoning separation)
+  std::string text;       // content (after stop trimming, reasoning and tool-call separation)
   std::string reasoning;  // reasoning_content
+  std::vector<ToolCall> tool_calls;
   std::vector<int32_t> output_ids;
   std::vector<std::vector<float>> hidden_states;
   int64_t prompt_tokens = 0;
@@ -82,6 +93,7 @@ struct ChoiceResult {
 struct ChoiceDelta {
   size_t index = 0;
   std::string text, reasoning;
+  std::vector<ToolCallDelta> tool_calls;
   int64_t new_tokens = 0;
   bool finished = false;
 };
@@ -89,8 +101,14 @@ struct ChoiceDelta {
 class Generation {
  public:
   struct Options {
-    bool reasoning = false;              // run the reasoning parser (chat with the parser on)
     std::string prompt_noun = "prompt";  // "messages" for chat, in context-length errors
+    // Chat: how reasoning is split from the answer, when it is for this request.
+    std::optional<ReasoningParser::Options> reasoning;
+    // Chat with tools and a --tool-call-parser: makes each choice's parser.
+    std::function<std::unique_ptr<ToolCallParser>()> tool_parser;
+    // Special tokens the detokenizer keeps although special tokens are skipped: the markers
+    // the parsers above read.
+    std::unordered_set<int32_t> keep_special;
   };
   // Checks lengths against the context and submits every choice. Throws ApiError (400 for
   // requests the engine refuses, 503 when the model is not loaded).
@@ -118,6 +136,8 @@ class Generation {
   bool drain(size_t i, std::chrono::milliseconds wait, ChoiceDelta& d);
   void consume(size_t i, RequestOutput& o, ChoiceDelta& d);
   void emit(size_t i, const std::string& text, ChoiceDelta& d);
+  void emit_content(size_t i, const std::string& text, ChoiceDelta& d);
+  void add_tool_calls(size_t i, ToolParseResult r, ChoiceDelta& d);
   void finish(size_t i, FinishReason why, ChoiceDelta* d);
 
   ServerState& st_;

@@ -87,6 +87,21 @@ Json parse_json_object(const std::string& body) {
   return j;
 }
 
+std::optional<Json> parse_json_bounded(std::string_view text) {
+  try {
+    return Json::parse(text, [](int depth, Json::parse_event_t event, Json&) {
+      if ((event == Json::parse_event_t::object_start ||
+           event == Json::parse_event_t::array_start) &&
+          depth >= kMaxJsonDepth)
+        throw TooDeep{};
+      return true;
+    });
+  } catch (const TooDeep&) {
+  } catch (const nlohmann::json::exception&) {
+  }
+  return std::nullopt;
+}
+
 std::string dump_json(const Json& j) {
   // replace: strings from clients were validated by the parser and generated text is repaired
   // by the detokenizer, so this only guards against a bug turning into an exception.

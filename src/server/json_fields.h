@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "server/api_error.h"
@@ -22,6 +23,10 @@ using Json = nlohmann::ordered_json;
 // Parses a request body that must be a JSON object; anything else is a 400, and so is nesting
 // deeper than kMaxJsonDepth (refused while parsing, so no deep value is ever built).
 Json parse_json_object(const std::string& body);
+
+// Parses JSON text that may be anything (model output, a tool call's arguments): nullopt when it
+// is not valid JSON, is nested deeper than kMaxJsonDepth, or holds an out-of-range number.
+std::optional<Json> parse_json_bounded(std::string_view text);
 
 // Dumps a client value for an error message: at most kMaxQuotedValueChars characters, then
 // "...". Values nested deeper than that many levels are never walked to their bottom.

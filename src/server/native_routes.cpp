@@ -36,10 +36,10 @@ HttpResponse generate(ServerState& st, const HttpRequest& req) {
   require_ready(st);
   std::vector<PromptInput> inputs;
   for (const std::string& t : gr.texts)
-    inputs.push_back({st.tokenizer().encode(t, /*add_special_tokens=*/true), false});
-  for (const auto& ids : gr.input_ids) inputs.push_back({ids, false});
-  auto gen = std::make_shared<Generation>(st, std::move(inputs), gr.params,
-                                          Generation::Options{false, "input"});
+    inputs.push_back({st.tokenizer().encode(t, /*add_special_tokens=*/true)});
+  for (const auto& ids : gr.input_ids) inputs.push_back({ids});
+  auto gen =
+      std::make_shared<Generation>(st, std::move(inputs), gr.params, Generation::Options{"input"});
   const std::string base = gr.rid.empty() ? st.new_id("") : gr.rid;
   const bool batch = gr.batch;
   auto id_of = [base, batch](size_t i) { return batch ? fmt::format("{}_{}", base, i) : base; };
@@ -167,7 +167,7 @@ HttpResponse health_generate(ServerState& st, const HttpRequest&) {
   p.max_new_tokens = 1;
   p.temperature = 0;
   p.ignore_eos = true;
-  Generation gen(st, {PromptInput{{0}, false}}, p, Generation::Options{});
+  Generation gen(st, {PromptInput{{0}}}, p, Generation::Options{});
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   std::vector<ChoiceDelta> sink;
   while (!gen.done() && std::chrono::steady_clock::now() < deadline)

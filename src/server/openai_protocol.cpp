@@ -58,6 +58,49 @@ void validate_messages(const Json& messages) {
   }
 }
 
+// Whether an assistant message has a tool call whose arguments are a string.
+bool has_string_arguments(const Json& messages) {
+  for (const Json& m : messages) {
+    auto calls = m.find("tool_calls");
+    if (calls == m.end() || !calls->is_array()) continue;
+    for (const Json& call : *calls) {
+      auto fn = call.is_object() ? call.find("function") : call.end();
+      if (fn != call.end() && fn->is_object() && fn->contains("arguments") &&
+          (*fn)["arguments"].is_string())
+        return true;
+    }
+  }
+  return false;
+}
+
+// Assistant messages' tool_calls[].function.arguments given as JSON strings become objects.
+void parse_tool_call_arguments(Json& messages) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    Json& m = messages[i];
+    auto calls = m.find("tool_calls");
+    if (m["role"] != "assistant" || calls == m.end() || !calls->is_array()) continue;
+    for (size_t j = 0; j < calls->size(); ++j) {
+      Json& call = (*calls)[j];
+      auto fn = call.is_object() ? call.find("function") : call.end();
+      if (fn == call.end() || !fn->is_object()) continue;
+      auto args = fn->find("arguments");
+      if (args == fn->end() || !args->is_string()) continue;
+      const std::string& text = args->get_ref<const std::string&>();
+      std::optional<Json> parsed = text.find_first_not_of(" \t\r\n") == std::string::npos
+                                       ? Json::object()
+                                       : parse_json_bounded(text);
+      if (!parsed || !parsed->is_object()) {
+        const std::string where =
+            fmt::format("messages[{}].tool_calls[{}].function.arguments", i, j);
+        throw bad_request(fmt::format("'{}' must be a JSON object (as a string), got {}", where,
+                                      quote_json(*args)),
+                          where);
+      }
+      *args = std::move(*parsed);
+    }
+  }
+}
+
 }  // namespace
 
 ChatRequest parse_chat_request(const Json& body) {
@@ -67,21 +110,13 @@ ChatRequest parse_chat_request(const Json& body) {
   if (!messages) throw bad_request("'messages' is required", "messages");
   validate_messages(*messages);
   r.messages = *messages;
-  if (const Json* tools = f.get("tools")) {
-    if (!tools->is_array()) f.fail_type("tools", "a list of tool objects");
-    if (!tools->empty()) r.tools = *tools;
-  }
+  r.tools = parse_tool_request(f);
   if (const Json* kw = f.object("chat_template_kwargs")) r.template_kwargs = *kw;
   // SGLang forwards reasoning_effort to templates that read it.
   if (auto effort = f.string("reasoning_effort");
       effort && !r.template_kwargs.contains("reasoning_effort"))
     r.template_kwargs["reasoning_effort"] = *effort;
   if (auto v = f.boolean("add_generation_prompt")) r.add_generation_prompt = *v;
-  if (const Json* tc = f.get("tool_choice")) {
-    if (!(tc->is_string() && (*tc == "none" || *tc == "auto")))
-      throw bad_request("'tool_choice' supports only \"auto\" and \"none\" (no tool-call parser)",
-                        "tool_choice");
-  }
   read_sampling_fields(f, r.params);
   // max_completion_tokens is the newer spelling and wins, as in OpenAI's API.
   auto max_tokens = read_max_tokens(f, "max_tokens");
@@ -149,6 +184,14 @@ CompletionRequest parse_completion_request(const Json& body) {
   return r;
 }
 
+bool template_reads_argument_mappings(const std::string& source) {
+  // tc.arguments.items(), arguments | items, arguments is mapping, ['arguments']|tojson, and
+  // GLM's alias: {% set _args = tc.arguments %}{% for k, v in _args.items() %}.
+  static const std::regex reads(
+      R"(arguments(['"]?\])?\s*(\|\s*(tojson|items|dictsort)\b|\.items\s*\(|\s+is\s+mapping)|_args\.items\s*\()");
+  return std::regex_search(source, reads);
+}
+
 bool template_handles_content_parts(const std::string& source) {
   static const std::regex iterates(R"(for\s+\w+\s+in\s+[\w.\[\]'"]*content)");
   return source.find("content is string") != std::string::npos ||
@@ -174,14 +217,26 @@ Json chat_template_context(const ChatRequest& req, const ChatTemplate& tpl,
       *c = text;
     }
   }
+  if (has_string_arguments(messages) && template_reads_argument_mappings(tpl.source()))
+    parse_tool_call_arguments(messages);
   ctx["messages"] = std::move(messages);
-  ctx["tools"] = req.tools;
+  ctx["tools"] = req.tools.template_tools();
   if (!ctx.contains("documents")) ctx["documents"] = nullptr;
   if (!ctx.contains("add_generation_prompt"))
     ctx["add_generation_prompt"] = req.add_generation_prompt;
   if (!ctx.contains("bos_token")) ctx["bos_token"] = bos_token;
   if (!ctx.contains("eos_token")) ctx["eos_token"] = eos_token;
   return ctx;
+}
+
+const char* openai_finish_reason(const ChoiceResult& c) {
+  if (!c.tool_calls.empty() && c.finish_reason == FinishReason::kStop) return "tool_calls";
+  return openai_finish_reason(c.finish_reason);
+}
+
+Json chat_matched_stop(const ChoiceResult& c) {
+  if (!c.tool_calls.empty() && c.finish_reason == FinishReason::kStop) return nullptr;
+  return c.matched_stop();
 }
 
 const char* openai_finish_reason(FinishReason r) {
@@ -214,22 +269,72 @@ Json usage_json(const Generation& g) {
               {"prompt_tokens_details", {{"cached_tokens", cached}}}};
 }
 
+Json chat_message_json(const ChoiceResult& c, bool with_reasoning) {
+  // With tool calls, empty content is null, as OpenAI returns it.
+  Json msg = {{"role", "assistant"},
+              {"content", c.text.empty() && !c.tool_calls.empty() ? Json() : Json(c.text)}};
+  if (with_reasoning) msg["reasoning_content"] = c.reasoning.empty() ? Json() : Json(c.reasoning);
+  Json calls = Json::array();
+  for (const ToolCall& t : c.tool_calls)
+    calls.push_back({{"id", t.id},
+                     {"type", "function"},
+                     {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+  msg["tool_calls"] = calls.empty() ? Json() : std::move(calls);
+  return msg;
+}
+
 Json chat_completion_json(const ResponseMeta& m, const Generation& g, bool with_reasoning) {
   Json choices = Json::array();
   for (const ChoiceResult& c : g.choices()) {
-    Json msg = {{"role", "assistant"}, {"content", c.text}};
-    if (with_reasoning) msg["reasoning_content"] = c.reasoning.empty() ? Json() : Json(c.reasoning);
-    msg["tool_calls"] = nullptr;
     Json choice = {{"index", c.index},
-                   {"message", std::move(msg)},
+                   {"message", chat_message_json(c, with_reasoning)},
                    {"logprobs", nullptr},
-                   {"finish_reason", openai_finish_reason(c.finish_reason)},
-                   {"matched_stop", c.matched_stop()}};
+                   {"finish_reason", openai_finish_reason(c)},
+                   {"matched_stop", chat_matched_stop(c)}};
     if (g.params().return_hidden_states) choice["hidden_states"] = c.hidden_states;
     choices.push_back(std::move(choice));
   }
   return Json{{"id", m.id},       {"object", "chat.completion"},   {"created", m.created},
               {"model", m.model}, {"choices", std::move(choices)}, {"usage", usage_json(g)}};
+}
+
+std::vector<Json> chat_delta_chunks(const ResponseMeta& m, const ChoiceDelta& d,
+                                    const ChoiceResult& c, bool hidden_states) {
+  std::vector<Json> chunks;
+  auto chunk = [&](Json delta, Json finish) {
+    Json choice = {{"index", d.index},
+                   {"delta", std::move(delta)},
+                   {"logprobs", nullptr},
+                   {"finish_reason", std::move(finish)}};
+    return choice;
+  };
+  if (!d.text.empty() || !d.reasoning.empty()) {
+    Json delta = Json::object();
+    if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+    if (!d.text.empty()) delta["content"] = d.text;
+    chunks.push_back(chat_chunk_json(m, Json::array({chunk(std::move(delta), nullptr)})));
+  }
+  // Per call touched, in order: its start (id, type, name, arguments "") as OpenAI sends it,
+  // then its argument fragments merged into one chunk.
+  auto tool_chunk = [&](ToolCallDelta t) {
+    chunks.push_back(chat_chunk_json(
+        m, Json::array({chunk({{"tool_calls", tool_call_delta_json({std::move(t)})}}, nullptr)})));
+  };
+  for (size_t k = 0; k < d.tool_calls.size();) {
+    const ToolCallDelta& first = d.tool_calls[k];
+    ToolCallDelta fragments{first.index, "", "", ""};
+    if (!first.id.empty()) tool_chunk({first.index, first.id, first.name, ""});
+    while (k < d.tool_calls.size() && d.tool_calls[k].index == first.index)
+      fragments.arguments += d.tool_calls[k++].arguments;
+    if (!fragments.arguments.empty()) tool_chunk(std::move(fragments));
+  }
+  if (d.finished && c.finish_reason != FinishReason::kError) {
+    Json choice = chunk(Json::object(), openai_finish_reason(c));
+    choice["matched_stop"] = chat_matched_stop(c);
+    if (hidden_states) choice["hidden_states"] = c.hidden_states;
+    chunks.push_back(chat_chunk_json(m, Json::array({std::move(choice)})));
+  }
+  return chunks;
 }
 
 Json chat_chunk_json(const ResponseMeta& m, Json choices) {
@@ -238,6 +343,22 @@ Json chat_chunk_json(const ResponseMeta& m, Json choices) {
               {"created", m.created},
               {"model", m.model},
               {"choices", std::move(choices)}};
+}
+
+Json tool_call_delta_json(const std::vector<ToolCallDelta>& calls) {
+  Json items = Json::array();
+  for (const ToolCallDelta& t : calls) {
+    Json item = {{"index", t.index}};
+    if (!t.id.empty()) {
+      item["id"] = t.id;
+      item["type"] = "function";
+      item["function"] = {{"name", t.name}, {"arguments", t.arguments}};
+    } else {
+      item["function"] = {{"arguments", t.arguments}};
+    }
+    items.push_back(std::move(item));
+  }
+  return items;
 }
 
 Json completion_json(const ResponseMeta& m, const Generation& g,

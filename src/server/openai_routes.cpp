@@ -75,9 +75,39 @@ HttpResponse model_by_id(ServerState& st, const HttpRequest& req) {
   return HttpResponse::json(model_card(st));
 }
 
+// How a chat request's output is parsed: reasoning (by the server's --reasoning-parser and the
+// request's template kwargs), tool calls (by --tool-call-parser, when the request has tools and
+// tool_choice is not "none"), and the marker tokens the detokenizer must keep for them.
+Generation::Options chat_output_options(const ServerState& st, const ChatRequest& cr,
+                                        const std::string& prompt) {
+  Generation::Options o;
+  o.prompt_noun = "messages";
+  if (auto f = st.reasoning_format(); f && cr.params.separate_reasoning) {
+    o.reasoning =
+        reasoning_options(*f, cr.template_kwargs, ReasoningParser::prompt_opens_reasoning(prompt));
+    if (o.reasoning) o.keep_special = st.reasoning_token_ids();
+  }
+  if (!st.tool_call_parser().empty() && cr.tools.parse_calls()) {
+    auto tools = std::make_shared<const ToolSet>(cr.tools.tools);
+    const std::string name = st.tool_call_parser();
+    const ToolCallParser::Options po{cr.tools.parallel_tool_calls};
+    o.tool_parser = [tools, name, po] { return make_tool_call_parser(name, tools, po); };
+    o.keep_special.insert(st.tool_call_token_ids().begin(), st.tool_call_token_ids().end());
+  }
+  return o;
+}
+
 HttpResponse chat_completions(ServerState& st, const HttpRequest& req) {
   const ChatRequest cr = parse_chat_request(parse_json_object(req.body));
   check_hidden_states(st, cr.params);
+  using Mode = ToolChoice::Mode;
+  if (cr.tools.choice.mode == Mode::kRequired || cr.tools.choice.mode == Mode::kFunction)
+    // Only constrained decoding can make the model call a tool; until the server has it, a
+    // request that needs a call is refused rather than silently answered without one.
+    throw bad_request(
+        "tool_choice \"required\" and named functions are not supported yet (they need "
+        "constrained decoding); use \"auto\"",
+        "tool_choice");
   require_ready(st);
   const ChatTemplate* tpl = st.chat_template();
   if (!tpl)
@@ -88,10 +118,10 @@ HttpResponse chat_completions(ServerState& st, const HttpRequest& req) {
       tpl->render(chat_template_context(cr, *tpl, st.bos_token(), st.eos_token()));
   PromptInput in;
   in.ids = st.tokenizer().encode(prompt, /*add_special_tokens=*/false);
-  in.reasoning_open = ReasoningParser::prompt_opens_reasoning(prompt);
-  const bool reasoning = st.reasoning_enabled() && cr.params.separate_reasoning;
+  Generation::Options opts = chat_output_options(st, cr, prompt);
+  const bool reasoning = opts.reasoning.has_value();
   auto gen = std::make_shared<Generation>(st, std::vector<PromptInput>{std::move(in)}, cr.params,
-                                          Generation::Options{reasoning, "messages"});
+                                          std::move(opts));
   const ResponseMeta m = meta(st, "chatcmpl-");
 
   HttpResponse res;
@@ -120,28 +150,10 @@ HttpResponse chat_completions(ServerState& st, const HttpRequest& req) {
     out += sse_event(with_usage(chat_chunk_json(m, std::move(choices))));
   };
   auto on_deltas = [gen, m, with_usage](const std::vector<ChoiceDelta>& deltas, std::string& out) {
-    for (const ChoiceDelta& d : deltas) {
-      const ChoiceResult& c = gen->choices()[d.index];
-      if (!d.text.empty() || !d.reasoning.empty()) {
-        Json delta = Json::object();
-        if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
-        if (!d.text.empty()) delta["content"] = d.text;
-        out +=
-            sse_event(with_usage(chat_chunk_json(m, Json::array({{{"index", d.index},
-                                                                  {"delta", std::move(delta)},
-                                                                  {"logprobs", nullptr},
-                                                                  {"finish_reason", nullptr}}}))));
-      }
-      if (d.finished && c.finish_reason != FinishReason::kError) {
-        Json choice = {{"index", d.index},
-                       {"delta", Json::object()},
-                       {"logprobs", nullptr},
-                       {"finish_reason", openai_finish_reason(c.finish_reason)},
-                       {"matched_stop", c.matched_stop()}};
-        if (gen->params().return_hidden_states) choice["hidden_states"] = c.hidden_states;
-        out += sse_event(with_usage(chat_chunk_json(m, Json::array({std::move(choice)}))));
-      }
-    }
+    for (const ChoiceDelta& d : deltas)
+      for (Json& chunk :
+           chat_delta_chunks(m, d, gen->choices()[d.index], gen->params().return_hidden_states))
+        out += sse_event(with_usage(std::move(chunk)));
   };
   auto on_done = stream_tail(gen, m, so, chat_chunk_json);
   res.content_type = kEventStream;
@@ -165,8 +177,8 @@ HttpResponse completions(ServerState& st, const HttpRequest& req) {
       echo.push_back(p.text ? *p.text : tok.decode(p.ids, cr.params.skip_special_tokens));
     inputs.push_back(std::move(in));
   }
-  auto gen = std::make_shared<Generation>(st, std::move(inputs), cr.params,
-                                          Generation::Options{false, "prompt"});
+  auto gen =
+      std::make_shared<Generation>(st, std::move(inputs), cr.params, Generation::Options{"prompt"});
   const ResponseMeta m = meta(st, "cmpl-");
 
   HttpResponse res;

@@ -322,13 +322,17 @@ int run_server(const ServerArgs& args, bool cuda_available) {
     loaded = true;
     log_info(
         "tandem serve: ready, serving '{}' on http://{}:{} (context {} tokens, KV cache {} "
-        "pages of {} tokens, {} max running requests{}{})",
+        "pages of {} tokens, {} max running requests{}{}{})",
         state.model_name(), args.host, port, ctx, m.kv_pages_total, eo.page_size,
         eo.max_running_requests,
         eo.spec.enabled()
             ? fmt::format(", speculative {} x{}", eo.spec.algorithm, eo.spec.num_steps)
             : std::string(),
-        state.reasoning_enabled() ? ", reasoning parser on" : "");
+        args.reasoning_parser.empty() || args.reasoning_parser == "none"
+            ? std::string()
+            : ", reasoning parser " + args.reasoning_parser,
+        args.tool_call_parser.empty() ? std::string()
+                                      : ", tool-call parser " + args.tool_call_parser);
   } catch (const std::exception& e) {
     log_error("{}", e.what());
     code = 1;

@@ -6,6 +6,8 @@
 
 #include "core/error.h"
 #include "model/quant_config.h"
+#include "server/reasoning_parser.h"
+#include "server/tool_call_parser.h"
 
 namespace tandem::server {
 
@@ -51,7 +53,8 @@ Json ServerArgs::to_json() const {
   j["speculative_eagle_topk"] = speculative_eagle_topk;
   j["speculative_num_draft_tokens"] =
       speculative_num_draft_tokens > 0 ? speculative_num_draft_tokens : speculative_num_steps + 1;
-  j["reasoning_parser"] = reasoning_parser;
+  j["reasoning_parser"] = reasoning_parser.empty() ? Json() : Json(reasoning_parser);
+  j["tool_call_parser"] = tool_call_parser.empty() ? Json() : Json(tool_call_parser);
   j["api_key_set"] = !api_key.empty();
   try {
     j["allowed_origins"] = parse_allowed_origins(allowed_origins);
@@ -145,7 +148,11 @@ EngineOptions engine_options(const ServerArgs& a, bool cuda_available,
   // Throws InvalidArgument naming the flag and key; the checkpoint-dependent checks (a quantized
   // checkpoint with an online scheme) happen at load, in apply_online_quant.
   parse_online_quant(a.quantization, a.model_loader_extra_config);
-  parse_allowed_origins(a.allowed_origins);  // throws for a malformed list
+  parse_allowed_origins(a.allowed_origins);    // throws for a malformed list
+  parse_reasoning_format(a.reasoning_parser);  // throws for an unknown parser
+  if (!a.tool_call_parser.empty() && !is_tool_call_parser(a.tool_call_parser))
+    throw InvalidArgument(fmt::format("--tool-call-parser: unknown parser '{}'; choose {}",
+                                      a.tool_call_parser, tool_call_parser_names()));
   if (a.disable_cuda_graph && !cuda)
     warn("--disable-cuda-graph: no CUDA graphs on the CPU backend");
 

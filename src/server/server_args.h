@@ -55,7 +55,9 @@ struct ServerArgs {
   int64_t speculative_num_steps = 3;
   int64_t speculative_eagle_topk = 1;
   int64_t speculative_num_draft_tokens = 0;  // 0: num_steps + 1
-  std::string reasoning_parser = "auto";     // auto | none | glm45 | deepseek-r1 | ...
+  // Output parsers of chat completions (SGLang's flags and names); "": none.
+  std::string reasoning_parser;  // glm45 | deepseek-r1 | deepseek-v3 | none
+  std::string tool_call_parser;  // glm45 | glm47 | deepseekv3 | deepseekv31 | deepseekv32
   std::string api_key;
   // --allowed-origins as given: a JSON list ('["http://a.com"]', as vLLM takes it) or a
   // comma-separated list; "*" allows any origin. Empty: no cross-origin browser access.

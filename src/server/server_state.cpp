@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "server/tool_call_parser.h"
 
 namespace tandem::server {
 
@@ -49,18 +50,14 @@ void ServerState::set_model(LoadedModel m) {
   model_ = std::move(m);
   for (int64_t e : model_.engine->model_config().eos_token_ids)
     eos_ids_.push_back(static_cast<int32_t>(e));
-  const std::string& rp = args_.reasoning_parser;
-  if (rp != "none") {
-    const auto start = model_.tokenizer->token_to_id("<think>");
-    const auto end = model_.tokenizer->token_to_id("</think>");
-    if (start && end) {
-      reasoning_ = true;
-      reasoning_ids_ = {*start, *end};
-    } else if (rp != "auto") {
-      throw InvalidArgument(
-          fmt::format("--reasoning-parser {}: the tokenizer has no <think> / </think> tokens", rp));
-    }
-  }
+  // Markers that are special tokens would be skipped by the detokenizer; the parsers need them.
+  auto ids_of = [&](const std::vector<std::string>& markers, std::unordered_set<int32_t>& ids) {
+    for (const std::string& m : markers)
+      if (auto id = model_.tokenizer->token_to_id(m)) ids.insert(*id);
+  };
+  reasoning_format_ = parse_reasoning_format(args_.reasoning_parser);
+  if (reasoning_format_) ids_of({"<think>", "</think>"}, reasoning_ids_);
+  if (!args_.tool_call_parser.empty()) ids_of(tool_call_markers(args_.tool_call_parser), tool_ids_);
   grammars_ = std::make_unique<GrammarCache>(*model_.tokenizer);
   ready_.store(true, std::memory_order_release);
 }

@@ -17,6 +17,7 @@
 #include "runtime/engine.h"
 #include "server/grammar_constraint.h"
 #include "server/metrics.h"
+#include "server/reasoning_parser.h"
 #include "server/server_args.h"
 #include "tokenizer/tokenizer.h"
 
@@ -64,9 +65,12 @@ class ServerState {
   const std::string& bos_token() const { return model_.bos_token; }
   const std::string& eos_token() const { return model_.eos_token; }
   const std::vector<int32_t>& eos_token_ids() const { return eos_ids_; }
-  // The reasoning markers' ids when the reasoning parser is on (chat completions).
-  bool reasoning_enabled() const { return reasoning_; }
+  // --reasoning-parser (nullopt: none) and the ids of its markers that are tokens.
+  std::optional<ReasoningFormat> reasoning_format() const { return reasoning_format_; }
   const std::unordered_set<int32_t>& reasoning_token_ids() const { return reasoning_ids_; }
+  // --tool-call-parser ("": none) and the ids of its markers that are tokens.
+  const std::string& tool_call_parser() const { return args_.tool_call_parser; }
+  const std::unordered_set<int32_t>& tool_call_token_ids() const { return tool_ids_; }
 
   // The compiled grammar of a structured-output request (cached). Throws ApiError 400 when it
   // cannot be compiled, or when the server cannot constrain decoding in its configuration.
@@ -89,8 +93,9 @@ class ServerState {
   ServerMetrics metrics_;
   LoadedModel model_;
   std::vector<int32_t> eos_ids_;
-  bool reasoning_ = false;
+  std::optional<ReasoningFormat> reasoning_format_;
   std::unordered_set<int32_t> reasoning_ids_;
+  std::unordered_set<int32_t> tool_ids_;
   std::unique_ptr<GrammarCache> grammars_;  // built with the model
   std::atomic<bool> ready_{false};
   std::atomic<bool> stopping_{false};

@@ -1,5 +1,7 @@
-// Byte-identical rendering of real chat templates (Qwen3, DeepSeek-V3 from npm; our GLM-5-style
-// template) against Python Jinja2 configured like transformers. The fixtures come from
+// Byte-identical rendering of real chat templates (Qwen3, DeepSeek-V3, Llama-3 from npm; GLM-4.5,
+// GLM-4.7-Flash, DeepSeek-V3 / V3.1 / V3.2 tool templates committed in tests/data/templates; our
+// GLM-5-style test template and the default model's template) against Python Jinja2 configured
+// like transformers. The fixtures come from
 // scripts/fetch_template_fixtures.sh DEST; point TANDEM_TEMPLATE_FIXTURES at DEST. Without them
 // these tests fail, unless TANDEM_ALLOW_MISSING_FIXTURES=1 (then they are skipped).
 #include <gtest/gtest.h>
@@ -105,6 +107,24 @@ TEST(ChatTemplateFixtures, Glm5Style) {
 }
 TEST(ChatTemplateFixtures, Llama3) {
   check_template("llama3", 20);
+}
+TEST(ChatTemplateFixtures, Glm45) {
+  check_template("glm45", 30);
+}
+TEST(ChatTemplateFixtures, Glm47Flash) {
+  check_template("glm47_flash", 30);
+}
+TEST(ChatTemplateFixtures, DeepSeekV3Tools) {
+  check_template("deepseek_v3_tools", 30);
+}
+TEST(ChatTemplateFixtures, DeepSeekV31) {
+  check_template("deepseek_v31", 30);
+}
+TEST(ChatTemplateFixtures, DeepSeekV32) {
+  check_template("deepseek_v32", 30);
+}
+TEST(ChatTemplateFixtures, TandemAusten) {
+  check_template("tandem_austen", 30);
 }
 
 }  // namespace

@@ -233,7 +233,7 @@ main_suite() {
 local label=$1
 shift
 # SGLang launch flags as users write them, plus other backends' flags that must only warn.
-start_server "main-$label" --trust-remote-code "$@" --mem-fraction-static 0.8 \
+start_server "main-$label" --trust-remote-code "$@" --mem-fraction-static 0.8 --tool-call-parser glm47 \
   --max-running-requests 48 --kv-cache-dtype auto --disable-cuda-graph --page-size 16 \
   --max-total-tokens 32768 --served-model-name tandem-e2e \
   --attention-backend fa3 --enable-metrics
@@ -258,8 +258,12 @@ req POST /v1/completions '{"model":"tandem-e2e","prompt":"It is a truth","max_to
 expect "POST /v1/completions" 200 "j.object === 'text_completion' && j.choices[0].text.length > 0 && j.choices[0].finish_reason === 'length' && j.usage.completion_tokens === 8 && j.usage.prompt_tokens_details.cached_tokens >= 0 && j.id.startsWith('cmpl-')"
 req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":8,"temperature":0,"chat_template_kwargs":{"enable_thinking":false}}'
 expect "POST /v1/chat/completions" 200 "j.object === 'chat.completion' && j.choices[0].message.role === 'assistant' && j.choices[0].message.content.length > 0 && j.usage.total_tokens === j.usage.prompt_tokens + 8 && j.model === 'tandem-e2e'"
-req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":8,"temperature":0}'
-expect "chat with thinking: reasoning_content" 200 "typeof j.choices[0].message.reasoning_content === 'string' || j.choices[0].message.content.length > 0"
+# The README's first example: the default model answers in content (no reasoning parser unless
+# --reasoning-parser is given, and its template opens no <think>).
+req POST /v1/chat/completions '{"messages": [{"role": "user", "content": "Tell me about Mr. Darcy."}], "max_tokens": 64}'
+expect "README example answers in content, no reasoning_content" 200 "j.choices[0].message.content.length > 0 && !('reasoning_content' in j.choices[0].message) && j.choices[0].message.tool_calls === null"
+req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}}'
+expect "tool_choice naming an unknown function" 400 "$(is_error 400) && j.error.param === 'tool_choice'"
 req POST /generate '{"text":"The next morning","sampling_params":{"max_new_tokens":6,"temperature":0}}'
 expect "POST /generate" 200 "j.output_ids.length === 6 && j.text.length > 0 && j.meta_info.finish_reason.type === 'length' && j.meta_info.completion_tokens === 6 && j.meta_info.prompt_tokens > 0 && typeof j.meta_info.e2e_latency === 'number' && typeof j.meta_info.id === 'string'"
 req POST /generate '{"input_ids":[[40,41,42],[50,51]],"sampling_params":{"max_new_tokens":3,"temperature":0}}'

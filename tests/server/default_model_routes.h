@@ -1,5 +1,6 @@
 // A test fixture: the server's routes over the real default model (no MTP, 16k KV tokens), built
-// once per suite. Route tests dispatch requests to router_ and read state_.
+// once per suite (default flags, or set_up's). Route tests dispatch requests to router_ and read
+// state_.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -20,9 +21,11 @@ inline std::string source_path(const std::string& rel) {
 
 class DefaultModelRoutes : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
+  static void SetUpTestSuite() { set_up(ServerArgs{}); }
+  // A suite with other launch flags (--tool-call-parser, ...) defines its own SetUpTestSuite
+  // calling this.
+  static void set_up(ServerArgs a) {
     init_backends();
-    ServerArgs a;
     a.model_path = source_path("models/tandem-austen");
     state_ = new ServerState(a);
     LoadedModel lm;

@@ -22,7 +22,7 @@ class GenerationTest : public DefaultModelRoutes {
   };
 
   static Outcome run(const std::vector<int32_t>& prompt, GenerationParams p) {
-    Generation g(*state_, {PromptInput{prompt, false}}, p, Generation::Options{});
+    Generation g(*state_, {PromptInput{prompt}}, p, Generation::Options{});
     Outcome r;
     r.streamed.resize(static_cast<size_t>(p.n));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
@@ -125,7 +125,7 @@ TEST_F(GenerationTest, StopTokenIds) {
 TEST_F(GenerationTest, AbortReturnsKvPages) {
   Engine& e = state_->engine();
   {
-    Generation g(*state_, {PromptInput{prompt("The next morning Elinor"), false}}, greedy(3000),
+    Generation g(*state_, {PromptInput{prompt("The next morning Elinor")}}, greedy(3000),
                  Generation::Options{});
     std::vector<ChoiceDelta> d;
     int64_t tokens = 0;
@@ -174,16 +174,14 @@ TEST_F(GenerationTest, SeededSamplingIsReproducible) {
 TEST_F(GenerationTest, ContextLimits) {
   const int64_t ctx = state_->engine().context_length();
   try {
-    Generation g(*state_, {PromptInput{prompt("Hello there"), false}}, greedy(ctx),
-                 Generation::Options{});
+    Generation g(*state_, {PromptInput{prompt("Hello there")}}, greedy(ctx), Generation::Options{});
     ADD_FAILURE() << "accepted prompt + max_tokens beyond the context";
   } catch (const ApiError& e) {
     EXPECT_EQ(e.status(), 400);
     EXPECT_NE(std::string(e.what()).find(std::to_string(ctx)), std::string::npos) << e.what();
     EXPECT_EQ(e.param(), "max_tokens");
   }
-  EXPECT_THROW(Generation(*state_, {PromptInput{{}, false}}, greedy(4), Generation::Options{}),
-               ApiError);
+  EXPECT_THROW(Generation(*state_, {PromptInput{{}}}, greedy(4), Generation::Options{}), ApiError);
   // Without max_tokens the completion may use the rest of the context.
   GenerationParams p = greedy(1);
   p.max_new_tokens.reset();

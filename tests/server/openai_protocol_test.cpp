@@ -54,7 +54,7 @@ TEST(ChatRequest, DefaultsAndExtras) {
   EXPECT_EQ(r.template_kwargs["enable_thinking"], false);
   EXPECT_TRUE(r.stream.stream);
   EXPECT_TRUE(r.stream.include_usage);
-  EXPECT_TRUE(r.tools.is_null());
+  EXPECT_FALSE(r.tools.has_tools());
 }
 
 TEST(ChatRequest, MaxCompletionTokensWins) {

@@ -98,6 +98,26 @@ TEST(ServerArgs, StartupErrors) {
   a = ServerArgs{};
   a.quantization = "awq";
   expect_invalid(a, "--quantization 'awq'");
+  a = ServerArgs{};
+  a.reasoning_parser = "auto";  // removed: reasoning is split only when a parser is named
+  expect_invalid(a, "--reasoning-parser");
+  a = ServerArgs{};
+  a.tool_call_parser = "hermes";
+  expect_invalid(a, "--tool-call-parser");
+}
+
+TEST(ServerArgs, OutputParsers) {
+  ServerArgs a;
+  EXPECT_TRUE(a.reasoning_parser.empty());  // none by default, as SGLang
+  EXPECT_TRUE(a.to_json()["reasoning_parser"].is_null());
+  EXPECT_TRUE(a.to_json()["tool_call_parser"].is_null());
+  for (const char* r : {"none", "glm45", "deepseek-r1", "deepseek-v3"})
+    for (const char* t : {"glm45", "glm47", "deepseekv3", "deepseekv31", "deepseekv32"}) {
+      a.reasoning_parser = r;
+      a.tool_call_parser = t;
+      EXPECT_NO_THROW(engine_options(a, false)) << r << " " << t;
+    }
+  EXPECT_EQ(a.to_json()["tool_call_parser"], "deepseekv32");
 }
 
 TEST(ServerArgs, OnlineQuantizationFlagsAreAccepted) {
