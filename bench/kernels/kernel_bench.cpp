@@ -210,6 +210,9 @@ class OpTimer final : public Backend {
   void argmax(const Tensor& l, Tensor& o) override {
     time("argmax", [&] { b_.argmax(l, o); });
   }
+  void mask_logits(Tensor& l, const Tensor& a) override {
+    time("mask_logits", [&] { b_.mask_logits(l, a); });
+  }
   void fill_random(Tensor& t, uint64_t seed, float scale) override {
     b_.fill_random(t, seed, scale);
   }

@@ -115,6 +115,10 @@ Runner add_serve(CLI::App& app) {
                  "Parse tool calls in chat completions into tool_calls: glm45, glm47, deepseekv3, "
                  "deepseekv31 or deepseekv32 (default: none; tools are still given to the "
                  "template)");
+  app.add_flag("--constrained-json-disable-any-whitespace",
+               a->constrained_json_disable_any_whitespace,
+               "Structured outputs: JSON without whitespace between tokens (default: up to 20 "
+               "bytes of whitespace per gap)");
   app.add_option("--api-key", a->api_key, "Require 'Authorization: Bearer <key>'");
   app.add_option("--allowed-origins", a->allowed_origins,
                  "Origins browsers may call from (CORS): a JSON list such as '[\"http://a.com\"]' "

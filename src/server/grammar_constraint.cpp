@@ -9,6 +9,7 @@
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
 #include "server/api_error.h"
+#include "server/tool_call_grammar.h"
 
 namespace tandem::server {
 
@@ -62,6 +63,14 @@ std::string constraint_ebnf(const ConstraintSpec& spec) {
           "answer-root");
     case ConstraintSpec::Kind::kEbnf:
       return spec.source;
+    case ConstraintSpec::Kind::kToolCalls: {
+      const Json j = Json::parse(spec.source);
+      const grammar::EbnfRules r =
+          tool_call_rules(j.at("parser").get<std::string>(), j.at("tools"),
+                          j.at("function").get<std::string>(), j.at("parallel").get<bool>(), opt);
+      return spec.after_reasoning ? after_reasoning_ebnf(r.text, r.root)
+                                  : "root ::= " + r.root + "\n" + r.text;
+    }
     case ConstraintSpec::Kind::kNone:
       break;
   }

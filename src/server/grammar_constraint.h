@@ -19,9 +19,11 @@ namespace tandem::server {
 
 // A constraint as the request spelled it, before compilation.
 struct ConstraintSpec {
-  enum class Kind { kNone, kJsonSchema, kJsonObject, kRegex, kEbnf };
+  enum class Kind { kNone, kJsonSchema, kJsonObject, kRegex, kEbnf, kToolCalls };
   Kind kind = Kind::kNone;
-  std::string source;   // the schema's JSON text, the regex, or the EBNF
+  // The schema's JSON text, the regex, the EBNF, or for a forced tool call the JSON text of
+  // {"parser", "tools", "function" (empty: any), "parallel"} (tool_call_grammar.h).
+  std::string source;
   bool strict = false;  // OpenAI json_schema.strict
   std::string param;    // the request field it came from, for 400s
   // The prompt left a think block open and the reasoning parser is on: the reasoning comes

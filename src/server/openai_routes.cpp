@@ -97,17 +97,33 @@ Generation::Options chat_output_options(const ServerState& st, const ChatRequest
   return o;
 }
 
-HttpResponse chat_completions(ServerState& st, const HttpRequest& req) {
-  const ChatRequest cr = parse_chat_request(parse_json_object(req.body));
-  check_hidden_states(st, cr.params);
+// tool_choice "required" or a named function: the output is made of calls in the
+// --tool-call-parser's format, by constrained decoding (tool_call_grammar.h), not by hoping.
+void force_tool_call(const ServerState& st, ChatRequest& cr) {
   using Mode = ToolChoice::Mode;
-  if (cr.tools.choice.mode == Mode::kRequired || cr.tools.choice.mode == Mode::kFunction)
-    // Only constrained decoding can make the model call a tool; until the server has it, a
-    // request that needs a call is refused rather than silently answered without one.
+  const ToolChoice& choice = cr.tools.choice;
+  if (choice.mode != Mode::kRequired && choice.mode != Mode::kFunction) return;
+  if (st.tool_call_parser().empty())
     throw bad_request(
-        "tool_choice \"required\" and named functions are not supported yet (they need "
-        "constrained decoding); use \"auto\"",
+        "tool_choice \"required\" and named functions need a server started with "
+        "--tool-call-parser (the format the calls are written in)",
         "tool_choice");
+  if (!cr.params.constraint.empty())
+    throw bad_request(fmt::format("tool_choice forces a tool call; it cannot be combined with '{}'",
+                                  cr.params.constraint.param),
+                      "tool_choice");
+  const Json source = {{"parser", st.tool_call_parser()},
+                       {"tools", cr.tools.tools},
+                       {"function", choice.mode == Mode::kFunction ? choice.function : ""},
+                       {"parallel", cr.tools.parallel_tool_calls}};
+  cr.params.constraint =
+      ConstraintSpec{ConstraintSpec::Kind::kToolCalls, source.dump(), false, "tool_choice"};
+}
+
+HttpResponse chat_completions(ServerState& st, const HttpRequest& req) {
+  ChatRequest cr = parse_chat_request(parse_json_object(req.body));
+  check_hidden_states(st, cr.params);
+  force_tool_call(st, cr);
   require_ready(st);
   const ChatTemplate* tpl = st.chat_template();
   if (!tpl)

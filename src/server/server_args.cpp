@@ -55,6 +55,7 @@ Json ServerArgs::to_json() const {
       speculative_num_draft_tokens > 0 ? speculative_num_draft_tokens : speculative_num_steps + 1;
   j["reasoning_parser"] = reasoning_parser.empty() ? Json() : Json(reasoning_parser);
   j["tool_call_parser"] = tool_call_parser.empty() ? Json() : Json(tool_call_parser);
+  j["constrained_json_disable_any_whitespace"] = constrained_json_disable_any_whitespace;
   j["api_key_set"] = !api_key.empty();
   try {
     j["allowed_origins"] = parse_allowed_origins(allowed_origins);

@@ -58,6 +58,9 @@ struct ServerArgs {
   // Output parsers of chat completions (SGLang's flags and names); "": none.
   std::string reasoning_parser;  // glm45 | deepseek-r1 | deepseek-v3 | none
   std::string tool_call_parser;  // glm45 | glm47 | deepseekv3 | deepseekv31 | deepseekv32
+  // Structured outputs: constrained JSON has no whitespace between its tokens (else at most 20
+  // bytes per gap).
+  bool constrained_json_disable_any_whitespace = false;
   std::string api_key;
   // --allowed-origins as given: a JSON list ('["http://a.com"]', as vLLM takes it) or a
   // comma-separated list; "*" allows any origin. Empty: no cross-origin browser access.

@@ -63,7 +63,9 @@ void ServerState::set_model(LoadedModel m) {
 }
 
 CompiledConstraint ServerState::grammar_for(const ConstraintSpec& spec) {
-  return grammars_->get(spec);
+  ConstraintSpec s = spec;
+  if (args_.constrained_json_disable_any_whitespace) s.max_whitespace = 0;
+  return grammars_->get(s);
 }
 
 std::string ServerState::new_id(const char* prefix) {

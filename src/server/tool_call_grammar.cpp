@@ -68,6 +68,22 @@ struct PairFormat {
   std::string before, middle_string, middle_json, after;
 };
 
+// Arguments the template writes as raw text (and the parser keeps as strings): type string, or no
+// type and only string enum / const values.
+bool raw_text(const nlohmann::ordered_json& s) {
+  if (!s.is_object()) return false;
+  if (s.contains("type")) return s["type"] == "string";
+  auto all_strings = [](const nlohmann::ordered_json& v) {
+    if (v.is_string()) return true;
+    if (!v.is_array() || v.empty()) return false;
+    for (const auto& e : v)
+      if (!e.is_string()) return false;
+    return true;
+  };
+  return (s.contains("enum") && all_strings(s["enum"])) ||
+         (s.contains("const") && s["const"].is_string());
+}
+
 // A string argument as raw text: its enum or const values, its pattern, or text without '<'
 // within its length bounds.
 std::string string_value(const nlohmann::ordered_json& s) {
@@ -98,10 +114,12 @@ std::string pair_arguments(const Function& f, const PairFormat& pf, const std::s
   std::string seq;
   int i = 0;
   for (const auto& [key, schema] : params["properties"].items()) {
-    const bool is_string =
-        schema.is_object() && schema.contains("type") && schema["type"] == "string";
+    const bool is_string = raw_text(schema);
     std::string value;
     if (is_string) {
+      // The front end still reads the schema, so that a keyword it cannot honour is refused
+      // (400 naming it) rather than ignored.
+      grammar::json_schema_rules(schema, fmt::format("{}check{}-", prefix, i), opt);
       value = string_value(schema);
     } else {
       const EbnfRules r = grammar::json_schema_rules(schema, fmt::format("{}a{}-", prefix, i), opt);

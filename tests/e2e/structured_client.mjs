@@ -217,6 +217,94 @@ await test('refused constraints: 400 naming the keyword or the field', async () 
   }
 });
 
+// Forced tool calls (the server runs --tool-call-parser glm47): the output is nothing but calls
+// in GLM-4.7's format, which come back as message.tool_calls with arguments valid for each
+// function's schema.
+const TOOLS = [
+  { type: 'function', function: { name: 'get_weather', description: 'Weather in a town',
+    parameters: { type: 'object', properties: { town: { type: 'string', maxLength: 20 },
+                                                days: { type: 'integer', minimum: 1, maximum: 7 } },
+                  required: ['town', 'days'] } } },
+  { type: 'function', function: { name: 'send_letter', description: 'Send a letter',
+    parameters: { type: 'object', properties: { to: { enum: ['Darcy', 'Bingley', 'Wickham'] },
+                                                sealed: { type: 'boolean' },
+                                                lines: { type: 'array', items: { type: 'string', maxLength: 30 }, maxItems: 2 } },
+                  required: ['to'] } } },
+];
+const TOOL_CHAT = [{ role: 'user', content: 'Is it raining at Pemberley? Write to Mr. Darcy.' }];
+function validCalls(calls, allowed, what) {
+  check(Array.isArray(calls) && calls.length >= 1, `${what}: no tool_calls`);
+  for (const c of calls) {
+    check(c.type === 'function' && /^call_/.test(c.id), `${what}: call shape ${JSON.stringify(c)}`);
+    const tool = TOOLS.find((t) => t.function.name === c.function.name);
+    check(tool && allowed.includes(c.function.name), `${what}: unexpected function ${c.function.name}`);
+    validates(tool.function.parameters, c.function.arguments, `${what}: ${c.function.name} arguments`);
+  }
+}
+
+await test('tool_choice "required": calls only, each valid for its schema (greedy and sampled)', async () => {
+  for (const temperature of [0, 1]) {
+    for (let seed = 0; seed < (temperature ? 6 : 1); seed++) {
+      const r = await client.chat.completions.create({
+        model: 'default', messages: TOOL_CHAT, tools: TOOLS, tool_choice: 'required',
+        temperature, seed, max_tokens: 300 });
+      const c = r.choices[0];
+      check(c.finish_reason === 'tool_calls', `finish_reason ${c.finish_reason}`);
+      validCalls(c.message.tool_calls, ['get_weather', 'send_letter'], `t=${temperature} seed ${seed}`);
+      check(!c.message.content, `content ${JSON.stringify(c.message.content)}`);
+      if (temperature === 0) outputs.tool_required = c.message.tool_calls.map((t) => [t.function.name, t.function.arguments]);
+    }
+  }
+});
+
+await test('tool_choice naming a function, parallel_tool_calls false: exactly that call', async () => {
+  for (const name of ['get_weather', 'send_letter']) {
+    const r = await client.chat.completions.create({
+      model: 'default', messages: TOOL_CHAT, tools: TOOLS, parallel_tool_calls: false,
+      tool_choice: { type: 'function', function: { name } }, temperature: 0, max_tokens: 300 });
+    const calls = r.choices[0].message.tool_calls;
+    check(calls?.length === 1, `${name}: ${calls?.length} calls`);
+    validCalls(calls, [name], name);
+    outputs[`tool_${name}`] = calls[0].function.arguments;
+  }
+});
+
+await test('forced tool call streamed == non-streamed, then a tool result and an answer', async () => {
+  const p = { model: 'default', messages: TOOL_CHAT, tools: TOOLS, temperature: 0, max_tokens: 300,
+              tool_choice: { type: 'function', function: { name: 'get_weather' } } };
+  const full = await client.chat.completions.create(p);
+  const stream = await client.chat.completions.create({ ...p, stream: true });
+  const calls = [];
+  let finish = null;
+  for await (const chunk of stream)
+    for (const c of chunk.choices) {
+      for (const d of c.delta.tool_calls ?? []) {
+        calls[d.index] ??= { id: d.id, name: d.function?.name, arguments: '' };
+        calls[d.index].arguments += d.function?.arguments ?? '';
+      }
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  const want = full.choices[0].message.tool_calls;
+  check(finish === 'tool_calls', `stream finish ${finish}`);
+  check(calls.length === want.length && calls.every((c, i) => c.name === want[i].function.name &&
+        JSON.stringify(JSON.parse(c.arguments)) === JSON.stringify(JSON.parse(want[i].function.arguments))),
+        `streamed ${JSON.stringify(calls)} vs ${JSON.stringify(want)}`);
+  const second = await client.chat.completions.create({
+    model: 'default', tools: TOOLS, temperature: 0, max_tokens: 24,
+    messages: [...TOOL_CHAT, full.choices[0].message,
+               { role: 'tool', tool_call_id: want[0].id, content: '{"rain": true}' }] });
+  check(second.choices[0].message.content?.length > 0, 'an answer after the tool result');
+});
+
+await test('tool_choice "required" refusals', async () => {
+  const both = await post('/v1/chat/completions', { model: 'default', messages: TOOL_CHAT, tools: TOOLS,
+    tool_choice: 'required', response_format: { type: 'json_object' } });
+  check(both.status === 400 && both.body.error.param === 'tool_choice', `with response_format: ${both.status}`);
+  const bad = await post('/v1/chat/completions', { model: 'default', messages: TOOL_CHAT, tool_choice: 'required',
+    tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { x: { type: 'string', format: 'hostname' } } } } }] });
+  check(bad.status === 400 && JSON.stringify(bad.body).includes('format'), `unsupported schema: ${bad.status} ${JSON.stringify(bad.body)}`);
+});
+
 if (outputsFile) writeFileSync(outputsFile, JSON.stringify(outputs, null, 1));
 if (failures) {
   console.log(`${failures} structured-output check(s) failed`);
