@@ -23,6 +23,11 @@ if [ "${1:-}" = "--stage" ]; then
   cp "$BUILD/tests/ops_tests" "$BUILD/tests/gpu_model_tests" "$BUILD/bench/kernel_bench" "$BUILD/tandem" "$CARRY/"
   # NCCL and the one-shot all-reduce (optional: older builds lack it).
   [ -f "$BUILD/tests/gpu_dist_tests" ] && cp "$BUILD/tests/gpu_dist_tests" "$CARRY/"
+  # The grammar engine's mask benchmark, on a real ~150K vocabulary (Qwen3's, the fixture).
+  if [ -f "$BUILD/bench/grammar_bench" ] && [ -f "$ROOT/build/fixtures/tokenizer/qwen3/tokenizer.json" ]; then
+    cp "$BUILD/bench/grammar_bench" "$CARRY/"
+    cp "$ROOT/build/fixtures/tokenizer/qwen3/tokenizer.json" "$CARRY/qwen3_tokenizer.json"
+  fi
   # Non-system shared libraries the binaries need (CUDA's own are on the GPU machine).
   # libnccl (218 MB) is on the GPU machine too, in /usr/lib/x86_64-linux-gnu.
   for lib in $(ldd "$CARRY"/ops_tests "$CARRY"/gpu_model_tests "$CARRY"/kernel_bench "$CARRY"/tandem | awk '/=>/ {print $3}' | sort -u); do
@@ -36,6 +41,7 @@ if [ "${1:-}" = "--stage" ]; then
   # The working tree and what it carries must stay under the device tool's 64 MiB: travel
   # stripped and compressed (~7 MB instead of ~40).
   strip --strip-unneeded "$CARRY"/ops_tests "$CARRY"/gpu_model_tests "$CARRY"/kernel_bench "$CARRY"/tandem
+  [ -f "$CARRY/grammar_bench" ] && strip --strip-unneeded "$CARRY/grammar_bench"
   [ -f "$CARRY/gpu_dist_tests" ] && strip --strip-unneeded "$CARRY/gpu_dist_tests"
   tar -cJf "$CARRY.tar.xz" -C "$(dirname "$CARRY")" "$(basename "$CARRY")"
   du -sh "$CARRY" "$CARRY.tar.xz"; ls "$CARRY" "$CARRY/lib"; cat "$CARRY/COMMIT"
@@ -160,6 +166,22 @@ if [ "${SPEC:-1}" = "1" ]; then
     --preset glm5.2 --num-layers 7 --num-prompts 16 --prompt-tokens 1024 --max-new-tokens 48 \
     --concurrency 1,8 --simulate-accept-length 2.4 --profile-spec-phases
 fi
+# Structured outputs: every request constrained by a JSON schema (masks on the device, one
+# captured forward per draft step), TPOT against the unconstrained rows of spec_austen (same
+# prompts and lengths), MTP identical to plain in deterministic mode; then the grammar engine's
+# per-token mask cost on a real ~150K vocabulary on this host's CPU.
+if [ "${STRUCTURED:-1}" = "1" ]; then
+  PROMPTS=${PROMPTS:-"--prompts tests/data/austen/heldout_prompts_64.json --num-prompts 64"}
+  step spec_austen_json "${SPEC_TIMEOUT:-150}" "$CARRY/tandem" bench-offline --device cuda $PROMPTS \
+    --concurrency 1,8,32 --json-schema bench/structured/chapters.json
+  step spec_austen_json_det "${SPEC_TIMEOUT:-150}" "$CARRY/tandem" bench-offline --device cuda $PROMPTS \
+    --concurrency 1,32 --json-schema bench/structured/chapters.json --enable-deterministic-inference
+  if grep -qE "^1 +MTP.*outputs identical" "$OUTDIR/spec_austen_json_det.log" &&
+     grep -qE "^32 +MTP.*outputs identical" "$OUTDIR/spec_austen_json_det.log"; then :; else
+    FAILURES+=("constrained MTP output differs from constrained plain decoding (deterministic)")
+  fi
+  [ -x "$CARRY/grammar_bench" ] && step grammar_bench "${GRAMMAR_TIMEOUT:-120}" "$CARRY/grammar_bench" "$CARRY/qwen3_tokenizer.json"
+fi
 # compute-sanitizer over the small op cases: out-of-bounds / misaligned accesses, then
 # shared-memory races in the attention and indexer kernels.
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -172,7 +194,7 @@ fi
   echo
   echo "==================== GPU SUITE SUMMARY ===================="
   head -1 "$OUTDIR/gpu.txt" >/dev/null; sed -n 2p "$OUTDIR/gpu.txt"
-  for n in ops_tests gpu_model_tests gpu_dist_tests kernel_bench quant_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 memcheck racecheck; do
+  for n in ops_tests gpu_model_tests gpu_dist_tests kernel_bench quant_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_json spec_austen_json_det grammar_bench memcheck racecheck; do
     [ -f "$OUTDIR/$n.log" ] || continue
     printf "%-16s rc=%-4s %4ss  " "$n" "${RC[$n]}" "${SECS[$n]}"
     grep -E "^\[  (PASSED|FAILED)  \]|ERROR SUMMARY|RACECHECK SUMMARY" "$OUTDIR/$n.log" | head -3 | tr '\n' ' '
@@ -192,7 +214,7 @@ fi
   sed -n '/^DECODE ATTENTION, bf16 vs FP8/,/^$/p' "$OUTDIR/kernel_bench.log"
   [ -f "$OUTDIR/quant_bench.log" ] && { echo; grep -v "^\[" "$OUTDIR/quant_bench.log"; }
   [ -f "$OUTDIR/hf_baseline.log" ] && { echo; echo "-- hf_baseline (transformers, same GPU, same run)"; cat "$OUTDIR/hf_baseline.log"; }
-  for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
+  for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_json spec_austen_json_det grammar_bench; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
   grep -h -E "error|Error|what\(\)" "$OUTDIR"/*.log | head -10
   echo
   if [ ${#FAILURES[@]} -eq 0 ]; then
@@ -210,7 +232,7 @@ mkdir -p "$(dirname "$RESULTS")"
   echo "# scripts/gpu_suite.sh $*, commit $COMMIT, $(date -u '+%Y-%m-%d %H:%M UTC')"
   cat "$OUTDIR/summary.txt"
   # The full benchmark and engine logs, so every table docs/ quotes is in this file.
-  for n in kernel_bench quant_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7; do
+  for n in kernel_bench quant_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_json spec_austen_json_det grammar_bench; do
     [ -f "$OUTDIR/$n.log" ] || continue
     echo; echo "==================== $n.log ===================="
     grep -v "^\[" "$OUTDIR/$n.log"
