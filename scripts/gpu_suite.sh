@@ -172,6 +172,10 @@ fi
 # per-token mask cost on a real ~150K vocabulary on this host's CPU.
 if [ "${STRUCTURED:-1}" = "1" ]; then
   PROMPTS=${PROMPTS:-"--prompts tests/data/austen/heldout_prompts_64.json --num-prompts 64"}
+  # The same run unconstrained (spec_austen's rows when SPEC=1 ran it; repeated here so that both
+  # sides come from the same minutes of the same machine).
+  step spec_austen_free "${SPEC_TIMEOUT:-150}" "$CARRY/tandem" bench-offline --device cuda $PROMPTS \
+    --concurrency 1,8,32
   step spec_austen_json "${SPEC_TIMEOUT:-150}" "$CARRY/tandem" bench-offline --device cuda $PROMPTS \
     --concurrency 1,8,32 --json-schema bench/structured/chapters.json
   step spec_austen_json_det "${SPEC_TIMEOUT:-150}" "$CARRY/tandem" bench-offline --device cuda $PROMPTS \
@@ -194,7 +198,7 @@ fi
   echo
   echo "==================== GPU SUITE SUMMARY ===================="
   head -1 "$OUTDIR/gpu.txt" >/dev/null; sed -n 2p "$OUTDIR/gpu.txt"
-  for n in ops_tests gpu_model_tests gpu_dist_tests kernel_bench quant_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_json spec_austen_json_det grammar_bench memcheck racecheck; do
+  for n in ops_tests gpu_model_tests gpu_dist_tests kernel_bench quant_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det grammar_bench memcheck racecheck; do
     [ -f "$OUTDIR/$n.log" ] || continue
     printf "%-16s rc=%-4s %4ss  " "$n" "${RC[$n]}" "${SECS[$n]}"
     grep -E "^\[  (PASSED|FAILED)  \]|ERROR SUMMARY|RACECHECK SUMMARY" "$OUTDIR/$n.log" | head -3 | tr '\n' ' '
@@ -214,7 +218,7 @@ fi
   sed -n '/^DECODE ATTENTION, bf16 vs FP8/,/^$/p' "$OUTDIR/kernel_bench.log"
   [ -f "$OUTDIR/quant_bench.log" ] && { echo; grep -v "^\[" "$OUTDIR/quant_bench.log"; }
   [ -f "$OUTDIR/hf_baseline.log" ] && { echo; echo "-- hf_baseline (transformers, same GPU, same run)"; cat "$OUTDIR/hf_baseline.log"; }
-  for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_json spec_austen_json_det grammar_bench; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
+  for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det grammar_bench; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
   grep -h -E "error|Error|what\(\)" "$OUTDIR"/*.log | head -10
   echo
   if [ ${#FAILURES[@]} -eq 0 ]; then
@@ -232,7 +236,7 @@ mkdir -p "$(dirname "$RESULTS")"
   echo "# scripts/gpu_suite.sh $*, commit $COMMIT, $(date -u '+%Y-%m-%d %H:%M UTC')"
   cat "$OUTDIR/summary.txt"
   # The full benchmark and engine logs, so every table docs/ quotes is in this file.
-  for n in kernel_bench quant_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_json spec_austen_json_det grammar_bench; do
+  for n in kernel_bench quant_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det grammar_bench; do
     [ -f "$OUTDIR/$n.log" ] || continue
     echo; echo "==================== $n.log ===================="
     grep -v "^\[" "$OUTDIR/$n.log"
