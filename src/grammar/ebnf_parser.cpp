@@ -6,6 +6,7 @@
 #include "grammar/analysis.h"
 #include "grammar/grammar.h"
 #include "grammar/ir.h"
+#include "grammar/utf8_ranges.h"
 
 namespace tandem::grammar::ir {
 
@@ -16,24 +17,6 @@ constexpr int64_t kMaxRepeat = 10000;
 // Parentheses nest at most this deep: the parser and the compiler recurse on the nesting, and
 // the grammar text may come from a request.
 constexpr int kMaxNesting = 500;
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 bool is_name_start(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';

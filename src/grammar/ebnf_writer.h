@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "grammar/code_point_set.h"
+#include "grammar/utf8_ranges.h"  // append_utf8
 
 namespace tandem::grammar::front {
 
 // Decodes the UTF-8 character at text[pos] and advances pos; GrammarError on invalid UTF-8.
 char32_t next_code_point(std::string_view text, size_t& pos);
-void append_utf8(std::string& out, char32_t c);
 
 // An EBNF expression and how tightly it binds, so that composing adds parentheses only where
 // the dialect needs them.

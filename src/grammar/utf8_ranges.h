@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "grammar/ir.h"
@@ -19,5 +20,8 @@ using ByteSeq = std::vector<ByteRange>;  // [1..4]: one range per byte of the en
 // Byte sequences matching exactly the UTF-8 encodings of the code points in `ranges` (which
 // must exclude the surrogates, as ir::class_code_points does), in code-point order.
 std::vector<ByteSeq> utf8_sequences(const std::vector<ir::CodeRange>& ranges);
+
+// Appends the UTF-8 encoding of code point c (c <= U+10FFFF).
+void append_utf8(std::string& out, char32_t c);
 
 }  // namespace tandem::grammar

@@ -29,9 +29,9 @@ std::string attribute(std::string_view tag, std::string_view name) {
   return std::string(tag.substr(at, end == std::string_view::npos ? tag.npos : end - at));
 }
 
-class DsmlToolParser : public ToolCallParser {
+class DsmlToolParser : public KeyValueToolParser {
  public:
-  using ToolCallParser::ToolCallParser;
+  using KeyValueToolParser::KeyValueToolParser;
 
  private:
   enum class State { kText, kSection, kParams, kValue };
@@ -119,37 +119,18 @@ class DsmlToolParser : public ToolCallParser {
           buf_.erase(0, lt == std::string::npos ? buf_.size() : lt);
           continue;
         }
-        case State::kValue: {
-          const size_t at = buf_.find(kParamEnd);
-          if (type_ == ArgType::kString) {
-            // Pass the string on as it comes, holding back what may be the end tag's start
-            // and an unfinished UTF-8 character (escaping needs whole characters).
-            size_t end = at;
-            if (at == std::string::npos)
-              end = final ? buf_.size()
-                          : utf8_stable_prefix(std::string_view(buf_).substr(
-                                0, buf_.size() - partial_suffix(buf_, kParamEnd)));
-            arguments(ArgumentsWriter::string_piece(std::string_view(buf_).substr(0, end)));
-            if (at == std::string::npos && !final) {
-              buf_.erase(0, end);
+        case State::kValue:
+          switch (read_value(kParamEnd, final)) {
+            case ValueEnd::kMore:
               return;
-            }
-            arguments(ArgumentsWriter::end_string());
-          } else {
-            if (at == std::string::npos && !final) return;
-            if (at != std::string::npos)  // a value cut off at the end of the output is dropped
-              arguments(
-                  args_.value(key_, argument_value(std::string_view(buf_).substr(0, at), type_)));
+            case ValueEnd::kCutOff:
+              close_call();
+              return;
+            case ValueEnd::kClosed:
+              state_ = State::kParams;
+              continue;
           }
-          if (at == std::string::npos) {
-            buf_.clear();
-            close_call();
-            return;
-          }
-          buf_.erase(0, at + kParamEnd.size());
-          state_ = State::kParams;
-          continue;
-        }
+          return;
       }
     }
   }
@@ -161,9 +142,6 @@ class DsmlToolParser : public ToolCallParser {
   }
 
   State state_ = State::kText;
-  ArgumentsWriter args_;
-  std::string key_;
-  ArgType type_ = ArgType::kAuto;
 };
 
 }  // namespace

@@ -3,9 +3,27 @@
 
 #include <memory>
 
+#include "server/tool_arguments.h"
 #include "server/tool_call_parser.h"
 
 namespace tandem::server {
+
+// The formats whose arguments come one key/value pair at a time, as text (GLM's arg_key /
+// arg_value, DSML's parameters): the value of key_ runs up to its end tag.
+class KeyValueToolParser : public ToolCallParser {
+ protected:
+  using ToolCallParser::ToolCallParser;
+  enum class ValueEnd { kMore, kClosed, kCutOff };
+  // Reads key_'s value from buf_ up to end_tag: a string value is passed on as it arrives
+  // (holding back what may be the tag's start and an unfinished UTF-8 character), any other
+  // when complete. kMore: wait for more text; kClosed: value and tag consumed; kCutOff: the
+  // output ended inside the value (a non-string value is dropped) and buf_ is empty.
+  ValueEnd read_value(std::string_view end_tag, bool final);
+
+  ArgumentsWriter args_;
+  std::string key_;
+  ArgType type_ = ArgType::kAuto;
+};
 
 // GLM-4.5 .. GLM-5: <tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value>...</tool_call>
 // (glm45 puts newlines after the name and around each pair; both spellings are accepted).

@@ -17,9 +17,9 @@ constexpr std::string_view kCall = "<tool_call>", kCallEnd = "</tool_call>", kKe
                            kKeyEnd = "</arg_key>", kValue = "<arg_value>",
                            kValueEnd = "</arg_value>";
 
-class GlmToolParser : public ToolCallParser {
+class GlmToolParser : public KeyValueToolParser {
  public:
-  using ToolCallParser::ToolCallParser;
+  using KeyValueToolParser::KeyValueToolParser;
 
  private:
   enum class State { kText, kName, kBetween, kKey, kBeforeValue, kValue };
@@ -95,38 +95,18 @@ class GlmToolParser : public ToolCallParser {
           state_ = State::kBetween;  // a key without a value is dropped
           continue;
         }
-        case State::kValue: {
-          const size_t at = buf_.find(kValueEnd);
-          if (type_ == ArgType::kString) {
-            // Pass the string on as it comes, holding back what may be the end tag's start
-            // and an unfinished UTF-8 character (escaping needs whole characters).
-            size_t end = at;
-            if (at == std::string::npos)
-              end = final ? buf_.size()
-                          : utf8_stable_prefix(std::string_view(buf_).substr(
-                                0, buf_.size() - partial_suffix(buf_, kValueEnd)));
-            arguments(ArgumentsWriter::string_piece(std::string_view(buf_).substr(0, end)));
-            if (at == std::string::npos && !final) {
-              buf_.erase(0, end);
+        case State::kValue:
+          switch (read_value(kValueEnd, final)) {
+            case ValueEnd::kMore:
               return;
-            }
-            arguments(ArgumentsWriter::end_string());
-          } else {
-            if (at == std::string::npos && !final) return;
-            // A value cut off at the end of the output is dropped.
-            if (at != std::string::npos)
-              arguments(
-                  args_.value(key_, argument_value(std::string_view(buf_).substr(0, at), type_)));
+            case ValueEnd::kCutOff:
+              close_call();
+              return;
+            case ValueEnd::kClosed:
+              state_ = State::kBetween;
+              continue;
           }
-          if (at == std::string::npos) {
-            buf_.clear();
-            close_call();
-            return;
-          }
-          buf_.erase(0, at + kValueEnd.size());
-          state_ = State::kBetween;
-          continue;
-        }
+          return;
       }
     }
   }
@@ -138,9 +118,6 @@ class GlmToolParser : public ToolCallParser {
   }
 
   State state_ = State::kText;
-  ArgumentsWriter args_;
-  std::string key_;
-  ArgType type_ = ArgType::kAuto;
 };
 
 }  // namespace

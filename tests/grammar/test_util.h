@@ -12,6 +12,7 @@
 
 #include "grammar/grammar.h"
 #include "grammar/ir.h"
+#include "grammar/utf8_ranges.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tandem::grammar::testing {
@@ -107,24 +108,6 @@ class SentenceGenerator {
     return kInf;
   }
 
-  static void utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
-
   void gen(int32_t id, int depth, std::string& out) {
     const ir::Expr& e = g_.exprs[id];
     const bool deep = depth > max_depth_;
@@ -144,7 +127,7 @@ class SentenceGenerator {
         uint64_t k = rng_() % total;
         for (auto r : pick_from) {
           if (k <= r.hi - r.lo) {
-            utf8(out, r.lo + static_cast<uint32_t>(k));
+            append_utf8(out, r.lo + static_cast<uint32_t>(k));
             return;
           }
           k -= r.hi - r.lo + 1;

@@ -245,69 +245,19 @@ TEST(Spec, SampledTokensFollowTheTargetDistribution) {
   SamplingParams sp{1.0f, 8, 1.0f, 0};
   // Exact distributions by enumeration with the plain generator.
   Generator g(*model, 64, 16);
-  auto dist = [&](const std::vector<int32_t>& ctx) {
-    GenerateRequest r;
-    r.prompt = ctx;
-    r.max_new_tokens = 1;
-    std::vector<float> p;
-    const auto logits = g.generate(r).logits[0];
-    sampling_distribution(logits.data(), c.vocab_size, sp, p);
-    return p;
-  };
-  std::map<std::vector<int32_t>, double> joint12, marg3;
-  const auto p1 = dist(prompt);
-  for (int32_t t1 = 0; t1 < c.vocab_size; ++t1) {
-    if (p1[t1] <= 0) continue;
-    auto ctx = prompt;
-    ctx.push_back(t1);
-    const auto p2 = dist(ctx);
-    for (int32_t t2 = 0; t2 < c.vocab_size; ++t2) {
-      if (p2[t2] <= 0) continue;
-      joint12[{t1, t2}] += p1[t1] * p2[t2];
-      auto ctx3 = ctx;
-      ctx3.push_back(t2);
-      const auto p3 = dist(ctx3);
-      for (int32_t t3 = 0; t3 < c.vocab_size; ++t3)
-        if (p3[t3] > 0) marg3[{t3}] += p1[t1] * p2[t2] * p3[t3];
-    }
-  }
-  constexpr int kSamples = 3000;
-  for (bool spec : {false, true}) {
-    EngineOptions o;
-    o.max_running_requests = 64;
-    if (spec) {
-      o.spec.algorithm = "EAGLE";
-      o.spec.num_steps = 3;
-      o.spec.num_draft_tokens = 4;
-    }
-    Engine e(model, o);
-    std::map<std::vector<int32_t>, int> c12, c3;
-    std::vector<std::shared_ptr<RequestStream>> streams;
-    for (int i = 0; i < kSamples; ++i) {
-      Request r;
-      r.prompt = prompt;
-      r.max_new_tokens = 3;
-      r.sampling = sp;
-      r.sampling.seed = 1000 + static_cast<uint64_t>(i);
-      streams.push_back(e.submit(r));
-    }
-    for (auto& s : streams) {
-      const Result r = drain(*s);
-      ASSERT_EQ(r.tokens.size(), 3u);
-      ++c12[{r.tokens[0], r.tokens[1]}];
-      ++c3[{r.tokens[2]}];
-    }
-    const auto [s12, df12] = chi_square(joint12, c12, kSamples);
-    const auto [s3, df3] = chi_square(marg3, c3, kSamples);
-    std::printf(
-        "  %s: chi2(tokens 1-2) = %.1f on %.0f df (critical %.1f); chi2(token 3) = %.1f on %.0f df "
-        "(critical %.1f); accept length %.2f\n",
-        spec ? "speculative" : "plain", s12, df12, chi2_critical_1e6(df12), s3, df3,
-        chi2_critical_1e6(df3), e.metrics().avg_spec_accept_length());
-    EXPECT_LT(s12, chi2_critical_1e6(df12)) << (spec ? "speculative" : "plain");
-    EXPECT_LT(s3, chi2_critical_1e6(df3)) << (spec ? "speculative" : "plain");
-    if (spec) EXPECT_GT(e.metrics().spec_verify_steps, 0u);
-  }
+  const ThreeTokenLaw law = three_token_law(
+      [&](const std::vector<int32_t>& generated) {
+        GenerateRequest r;
+        r.prompt = prompt;
+        r.prompt.insert(r.prompt.end(), generated.begin(), generated.end());
+        r.max_new_tokens = 1;
+        std::vector<float> p;
+        const auto logits = g.generate(r).logits[0];
+        sampling_distribution(logits.data(), c.vocab_size, sp, p);
+        return p;
+      },
+      c.vocab_size);
+  expect_three_token_law(model, prompt, sp, law, 3000, 1000);
 }
 
 // Quantized weights keep speculative decoding lossless: with dummy FP8 weights (W8A8 on every

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -112,6 +113,76 @@ inline std::pair<double, double> chi_square(const std::map<std::vector<int32_t>,
     stat += 1e9;  // mass where the target has (almost) none
   }
   return {stat, std::max(1, cells - 1)};
+}
+
+// The exact law of a three-token continuation, by enumeration: the joint distribution of the
+// first two generated tokens and the marginal of the third. dist(generated) is the (processed)
+// distribution of the token after the prompt and `generated`.
+struct ThreeTokenLaw {
+  std::map<std::vector<int32_t>, double> joint12, marg3;
+};
+inline ThreeTokenLaw three_token_law(
+    const std::function<std::vector<float>(const std::vector<int32_t>&)>& dist, int64_t V) {
+  ThreeTokenLaw law;
+  const auto p1 = dist({});
+  for (int32_t t1 = 0; t1 < V; ++t1) {
+    if (p1[t1] <= 0) continue;
+    const auto p2 = dist({t1});
+    for (int32_t t2 = 0; t2 < V; ++t2) {
+      if (p2[t2] <= 0) continue;
+      law.joint12[{t1, t2}] += p1[t1] * p2[t2];
+      const auto p3 = dist({t1, t2});
+      for (int32_t t3 = 0; t3 < V; ++t3)
+        if (p3[t3] > 0) law.marg3[{t3}] += p1[t1] * p2[t2] * p3[t3];
+    }
+  }
+  return law;
+}
+
+// Samples n three-token continuations of prompt (seeds seed0, seed0 + 1, ...), plain and with MTP
+// (S = 3), and checks both against law with chi-square at a 1e-6 tail. constraint: a fresh one
+// per request, or none.
+inline void expect_three_token_law(
+    std::shared_ptr<const Model> model, const std::vector<int32_t>& prompt,
+    const SamplingParams& sp, const ThreeTokenLaw& law, int n, uint64_t seed0,
+    const std::function<std::shared_ptr<TokenConstraint>()>& constraint = {}) {
+  for (bool spec : {false, true}) {
+    EngineOptions o;
+    o.max_running_requests = 64;
+    if (spec) {
+      o.spec.algorithm = "EAGLE";
+      o.spec.num_steps = 3;
+      o.spec.num_draft_tokens = 4;
+    }
+    Engine e(model, o);
+    std::map<std::vector<int32_t>, int> c12, c3;
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (int i = 0; i < n; ++i) {
+      Request r;
+      r.prompt = prompt;
+      r.max_new_tokens = 3;
+      r.sampling = sp;
+      r.sampling.seed = seed0 + static_cast<uint64_t>(i);
+      if (constraint) r.constraint = constraint();
+      streams.push_back(e.submit(r));
+    }
+    for (auto& s : streams) {
+      const Result r = drain(*s);
+      ASSERT_EQ(r.tokens.size(), 3u);
+      ++c12[{r.tokens[0], r.tokens[1]}];
+      ++c3[{r.tokens[2]}];
+    }
+    const auto [s12, df12] = chi_square(law.joint12, c12, n);
+    const auto [s3, df3] = chi_square(law.marg3, c3, n);
+    std::printf(
+        "  %s: chi2(tokens 1-2) = %.1f on %.0f df (critical %.1f); chi2(token 3) = %.1f on %.0f df "
+        "(critical %.1f); accept length %.2f\n",
+        spec ? "speculative" : "plain", s12, df12, chi2_critical_1e6(df12), s3, df3,
+        chi2_critical_1e6(df3), e.metrics().avg_spec_accept_length());
+    EXPECT_LT(s12, chi2_critical_1e6(df12)) << (spec ? "speculative" : "plain");
+    EXPECT_LT(s3, chi2_critical_1e6(df3)) << (spec ? "speculative" : "plain");
+    if (spec) EXPECT_GT(e.metrics().spec_verify_steps, 0u);
+  }
 }
 
 }  // namespace tandem::test

@@ -90,9 +90,10 @@ TEST_F(ToolChat, MarkerTokensAreKept) {
 TEST_F(ToolChat, ValidationErrors) {
   int status = 0;
   Json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"tools", kTools}};
+  // ("required" and a named function are enforced by constrained decoding: route tests of
+  // them are in tests/e2e/structured_client.mjs and tool_call_grammar_test.cpp.)
   for (Json choice :
-       {Json("required"), Json({{"type", "function"}, {"function", {{"name", "get_weather"}}}}),
-        Json({{"type", "function"}, {"function", {{"name", "nope"}}}}), Json("sometimes")}) {
+       {Json({{"type", "function"}, {"function", {{"name", "nope"}}}}), Json("sometimes")}) {
     body["tool_choice"] = choice;
     const Json e = run(*router_, body, &status);
     EXPECT_EQ(status, 400) << choice.dump();
@@ -101,6 +102,35 @@ TEST_F(ToolChat, ValidationErrors) {
   const Json e = run(*router_, two_turn("{not json"), &status);
   EXPECT_EQ(status, 400);
   EXPECT_EQ(e["error"]["param"], "messages[1].tool_calls[0].function.arguments");
+}
+
+// tool_choice "required" and a named function, through the route on the real engine: the
+// constrained output comes back as tool_calls, finish_reason "tool_calls", no content.
+TEST_F(ToolChat, ForcedCallsComeBackAsToolCalls) {
+  // A bounded city: a model trained on novels would otherwise write until max_tokens.
+  const Json tools = Json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}},
+    "required": ["city"]}}}])");
+  for (Json choice :
+       {Json("required"), Json({{"type", "function"}, {"function", {{"name", "get_weather"}}}})}) {
+    Json body = {{"messages", {{{"role", "user"}, {"content", "Weather in Bath?"}}}},
+                 {"tools", tools},
+                 {"tool_choice", choice},
+                 {"max_tokens", 120},
+                 {"temperature", 0}};
+    int status = 0;
+    const Json r = run(*router_, body, &status);
+    ASSERT_EQ(status, 200) << r.dump();
+    const Json& c = r["choices"][0];
+    EXPECT_EQ(c["finish_reason"], "tool_calls") << r.dump();
+    ASSERT_TRUE(c["message"]["tool_calls"].is_array()) << r.dump();
+    ASSERT_GE(c["message"]["tool_calls"].size(), 1u);
+    EXPECT_EQ(c["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+    EXPECT_TRUE(
+        Json::parse(c["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>())
+            .is_object());
+    EXPECT_TRUE(c["message"]["content"].is_null()) << r.dump();
+  }
 }
 
 TEST_F(ToolChat, TwoTurnsStreamedAndNot) {

@@ -123,11 +123,45 @@ TEST(ChatRequest, UnsupportedFeaturesAre400OnlyWhenUsed) {
       "frequency_penalty");
   expect_400(
       [] {
-        parse_chat_request(chat_body({{"response_format", {{"type", "json_object"}}}}));
+        parse_chat_request(chat_body({{"response_format", {{"type", "structural_tag"}}}}));
       },
       "response_format");
   expect_400([] { parse_chat_request(chat_body({{"logit_bias", {{"5", 1}}}})); }, "logit_bias");
   expect_400([] { parse_chat_request(chat_body({{"tool_choice", "required"}})); }, "tool_choice");
+}
+
+// Structured outputs are parsed into one constraint; two of them, or a json_schema format without
+// its schema, are a 400 naming the field.
+TEST(ChatRequest, StructuredOutputFields) {
+  using Kind = ConstraintSpec::Kind;
+  const ChatRequest a =
+      parse_chat_request(chat_body({{"response_format", {{"type", "json_object"}}}}));
+  EXPECT_EQ(a.params.constraint.kind, Kind::kJsonObject);
+  const ChatRequest b = parse_chat_request(chat_body(
+      {{"response_format",
+        {{"type", "json_schema"},
+         {"json_schema", {{"name", "p"}, {"strict", true}, {"schema", {{"type", "object"}}}}}}}}));
+  EXPECT_EQ(b.params.constraint.kind, Kind::kJsonSchema);
+  EXPECT_TRUE(b.params.constraint.strict);
+  EXPECT_EQ(b.params.constraint.source, R"({"type":"object"})");
+  EXPECT_EQ(b.params.constraint.param, "response_format.json_schema.schema");
+  const ChatRequest c = parse_chat_request(chat_body({{"regex", "a+"}}));
+  EXPECT_EQ(c.params.constraint.kind, Kind::kRegex);
+  const ChatRequest d = parse_chat_request(chat_body({{"json_schema", R"({"type": "integer"})"}}));
+  EXPECT_EQ(d.params.constraint.kind, Kind::kJsonSchema);
+  EXPECT_TRUE(parse_chat_request(chat_body({{"response_format", {{"type", "text"}}}}))
+                  .params.constraint.empty());
+  expect_400(
+      [] {
+        parse_chat_request(chat_body({{"regex", "a"}, {"ebnf", "root ::= \"a\""}}));
+      },
+      "ebnf");
+  expect_400(
+      [] {
+        parse_chat_request(chat_body({{"response_format", {{"type", "json_schema"}}}}));
+      },
+      "response_format");
+  expect_400([] { parse_chat_request(chat_body({{"json_schema", 5}})); }, "json_schema");
 }
 
 TEST(ChatRequest, MessageValidation) {
