@@ -45,6 +45,8 @@ struct AutomatonOptions {
   // Rules off every call cycle whose automaton would have at most this many nodes are copied
   // into their callers instead of called. 0 disables inlining.
   int inline_max_nodes = 48;
+  // compile() refuses an automaton with more nodes than this (GrammarError).
+  int64_t max_nodes = 200000;
 };
 
 // Builds only the rules reachable from root. Every node can reach its rule's end (dead paths,

@@ -8,8 +8,11 @@
 namespace tandem::grammar {
 
 std::shared_ptr<const CompiledGrammar> compile(std::string_view ebnf,
-                                               std::shared_ptr<const TokenVocab> vocab) {
-  return compile_with(ebnf, std::move(vocab), AutomatonOptions{});
+                                               std::shared_ptr<const TokenVocab> vocab,
+                                               int64_t max_nodes) {
+  AutomatonOptions opt;
+  opt.max_nodes = max_nodes;
+  return compile_with(ebnf, std::move(vocab), opt);
 }
 
 std::shared_ptr<const CompiledGrammar> compile_with(std::string_view ebnf,
@@ -25,6 +28,12 @@ std::shared_ptr<const CompiledGrammar> compile_with(std::string_view ebnf,
   const ir::Grammar g = ir::parse_ebnf(ebnf);
   auto out = std::make_shared<CompiledGrammar>();
   out->automaton = build_automaton(g, opt);
+  // Checked before the masks, which cost a vocabulary walk per node.
+  if (out->automaton.num_nodes() > opt.max_nodes)
+    throw GrammarError("grammar too large: " + std::to_string(out->automaton.num_nodes()) +
+                       " automaton nodes, at most " + std::to_string(opt.max_nodes) +
+                       " (bounded repetitions such as maxLength or {n,m} expand into a node per "
+                       "repeat)");
   out->vocab = vocab;
   // A special token matches only as text the grammar spells out in a literal, e.g. a tool-call
   // grammar's "<tool_call>": free text such as a JSON string must never produce one.

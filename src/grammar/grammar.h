@@ -50,8 +50,12 @@ class CompiledGrammar;  // immutable once built; share it between requests and t
 
 // Parses `ebnf` and precomputes its token masks for `vocab`. Throws GrammarError on a syntax
 // error (with line and column), an undefined rule, a missing root or left recursion.
+// max_nodes: the most automaton nodes the grammar may have; each costs a walk over the
+// vocabulary at compile time (bounded repetitions such as a schema's maxLength expand into one
+// node per repeat), so a server compiling requests' grammars keeps it lower.
 std::shared_ptr<const CompiledGrammar> compile(std::string_view ebnf,
-                                               std::shared_ptr<const TokenVocab> vocab);
+                                               std::shared_ptr<const TokenVocab> vocab,
+                                               int64_t max_nodes = 200000);
 
 // Compile-time statistics (benchmarks and logs).
 struct GrammarStats {

@@ -79,6 +79,11 @@ std::string constraint_ebnf(const ConstraintSpec& spec) {
 
 namespace {
 
+// A request's grammar compiles on an HTTP thread in time proportional to its automaton nodes
+// times the vocabulary: 20,000 nodes is a few seconds at most on a 150K vocabulary, far beyond
+// any real schema (chapters.json, with nested objects and arrays, is a few hundred).
+constexpr int64_t kMaxRequestGrammarNodes = 20000;
+
 std::shared_ptr<const grammar::TokenVocab> read_vocab(const Tokenizer& tok) {
   auto v = std::make_shared<grammar::TokenVocab>();
   const int32_t V = tok.vocab_size();
@@ -109,7 +114,7 @@ CompiledConstraint GrammarCache::get(const ConstraintSpec& spec) {
       }
     }
     // Compiled outside the lock: other requests' grammars need not wait for this one.
-    CompiledConstraint compiled{grammar::compile(ebnf, vocab_),
+    CompiledConstraint compiled{grammar::compile(ebnf, vocab_, kMaxRequestGrammarNodes),
                                 std::make_shared<const std::string>(ebnf)};
     std::lock_guard<std::mutex> g(mu_);
     if (!entries_.count(ebnf)) {

@@ -100,6 +100,13 @@ TEST(GrammarConstraint, RefusalsNameTheFieldAndTheKeyword) {
   EXPECT_THROW(cache.get(spec(ConstraintSpec::Kind::kRegex, "(?=a)b")), ApiError);
   EXPECT_THROW(cache.get(spec(ConstraintSpec::Kind::kEbnf, "root ::= missing")), ApiError);
   EXPECT_THROW(cache.get(spec(ConstraintSpec::Kind::kJsonSchema, "{not json")), ApiError);
+  // A grammar too large to compile for a request (a node per repeat) is refused, not compiled.
+  try {
+    cache.get(spec(ConstraintSpec::Kind::kRegex, "(a[bc]{1000}){30}"));
+    FAIL() << "a 30,000-node grammar was compiled";
+  } catch (const ApiError& e) {
+    EXPECT_NE(std::string(e.what()).find("too large"), std::string::npos) << e.what();
+  }
 }
 
 TEST(GrammarConstraint, CacheReturnsTheSameGrammarAndEvictsTheOldest) {
