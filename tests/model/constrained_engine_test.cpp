@@ -31,22 +31,28 @@ void expect_allowed(const Request& r, const Result& got) {
         << "token " << j << " (" << got.tokens[j] << ") is not allowed by the constraint";
 }
 
+// logits[t] = -inf for every token t the constraint does not allow next (the engine's masking,
+// done independently on the host).
+void mask_by_hand(TableConstraint& c, std::vector<float>& logits) {
+  const int64_t V = static_cast<int64_t>(logits.size());
+  std::vector<uint32_t> bits(static_cast<size_t>((V + 31) / 32), 0);
+  c.fill_mask(bits.data(), V);
+  for (int64_t t = 0; t < V; ++t)
+    if (!((bits[t >> 5] >> (t & 31)) & 1u)) logits[t] = -std::numeric_limits<float>::infinity();
+}
+
 // The reference: the plain generator's logits, masked by hand, argmax, one token at a time.
 std::vector<int32_t> reference_greedy(const Model& model, const Request& r, int percent,
                                       uint64_t salt) {
   TableConstraint c(salt, percent, 4, kMaxLen);
   Generator g(model, 512, 16);
   std::vector<int32_t> ctx = r.prompt, out;
-  const int64_t V = model.config().vocab_size;
   while (static_cast<int64_t>(out.size()) < r.max_new_tokens && !c.is_terminated()) {
     GenerateRequest gr;
     gr.prompt = ctx;
     gr.max_new_tokens = 1;
     std::vector<float> l = g.generate(gr).logits[0];
-    std::vector<uint32_t> bits(static_cast<size_t>((V + 31) / 32), 0);
-    c.fill_mask(bits.data(), V);
-    for (int64_t t = 0; t < V; ++t)
-      if (!((bits[t >> 5] >> (t & 31)) & 1u)) l[t] = -std::numeric_limits<float>::infinity();
+    mask_by_hand(c, l);
     const int32_t tok = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
     EXPECT_TRUE(c.accept(tok));
     out.push_back(tok);
@@ -155,10 +161,7 @@ TEST(Constrained, SampledTokensFollowTheMaskedDistribution) {
         std::vector<float> l = g.generate(r).logits[0];
         TableConstraint tc(salt, kPercent, 4, kMaxLen);
         for (int32_t t : generated) EXPECT_TRUE(tc.accept(t));
-        std::vector<uint32_t> bits(static_cast<size_t>((c.vocab_size + 31) / 32), 0);
-        tc.fill_mask(bits.data(), c.vocab_size);
-        for (int64_t t = 0; t < c.vocab_size; ++t)
-          if (!((bits[t >> 5] >> (t & 31)) & 1u)) l[t] = -std::numeric_limits<float>::infinity();
+        mask_by_hand(tc, l);
         std::vector<float> p;
         sampling_distribution(l.data(), c.vocab_size, sp, p);
         return p;

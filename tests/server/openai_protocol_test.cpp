@@ -2,28 +2,12 @@
 // fields, and the 400s (with the offending field in `param`) for bad types and ranges.
 #include <gtest/gtest.h>
 
+#include "protocol_test_util.h"
+
 #include "server/openai_protocol.h"
 
 namespace tandem::server {
 namespace {
-
-Json chat_body(Json extra = Json::object()) {
-  Json b = {{"model", "x"}, {"messages", Json::array({{{"role", "user"}, {"content", "hi"}}})}};
-  for (auto& [k, v] : extra.items()) b[k] = v;
-  return b;
-}
-
-// Expects a 400 naming `param`.
-template <typename F>
-void expect_400(F&& f, const std::string& param) {
-  try {
-    f();
-    ADD_FAILURE() << "no error for " << param;
-  } catch (const ApiError& e) {
-    EXPECT_EQ(e.status(), 400);
-    EXPECT_EQ(e.param(), param) << e.what();
-  }
-}
 
 TEST(JsonBody, MalformedAndNonObject) {
   expect_400([] { parse_json_object("{\"a\": "); }, "");

@@ -1,21 +1,12 @@
 // SGLang's native /generate request and its meta_info.
 #include <gtest/gtest.h>
 
+#include "protocol_test_util.h"
+
 #include "server/sglang_protocol.h"
 
 namespace tandem::server {
 namespace {
-
-template <typename F>
-void expect_400(F&& f, const std::string& param) {
-  try {
-    f();
-    ADD_FAILURE() << "no error for " << param;
-  } catch (const ApiError& e) {
-    EXPECT_EQ(e.status(), 400);
-    EXPECT_EQ(e.param(), param) << e.what();
-  }
-}
 
 TEST(GenerateRequest, Shapes) {
   GenerateRequest r = parse_generate_request(Json{{"text", "hi"}});

@@ -4,6 +4,8 @@
 // of tool calls in responses and stream chunks.
 #include <gtest/gtest.h>
 
+#include "protocol_test_util.h"
+
 #include <fstream>
 #include <sstream>
 
@@ -17,50 +19,34 @@ const Json kTools = Json::parse(R"([
    "properties": {"city": {"type": "string"}}}}},
   {"type": "function", "function": {"name": "get_time"}}])");
 
-Json body(Json extra) {
-  Json b = {{"messages", Json::array({{{"role", "user"}, {"content", "hi"}}})}};
-  for (auto& [k, v] : extra.items()) b[k] = v;
-  return b;
-}
-
-template <typename F>
-void expect_400(F&& f, const std::string& param) {
-  try {
-    f();
-    ADD_FAILURE() << "no error for " << param;
-  } catch (const ApiError& e) {
-    EXPECT_EQ(e.status(), 400);
-    EXPECT_EQ(e.param(), param) << e.what();
-  }
-}
-
 TEST(ToolRequest, ToolChoiceForms) {
   using Mode = ToolChoice::Mode;
-  EXPECT_EQ(parse_chat_request(body({{"tools", kTools}})).tools.choice.mode, Mode::kAuto);
-  const ChatRequest none = parse_chat_request(body({{"tools", kTools}, {"tool_choice", "none"}}));
+  EXPECT_EQ(parse_chat_request(chat_body({{"tools", kTools}})).tools.choice.mode, Mode::kAuto);
+  const ChatRequest none =
+      parse_chat_request(chat_body({{"tools", kTools}, {"tool_choice", "none"}}));
   EXPECT_EQ(none.tools.choice.mode, Mode::kNone);
   EXPECT_FALSE(none.tools.parse_calls());
   EXPECT_TRUE(none.tools.template_tools().is_null());  // SGLang does not render them
   const ChatRequest req =
-      parse_chat_request(body({{"tools", kTools}, {"tool_choice", "required"}}));
+      parse_chat_request(chat_body({{"tools", kTools}, {"tool_choice", "required"}}));
   EXPECT_EQ(req.tools.choice.mode, Mode::kRequired);
   EXPECT_EQ(req.tools.template_tools(), kTools);
   const ChatRequest named = parse_chat_request(
-      body({{"tools", kTools},
-            {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_time"}}}}},
-            {"parallel_tool_calls", false}}));
+      chat_body({{"tools", kTools},
+                 {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_time"}}}}},
+                 {"parallel_tool_calls", false}}));
   EXPECT_EQ(named.tools.choice.mode, Mode::kFunction);
   EXPECT_EQ(named.tools.choice.function, "get_time");
   EXPECT_FALSE(named.tools.parallel_tool_calls);
   ASSERT_EQ(named.tools.template_tools().size(), 1u);  // only the named function
   EXPECT_EQ(named.tools.template_tools()[0]["function"]["name"], "get_time");
   // Without tools, "auto" and "none" mean no calls; an empty list is no tools.
-  EXPECT_FALSE(parse_chat_request(body({{"tool_choice", "auto"}})).tools.parse_calls());
-  EXPECT_FALSE(parse_chat_request(body({{"tools", Json::array()}})).tools.has_tools());
+  EXPECT_FALSE(parse_chat_request(chat_body({{"tool_choice", "auto"}})).tools.parse_calls());
+  EXPECT_FALSE(parse_chat_request(chat_body({{"tools", Json::array()}})).tools.has_tools());
 }
 
 TEST(ToolRequest, Errors) {
-  auto req = [](Json extra) { return [extra] { parse_chat_request(body(extra)); }; };
+  auto req = [](Json extra) { return [extra] { parse_chat_request(chat_body(extra)); }; };
   expect_400(req({{"tool_choice", "required"}}), "tool_choice");  // without tools
   expect_400(req({{"tools", kTools}, {"tool_choice", "always"}}), "tool_choice");
   expect_400(req({{"tools", kTools}, {"tool_choice", 3}}), "tool_choice");
