@@ -136,7 +136,9 @@ TEST(Constrained, StopTokensOnlyWhereTheConstraintMayEnd) {
       EXPECT_EQ(std::count(s.begin(), s.end(), got[i].tokens[j]), 0) << "request " << i;
     if (got[i].reason == FinishReason::kStop && got[i].tokens.size() <= kMaxLen) {
       const int32_t last = got[i].tokens.back();
-      if (std::count(s.begin(), s.end(), last)) EXPECT_GE(got[i].tokens.size(), 5u);
+      if (std::count(s.begin(), s.end(), last)) {
+        EXPECT_GE(got[i].tokens.size(), 5u);
+      }
     }
   }
 }

@@ -181,7 +181,9 @@ inline void expect_three_token_law(
         chi2_critical_1e6(df3), e.metrics().avg_spec_accept_length());
     EXPECT_LT(s12, chi2_critical_1e6(df12)) << (spec ? "speculative" : "plain");
     EXPECT_LT(s3, chi2_critical_1e6(df3)) << (spec ? "speculative" : "plain");
-    if (spec) EXPECT_GT(e.metrics().spec_verify_steps, 0u);
+    if (spec) {
+      EXPECT_GT(e.metrics().spec_verify_steps, 0u);
+    }
   }
 }
 
