@@ -79,7 +79,9 @@ TEST_P(GrammarSpec, ConstrainedMtpGreedyEqualsPlain) {
       if (stopped) body.pop_back();
       for (size_t j = 0; j < body.size(); ++j)
         ASSERT_TRUE(m.accept_token(body[j])) << g.name << " request " << i << " token " << j;
-      if (stopped) EXPECT_TRUE(m.can_terminate()) << g.name << " request " << i;
+      if (stopped) {
+        EXPECT_TRUE(m.can_terminate()) << g.name << " request " << i;
+      }
       if (i == 0)
         std::printf("  %s: %s\n", g.name.c_str(), tok.decode(plain[i].tokens, true).c_str());
     }
