@@ -53,17 +53,28 @@ Acceptance accept_sampled(const std::vector<int32_t>& drafts,
 }
 
 Acceptance accept_simulated(const std::vector<int32_t>& drafts,
-                            const std::vector<int32_t>& target_next, double mean_accept_length,
-                            Rng& rng) {
-  const double want = std::clamp(mean_accept_length - 1.0, 0.0, static_cast<double>(drafts.size()));
-  const int64_t base = static_cast<int64_t>(std::floor(want));
-  int64_t k = base + (rng.uniform() < want - static_cast<double>(base) ? 1 : 0);
-  k = std::min<int64_t>(k, static_cast<int64_t>(drafts.size()));
+                            const std::vector<int32_t>& target_next, double accept_rate, Rng& rng) {
   Acceptance a;
-  a.tokens.assign(drafts.begin(), drafts.begin() + k);
-  a.accepted = k;
-  a.tokens.push_back(target_next[static_cast<size_t>(k)]);
+  while (a.accepted < static_cast<int64_t>(drafts.size()) && rng.uniform() < accept_rate)
+    a.tokens.push_back(drafts[static_cast<size_t>(a.accepted++)]);
+  a.tokens.push_back(target_next[static_cast<size_t>(a.accepted)]);
   return a;
+}
+
+double simulated_accept_rate(double mean_accept_length, int64_t steps) {
+  auto mean = [&](double a) {
+    double m = 1, p = 1;
+    for (int64_t i = 0; i < steps; ++i) m += (p *= a);
+    return m;
+  };
+  if (mean_accept_length <= 1) return 0.0;
+  if (mean_accept_length >= mean(1.0)) return 1.0;
+  double lo = 0, hi = 1;  // mean() increases with a: bisect
+  for (int i = 0; i < 60; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (mean(mid) < mean_accept_length ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
 }
 
 }  // namespace tandem

@@ -25,10 +25,13 @@ Acceptance accept_greedy(const std::vector<int32_t>& drafts,
 Acceptance accept_sampled(const std::vector<int32_t>& drafts,
                           const std::vector<std::vector<float>>& probs, Rng& rng);
 
-// Benchmarking: accept a number of drafts drawn so that the mean accept length (bonus included)
-// is mean_accept_length; the bonus is target_next[k] as in greedy.
+// Benchmarking: accept each draft in turn with probability accept_rate, stopping at the first
+// rejection (a draft model of constant conditional acceptance); the bonus is target_next[k] as in
+// greedy.
 Acceptance accept_simulated(const std::vector<int32_t>& drafts,
-                            const std::vector<int32_t>& target_next, double mean_accept_length,
-                            Rng& rng);
+                            const std::vector<int32_t>& target_next, double accept_rate, Rng& rng);
+// The conditional acceptance a for which rounds of `steps` drafts commit mean_accept_length
+// tokens on average: 1 + a + a^2 + ... + a^steps = mean_accept_length (clamped to [0, 1]).
+double simulated_accept_rate(double mean_accept_length, int64_t steps);
 
 }  // namespace tandem

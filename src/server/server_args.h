@@ -55,6 +55,10 @@ struct ServerArgs {
   int64_t speculative_num_steps = 3;
   int64_t speculative_eagle_topk = 1;
   int64_t speculative_num_draft_tokens = 0;  // 0: num_steps + 1
+  // Adaptive depth (on by default when speculating): each decode step picks its drafts in
+  // [0, speculative_max_steps] (0: max(num_steps, 5)); off: always num_steps.
+  bool speculative_adaptive = true;
+  int64_t speculative_max_steps = 0;
   // Output parsers of chat completions (SGLang's flags and names); "": none.
   std::string reasoning_parser;  // glm45 | deepseek-r1 | deepseek-v3 | none
   std::string tool_call_parser;  // glm45 | glm47 | deepseekv3 | deepseekv31 | deepseekv32
