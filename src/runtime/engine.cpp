@@ -273,8 +273,13 @@ struct Engine::Impl {
     runner.begin_step();
     StepPlan plan = sched.plan();
     if (plan.kind == StepPlan::Kind::kIdle) return;
-    if (depth && plan.kind == StepPlan::Kind::kDecode)
-      plan.draft_steps = depth->choose(static_cast<int64_t>(plan.decode.size()));
+    if (depth && plan.kind == StepPlan::Kind::kDecode) {
+      const int64_t B = static_cast<int64_t>(plan.decode.size());
+      plan.draft_steps = depth->choose(B);
+      if (opt.spec.depth_override)
+        plan.draft_steps =
+            std::clamp<int64_t>(opt.spec.depth_override(B, plan.draft_steps), 0, geo.draft_steps);
+    }
     if (group) {
       std::vector<uint64_t> running;
       for (const auto& s : sched.running()) running.push_back(s->id);

@@ -30,6 +30,9 @@ struct SpeculativeOptions {
   // Testing aid: each draft token d at position pos of a request becomes hook(request, pos, d),
   // just before verification (forces full acceptance or full rejection).
   std::function<int32_t(uint64_t request, int64_t position, int32_t draft)> draft_override;
+  // Testing aid: the depth of each decode step becomes hook(batch size, the policy's choice),
+  // clamped to [0, max_depth()] (forces schedules through plain steps and catch-ups).
+  std::function<int64_t(int64_t batch, int64_t chosen)> depth_override;
   bool enabled() const { return !algorithm.empty(); }
   // The deepest round the engine must be built for (graphs, static buffers, KV headroom).
   int64_t max_depth() const { return adaptive ? max_steps : num_steps; }

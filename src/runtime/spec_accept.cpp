@@ -22,33 +22,15 @@ Acceptance accept_greedy(const std::vector<int32_t>& drafts, const std::vector<i
   return a;
 }
 
-Acceptance accept_sampled(const std::vector<int32_t>& drafts,
-                          const std::vector<std::vector<float>>& probs, Rng& rng) {
-  TD_CHECK(probs.size() == drafts.size() + 1, "accept_sampled: {} drafts need {} distributions",
-           drafts.size(), drafts.size() + 1);
+Acceptance accept_sampled(const std::vector<int32_t>& drafts, const float* logits, int64_t V,
+                          const SamplingParams& sampling, Rng& rng) {
   Acceptance a;
-  for (size_t j = 0; j < drafts.size(); ++j) {
-    const std::vector<float>& p = probs[j];
-    const float pd = p[static_cast<size_t>(drafts[j])];
-    if (rng.uniform() < pd) {
-      a.tokens.push_back(drafts[j]);
-      ++a.accepted;
-      continue;
-    }
-    // Rejected: the residual max(p - q, 0) with q the point mass on the draft is p without d.
-    std::vector<float> residual = p;
-    residual[static_cast<size_t>(drafts[j])] = 0.0f;
-    double mass = 0;
-    for (float v : residual) mass += v;
-    if (mass <= 0) {  // p was the point mass itself (then pd == 1 and we cannot get here)
-      a.tokens.push_back(drafts[j]);
-      return a;
-    }
-    for (float& v : residual) v = static_cast<float>(v / mass);
-    a.tokens.push_back(sample_from(residual, rng));
-    return a;
+  for (size_t j = 0; j <= drafts.size(); ++j) {
+    const int32_t x = sample_token(logits + static_cast<int64_t>(j) * V, V, sampling, rng);
+    a.tokens.push_back(x);
+    if (j == drafts.size() || x != drafts[j]) return a;  // x is the bonus token
+    ++a.accepted;
   }
-  a.tokens.push_back(sample_from(probs.back(), rng));
   return a;
 }
 

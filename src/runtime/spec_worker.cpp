@@ -278,11 +278,7 @@ SpecWorker::RoundStats SpecWorker::round(const std::vector<Sequence*>& seqs, int
       for (int64_t i = 0; i <= S; ++i) rows.push_back(static_cast<int32_t>(base + i));
       const std::vector<float> lg =
           to_float_vector(ops::gather_rows(ws, v.logits, runner_.indices(rows)));
-      const int64_t V = v.logits.size(1);
-      std::vector<std::vector<float>> probs(static_cast<size_t>(S + 1));
-      for (int64_t i = 0; i <= S; ++i)
-        sampling_distribution(lg.data() + i * V, V, s.req.sampling, probs[i]);
-      a = accept_sampled(drafts[b], probs, s.rng);
+      a = accept_sampled(drafts[b], lg.data(), v.logits.size(1), s.req.sampling, s.rng);
     }
     accepted[b] = a.accepted;
     stats.accepted.push_back(a.accepted);

@@ -143,6 +143,7 @@ TEST_P(DraftLoop, DraftsEqualTheDynamicPath) {
     o.spec.algorithm = "EAGLE";
     o.spec.num_steps = steps;
     o.spec.num_draft_tokens = steps + 1;
+    o.spec.adaptive = false;  // both paths draft S per round, so the drafts compare one to one
     logs[stat].attach(o);
     Engine e(model, o);
     const auto got = run_all(e, reqs);
@@ -201,6 +202,7 @@ TEST(Spec, ForcedFullAcceptanceAndFullRejection) {
     o.spec.algorithm = "NEXTN";
     o.spec.num_steps = 3;
     o.spec.num_draft_tokens = 4;
+    o.spec.adaptive = false;  // the counts below assume S = 3 in every round
     o.spec.draft_override = [&](uint64_t id, int64_t pos, int32_t) {
       const auto& t = truth.at(id);
       const int32_t right = pos < static_cast<int64_t>(t.size()) ? t[pos] : 0;
@@ -226,6 +228,64 @@ TEST(Spec, ForcedFullAcceptanceAndFullRejection) {
     else
       EXPECT_DOUBLE_EQ(m.avg_spec_accept_length(), 1.0);
   }
+}
+
+// Adaptive depth forced through a schedule of every depth, plain steps (0) included: greedy and
+// seeded sampled outputs equal plain decoding's, static (padded, graph-shaped) batches or not.
+// After plain steps the draft catches up from the stashed target hidden states: its first
+// drafts then equal those of an engine that never paused (a hole in its KV would change them).
+TEST(Spec, AdaptiveDepthScheduleIsLossless) {
+  auto model = load_model("models/tandem-austen");
+  auto reqs = prompts(model->config(), 7, 30, 90, 40, 21);
+  for (size_t i = 3; i < reqs.size(); ++i) {  // a mix of greedy and seeded sampled requests
+    reqs[i].sampling.temperature = 0.9f;
+    reqs[i].sampling.top_k = 40;
+    reqs[i].sampling.seed = 500 + i;
+  }
+  std::vector<Result> plain;
+  {
+    Engine e(model, EngineOptions{});
+    plain = run_all(e, reqs);
+  }
+  const std::vector<int64_t> schedule = {3, 0, 0, 1, 5, 0, 2, 0, 0, 0, 4, 4, 0, 1};
+  DraftLog never_paused, paused;
+  for (bool stat : {false, true}) {
+    for (bool pause : {false, true}) {
+      EngineOptions o;
+      o.static_batches = stat;
+      o.spec.algorithm = "EAGLE";
+      o.spec.num_steps = 1;
+      o.spec.max_steps = 5;
+      size_t step = 0;
+      // Without pauses every round drafts one token: the reference for the first drafts.
+      o.spec.depth_override = [&](int64_t, int64_t) {
+        return pause ? schedule[step++ % schedule.size()] : 1;
+      };
+      if (!stat) (pause ? paused : never_paused).attach(o);
+      Engine e(model, o);
+      const auto got = run_all(e, reqs);
+      for (size_t i = 0; i < reqs.size(); ++i)
+        EXPECT_EQ(got[i].tokens, plain[i].tokens)
+            << (stat ? "static " : "dynamic ") << (pause ? "scheduled " : "") << "request " << i;
+      const EngineMetrics m = e.metrics();
+      ASSERT_EQ(m.spec_depth_steps.size(), 6u);
+      if (pause) {
+        EXPECT_GT(m.spec_depth_steps[0], 0u);
+        EXPECT_GT(m.spec_depth_steps[5], 0u);
+      }
+      EXPECT_EQ(m.kv_pages_used, m.kv_pages_cached);
+    }
+  }
+  // d_1 of every round of the paused run, against the never-paused run's d_1 at that position.
+  int64_t compared = 0, same = 0;
+  for (const auto& [at, d] : paused.drafts) {
+    const auto it = never_paused.drafts.find(at);
+    if (it == never_paused.drafts.end() || d.empty()) continue;
+    ++compared;
+    same += it->second[0] == d[0];
+  }
+  EXPECT_GT(compared, 20);
+  EXPECT_GE(same, compared * 95 / 100) << same << " of " << compared;
 }
 
 }  // namespace
