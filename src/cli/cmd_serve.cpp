@@ -123,6 +123,9 @@ Runner add_serve(CLI::App& app) {
   app.add_option("--allowed-origins", a->allowed_origins,
                  "Origins browsers may call from (CORS): a JSON list such as '[\"http://a.com\"]' "
                  "or a comma-separated list; * allows any (default: none)");
+  app.add_flag("--disable-web-page", a->disable_web_page,
+               "No web page at / (by default / serves a chat with the model and live "
+               "speculative-decoding statistics)");
   app.add_option("--graceful-shutdown-timeout", a->graceful_shutdown_timeout,
                  "On SIGTERM, seconds requests in flight may take to finish before they are "
                  "aborted (new requests get 503 meanwhile; a second signal stops at once)")
@@ -132,9 +135,9 @@ Runner add_serve(CLI::App& app) {
                  "HTTP worker threads (default: max(64, 2 x max-running-requests + 32))");
   app.add_option("--log-level", *log_level, "debug, info, warning or error");
   // --help lists SGLang's flags (same names, same meaning) apart from the ones only Tandem has.
-  const std::set<std::string> tandem_only = {"--max-queued-requests", "--dist-timeout",
+  const std::set<std::string> tandem_only = {"--max-queued-requests",       "--dist-timeout",
                                              "--graceful-shutdown-timeout", "--http-threads",
-                                             "--allowed-origins"};
+                                             "--allowed-origins",           "--disable-web-page"};
   for (CLI::Option* o : app.get_options()) {
     const std::string name = o->get_name();
     if (o->get_group().empty() || name == "--help") continue;  // hidden, or help itself
