@@ -36,6 +36,10 @@ std::string escape(const std::string& s) {
   return o;
 }
 
+std::string concurrency_label(int64_t c) {
+  return c > 0 ? fmt::format("c={}", c) : "no limit";
+}
+
 // A nice upper bound for an axis: 1, 2 or 5 times a power of ten at or above v.
 double nice_max(double v) {
   if (!(v > 0)) return 1;
@@ -116,7 +120,7 @@ double max_of(const std::vector<double>& a, const std::vector<double>& b) {
 
 std::string render_bench_svg(const BenchChart& c) {
   std::vector<std::string> xs;
-  for (int64_t v : c.concurrency) xs.push_back(fmt::format("c={}", v));
+  for (int64_t v : c.concurrency) xs.push_back(concurrency_label(v));
   const double width = 3 * (kPanelW + kMargin + 20) + kMargin, height = kTop + kPanelH + 70;
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" "
@@ -156,9 +160,10 @@ std::string render_bench_svg(const BenchChart& c) {
           0.35 + 0.65 * (1.0 - static_cast<double>(j) / std::max<size_t>(a.size(), 1));
       acc.svg += fmt::format(
           "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\" "
-          "fill-opacity=\"{:.2f}\"><title>c={} position {}: {:.3f}</title></rect>\n",
+          "fill-opacity=\"{:.2f}\"><title>{} position {}: {:.3f}</title></rect>\n",
           gx + bw * static_cast<double>(j), acc.py(v), std::max(bw - 1, 1.0),
-          acc.y0 + kPanelH - acc.py(v), kMtp, shade, c.concurrency.at(i), j + 1, v);
+          acc.y0 + kPanelH - acc.py(v), kMtp, shade, concurrency_label(c.concurrency.at(i)), j + 1,
+          v);
     }
   }
   svg += acc.svg;

@@ -432,7 +432,7 @@ expect "DELETE on a GET route" 405 "$(is_error 405)"
 req POST /health '{}'
 expect "POST /health" 405 "$(is_error 405)"
 
-echo "--- OpenAI client (openai@$want_openai)"
+echo "--- OpenAI client (openai@$(node -p "require('$e2e/package.json').dependencies.openai"))"
 if node "$e2e/openai_client.mjs" "$url"; then
   pass "OpenAI client checks"
 else
