@@ -52,9 +52,11 @@ double nice_max(double v) {
 struct Panel {
   double x0, y0;  // top-left of the plot area
   double ymax;
+  bool bars;  // x positions are the centres of n equal slots (bar groups), not edge to edge
   std::string svg;
 
   double px(size_t i, size_t n) const {  // concurrency points spread evenly (log-like spacing)
+    if (bars) return x0 + kPanelW * (static_cast<double>(i) + 0.5) / static_cast<double>(n);
     return x0 +
            (n <= 1 ? kPanelW / 2 : kPanelW * static_cast<double>(i) / static_cast<double>(n - 1));
   }
@@ -62,8 +64,8 @@ struct Panel {
 };
 
 Panel axes(double x0, const std::string& title, const std::string& ylabel, double ymax,
-           const std::vector<std::string>& xlabels) {
-  Panel p{x0, kTop + 24, ymax, {}};
+           const std::vector<std::string>& xlabels, bool bars = false) {
+  Panel p{x0, kTop + 24, ymax, bars, {}};
   p.svg += fmt::format(
       "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"13\" text-anchor=\"middle\">{}</text>\n",
       x0 + kPanelW / 2, kTop + 12, escape(title));
@@ -147,7 +149,7 @@ std::string render_bench_svg(const BenchChart& c) {
 
   // Per-position acceptance: one group of bars per concurrency, one bar per draft position.
   Panel acc = axes(kMargin + 2 * (kPanelW + kMargin + 20), "acceptance per draft position",
-                   "accepted share", 1.0, xs);
+                   "accepted share", 1.0, xs, /*bars=*/true);
   const size_t n = c.accept_per_position.size();
   for (size_t i = 0; i < n; ++i) {
     const std::vector<double>& a = c.accept_per_position[i];

@@ -38,6 +38,15 @@ TEST(SvgChart, DrawsEverySeriesAndEscapesText) {
   EXPECT_EQ(svg.find("<a&b>"), std::string::npos);
   EXPECT_NE(svg.find("MTP: 1400"), std::string::npos);
   EXPECT_NE(svg.find("c=32 position 3: 0.490"), std::string::npos);
+  // The bars stay inside their panel (x from 784 to 1084).
+  for (size_t at = svg.find("fill-opacity"); at != std::string::npos;
+       at = svg.find("fill-opacity", at + 1)) {
+    const size_t x = svg.rfind("<rect x=\"", at) + 9;
+    const size_t w = svg.find("width=\"", x) + 7;
+    const double left = std::stod(svg.substr(x)), width = std::stod(svg.substr(w));
+    EXPECT_GE(left, 784.0);
+    EXPECT_LE(left + width, 1084.0);
+  }
   // Every opened element is closed or self-closed.
   EXPECT_EQ(count(svg, "<text"), count(svg, "</text>"));
   EXPECT_EQ(count(svg, "<circle"), count(svg, "</circle>"));
