@@ -335,6 +335,8 @@ int run_server(const ServerArgs& args, bool cuda_available) {
             : ", reasoning parser " + args.reasoning_parser,
         args.tool_call_parser.empty() ? std::string()
                                       : ", tool-call parser " + args.tool_call_parser);
+    if (!args.disable_web_page)
+      log_info("tandem serve: web page at http://{}:{}/", args.host, port);
   } catch (const std::exception& e) {
     log_error("{}", e.what());
     code = 1;
