@@ -60,6 +60,7 @@ Json ServerArgs::to_json() const {
   j["tool_call_parser"] = tool_call_parser.empty() ? Json() : Json(tool_call_parser);
   j["constrained_json_disable_any_whitespace"] = constrained_json_disable_any_whitespace;
   j["api_key_set"] = !api_key.empty();
+  j["disable_web_page"] = disable_web_page;
   try {
     j["allowed_origins"] = parse_allowed_origins(allowed_origins);
   } catch (const InvalidArgument&) {

@@ -69,6 +69,8 @@ struct ServerArgs {
   // --allowed-origins as given: a JSON list ('["http://a.com"]', as vLLM takes it) or a
   // comma-separated list; "*" allows any origin. Empty: no cross-origin browser access.
   std::string allowed_origins;
+  // No web page at / (the chat and live statistics page, src/server/web/index.html).
+  bool disable_web_page = false;
   int64_t http_threads = 0;  // 0: enough for max_running_requests streams plus idle keep-alives
   int64_t max_request_bytes = 32 << 20;
   // On SIGTERM: seconds requests in flight may take to finish before they are aborted (their
