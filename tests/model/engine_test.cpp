@@ -247,36 +247,47 @@ TEST(Spec, AdaptiveDepthScheduleIsLossless) {
     Engine e(model, EngineOptions{});
     plain = run_all(e, reqs);
   }
-  const std::vector<int64_t> schedule = {3, 0, 0, 1, 5, 0, 2, 0, 0, 0, 4, 4, 0, 1};
+  // Every depth in turn; then only 0 and 1, whose drafts are all first drafts (d_1) to compare
+  // with the never-paused run (depth 1 throughout).
+  const std::vector<int64_t> every = {3, 0, 0, 1, 5, 0, 2, 0, 0, 0, 4, 4, 0, 1};
+  const std::vector<int64_t> zero_one = {1, 0, 0, 1, 0, 1, 1, 0, 0, 0, 1};
+  const std::vector<int64_t> ones = {1};
+  struct Run {
+    const char* name;
+    bool stat;
+    const std::vector<int64_t>* schedule;
+    DraftLog* log;
+  };
   DraftLog never_paused, paused;
-  for (bool stat : {false, true}) {
-    for (bool pause : {false, true}) {
-      EngineOptions o;
-      o.static_batches = stat;
-      o.spec.algorithm = "EAGLE";
-      o.spec.num_steps = 1;
-      o.spec.max_steps = 5;
-      size_t step = 0;
-      // Without pauses every round drafts one token: the reference for the first drafts.
-      o.spec.depth_override = [&](int64_t, int64_t) {
-        return pause ? schedule[step++ % schedule.size()] : 1;
-      };
-      if (!stat) (pause ? paused : never_paused).attach(o);
-      Engine e(model, o);
-      const auto got = run_all(e, reqs);
-      for (size_t i = 0; i < reqs.size(); ++i)
-        EXPECT_EQ(got[i].tokens, plain[i].tokens)
-            << (stat ? "static " : "dynamic ") << (pause ? "scheduled " : "") << "request " << i;
-      const EngineMetrics m = e.metrics();
-      ASSERT_EQ(m.spec_depth_steps.size(), 6u);
-      if (pause) {
-        EXPECT_GT(m.spec_depth_steps[0], 0u);
-        EXPECT_GT(m.spec_depth_steps[5], 0u);
-      }
-      EXPECT_EQ(m.kv_pages_used, m.kv_pages_cached);
+  for (const Run& r : {Run{"static, every depth", true, &every, nullptr},
+                       Run{"dynamic, every depth", false, &every, nullptr},
+                       Run{"dynamic, 0 and 1", false, &zero_one, &paused},
+                       Run{"dynamic, never paused", false, &ones, &never_paused}}) {
+    EngineOptions o;
+    o.static_batches = r.stat;
+    o.spec.algorithm = "EAGLE";
+    o.spec.num_steps = 1;
+    o.spec.max_steps = 5;
+    size_t step = 0;
+    o.spec.depth_override = [&](int64_t, int64_t) {
+      return (*r.schedule)[step++ % r.schedule->size()];
+    };
+    if (r.log) r.log->attach(o);
+    Engine e(model, o);
+    const auto got = run_all(e, reqs);
+    for (size_t i = 0; i < reqs.size(); ++i)
+      EXPECT_EQ(got[i].tokens, plain[i].tokens) << r.name << ": request " << i;
+    const EngineMetrics m = e.metrics();
+    ASSERT_EQ(m.spec_depth_steps.size(), 6u);
+    if (r.schedule == &every) {
+      EXPECT_GT(m.spec_depth_steps[0], 0u) << r.name;
+      EXPECT_GT(m.spec_depth_steps[5], 0u) << r.name;
     }
+    // Nothing leaks: with the prefix cache dropped no page is in use.
+    EXPECT_TRUE(e.flush_cache());
+    EXPECT_EQ(e.metrics().kv_pages_used, 0) << r.name;
   }
-  // d_1 of every round of the paused run, against the never-paused run's d_1 at that position.
+  // The paused run's drafts against the never-paused run's at the same positions.
   int64_t compared = 0, same = 0;
   for (const auto& [at, d] : paused.drafts) {
     const auto it = never_paused.drafts.find(at);
@@ -284,7 +295,9 @@ TEST(Spec, AdaptiveDepthScheduleIsLossless) {
     ++compared;
     same += it->second[0] == d[0];
   }
-  EXPECT_GT(compared, 20);
+  std::printf("  first drafts after plain steps equal the never-paused run's at %lld of %lld positions\n",
+              static_cast<long long>(same), static_cast<long long>(compared));
+  EXPECT_GT(compared, 50);
   EXPECT_GE(same, compared * 95 / 100) << same << " of " << compared;
 }
 
