@@ -88,7 +88,7 @@ step() {  # step NAME TIMEOUT CMD...
     FAILURES+=("$name: tests skipped with no CUDA device")
   fi
 }
-step ops_tests "${OPS_TIMEOUT:-240}" "$CARRY/ops_tests" --gtest_color=no
+[ "${OPS:-1}" = "1" ] && step ops_tests "${OPS_TIMEOUT:-240}" "$CARRY/ops_tests" --gtest_color=no
 step gpu_model_tests "${MODEL_TIMEOUT:-300}" "$CARRY/gpu_model_tests" --gtest_color=no
 # NCCL at world 1, the one-shot all-reduce with two ranks on this one GPU, its latency table.
 [ -x "$CARRY/gpu_dist_tests" ] && step gpu_dist_tests "${DIST_TIMEOUT:-150}" "$CARRY/gpu_dist_tests" --gtest_color=no
@@ -166,6 +166,41 @@ if [ "${SPEC:-1}" = "1" ]; then
     --preset glm5.2 --num-layers 7 --num-prompts 16 --prompt-tokens 1024 --max-new-tokens 48 \
     --concurrency 1,8 --simulate-accept-length 2.4 --profile-spec-phases
 fi
+# Adaptive speculation depth (issue #20): plain, fixed S = 3, 1, 2, 5 and adaptive (starting at
+# 3, up to 5) on the same workload at concurrency 1, 8, 32, 64; bench-offline prints each
+# adaptive row's depth histogram and its ratio to the best other row (goal: >= 0.98). On the
+# shipped model with default kernels (speed) and with batch-invariant kernels (every MTP row,
+# adaptive included, must reproduce plain greedy decoding), then on real-shape GLM-5.2 slices
+# with simulated acceptance (ADAPT_ACCEPT, ADAPT_LAYERS).
+if [ "${ADAPTIVE:-1}" = "1" ]; then
+  APROMPTS="--prompts tests/data/austen/heldout_prompts_64.json --num-prompts 64"
+  # all_identical NAME CONCURRENCY LOG: every MTP row of that concurrency says "outputs identical".
+  all_identical() {
+    local rows same
+    rows=$(grep -cE "^$2 +MTP" "$OUTDIR/$3.log")
+    same=$(grep -E "^$2 +MTP" "$OUTDIR/$3.log" | grep -c "outputs identical")
+    if [ "$rows" = 0 ] || [ "$rows" != "$same" ]; then
+      echo "FAIL: $1: $((rows - same)) of $rows MTP rows differ from plain decoding at concurrency $2"
+      RC[$3]=1
+      FAILURES+=("$1: MTP output differs from plain decoding at concurrency $2")
+    fi
+  }
+  if [ "${ADAPT_AUSTEN:-1}" = "1" ]; then
+    step adapt_austen "${ADAPT_TIMEOUT:-200}" "$CARRY/tandem" bench-offline --device cuda $APROMPTS \
+      --concurrency 1,8,32,64 --speculative-num-steps 3,1,2,5 --adaptive
+    step adapt_austen_det "${ADAPT_TIMEOUT:-200}" "$CARRY/tandem" bench-offline --device cuda $APROMPTS \
+      --concurrency 1,8,32,64 --speculative-num-steps 3,1,2,5 --adaptive --enable-deterministic-inference
+    for c in 1 8 32 64; do all_identical adaptive-deterministic $c adapt_austen_det; done
+  fi
+  for NL in ${ADAPT_LAYERS-4}; do
+    for A in ${ADAPT_ACCEPT-2.4}; do
+      step adapt_glm52_${NL}_$A "${ADAPT_TIMEOUT:-200}" "$CARRY/tandem" bench-offline --device cuda \
+        --load-format dummy --preset glm5.2 --num-layers $NL --num-prompts 64 --prompt-tokens 512 \
+        --max-new-tokens 32 --concurrency 1,8,32,64 --simulate-accept-length $A \
+        --speculative-num-steps 3,1,2,5 --adaptive
+    done
+  done
+fi
 # Structured outputs: every request constrained by a JSON schema (masks on the device, one
 # captured forward per draft step), TPOT against the unconstrained rows of spec_austen (same
 # prompts and lengths), MTP identical to plain in deterministic mode; then the grammar engine's
@@ -194,11 +229,12 @@ if [ -x "$SAN" ] && [ "${SANITIZE:-1}" = "1" ]; then
   step racecheck "${RACECHECK_TIMEOUT:-90}" env TANDEM_OPS_SMALL=1 "$SAN" --tool racecheck --error-exitcode 9 "$CARRY/ops_tests" --gtest_color=no --gtest_filter='CudaOps.Mla*:CudaOps.Indexer*:CudaOps.Moe*'
 fi
 
+ADAPT_STEPS=$(cd "$OUTDIR" && ls adapt_*.log 2>/dev/null | sed 's/\.log$//' | tr '\n' ' ')
 {
   echo
   echo "==================== GPU SUITE SUMMARY ===================="
   head -1 "$OUTDIR/gpu.txt" >/dev/null; sed -n 2p "$OUTDIR/gpu.txt"
-  for n in ops_tests gpu_model_tests gpu_dist_tests kernel_bench quant_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det grammar_bench memcheck racecheck; do
+  for n in ops_tests gpu_model_tests gpu_dist_tests kernel_bench quant_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det $ADAPT_STEPS grammar_bench memcheck racecheck; do
     [ -f "$OUTDIR/$n.log" ] || continue
     printf "%-16s rc=%-4s %4ss  " "$n" "${RC[$n]}" "${SECS[$n]}"
     grep -E "^\[  (PASSED|FAILED)  \]|ERROR SUMMARY|RACECHECK SUMMARY" "$OUTDIR/$n.log" | head -3 | tr '\n' ' '
@@ -219,6 +255,7 @@ fi
   [ -f "$OUTDIR/quant_bench.log" ] && { echo; grep -v "^\[" "$OUTDIR/quant_bench.log"; }
   [ -f "$OUTDIR/hf_baseline.log" ] && { echo; echo "-- hf_baseline (transformers, same GPU, same run)"; cat "$OUTDIR/hf_baseline.log"; }
   for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det grammar_bench; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
+  for n in $ADAPT_STEPS; do echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -40; done
   grep -h -E "error|Error|what\(\)" "$OUTDIR"/*.log | head -10
   echo
   if [ ${#FAILURES[@]} -eq 0 ]; then
@@ -236,7 +273,7 @@ mkdir -p "$(dirname "$RESULTS")"
   echo "# scripts/gpu_suite.sh $*, commit $COMMIT, $(date -u '+%Y-%m-%d %H:%M UTC')"
   cat "$OUTDIR/summary.txt"
   # The full benchmark and engine logs, so every table docs/ quotes is in this file.
-  for n in kernel_bench quant_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det grammar_bench; do
+  for n in kernel_bench quant_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det $ADAPT_STEPS grammar_bench; do
     [ -f "$OUTDIR/$n.log" ] || continue
     echo; echo "==================== $n.log ===================="
     grep -v "^\[" "$OUTDIR/$n.log"

@@ -512,6 +512,8 @@ TEST(GpuGraphs, SpecDraftLoopGraphMatchesEager) {
       o.spec.algorithm = "EAGLE";
       o.spec.num_steps = 4;
       o.spec.num_draft_tokens = 5;
+      // Default kernels are not batch-invariant: both runs must take the same shapes.
+      o.spec.adaptive = false;
       Engine e(model, o);
       std::vector<std::shared_ptr<RequestStream>> streams;
       for (const Request& r : reqs) streams.push_back(e.submit(r));
