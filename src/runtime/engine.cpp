@@ -63,6 +63,7 @@ SchedulerOptions scheduler_options(const EngineOptions& o) {
   s.max_prefill_tokens = o.max_prefill_tokens;
   s.enable_prefix_cache = o.enable_prefix_cache;
   s.draft_steps = o.spec.enabled() ? o.spec.max_depth() : 0;
+  s.draft_catches_up = o.spec.enabled() && o.spec.adaptive;
   return s;
 }
 
@@ -100,7 +101,8 @@ struct Engine::Impl {
         runner(model, opt, geo.num_pages, geo.context_length, geo.draft_steps),
         out(geo.draft_steps),
         spec(geo.draft_steps > 0
-                 ? std::make_unique<SpecWorker>(runner, out, opt.spec, opt.profile_spec_phases)
+                 ? std::make_unique<SpecWorker>(runner, out, opt.spec, opt.profile_spec_phases,
+                                                opt.max_prefill_tokens)
                  : nullptr),
         exec(runner, out, spec.get()),
         depth(spec ? std::make_unique<SpecDepthPolicy>(depth_options(opt.spec)) : nullptr) {

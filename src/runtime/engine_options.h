@@ -14,13 +14,13 @@ namespace tandem {
 constexpr int64_t kMaxSpeculativeSteps = 8;
 
 struct SpeculativeOptions {
-  std::string algorithm;         // "" (off) | "EAGLE" | "NEXTN" (an alias): the MTP layer drafts
-  int64_t num_steps = 3;         // S: draft tokens per round (adaptive: the starting depth)
+  std::string algorithm;  // "" (off) | "EAGLE" | "NEXTN" (an alias): the MTP layer drafts
+  int64_t num_steps = 3;  // S: draft tokens per round (adaptive: the starting depth)
   // Adaptive depth (spec_depth_policy.h): every decode step chooses its number of drafts in
   // [0, max_steps] (0: plain decoding) from the batch size, the running acceptance and the
   // measured cost of each depth. false (--disable-speculative-adaptive): always num_steps.
   bool adaptive = true;
-  int64_t max_steps = 0;  // deepest adaptive round; 0: max(num_steps, 5) (capped at 8)
+  int64_t max_steps = 0;         // deepest adaptive round; 0: max(num_steps, 5) (capped at 8)
   int64_t eagle_topk = 1;        // only 1 (chain drafts) is supported
   int64_t num_draft_tokens = 4;  // S + 1 tokens verified per round; 0: S + 1
   // Benchmarking aid: instead of comparing drafts with the target, accept each draft position

@@ -20,7 +20,8 @@ void run_follower(std::shared_ptr<const Model> model, EngineOptions opt, Process
   OutputProcessor out(geo.draft_steps);  // counts only; nothing is streamed from here
   std::unique_ptr<SpecWorker> spec;
   if (geo.draft_steps > 0)
-    spec = std::make_unique<SpecWorker>(runner, out, opt.spec, opt.profile_spec_phases);
+    spec = std::make_unique<SpecWorker>(runner, out, opt.spec, opt.profile_spec_phases,
+                                        opt.max_prefill_tokens);
   StepExecutor exec(runner, out, spec.get());
   log_info("rank {} of {}: ready ({} KV pages)", group.rank(), group.world(), geo.num_pages);
   FollowerSequences seqs(std::move(constraints));

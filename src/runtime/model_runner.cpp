@@ -82,7 +82,9 @@ void ModelRunner::begin_step() {
 
 ForwardResult ModelRunner::extend(const std::vector<SequenceChunk>& chunks) {
   ForwardBatch fb = build_forward_batch(ForwardMode::kExtend, chunks, page_size_, device());
-  return model_->forward(*workspace_, fb, *cache_);
+  ForwardResult r = model_->forward(*workspace_, fb, *cache_);
+  if (stash_.defined()) ops::kv_store(r.hidden, fb.attn, stash_);  // the draft reads them later
+  return r;
 }
 
 ForwardResult ModelRunner::extend_draft(const std::vector<SequenceChunk>& chunks,
@@ -143,7 +145,7 @@ ForwardResult ModelRunner::forward_fixed(Kind kind, const std::vector<SequenceCh
     }
     if (kind == Kind::kTarget) {
       ForwardResult r = model_->forward(*workspace_, fb, *cache_);
-      if (q == 1 && stash_.defined()) ops::kv_store(r.hidden, fb.attn, stash_);
+      if (stash_.defined()) ops::kv_store(r.hidden, fb.attn, stash_);
       return r;
     }
     return model_->forward_mtp(*workspace_, fb, hidden, *cache_,
@@ -180,8 +182,7 @@ ForwardResult ModelRunner::forward_fixed(Kind kind, const std::vector<SequenceCh
                  : model_->forward_mtp(w, sb.fb, sb.hidden, *cache_,
                                        kind == Kind::kDraftReuse ? sb.reuse : Tensor());
     // Padding rows have slot -1 and write nowhere.
-    if (kind == Kind::kTarget && q == 1 && stash_.defined())
-      ops::kv_store(sb.out.hidden, sb.fb.attn, stash_);
+    if (kind == Kind::kTarget && stash_.defined()) ops::kv_store(sb.out.hidden, sb.fb.attn, stash_);
   });
   return sb.out;
 }

@@ -49,9 +49,10 @@ class ModelRunner {
                                                const Tensor& hidden, const Tensor& reuse);
   bool captures() const { return graphs_ != nullptr; }
 
-  // Adaptive speculation: the target hidden state of every plain-decoded token (one-token
-  // kTarget forwards) is kept at its KV slot, so that the draft can read those positions later.
-  // stash_rows gathers them back: slots [N] -> [N, D].
+  // Adaptive speculation: the target hidden state of every position the target computes
+  // (prefill, decode, verify) is kept at its KV slot, so that the draft can read positions it
+  // skipped later (plain steps, deferred prompts, reused prefixes). stash_rows gathers them back:
+  // slots [N] -> [N, D].
   bool stashes() const { return stash_.defined(); }
   Tensor stash_rows(const std::vector<int32_t>& slots);
   int64_t page_size() const { return page_size_; }

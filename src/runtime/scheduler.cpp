@@ -78,10 +78,7 @@ bool Scheduler::allocate(Sequence& s, int64_t tokens) {
 
 void Scheduler::release(Sequence& s, bool keep_prefix) {
   if (s.pages.empty()) return;
-  // Positions the draft has not read yet (adaptive depth 0) lack draft KV: a later request
-  // reusing them would draft from holes, so the cache keeps only what both models computed.
-  if (keep_prefix && opt_.enable_prefix_cache)
-    prefix_.insert(s.tokens, s.kv_len - s.draft_lag, s.pages);
+  if (keep_prefix && opt_.enable_prefix_cache) prefix_.insert(s.tokens, s.kv_len, s.pages);
   pages_.release(s.pages);
   s.pages.clear();
 }
@@ -97,12 +94,16 @@ bool Scheduler::admit(Sequence& s) {
     // The draft's pair (h_i, x_{i+1}) at the last cached position needs h_i: recompute it.
     if (S > 0 && s.kv_len > 0) --s.kv_len;
     if (s.generated == 0) s.cached_tokens = s.kv_len;
+    // A cached prefix may lack draft KV (its owner decoded plainly, adaptive depth 0): the
+    // draft reads it again from the stashed target states at the first speculative round.
+    if (opt_.draft_catches_up) s.draft_lag = s.kv_len;
   }
   if (!allocate(s, n + 1 + S)) {
     pages_.release(s.pages);
     s.pages.clear();
     s.kv_len = 0;
     s.cached_tokens = 0;
+    s.draft_lag = 0;
     return false;
   }
   return true;

@@ -37,7 +37,8 @@ struct SchedulerOptions {
   int64_t chunked_prefill_size = 512;
   int64_t max_prefill_tokens = 2048;
   bool enable_prefix_cache = true;
-  int64_t draft_steps = 0;  // S when speculating: a round writes S + 1 positions
+  int64_t draft_steps = 0;        // S when speculating: a round writes S + 1 positions
+  bool draft_catches_up = false;  // adaptive depth: the draft reads stashed positions later
 };
 
 class Scheduler {

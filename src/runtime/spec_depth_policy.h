@@ -7,10 +7,12 @@
 //   d_1 .. d_{j-1} were);
 // - the wall time of a step of depth s for each batch-size class (the padded batch sizes that
 //   the engine captures graphs for), a running average of the measured steps.
-// Each class keeps its own depth. It moves by at most one per decision, and only toward a depth
-// whose estimated rate beats the current one by a margin, so depth changes are smooth and a noisy
-// measurement cannot flip it back and forth. Depths never measured in a class are probed: a few
-// steps at a neighbouring depth, again periodically so that the estimates follow the load.
+// Each class keeps its own depth. It moves by at most one at a time, at most once per min_dwell
+// steps, and only toward a depth whose estimated rate beats the current one by a margin, so depth
+// changes are smooth and a noisy measurement cannot flip it back and forth. Every depth is
+// probed once in each class (a few steps; the rate is rarely unimodal enough to find plain
+// decoding from depth 3 by neighbours alone), and a neighbour again periodically, so that the
+// estimates follow the load.
 // Plain host code with no clock of its own: tests feed it recorded traces.
 #pragma once
 
@@ -21,12 +23,13 @@
 namespace tandem {
 
 struct SpecDepthOptions {
-  int64_t max_depth = 3;      // deepest round (the engine's graphs and KV budget allow it)
-  int64_t initial_depth = 3;  // where every batch-size class starts
-  bool adaptive = true;       // false: always initial_depth
-  double margin = 0.03;       // a move needs an estimated rate this much above the current one
+  int64_t max_depth = 3;        // deepest round (the engine's graphs and KV budget allow it)
+  int64_t initial_depth = 3;    // where every batch-size class starts
+  bool adaptive = true;         // false: always initial_depth
+  double margin = 0.03;         // a move needs an estimated rate this much above the current one
   int64_t explore_every = 256;  // steps of a class between probes of its neighbour depths
   int64_t probe_steps = 4;      // steps of one probe; the first is not timed (graph capture)
+  int64_t min_dwell = 8;        // steps of a class between two moves of its settled depth
   double time_alpha = 0.2;      // weight of a new step time in its running average
   double accept_alpha = 0.01;   // weight of one new acceptance observation
   double prior_accept = 0.6;    // conditional acceptance assumed before any is seen
@@ -71,6 +74,7 @@ class SpecDepthPolicy {
     int64_t depth = 0;
     std::vector<Timing> timing;  // [max_depth + 1]
     int64_t steps = 0;
+    int64_t last_move = 0;  // steps at the last move
     int64_t probe_depth = -1, probe_left = 0;
     int64_t next_probe_up = 1;  // alternates the direction of periodic probes
   };

@@ -40,17 +40,27 @@ struct PhaseClock {
 }  // namespace
 
 SpecWorker::SpecWorker(ModelRunner& runner, OutputProcessor& out, const SpeculativeOptions& opt,
-                       bool profile_phases)
+                       bool profile_phases, int64_t catch_up_tokens)
     : runner_(runner),
       out_(out),
       opt_(opt),
       simulated_rate_(simulated_accept_rate(opt.simulate_accept_length, opt.num_steps)),
-      profile_(profile_phases) {}
+      profile_(profile_phases),
+      catch_up_tokens_(std::max<int64_t>(1, catch_up_tokens)) {}
 
 // Pairs (h_i, x_{i+1}) over each prefilled chunk; the last pair of a finished prompt pairs the
 // final prompt position with the token just sampled.
 void SpecWorker::after_prefill(const std::vector<ScheduledChunk>& batch,
                                const ForwardResult& target) {
+  if (runner_.stashes()) {
+    // The runner stashed every prompt position's hidden state; the draft reads them later.
+    for (const ScheduledChunk& b : batch) {
+      Sequence& s = *b.seq;
+      if (!s.finished && static_cast<int64_t>(s.tokens.size()) > b.end)
+        s.draft_lag += b.end - b.start;
+    }
+    return;
+  }
   std::vector<SequenceChunk> chunks;
   std::vector<int32_t> hidden_rows;
   std::vector<Sequence*> seqs;
@@ -125,8 +135,8 @@ void SpecWorker::set_next_drafts(const std::vector<Sequence*>& seqs, const Forwa
 // when a sequence is constrained (its mask for step j depends on the drafts before it, which
 // only the host's constraint can follow), one forward per step, each draft passing through the
 // host. masks follows every draft, so that it holds rows 0..S on return.
-std::vector<std::vector<int32_t>> SpecWorker::draft(const std::vector<Sequence*>& seqs,
-                                                    int64_t S, RoundMasks& masks) {
+std::vector<std::vector<int32_t>> SpecWorker::draft(const std::vector<Sequence*>& seqs, int64_t S,
+                                                    RoundMasks& masks) {
   const Model& model = runner_.model();
   const int64_t B = static_cast<int64_t>(seqs.size());
   const int64_t D = model.config().hidden_size;
@@ -160,7 +170,7 @@ std::vector<std::vector<int32_t>> SpecWorker::draft(const std::vector<Sequence*>
   if (runner_.captures() && !masks.any()) {
     std::vector<std::vector<SequenceChunk>> steps;
     for (int64_t j = 1; j < S; ++j) steps.push_back(step_chunks(j));  // step 1's ids only count
-    const auto out = runner_.draft_loop(steps, hid, reuse);            // [S - 1][B]
+    const auto out = runner_.draft_loop(steps, hid, reuse);           // [S - 1][B]
     for (const auto& step : out)
       for (int64_t b = 0; b < B; ++b) drafts[b].push_back(step[b]);
     return drafts;
@@ -189,31 +199,53 @@ void SpecWorker::after_plain_step(const std::vector<Sequence*>& seqs) {
   for (Sequence* s : seqs) s->draft_lag += 1;  // the runner stashed each one's hidden state
 }
 
-// Pairs (h_i, x_{i+1}) for the lagging positions i, h_i from the stash at i's KV slot.
+// Pairs (h_i, x_{i+1}) for the lagging positions i, h_i from the stash at i's KV slot, in
+// forwards of at most catch_up_tokens_ positions (a long prompt takes several, in order); a
+// sequence's last forward gives its d_1.
 void SpecWorker::catch_up(const std::vector<Sequence*>& seqs) {
-  std::vector<SequenceChunk> chunks;
-  std::vector<int32_t> slots;
-  std::vector<Sequence*> behind;
-  std::vector<int64_t> ends;
   const int64_t P = runner_.page_size();
-  for (Sequence* s : seqs) {
-    if (s->draft_lag == 0) continue;
-    const int64_t from = s->kv_len - s->draft_lag;
-    chunks.push_back({&s->pages,
-                      from,
-                      {s->tokens.begin() + from + 1, s->tokens.begin() + s->kv_len + 1},
-                      false});
-    for (int64_t p = from; p < s->kv_len; ++p)
-      slots.push_back(s->pages[static_cast<size_t>(p / P)] * static_cast<int32_t>(P) +
-                      static_cast<int32_t>(p % P));
-    ends.push_back(static_cast<int64_t>(slots.size()));
-    behind.push_back(s);
+  Workspace& ws = runner_.workspace();
+  for (;;) {
+    std::vector<SequenceChunk> chunks;
+    std::vector<int32_t> slots;
+    std::vector<Sequence*> done;  // sequences whose lag this forward ends
+    std::vector<int64_t> ends;    // their last row, + 1
+    std::vector<std::pair<Sequence*, int64_t>> taken;
+    int64_t budget = catch_up_tokens_;
+    for (Sequence* s : seqs) {
+      if (s->draft_lag == 0 || budget == 0) continue;
+      const int64_t from = s->kv_len - s->draft_lag, n = std::min(s->draft_lag, budget);
+      chunks.push_back({&s->pages,
+                        from,
+                        {s->tokens.begin() + from + 1, s->tokens.begin() + from + n + 1},
+                        false});
+      for (int64_t p = from; p < from + n; ++p)
+        slots.push_back(s->pages[static_cast<size_t>(p / P)] * static_cast<int32_t>(P) +
+                        static_cast<int32_t>(p % P));
+      budget -= n;
+      taken.emplace_back(s, n);
+      if (n == s->draft_lag) {
+        done.push_back(s);
+        ends.push_back(static_cast<int64_t>(slots.size()));
+      }
+    }
+    if (chunks.empty()) return;
+    const size_t mark = ws.mark();
+    const Tensor h = runner_.stash_rows(slots);  // [positions, D]
+    const ForwardResult d = runner_.extend_draft(chunks, h);
+    if (!done.empty()) {
+      // One logit row per chunk: keep those of the finishing sequences.
+      std::vector<int32_t> rows;
+      for (size_t i = 0, k = 0; i < taken.size(); ++i)
+        if (k < done.size() && taken[i].first == done[k])
+          rows.push_back(static_cast<int32_t>(i)), ++k;
+      ForwardResult mine = d;
+      mine.logits = ops::gather_rows(ws, d.logits, runner_.indices(rows));
+      set_next_drafts(done, mine, ends);
+    }
+    ws.release(mark);
+    for (auto& [s, n] : taken) s->draft_lag -= n;
   }
-  if (chunks.empty()) return;
-  const Tensor h = runner_.stash_rows(slots);  // [sum of lags, D]
-  const ForwardResult d = runner_.extend_draft(chunks, h);
-  set_next_drafts(behind, d, ends);
-  for (Sequence* s : behind) s->draft_lag = 0;
 }
 
 SpecWorker::RoundStats SpecWorker::round(const std::vector<Sequence*>& seqs, int64_t S) {
@@ -327,8 +359,7 @@ SpecWorker::RoundStats SpecWorker::round(const std::vector<Sequence*>& seqs, int
   return stats;
 }
 
-void SpecWorker::mask_verify(const Tensor& logits, const RoundMasks& masks, int64_t B,
-                             int64_t S) {
+void SpecWorker::mask_verify(const Tensor& logits, const RoundMasks& masks, int64_t B, int64_t S) {
   std::vector<const uint32_t*> rows(static_cast<size_t>(B * (S + 1)), nullptr);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t i = 0; i <= S; ++i)

@@ -19,8 +19,10 @@ namespace tandem {
 
 class SpecWorker {
  public:
+  // catch_up_tokens: the most lagging positions one catch-up forward reads (the step's prefill
+  // budget, so that it fits the workspace as a prefill does).
   SpecWorker(ModelRunner& runner, OutputProcessor& out, const SpeculativeOptions& opt,
-             bool profile_phases);
+             bool profile_phases, int64_t catch_up_tokens);
 
   // What a round did, for the adaptive depth policy.
   struct RoundStats {
@@ -28,7 +30,9 @@ class SpecWorker {
     double catch_up_seconds = 0;    // wall time of the draft catch-up (not the round's own cost)
   };
 
-  // Draft KV for the prefilled chunks and each finished prompt's first draft token.
+  // Draft KV for the prefilled chunks and each finished prompt's first draft token; with the
+  // hidden-state stash (adaptive depth) the draft reads the prompt later, at its first round, so
+  // an engine that decodes plainly never pays for the draft.
   void after_prefill(const std::vector<ScheduledChunk>& batch, const ForwardResult& target);
   // One round of S drafts (1 <= S <= the runner's depth) for every sequence; their pages already
   // hold S + 1 more positions.
@@ -53,6 +57,7 @@ class SpecWorker {
   const SpeculativeOptions& opt_;
   double simulated_rate_;  // accept_simulated's rate, when simulating
   bool profile_;
+  int64_t catch_up_tokens_;
 };
 
 }  // namespace tandem

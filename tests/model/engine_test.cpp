@@ -295,8 +295,9 @@ TEST(Spec, AdaptiveDepthScheduleIsLossless) {
     ++compared;
     same += it->second[0] == d[0];
   }
-  std::printf("  first drafts after plain steps equal the never-paused run's at %lld of %lld positions\n",
-              static_cast<long long>(same), static_cast<long long>(compared));
+  std::printf(
+      "  first drafts after plain steps equal the never-paused run's at %lld of %lld positions\n",
+      static_cast<long long>(same), static_cast<long long>(compared));
   EXPECT_GT(compared, 50);
   EXPECT_GE(same, compared * 95 / 100) << same << " of " << compared;
 }
