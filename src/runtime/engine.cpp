@@ -293,12 +293,11 @@ struct Engine::Impl {
     const SpecWorker::RoundStats stats = exec.run(plan);
     if (depth && plan.kind == StepPlan::Kind::kDecode) {
       // Every decode step ends with its tokens on the host, so the host clock spans the device
-      // work; the draft's one-off catch-up is not a cost of the depth.
+      // work.
       const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() -
-          stats.catch_up_seconds;
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       depth->observe(plan.draft_steps, static_cast<int64_t>(plan.decode.size()), seconds,
-                     stats.accepted);
+                     stats.accepted, stats.catch_up_seconds);
       out.count_depth(plan.draft_steps);
       for (const std::string& c : depth->take_changes()) log_info("{}", c);
     }

@@ -72,8 +72,8 @@ double SpecDepthPolicy::expected_tokens(int64_t depth) const {
 // (a round's cost grows about linearly with its drafts), else unknown (-1).
 double SpecDepthPolicy::class_seconds(const ClassState& c, int64_t depth) const {
   const Timing& t = c.timing[static_cast<size_t>(depth)];
-  if (t.samples > 0) return t.seconds;
-  if (depth == 0) return -1.0;
+  if (depth == 0) return t.samples > 0 ? t.seconds : -1.0;
+  if (t.samples > 0) return t.seconds + c.catch_up;
   int64_t lo = -1, hi = -1;  // the two measured depths nearest to depth
   for (int64_t d = 1; d <= o_.max_depth; ++d) {
     if (c.timing[static_cast<size_t>(d)].samples == 0) continue;
@@ -89,7 +89,7 @@ double SpecDepthPolicy::class_seconds(const ClassState& c, int64_t depth) const 
   const double th = c.timing[static_cast<size_t>(hi)].seconds;
   const double slope = (th - tl) / static_cast<double>(hi - lo);
   const double est = tl + slope * static_cast<double>(depth - lo);
-  return est > 0 ? est : -1.0;
+  return est > 0 ? est + c.catch_up : -1.0;
 }
 
 double SpecDepthPolicy::class_rate(const ClassState& c, int64_t depth, int64_t cls) const {
@@ -129,7 +129,9 @@ void SpecDepthPolicy::decide(ClassState& c, int64_t cls) {
         start_probe(c, n);
         return;
       }
-  if (c.steps % o_.explore_every == 0) {
+  // From plain decoding a probe upward also pays the draft's catch-up of every live sequence:
+  // probe four times less often there.
+  if (c.steps % (d == 0 ? 4 * o_.explore_every : o_.explore_every) == 0) {
     for (int tries = 0; tries < 2; ++tries) {
       const int64_t n = d + c.next_probe_up;
       c.next_probe_up = -c.next_probe_up;
@@ -178,7 +180,7 @@ int64_t SpecDepthPolicy::choose(int64_t batch) {
 }
 
 void SpecDepthPolicy::observe(int64_t depth, int64_t batch, double seconds,
-                              const std::vector<int64_t>& accepted) {
+                              const std::vector<int64_t>& accepted, double catch_up_seconds) {
   if (depth < 0 || depth > o_.max_depth) return;
   for (int64_t k : accepted)
     for (int64_t j = 1; j <= std::min(k + 1, depth); ++j) {
@@ -189,7 +191,10 @@ void SpecDepthPolicy::observe(int64_t depth, int64_t batch, double seconds,
       accept_[i] += w * (hit - accept_[i]);
     }
   if (!o_.adaptive || batch <= 0 || !(seconds > 0)) return;
-  Timing& t = state(batch).timing[static_cast<size_t>(depth)];
+  ClassState& c = state(batch);
+  if (depth > 0) c.catch_up += o_.catch_up_alpha * (catch_up_seconds - c.catch_up);
+  seconds -= catch_up_seconds;
+  Timing& t = c.timing[static_cast<size_t>(depth)];
   if (++t.seen == 1) return;  // the first step of a shape may include its graph capture
   if (t.samples == 0) {
     t.seconds = seconds;

@@ -23,16 +23,17 @@
 namespace tandem {
 
 struct SpecDepthOptions {
-  int64_t max_depth = 3;        // deepest round (the engine's graphs and KV budget allow it)
-  int64_t initial_depth = 3;    // where every batch-size class starts
-  bool adaptive = true;         // false: always initial_depth
-  double margin = 0.03;         // a move needs an estimated rate this much above the current one
-  int64_t explore_every = 256;  // steps of a class between probes of its neighbour depths
-  int64_t probe_steps = 4;      // steps of one probe; the first is not timed (graph capture)
-  int64_t min_dwell = 8;        // steps of a class between two moves of its settled depth
-  double time_alpha = 0.2;      // weight of a new step time in its running average
-  double accept_alpha = 0.01;   // weight of one new acceptance observation
-  double prior_accept = 0.6;    // conditional acceptance assumed before any is seen
+  int64_t max_depth = 3;         // deepest round (the engine's graphs and KV budget allow it)
+  int64_t initial_depth = 3;     // where every batch-size class starts
+  bool adaptive = true;          // false: always initial_depth
+  double margin = 0.03;          // a move needs an estimated rate this much above the current one
+  int64_t explore_every = 256;   // steps of a class between probes of its neighbour depths
+  int64_t probe_steps = 4;       // steps of one probe; the first is not timed (graph capture)
+  int64_t min_dwell = 8;         // steps of a class between two moves of its settled depth
+  double time_alpha = 0.2;       // weight of a new step time in its running average
+  double accept_alpha = 0.01;    // weight of one new acceptance observation
+  double catch_up_alpha = 0.05;  // weight of one speculative step in the catch-up average
+  double prior_accept = 0.6;     // conditional acceptance assumed before any is seen
 };
 
 class SpecDepthPolicy {
@@ -41,9 +42,13 @@ class SpecDepthPolicy {
 
   // The depth of the next decode step of `batch` sequences.
   int64_t choose(int64_t batch);
-  // A finished decode step: its depth, batch size and wall seconds (excluding one-off work such
-  // as draft catch-up), and for depth > 0 each sequence's accepted draft count.
-  void observe(int64_t depth, int64_t batch, double seconds, const std::vector<int64_t>& accepted);
+  // A finished decode step: its depth, batch size and wall seconds, for depth > 0 each sequence's
+  // accepted draft count, and the part of the seconds the draft spent catching up (reading
+  // prompts and plainly decoded positions it skipped). Catch-up is a cost of speculating at all,
+  // not of one depth: it is averaged over every speculative step of the class and added to each
+  // depth > 0 (so a short answer to a long prompt may not be worth drafting).
+  void observe(int64_t depth, int64_t batch, double seconds, const std::vector<int64_t>& accepted,
+               double catch_up_seconds = 0.0);
 
   // E(depth): expected committed tokens per sequence per step.
   double expected_tokens(int64_t depth) const;
@@ -75,6 +80,7 @@ class SpecDepthPolicy {
     std::vector<Timing> timing;  // [max_depth + 1]
     int64_t steps = 0;
     int64_t last_move = 0;  // steps at the last move
+    double catch_up = 0;    // running average of catch-up seconds per speculative step
     int64_t probe_depth = -1, probe_left = 0;
     int64_t next_probe_up = 1;  // alternates the direction of periodic probes
   };

@@ -19,6 +19,9 @@ struct SimEngine {
   std::function<double(int64_t depth, int64_t batch)> cost;
   std::vector<double> accept;  // conditional acceptance of draft positions 1..
   double noise = 0.0;          // relative spread of measured times
+  // Requests of request_tokens tokens; each new one's prompt costs the draft catch_up_seconds at
+  // the first speculative step after it arrived (0: no catch-up).
+  double request_tokens = 0, catch_up_seconds = 0;
   Rng rng{7};
 
   // Expected committed tokens per sequence per step at depth d.
@@ -28,7 +31,12 @@ struct SimEngine {
     return e;
   }
   double fixed_rate(int64_t d, int64_t batch) const {
-    return static_cast<double>(batch) * expected(d) / cost(d, batch);
+    // Each sequence's requests take request_tokens / E(d) steps and one catch-up.
+    const double catch_up =
+        d > 0 && request_tokens > 0
+            ? static_cast<double>(batch) * catch_up_seconds * expected(d) / request_tokens
+            : 0.0;
+    return static_cast<double>(batch) * expected(d) / (cost(d, batch) + catch_up);
   }
   double best_fixed_rate(int64_t max_depth, int64_t batch, int64_t* best = nullptr) const {
     double r = 0;
@@ -50,9 +58,11 @@ struct RunResult {
 // Runs `steps` decode steps of `batch` sequences: the policy chooses, the engine "runs" the step.
 RunResult run(SpecDepthPolicy& p, SimEngine& e, int64_t batch, int64_t steps) {
   RunResult r;
+  double lagging = 0;  // prompts arrived since the last speculative step
   for (int64_t i = 0; i < steps; ++i) {
     const int64_t d = p.choose(batch);
-    const double t = e.cost(d, batch) * (1.0 + e.noise * (2.0 * e.rng.uniform() - 1.0));
+    double t = e.cost(d, batch) * (1.0 + e.noise * (2.0 * e.rng.uniform() - 1.0));
+    const double tokens_before = r.tokens;
     std::vector<int64_t> accepted;
     if (d > 0)
       for (int64_t b = 0; b < batch; ++b) {
@@ -63,8 +73,21 @@ RunResult run(SpecDepthPolicy& p, SimEngine& e, int64_t batch, int64_t steps) {
       }
     else
       r.tokens += static_cast<double>(batch);
+    double catch_up = 0;
+    if (e.request_tokens > 0) {
+      // New prompts: one per request_tokens committed tokens of the batch, per sequence.
+      // Only live sequences need their prompt read: at most batch of them.
+      lagging = std::min<double>(static_cast<double>(batch),
+                                 lagging + std::floor(r.tokens / e.request_tokens) -
+                                     std::floor(tokens_before / e.request_tokens));
+      if (d > 0) {
+        catch_up = lagging * e.catch_up_seconds;
+        lagging = 0;
+        t += catch_up;
+      }
+    }
     r.seconds += t;
-    p.observe(d, batch, t, accepted);
+    p.observe(d, batch, t, accepted, catch_up);
     r.settled.push_back(p.settled_depth(batch));
   }
   return r;
@@ -167,6 +190,30 @@ TEST(SpecDepthPolicy, RecordedH200CostsReachTheBestDepth) {
     EXPECT_GE(r.rate(), 0.98 * best_rate) << c.name << ": best fixed depth " << best;
     EXPECT_GE(e.fixed_rate(p.settled_depth(c.batch), c.batch), 0.97 * best_rate)
         << c.name << ": settled " << p.settled_depth(c.batch) << ", best " << best;
+  }
+}
+
+// The GLM-5.2 4-layer slice at simulated acceptance 3.5 (recorded as above): per step a round of 3
+// drafts beats plain decoding, but each request's 512-token prompt costs the draft 9.4 ms to read
+// before its first round, and with 32-token answers that tips it to plain decoding. Shorter
+// prompts (a cheaper catch-up) tip it back.
+TEST(SpecDepthPolicy, CatchUpCostCountsAgainstSpeculating) {
+  for (double catch_up_ms : {9.4, 0.5}) {
+    SimEngine e;
+    e.accept = {0.92, 0.90, 0.91, 0.90, 0.90};
+    const std::vector<double> step_ms = {1.59, 2.87, 4.09, 5.14, 6.17, 7.24};
+    e.cost = [step_ms](int64_t d, int64_t) { return 1e-3 * step_ms[static_cast<size_t>(d)]; };
+    e.noise = 0.05;
+    e.request_tokens = 32;
+    e.catch_up_seconds = 1e-3 * catch_up_ms;
+    SpecDepthPolicy p(opts());
+    int64_t best = -1;
+    const double best_rate = e.best_fixed_rate(5, 1, &best);
+    EXPECT_EQ(best == 0, catch_up_ms > 5) << catch_up_ms;
+    const RunResult r = run(p, e, 1, 3000);
+    EXPECT_GE(r.rate(), 0.98 * best_rate) << "catch-up " << catch_up_ms << " ms, best " << best;
+    EXPECT_GE(e.fixed_rate(p.settled_depth(1), 1), 0.97 * best_rate)
+        << "catch-up " << catch_up_ms << " ms: settled " << p.settled_depth(1) << ", best " << best;
   }
 }
 
