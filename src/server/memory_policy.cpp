@@ -17,8 +17,8 @@ namespace {
 
 // Two arenas: measured on the default model (docs/server.md, "Memory"), 2 return RSS to the
 // baseline after large requests, 4 leave +8%, 8 +18%, glibc's default (8 per core) +33%.
-// On a 16-core host, nlohmann-style allocation from 64 threads ran at 0.85x the default's rate
-// with 2 arenas, about 100x what 64 streams need.
+// On a 16-core host, allocation shaped like the per-token streaming work ran at 0.85x the
+// default's rate from 64 threads with 2 arenas, still about 100x what 64 streams need.
 constexpr int kArenaMax = 2;
 
 }  // namespace
