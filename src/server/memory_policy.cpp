@@ -51,8 +51,14 @@ bool should_trim(const TrimPolicy& p, int64_t resident, const TrimReference& ref
          resident - ref.any >= p.busy_growth_bytes;
 }
 
-MemoryTrimmer::MemoryTrimmer(std::function<bool()> idle, TrimPolicy p)
-    : idle_(std::move(idle)), policy_(p), thread_([this] { loop(); }) {}
+void trim_heap() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
+MemoryTrimmer::MemoryTrimmer(std::function<bool()> idle, TrimPolicy p, TrimHooks h)
+    : idle_(std::move(idle)), policy_(p), hooks_(std::move(h)), thread_([this] { loop(); }) {}
 
 MemoryTrimmer::~MemoryTrimmer() {
   {
@@ -70,11 +76,11 @@ int64_t MemoryTrimmer::trims() const {
 
 void MemoryTrimmer::loop() {
   TrimReference ref;
-  ref.idle = ref.any = resident_anon_bytes();
+  ref.idle = ref.any = hooks_.resident();
   std::unique_lock<std::mutex> lk(mu_);
   while (!cv_.wait_for(lk, policy_.period, [this] { return stop_; })) {
     lk.unlock();
-    const int64_t now = resident_anon_bytes();
+    const int64_t now = hooks_.resident();
     // Memory the process gave back by itself lowers the references.
     ref.idle = std::min(ref.idle, now);
     ref.any = std::min(ref.any, now);
@@ -82,10 +88,8 @@ void MemoryTrimmer::loop() {
     bool trimmed = false;
     if (should_trim(policy_, now, ref, idle)) {
       const auto t0 = std::chrono::steady_clock::now();
-#if defined(__GLIBC__)
-      malloc_trim(0);
-#endif
-      const int64_t after = resident_anon_bytes();
+      hooks_.trim();
+      const int64_t after = hooks_.resident();
       log_debug("memory: malloc_trim{}: resident anonymous {} -> {} MiB in {} ms",
                 idle ? "" : " (requests in flight)", now >> 20, after >> 20,
                 std::chrono::duration_cast<std::chrono::milliseconds>(

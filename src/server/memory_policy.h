@@ -50,11 +50,20 @@ struct TrimReference {
 // Whether to trim now, given the resident anonymous bytes now and whether no request is in flight.
 bool should_trim(const TrimPolicy& p, int64_t resident, const TrimReference& ref, bool idle);
 
+// Returns the free pages of every malloc arena to the system (malloc_trim(0)).
+void trim_heap();
+
+// What the trimmer measures and does; tests replace them.
+struct TrimHooks {
+  std::function<int64_t()> resident = resident_anon_bytes;
+  std::function<void()> trim = trim_heap;
+};
+
 // The trimmer thread: every period, measures, decides (should_trim) and trims. idle() says
-// whether no request is in flight; it is called from the trimmer thread.
+// whether no request is in flight; it and the hooks are called from the trimmer thread.
 class MemoryTrimmer {
  public:
-  explicit MemoryTrimmer(std::function<bool()> idle, TrimPolicy p = {});
+  explicit MemoryTrimmer(std::function<bool()> idle, TrimPolicy p = {}, TrimHooks h = {});
   ~MemoryTrimmer();
   MemoryTrimmer(const MemoryTrimmer&) = delete;
   MemoryTrimmer& operator=(const MemoryTrimmer&) = delete;
@@ -66,6 +75,7 @@ class MemoryTrimmer {
 
   std::function<bool()> idle_;
   TrimPolicy policy_;
+  TrimHooks hooks_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
