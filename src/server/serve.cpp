@@ -23,6 +23,7 @@
 #include "ops/backend.h"
 #include "runtime/follower.h"
 #include "server/http_server.h"
+#include "server/memory_policy.h"
 #include "server/ranks.h"
 #include "server/routes.h"
 #include "server/server_state.h"
@@ -220,6 +221,8 @@ int run_follower_rank(const ServerArgs& args, const RankLayout& rl, bool cuda) {
 }  // namespace
 
 int run_server(const ServerArgs& args, bool cuda_available) {
+  // Before any thread starts, so that every thread's arena follows it.
+  const std::string allocator = configure_allocator();
   std::vector<std::string> warnings;
   const EngineOptions eo = engine_options(args, cuda_available, &warnings);
   const bool use_cuda = args.device == "cuda" || (args.device == "auto" && cuda_available);
@@ -240,6 +243,7 @@ int run_server(const ServerArgs& args, bool cuda_available) {
     rank0->children = std::make_unique<LocalRanks>(layout, own_command_line(), extra);
   }
   for (const std::string& w : warnings) log_warn("{}", w);
+  log_info("memory: {}", allocator);
   if (!args.ignored_flags.empty())
     log_warn("ignoring options that mean nothing to Tandem: {}",
              fmt::join(args.ignored_flags, " "));
@@ -316,12 +320,14 @@ int run_server(const ServerArgs& args, bool cuda_available) {
   });
 
   int code = 0;
+  std::optional<MemoryTrimmer> trimmer;  // gives memory back after large requests
   try {
     LoadedModel lm = load_model(args, eo, cuda, rank0 ? &*rank0 : nullptr);
     const int64_t ctx = lm.engine->context_length();
     const EngineMetrics m = lm.engine->metrics();
     state.set_model(std::move(lm));
     loaded = true;
+    trimmer.emplace([&http] { return http.in_flight() == 0; });
     log_info(
         "tandem serve: ready, serving '{}' on http://{}:{} (context {} tokens, KV cache {} "
         "pages of {} tokens, {} max running requests{}{}{})",
