@@ -115,9 +115,14 @@ size_t HttpRequestParser::feed(std::string_view data) {
   size_t i = 0;
   while (i < data.size() && state_ != State::kDone && state_ != State::kError) {
     if (state_ == State::kStart || state_ == State::kHeaders) {
-      if (!take_line(data, i)) continue;
-      if (state_ == State::kStart && line_.empty()) continue;  // empty lines before a request
-      const bool ok = state_ == State::kStart ? on_request_line() : on_header_line();
+      const bool whole = take_line(data, i);
+      // Empty lines before a request are skipped (RFC 9112 section 2.2); any other byte starts it.
+      if (state_ == State::kStart && line_.find_first_not_of('\r') != std::string::npos)
+        state_ = State::kHeaders;
+      if (!whole) continue;
+      const bool request_line = req_.method.empty();
+      if (request_line && line_.empty()) continue;
+      const bool ok = request_line ? on_request_line() : on_header_line();
       line_.clear();
       if (!ok) break;
       continue;
@@ -172,7 +177,6 @@ size_t HttpRequestParser::feed(std::string_view data) {
 }
 
 bool HttpRequestParser::on_request_line() {
-  state_ = State::kHeaders;
   // method SP request-target SP HTTP-version
   const std::string_view line = line_;
   const size_t sp1 = line.find(' ');

@@ -43,7 +43,7 @@ struct ParsedRequest {
 class HttpRequestParser {
  public:
   enum class State {
-    kStart,    // nothing of a request yet
+    kStart,    // nothing of a request yet (empty lines at most)
     kHeaders,  // in the request line or headers
     kBody,     // headers complete, reading the body
     kDone,     // a whole request is ready: take() it

@@ -259,11 +259,13 @@ struct HttpServer::Impl {
   // hands (dispatched to a worker, or closed).
   bool parse(Conn& c) {
     const Clock::time_point now = Clock::now();
-    if (c.phase == Phase::kIdle) {
+    c.in.erase(0, c.parser.feed(c.in));
+    // Empty lines between requests (some clients send one after a body) leave it idle; the
+    // first byte of a request starts the header deadline.
+    if (c.phase == Phase::kIdle && c.parser.state() != HttpRequestParser::State::kStart) {
       c.phase = Phase::kReading;
       c.deadline = now + opt.header_timeout;
     }
-    c.in.erase(0, c.parser.feed(c.in));
     switch (c.parser.state()) {
       case HttpRequestParser::State::kError:
         reject(c, c.parser.error_status(), c.parser.error_message());

@@ -65,6 +65,16 @@ TEST(HttpParser, BareLineFeedsAndLeadingEmptyLines) {
   EXPECT_EQ(r.body, "hi");
 }
 
+TEST(HttpParser, StartsAtTheFirstByteThatIsNotAnEmptyLine) {
+  HttpRequestParser p;
+  p.feed("\r\n\r");
+  EXPECT_EQ(p.state(), State::kStart);
+  p.feed("\nG");
+  EXPECT_EQ(p.state(), State::kHeaders);
+  p.feed("ET / HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(p.state(), State::kDone);
+}
+
 TEST(HttpParser, ContentLengthBodyAnySplit) {
   const std::string text =
       "POST /v1/completions HTTP/1.1\r\nContent-Type: application/json\r\n"

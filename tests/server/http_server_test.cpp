@@ -336,6 +336,22 @@ TEST(HttpServer, IdleConnectionsCloseAfterTheIdleTimeout) {
   EXPECT_LT(ms_since(t0), 1500);
 }
 
+// An empty line after a request (some clients send one after a body) is not the start of a
+// request: no 408 at the header deadline, the idle timeout still applies.
+TEST(HttpServer, EmptyLinesBetweenRequestsKeepTheConnectionIdle) {
+  HttpOptions o = options();
+  o.header_timeout = milliseconds(200);
+  o.idle_timeout = milliseconds(800);
+  TestServer s(o);
+  Client c(s.port);
+  c.send(get("/hello") + "\r\n");
+  EXPECT_EQ(c.response().rfind("HTTP/1.1 200 OK", 0), 0u);
+  EXPECT_EQ(c.read(milliseconds(400)), "");
+  EXPECT_FALSE(c.closed);
+  c.send(get("/hello"));
+  EXPECT_EQ(c.response().rfind("HTTP/1.1 200 OK", 0), 0u);
+}
+
 // One byte every 50 ms never trips a per-read timeout; the deadlines bound the whole.
 TEST(HttpServer, SlowSendersGet408AtTheHeaderAndBodyDeadlines) {
   HttpOptions o = options();
