@@ -2,8 +2,10 @@
 # End-to-end tests of `tandem serve` on the built-in default model (CPU): starts the real server
 # on a free port with SGLang-style launch flags, then drives it with curl (every route, bad
 # requests, SSE framing, client disconnects) and the official OpenAI Node client
-# (openai_client.mjs), checks that no KV pages leaked and that the server is still up, and runs
-# a second server with MTP speculative decoding. Exits non-zero if anything failed.
+# (openai_client.mjs), checks that no KV pages leaked and that the server is still up, runs
+# a second server with MTP speculative decoding, and servers under hostile connections
+# (connections.mjs: idle and slow clients, the connection limit). Exits non-zero if anything
+# failed.
 #
 # Usage (from the repository root): tests/e2e/run.sh [path/to/tandem]   (default: build/tandem)
 set -uo pipefail
