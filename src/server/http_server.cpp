@@ -120,7 +120,7 @@ struct HttpServer::Impl {
   HttpParserLimits limits;
   int listen_fd = -1;
   int epoll_fd = -1;
-  std::atomic<int> wake_fd{-1};
+  int wake_fd = -1;     // for the HttpServer's lifetime, so stop() may write it at any time
   int reserve_fd = -1;  // given up to accept-and-refuse when out of file descriptors
   std::atomic<bool> stop_requested{false};
   std::atomic<bool> is_running{false};
@@ -506,10 +506,8 @@ struct HttpServer::Impl {
   }
 
   void wake() {
-    const int fd = wake_fd.load();
-    if (fd < 0) return;
     const uint64_t one = 1;
-    [[maybe_unused]] const ssize_t w = ::write(fd, &one, sizeof one);
+    [[maybe_unused]] const ssize_t w = ::write(wake_fd, &one, sizeof one);
   }
 };
 
@@ -520,11 +518,14 @@ HttpServer::HttpServer(std::shared_ptr<const Router> router, HttpOptions opt)
   impl_->opt.threads = std::max<int64_t>(opt.threads, 4);
   impl_->opt.max_connections = std::max<int64_t>(opt.max_connections, 1);
   impl_->limits.max_body_bytes = opt.max_request_bytes;
+  impl_->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (impl_->wake_fd < 0) fail("HTTP server: cannot create an eventfd");
 }
 
 HttpServer::~HttpServer() {
   stop();
   if (impl_->listen_fd >= 0) ::close(impl_->listen_fd);
+  ::close(impl_->wake_fd);
 }
 
 int HttpServer::bind(const std::string& host, int port) {
@@ -565,12 +566,10 @@ bool HttpServer::run() {
   Impl& m = *impl_;
   if (m.listen_fd < 0) fail("HttpServer::run: bind() first");
   m.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-  const int wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (m.epoll_fd < 0 || wake < 0) fail("HTTP server: cannot create its event loop");
+  if (m.epoll_fd < 0) fail("HTTP server: cannot create its event loop");
   m.reserve_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   m.watch(m.listen_fd);
-  m.watch(wake);
-  m.wake_fd = wake;
+  m.watch(m.wake_fd);
   for (int64_t i = 0; i < m.opt.threads; ++i) m.workers.emplace_back([&m] { m.worker(); });
   m.is_running = true;
   const bool ok = m.loop();
@@ -588,8 +587,6 @@ bool HttpServer::run() {
   m.lingering = 0;
   ::close(m.listen_fd);
   m.listen_fd = -1;
-  m.wake_fd = -1;
-  ::close(wake);
   ::close(m.epoll_fd);
   m.epoll_fd = -1;
   if (m.reserve_fd >= 0) ::close(m.reserve_fd);
