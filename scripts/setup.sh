@@ -9,6 +9,7 @@ if [[ "${1:-}" != "--no-install" ]]; then
         libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev libfmt-dev
         libpcre2-dev libutf8proc-dev libcpp-httplib-dev libxxhash-dev
         procps  # pgrep: the e2e suite finds the ranks a server spawned
+        chromium  # the e2e suite drives the web page at / in headless Chromium
         clang-14 libclang-rt-14-dev)  # the fuzzers and the sanitizer build (libFuzzer, ASan)
   missing=()
   for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

@@ -95,7 +95,8 @@ std::optional<AcceptLength> accept_length(const BenchConfig& cfg,
                                           const std::vector<RequestOutput>& outputs,
                                           const nlohmann::json& server_info) {
   if (before && after)
-    if (auto v = accept_length_delta(*before, *after)) return AcceptLength{*v, "metrics"};
+    if (auto v = accept_length_delta(*before, *after))
+      return AcceptLength{*v, "metrics", acceptance_per_position_delta(*before, *after)};
   if (cfg.backend == Backend::kSglang) {
     double tokens = 0, rounds = 0;
     for (const auto& o : outputs)

@@ -38,6 +38,9 @@ struct AcceptLength {
   // "server_info": /get_server_info's avg_spec_accept_length, cumulative since the server
   //   started (SGLang's only figure; includes warm-up and any earlier traffic).
   std::string source;
+  // "metrics" only, when the server publishes per-position counters: the share of this run's
+  // verify rounds whose draft at position i (0 first) was accepted.
+  std::vector<double> per_position = {};
 };
 
 struct BenchResult {

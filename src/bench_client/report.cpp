@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <numeric>
 
 namespace tandem::bench {
 
@@ -128,6 +131,37 @@ nlohmann::json result_json(const RunDescription& run, const BenchResult& res) {
   dist("tpot", m.tpot, false, false, false);
   dist("itl", m.itl, false, true, true);
   return j;
+}
+
+BenchChart bench_chart(const std::string& title, const std::vector<int64_t>& max_concurrency,
+                       const std::vector<BenchResult>& results) {
+  std::vector<size_t> order(std::min(max_concurrency.size(), results.size()));
+  std::iota(order.begin(), order.end(), 0);
+  // Ascending, "no limit" (0) after every bound.
+  const auto key = [&](size_t i) {
+    return max_concurrency[i] > 0 ? max_concurrency[i] : std::numeric_limits<int64_t>::max();
+  };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
+  const bool speculative = !order.empty() && std::all_of(order.begin(), order.end(), [&](size_t i) {
+    return results[i].accept_length.has_value();
+  });
+  const bool per_position = std::any_of(order.begin(), order.end(), [&](size_t i) {
+    return results[i].accept_length && !results[i].accept_length->per_position.empty();
+  });
+  BenchChart c;
+  c.title = title;
+  auto& tok_s = speculative ? c.mtp_tok_s : c.plain_tok_s;
+  auto& tpot = speculative ? c.mtp_tpot_ms : c.plain_tpot_ms;
+  for (size_t i : order) {
+    const BenchResult& r = results[i];
+    c.concurrency.push_back(max_concurrency[i]);
+    tok_s.push_back(r.metrics.output_throughput);
+    tpot.push_back(r.metrics.tpot.mean);
+    if (per_position)
+      c.accept_per_position.push_back(r.accept_length ? r.accept_length->per_position
+                                                      : std::vector<double>{});
+  }
+  return c;
 }
 
 }  // namespace tandem::bench

@@ -36,6 +36,10 @@ std::string escape(const std::string& s) {
   return o;
 }
 
+std::string concurrency_label(int64_t c) {
+  return c > 0 ? fmt::format("c={}", c) : "no limit";
+}
+
 // A nice upper bound for an axis: 1, 2 or 5 times a power of ten at or above v.
 double nice_max(double v) {
   if (!(v > 0)) return 1;
@@ -48,9 +52,11 @@ double nice_max(double v) {
 struct Panel {
   double x0, y0;  // top-left of the plot area
   double ymax;
+  bool bars;  // x positions are the centres of n equal slots (bar groups), not edge to edge
   std::string svg;
 
   double px(size_t i, size_t n) const {  // concurrency points spread evenly (log-like spacing)
+    if (bars) return x0 + kPanelW * (static_cast<double>(i) + 0.5) / static_cast<double>(n);
     return x0 +
            (n <= 1 ? kPanelW / 2 : kPanelW * static_cast<double>(i) / static_cast<double>(n - 1));
   }
@@ -58,8 +64,8 @@ struct Panel {
 };
 
 Panel axes(double x0, const std::string& title, const std::string& ylabel, double ymax,
-           const std::vector<std::string>& xlabels) {
-  Panel p{x0, kTop + 24, ymax, {}};
+           const std::vector<std::string>& xlabels, bool bars = false) {
+  Panel p{x0, kTop + 24, ymax, bars, {}};
   p.svg += fmt::format(
       "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"13\" text-anchor=\"middle\">{}</text>\n",
       x0 + kPanelW / 2, kTop + 12, escape(title));
@@ -116,7 +122,7 @@ double max_of(const std::vector<double>& a, const std::vector<double>& b) {
 
 std::string render_bench_svg(const BenchChart& c) {
   std::vector<std::string> xs;
-  for (int64_t v : c.concurrency) xs.push_back(fmt::format("c={}", v));
+  for (int64_t v : c.concurrency) xs.push_back(concurrency_label(v));
   const double width = 3 * (kPanelW + kMargin + 20) + kMargin, height = kTop + kPanelH + 70;
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" "
@@ -143,7 +149,7 @@ std::string render_bench_svg(const BenchChart& c) {
 
   // Per-position acceptance: one group of bars per concurrency, one bar per draft position.
   Panel acc = axes(kMargin + 2 * (kPanelW + kMargin + 20), "acceptance per draft position",
-                   "accepted share", 1.0, xs);
+                   "accepted share", 1.0, xs, /*bars=*/true);
   const size_t n = c.accept_per_position.size();
   for (size_t i = 0; i < n; ++i) {
     const std::vector<double>& a = c.accept_per_position[i];
@@ -156,9 +162,10 @@ std::string render_bench_svg(const BenchChart& c) {
           0.35 + 0.65 * (1.0 - static_cast<double>(j) / std::max<size_t>(a.size(), 1));
       acc.svg += fmt::format(
           "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\" "
-          "fill-opacity=\"{:.2f}\"><title>c={} position {}: {:.3f}</title></rect>\n",
+          "fill-opacity=\"{:.2f}\"><title>{} position {}: {:.3f}</title></rect>\n",
           gx + bw * static_cast<double>(j), acc.py(v), std::max(bw - 1, 1.0),
-          acc.y0 + kPanelH - acc.py(v), kMtp, shade, c.concurrency.at(i), j + 1, v);
+          acc.y0 + kPanelH - acc.py(v), kMtp, shade, concurrency_label(c.concurrency.at(i)), j + 1,
+          v);
     }
   }
   svg += acc.svg;

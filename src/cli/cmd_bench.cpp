@@ -1,5 +1,6 @@
 // tandem bench: a serving benchmark with sglang.bench_serving's flags, definitions and printout,
-// so numbers from Tandem and from SGLang (or vLLM) servers compare directly.
+// so numbers from Tandem and from SGLang (or vLLM) servers compare directly. --max-concurrency
+// may list several values (one run each), and --svg charts the runs.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include "bench_client/driver.h"
 #include "bench_client/report.h"
 #include "bench_client/server_api.h"
+#include "bench_client/svg_chart.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "core/error.h"
@@ -54,6 +56,33 @@ double parse_rate(const std::string& s) {
   return v;
 }
 
+// --max-concurrency: one value, as bench_serving takes it, or a comma-separated list (a run per
+// value). 0 means no limit.
+std::vector<int64_t> parse_concurrency_list(const std::string& s) {
+  if (s.empty()) return {0};
+  std::vector<int64_t> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t comma = std::min(s.find(',', start), s.size());
+    const std::string item = s.substr(start, comma - start);
+    std::size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || v < 0)
+      throw InvalidArgument(
+          "--max-concurrency must be a non-negative integer or a comma-separated "
+          "list of them (0: no limit), got '" +
+          s + "'");
+    out.push_back(v);
+    start = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 Runner add_bench(CLI::App& app) {
@@ -64,9 +93,10 @@ Runner add_bench(CLI::App& app) {
     int64_t input_len = 1024, output_len = 1024, num_prompts = 1000;
     double range_ratio = 0.0, temperature = 0.0;
     std::string request_rate = "inf";
-    int64_t max_concurrency = 0, warmup_requests = 1;
+    std::string max_concurrency;  // one value or a list; "": no limit
+    int64_t warmup_requests = 1;
     uint64_t seed = 1;
-    std::string output_file, extra_request_body;
+    std::string output_file, extra_request_body, svg;
     bool disable_ignore_eos = false, disable_stream = false, disable_tqdm = false,
          flush_cache = false;
   };
@@ -101,7 +131,8 @@ Runner add_bench(CLI::App& app) {
                  "Requests/s as a Poisson process; inf = all at once")
       ->capture_default_str();
   app.add_option("--max-concurrency", a->max_concurrency,
-                 "Most requests in flight (default: no limit)");
+                 "Most requests in flight (default: no limit); a comma-separated list (1,4,16) "
+                 "runs the benchmark once per value");
   app.add_option("--warmup-requests", a->warmup_requests, "Untimed copies of the first request")
       ->capture_default_str();
   app.add_option("--seed", a->seed, "Seed for lengths, prompts and arrival times")
@@ -115,6 +146,10 @@ Runner add_bench(CLI::App& app) {
   app.add_option("--extra-request-body", a->extra_request_body,
                  "JSON object merged into every request body, e.g. '{\"top_k\": 1}'");
   app.add_flag("--flush-cache", a->flush_cache, "POST /flush_cache before the timed run");
+  app.add_option("--svg", a->svg,
+                 "Also write the runs as an SVG chart: output tok/s and TPOT against "
+                 "--max-concurrency, and acceptance per draft position when the server "
+                 "publishes it");
 
   return [a]() -> int {
     bench::BenchConfig cfg;
@@ -123,7 +158,7 @@ Runner add_bench(CLI::App& app) {
         a->base_url.empty() ? fmt::format("http://{}:{}", a->host, a->port) : a->base_url;
     cfg.endpoint = bench::parse_base_url(base_url);
     cfg.request_rate = parse_rate(a->request_rate);
-    cfg.max_concurrency = a->max_concurrency;
+    const std::vector<int64_t> concurrency = parse_concurrency_list(a->max_concurrency);
     cfg.warmup_requests = a->warmup_requests;
     cfg.flush_cache = a->flush_cache;
     cfg.seed = a->seed;
@@ -185,44 +220,59 @@ Runner add_bench(CLI::App& app) {
                 static_cast<long long>(out_total));
     std::fflush(stdout);
 
-    const bench::BenchResult res = bench::run_benchmark(cfg, rows);
+    std::vector<bench::BenchResult> results;
+    bool all_completed = true;
+    for (const int64_t c : concurrency) {
+      cfg.max_concurrency = c;
+      const bench::BenchResult& res = results.emplace_back(bench::run_benchmark(cfg, rows));
+      all_completed = all_completed && res.metrics.completed > 0;
 
-    bench::RunDescription run;
-    run.backend = cfg.backend;
-    run.dataset_name = a->dataset_name;
-    run.model = model;
-    run.request_rate = cfg.request_rate;
-    run.max_concurrency = cfg.max_concurrency;
-    run.num_prompts = a->num_prompts;
-    run.random_input_len = a->input_len;
-    run.random_output_len = a->output_len;
-    run.random_range_ratio = a->range_ratio;
-    std::fputs(bench::format_report(run, res).c_str(), stdout);
-    std::fflush(stdout);
+      bench::RunDescription run;
+      run.backend = cfg.backend;
+      run.dataset_name = a->dataset_name;
+      run.model = model;
+      run.request_rate = cfg.request_rate;
+      run.max_concurrency = cfg.max_concurrency;
+      run.num_prompts = a->num_prompts;
+      run.random_input_len = a->input_len;
+      run.random_output_len = a->output_len;
+      run.random_range_ratio = a->range_ratio;
+      std::fputs(bench::format_report(run, res).c_str(), stdout);
+      std::fflush(stdout);
 
-    if (res.accept_length && res.accept_length->source == "server_info")
-      std::fprintf(stderr,
-                   "note: the server exposes no speculative counters; Accept length is its "
-                   "average since start (includes warm-up and earlier traffic)\n");
-    if (res.metrics.failed > 0) {
-      std::map<std::string, int64_t> errors;
-      for (const auto& o : res.outputs)
-        if (!o.success) ++errors[o.error];
-      std::fprintf(stderr, "%lld requests failed:\n", static_cast<long long>(res.metrics.failed));
-      int shown = 0;
-      for (const auto& [msg, n] : errors) {
-        if (shown++ == 5) break;
-        std::fprintf(stderr, "  %lldx %s\n", static_cast<long long>(n), msg.c_str());
+      if (res.accept_length && res.accept_length->source == "server_info")
+        std::fprintf(stderr,
+                     "note: the server exposes no speculative counters; Accept length is its "
+                     "average since start (includes warm-up and earlier traffic)\n");
+      if (res.metrics.failed > 0) {
+        std::map<std::string, int64_t> errors;
+        for (const auto& o : res.outputs)
+          if (!o.success) ++errors[o.error];
+        std::fprintf(stderr, "%lld requests failed:\n", static_cast<long long>(res.metrics.failed));
+        int shown = 0;
+        for (const auto& [msg, n] : errors) {
+          if (shown++ == 5) break;
+          std::fprintf(stderr, "  %lldx %s\n", static_cast<long long>(n), msg.c_str());
+        }
+      }
+      if (!a->output_file.empty()) {
+        std::ofstream f(a->output_file, std::ios::app);
+        if (!f) fail("cannot write {}", a->output_file);
+        f << bench::result_json(run, res).dump(-1, ' ', false,
+                                               nlohmann::json::error_handler_t::replace)
+          << "\n";
       }
     }
-    if (!a->output_file.empty()) {
-      std::ofstream f(a->output_file, std::ios::app);
-      if (!f) fail("cannot write {}", a->output_file);
-      f << bench::result_json(run, res).dump(-1, ' ', false,
-                                             nlohmann::json::error_handler_t::replace)
-        << "\n";
+    if (!a->svg.empty()) {
+      const std::string title = fmt::format(
+          "tandem bench: {} ({}, {} prompts, input {} / output {} tokens)", model,
+          bench::backend_name(cfg.backend), a->num_prompts, a->input_len, a->output_len);
+      std::ofstream f(a->svg);
+      f << bench::render_bench_svg(bench::bench_chart(title, concurrency, results));
+      if (!f) fail("--svg {}: cannot write the file", a->svg);
+      std::fprintf(stderr, "wrote %s\n", a->svg.c_str());
     }
-    return res.metrics.completed > 0 ? 0 : 1;
+    return all_completed ? 0 : 1;
   };
 }
 

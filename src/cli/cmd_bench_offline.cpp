@@ -24,6 +24,7 @@
 #include "ops/backend.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
+#include "runtime/spec_accept.h"
 #include "server/grammar_constraint.h"
 #include "tokenizer/tokenizer.h"
 
@@ -39,6 +40,7 @@ struct RunStats {
   std::vector<std::vector<int32_t>> outputs;
   std::array<double, 4> phase_ms{};  // mean ms per speculative round (--profile-spec-phases)
   uint64_t profiled_rounds = 0;
+  std::vector<uint64_t> depth_steps;  // decode steps by depth (speculative runs)
 };
 
 // A fresh constraint per request (--json-schema / --regex), or null.
@@ -134,6 +136,9 @@ RunStats run(std::shared_ptr<const Model> model, const EngineOptions& eo,
     st.accept_per_position.push_back(
         rounds ? static_cast<double>(m.spec_accepted_per_position[i] - was) / rounds : 0.0);
   }
+  for (size_t i = 0; i < m.spec_depth_steps.size(); ++i)
+    st.depth_steps.push_back(m.spec_depth_steps[i] -
+                             (i < before.spec_depth_steps.size() ? before.spec_depth_steps[i] : 0));
   st.profiled_rounds = m.spec_profiled_rounds - before.spec_profiled_rounds;
   for (size_t i = 0; i < st.phase_ms.size() && st.profiled_rounds; ++i)
     st.phase_ms[i] = 1e3 * (m.spec_phase_seconds[i] - before.spec_phase_seconds[i]) /
@@ -153,6 +158,15 @@ void print_phases(const RunStats& s) {
               line.c_str(), total, static_cast<unsigned long long>(s.profiled_rounds));
 }
 
+// The mean accept length at `steps` drafts of the simulated draft model whose mean is `mean` at
+// `ref` drafts (one conditional acceptance rate for every position).
+double simulated_accept_length(double mean, int64_t ref, int64_t steps) {
+  const double a = simulated_accept_rate(mean, ref);
+  double m = 1, reach = 1;
+  for (int64_t i = 0; i < steps; ++i) m += (reach *= a);
+  return m;
+}
+
 std::vector<int64_t> parse_list(const std::string& s) {
   std::vector<int64_t> v;
   std::stringstream ss(s);
@@ -167,9 +181,10 @@ Runner add_bench_offline(CLI::App& app) {
   struct Args {
     std::string model_path, revision, prompts, write_ids, svg, concurrency = "1,8,32";
     std::string json_schema, regex;  // structured outputs
-    int64_t prompt_tokens = 64, max_new = 96, num_prompts = 16, steps = 3;
+    std::string steps = "3";         // fixed depths, comma-separated
+    int64_t prompt_tokens = 64, max_new = 96, num_prompts = 16, max_steps = 0;
     double simulate = 0;
-    bool profile_phases = false;
+    bool profile_phases = false, adaptive = false;
     bool no_plain = false, disable_cuda_graph = false, deterministic = false, no_warmup = false;
     std::string device = "cpu", load_format = "auto", preset, quantization, loader_extra,
                 kv_cache_dtype = "auto";
@@ -188,9 +203,16 @@ Runner add_bench_offline(CLI::App& app) {
   app.add_option("--max-new-tokens", a->max_new, "Tokens generated per request");
   app.add_option("--concurrency", a->concurrency, "Comma-separated concurrencies");
   app.add_option("--speculative-num-steps", a->steps,
-                 "Draft tokens per round (0: plain decoding only)");
+                 "Draft tokens per round, fixed; a comma-separated list runs each (0: plain "
+                 "decoding only)");
+  app.add_flag("--adaptive", a->adaptive,
+               "Also run adaptive depth (starting at the first --speculative-num-steps) and "
+               "compare it with the best of plain and the fixed depths");
+  app.add_option("--speculative-max-steps", a->max_steps,
+                 "Deepest adaptive round (default: max(5, the deepest fixed depth))");
   app.add_option("--simulate-accept-length", a->simulate,
-                 "Force this mean accept length (cost study)");
+                 "Simulate drafts of one constant per-position acceptance that gives this mean "
+                 "accept length at the first --speculative-num-steps (cost study)");
   app.add_option("--write-prompt-ids", a->write_ids,
                  "Write the token ids of the prompts used to this JSON file");
   app.add_flag("--no-plain", a->no_plain, "Skip the runs without speculation");
@@ -230,8 +252,13 @@ Runner add_bench_offline(CLI::App& app) {
     const bool kv_fp8 = parse_kv_cache_dtype(a->kv_cache_dtype);
     const std::string dir = resolve_model_path(
         a->model_path.empty() ? default_model_path() : a->model_path, a->revision, "--model-path");
+    std::vector<int64_t> fixed;  // the fixed depths to run
+    for (int64_t s : parse_list(a->steps))
+      if (s > 0) fixed.push_back(s);
+    if (a->adaptive && fixed.empty()) fail("--adaptive needs a --speculative-num-steps above 0");
+    const bool speculate = !fixed.empty();
     LoadOptions lo;
-    lo.load_mtp = a->steps > 0;
+    lo.load_mtp = speculate;
     lo.online_quant = parse_online_quant(a->quantization, a->loader_extra);
     if (a->device == "cuda") {
       lo.device = Device::cuda();
@@ -334,12 +361,34 @@ Runner add_bench_offline(CLI::App& app) {
     plain.workspace_mb = a->workspace_mb;
     plain.deterministic = a->deterministic;
     plain.kv_cache_fp8 = kv_fp8;
-    EngineOptions sp = plain;
-    sp.spec.algorithm = "EAGLE";
-    sp.spec.num_steps = a->steps;
-    sp.spec.num_draft_tokens = 0;  // num_steps + 1
-    sp.spec.simulate_accept_length = a->simulate;
-    sp.profile_spec_phases = a->profile_phases;
+    // One engine configuration per speculative row: each fixed depth, then adaptive.
+    struct SpecRun {
+      std::string label;
+      EngineOptions opt;
+    };
+    std::vector<SpecRun> spec_runs;
+    for (int64_t s : fixed) {
+      EngineOptions sp = plain;
+      sp.spec.algorithm = "EAGLE";
+      sp.spec.num_steps = s;
+      sp.spec.adaptive = false;
+      sp.spec.num_draft_tokens = 0;  // num_steps + 1
+      // The simulated drafts accept like one draft model at every depth: the rate that gives the
+      // requested accept length at the first depth listed.
+      sp.spec.simulate_accept_length =
+          a->simulate > 0 ? simulated_accept_length(a->simulate, fixed[0], s) : 0.0;
+      sp.profile_spec_phases = a->profile_phases;
+      spec_runs.push_back({fmt::format("MTP S={}", s), sp});
+    }
+    if (a->adaptive) {
+      EngineOptions sp = spec_runs.front().opt;
+      sp.spec.adaptive = true;
+      sp.spec.max_steps = a->max_steps > 0
+                              ? a->max_steps
+                              : std::max<int64_t>(5, *std::max_element(fixed.begin(), fixed.end()));
+      sp.spec.simulate_accept_length = spec_runs.front().opt.spec.simulate_accept_length;
+      spec_runs.push_back({"MTP adapt", sp});
+    }
     std::printf("model %s on %s: %zu prompts, %lld new tokens each, greedy%s\n",
                 a->load_format == "dummy"
                     ? ("dummy " + (a->preset.empty() ? dir : a->preset)).c_str()
@@ -350,10 +399,11 @@ Runner add_bench_offline(CLI::App& app) {
                 "TTFT ms", "accept", "per-position");
     bench::BenchChart chart;
     chart.title =
-        fmt::format("{} on {}: {} prompts x {} tokens, MTP S={}",
+        fmt::format("{} on {}: {} prompts x {} tokens, {}",
                     a->load_format == "dummy" ? "dummy " + (a->preset.empty() ? dir : a->preset)
                                               : std::filesystem::path(dir).filename().string(),
-                    model->device().str(), prompts.size(), a->max_new, a->steps);
+                    model->device().str(), prompts.size(), a->max_new,
+                    speculate ? spec_runs.back().label : "plain");
     for (int64_t c : parse_list(a->concurrency)) {
       chart.concurrency.push_back(c);
       RunStats p;
@@ -364,16 +414,21 @@ Runner add_bench_offline(CLI::App& app) {
         chart.plain_tok_s.push_back(p.tokens_per_s);
         chart.plain_tpot_ms.push_back(p.tpot_ms);
       }
-      if (a->steps > 0) {
-        RunStats s = run(model, sp, prompts, a->max_new, c, !a->no_warmup, constraint);
-        chart.mtp_tok_s.push_back(s.tokens_per_s);
-        chart.mtp_tpot_ms.push_back(s.tpot_ms);
-        chart.accept_per_position.push_back(s.accept_per_position);
+      double best_other = a->no_plain ? 0.0 : p.tokens_per_s;  // the best of plain and fixed S
+      std::string best_label = "plain";
+      for (size_t r = 0; r < spec_runs.size(); ++r) {
+        const SpecRun& sr = spec_runs[r];
+        RunStats s = run(model, sr.opt, prompts, a->max_new, c, !a->no_warmup, constraint);
+        if (r + 1 == spec_runs.size()) {  // the chart shows the last (adaptive when run)
+          chart.mtp_tok_s.push_back(s.tokens_per_s);
+          chart.mtp_tpot_ms.push_back(s.tpot_ms);
+          chart.accept_per_position.push_back(s.accept_per_position);
+        }
         std::string per;
         for (double x : s.accept_per_position) per += fmt::format("{:.2f} ", x);
         std::printf("%-11lld %-10s %10.1f %10.2f %10.1f %8.3f %s", static_cast<long long>(c),
-                    fmt::format("MTP S={}", a->steps).c_str(), s.tokens_per_s, s.tpot_ms, s.ttft_ms,
-                    s.accept_length, per.c_str());
+                    sr.label.c_str(), s.tokens_per_s, s.tpot_ms, s.ttft_ms, s.accept_length,
+                    per.c_str());
         if (!a->no_plain) {
           std::string verdict = "identical";
           if (a->simulate > 0) {
@@ -413,6 +468,23 @@ Runner add_bench_offline(CLI::App& app) {
                       verdict.c_str());
         }
         std::printf("\n");
+        if (sr.opt.spec.adaptive) {
+          // Where the adaptive run spent its steps, and how it compares with the best other row.
+          uint64_t total = 0;
+          for (uint64_t n : s.depth_steps) total += n;
+          std::string hist;
+          for (size_t d = 0; d < s.depth_steps.size(); ++d)
+            if (s.depth_steps[d])
+              hist += fmt::format("{}:{:.0f}% ", d, 100.0 * s.depth_steps[d] / total);
+          std::printf("%-11s depths %s", "", hist.c_str());
+          if (best_other > 0)
+            std::printf("-> %.3fx of the best other row (%s)", s.tokens_per_s / best_other,
+                        best_label.c_str());
+          std::printf("\n");
+        } else if (s.tokens_per_s > best_other) {
+          best_other = s.tokens_per_s;
+          best_label = sr.label;
+        }
         if (a->profile_phases) print_phases(s);
         std::fflush(stdout);
       }

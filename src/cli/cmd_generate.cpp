@@ -78,13 +78,20 @@ Runner add_generate(CLI::App& app) {
   app.add_option(
       "--speculative-algorithm", e.speculative_algorithm,
       "EAGLE or NEXTN: draft with the checkpoint's MTP layer (prints the accept length)");
-  app.add_option("--speculative-num-steps", e.speculative_num_steps, "Draft tokens per round")
+  app.add_option("--speculative-num-steps", e.speculative_num_steps, "Draft tokens per round (adaptive: the depth it starts at)")
       ->capture_default_str();
   app.add_option("--speculative-eagle-topk", e.speculative_eagle_topk,
                  "Draft branching; only 1 is supported")
       ->capture_default_str();
   app.add_option("--speculative-num-draft-tokens", e.speculative_num_draft_tokens,
                  "Tokens verified per round (num_steps + 1 with topk 1)");
+  app.add_flag("--speculative-adaptive,!--disable-speculative-adaptive",
+               e.speculative_adaptive,
+               "Choose the drafts of every step from the batch size, the running acceptance and "
+               "the measured cost of each depth, in [0, --speculative-max-steps] (default: on; "
+               "--disable-speculative-adaptive always drafts --speculative-num-steps)");
+  app.add_option("--speculative-max-steps", e.speculative_max_steps,
+                 "Deepest adaptive round (default: max(--speculative-num-steps, 5))");
   app.add_flag("--enable-deterministic-inference", e.enable_deterministic_inference,
                "Batch-invariant kernels (GPU): greedy speculation reproduces plain decoding");
   app.add_flag("--disable-cuda-graph", e.disable_cuda_graph, "Do not capture CUDA graphs");
@@ -171,7 +178,7 @@ Runner add_generate(CLI::App& app) {
                       static_cast<double>(o.spec_verify_steps),
                   static_cast<long long>(o.spec_verify_steps),
                   static_cast<long long>(o.spec_accepted_drafts),
-                  static_cast<long long>(o.spec_verify_steps * eo.spec.num_steps));
+                  static_cast<long long>(o.spec_draft_tokens));
     log_info("{} prompt tokens, {} generated in {:.2f} s ({:.1f} tokens/s){}", o.prompt_tokens,
              o.completion_tokens, s, o.completion_tokens / s,
              o.finish_reason == FinishReason::kStop ? ", stopped at EOS" : "");

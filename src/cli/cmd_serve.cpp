@@ -101,13 +101,20 @@ Runner add_serve(CLI::App& app) {
                  "[globs]} quantizes a bf16 checkpoint per output channel while loading");
   app.add_option("--speculative-algorithm", a->speculative_algorithm,
                  "EAGLE or NEXTN: draft with the checkpoint's MTP layer");
-  app.add_option("--speculative-num-steps", a->speculative_num_steps, "Draft tokens per round")
+  app.add_option("--speculative-num-steps", a->speculative_num_steps,
+                 "Draft tokens per round (adaptive: the depth it starts at)")
       ->capture_default_str();
   app.add_option("--speculative-eagle-topk", a->speculative_eagle_topk,
                  "Draft branching; only 1 is supported")
       ->capture_default_str();
   app.add_option("--speculative-num-draft-tokens", a->speculative_num_draft_tokens,
                  "Tokens verified per round (num_steps + 1 with topk 1)");
+  app.add_flag("--speculative-adaptive,!--disable-speculative-adaptive", a->speculative_adaptive,
+               "Choose the drafts of every step from the batch size, the running acceptance and "
+               "the measured cost of each depth, in [0, --speculative-max-steps] (default: on; "
+               "--disable-speculative-adaptive always drafts --speculative-num-steps)");
+  app.add_option("--speculative-max-steps", a->speculative_max_steps,
+                 "Deepest adaptive round (default: max(--speculative-num-steps, 5))");
   app.add_option("--reasoning-parser", a->reasoning_parser,
                  "Split <think> reasoning of chat completions into reasoning_content: glm45, "
                  "deepseek-r1, deepseek-v3 or none (default: none)");
@@ -123,6 +130,9 @@ Runner add_serve(CLI::App& app) {
   app.add_option("--allowed-origins", a->allowed_origins,
                  "Origins browsers may call from (CORS): a JSON list such as '[\"http://a.com\"]' "
                  "or a comma-separated list; * allows any (default: none)");
+  app.add_flag("--disable-web-page", a->disable_web_page,
+               "No web page at / (by default / serves a chat with the model and live "
+               "speculative-decoding statistics)");
   app.add_option("--graceful-shutdown-timeout", a->graceful_shutdown_timeout,
                  "On SIGTERM, seconds requests in flight may take to finish before they are "
                  "aborted (new requests get 503 meanwhile; a second signal stops at once)")
@@ -150,9 +160,10 @@ Runner add_serve(CLI::App& app) {
   app.add_option("--log-level", *log_level, "debug, info, warning or error");
   // --help lists SGLang's flags (same names, same meaning) apart from the ones only Tandem has.
   const std::set<std::string> tandem_only = {
-      "--max-queued-requests", "--dist-timeout",        "--graceful-shutdown-timeout",
-      "--http-threads",        "--allowed-origins",     "--max-connections",
-      "--http-idle-timeout",   "--http-header-timeout", "--http-body-timeout"};
+      "--max-queued-requests",   "--dist-timeout",     "--graceful-shutdown-timeout",
+      "--http-threads",          "--allowed-origins",  "--disable-web-page",
+      "--speculative-max-steps", "--max-connections",  "--http-idle-timeout",
+      "--http-header-timeout",   "--http-body-timeout"};
   for (CLI::Option* o : app.get_options()) {
     const std::string name = o->get_name();
     if (o->get_group().empty() || name == "--help") continue;  // hidden, or help itself

@@ -15,6 +15,7 @@
 #include "runtime/output_processor.h"
 #include "runtime/scheduler.h"
 #include "runtime/sequence.h"
+#include "runtime/spec_depth_policy.h"
 #include "runtime/spec_worker.h"
 #include "runtime/step_executor.h"
 #include "runtime/step_message.h"
@@ -46,6 +47,14 @@ EngineOptions validated(EngineOptions o, const Model& model) {
   return o;
 }
 
+SpecDepthOptions depth_options(const SpeculativeOptions& o) {
+  SpecDepthOptions d;
+  d.max_depth = o.max_depth();
+  d.initial_depth = o.num_steps;
+  d.adaptive = o.adaptive;
+  return d;
+}
+
 SchedulerOptions scheduler_options(const EngineOptions& o) {
   SchedulerOptions s;
   s.max_running_requests = o.max_running_requests;
@@ -53,7 +62,7 @@ SchedulerOptions scheduler_options(const EngineOptions& o) {
   s.chunked_prefill_size = o.chunked_prefill_size;
   s.max_prefill_tokens = o.max_prefill_tokens;
   s.enable_prefix_cache = o.enable_prefix_cache;
-  s.draft_steps = o.spec.enabled() ? o.spec.num_steps : 0;
+  s.draft_steps = o.spec.enabled() ? o.spec.max_depth() : 0;
   return s;
 }
 
@@ -69,6 +78,7 @@ struct Engine::Impl {
   OutputProcessor out;
   std::unique_ptr<SpecWorker> spec;
   StepExecutor exec;
+  std::unique_ptr<SpecDepthPolicy> depth;  // the depth of each decode step, when speculating
 
   // Messages from other threads.
   std::mutex mu;
@@ -92,7 +102,8 @@ struct Engine::Impl {
         spec(geo.draft_steps > 0
                  ? std::make_unique<SpecWorker>(runner, out, opt.spec, opt.profile_spec_phases)
                  : nullptr),
-        exec(runner, out, spec.get()) {
+        exec(runner, out, spec.get()),
+        depth(spec ? std::make_unique<SpecDepthPolicy>(depth_options(opt.spec)) : nullptr) {
     out.publish(sched);
     thread = std::thread([this] {
       device_interface(model->device().type).make_current(model->device());
@@ -260,8 +271,15 @@ struct Engine::Impl {
 
   void step(bool& sent) {
     runner.begin_step();
-    const StepPlan plan = sched.plan();
+    StepPlan plan = sched.plan();
     if (plan.kind == StepPlan::Kind::kIdle) return;
+    if (depth && plan.kind == StepPlan::Kind::kDecode) {
+      const int64_t B = static_cast<int64_t>(plan.decode.size());
+      plan.draft_steps = depth->choose(B);
+      if (opt.spec.depth_override)
+        plan.draft_steps =
+            std::clamp<int64_t>(opt.spec.depth_override(B, plan.draft_steps), 0, geo.draft_steps);
+    }
     if (group) {
       std::vector<uint64_t> running;
       for (const auto& s : sched.running()) running.push_back(s->id);
@@ -269,7 +287,19 @@ struct Engine::Impl {
       sent = true;
       group->broadcast(msg);
     }
-    exec.run(plan);
+    const auto t0 = std::chrono::steady_clock::now();
+    const SpecWorker::RoundStats stats = exec.run(plan);
+    if (depth && plan.kind == StepPlan::Kind::kDecode) {
+      // Every decode step ends with its tokens on the host, so the host clock spans the device
+      // work; the draft's one-off catch-up is not a cost of the depth.
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() -
+          stats.catch_up_seconds;
+      depth->observe(plan.draft_steps, static_cast<int64_t>(plan.decode.size()), seconds,
+                     stats.accepted);
+      out.count_depth(plan.draft_steps);
+      for (const std::string& c : depth->take_changes()) log_info("{}", c);
+    }
     out.send(sched);
   }
 };

@@ -50,6 +50,7 @@ struct RequestOutput {
   int64_t cached_tokens = 0;                      // prompt tokens served from the prefix cache
   int64_t spec_verify_steps = 0;                  // verify rounds this request took part in
   int64_t spec_accepted_drafts = 0;               // drafts accepted (bonus tokens excluded)
+  int64_t spec_draft_tokens = 0;                  // drafts proposed (adaptive depth varies)
   std::vector<std::vector<float>> hidden_states;  // [new_tokens][hidden] when requested
 };
 
@@ -79,6 +80,8 @@ struct EngineMetrics {
   uint64_t spec_draft_tokens = 0;
   uint64_t spec_accepted_tokens = 0;  // accepted drafts, bonus excluded
   std::vector<uint64_t> spec_accepted_per_position;
+  // Decode steps of a speculating engine by the depth they ran, [0, max depth] (0: plain).
+  std::vector<uint64_t> spec_depth_steps;
   // With EngineOptions::profile_spec_phases: wall seconds spent in each phase of the speculative
   // rounds so far (draft decode, verify, accept + commit, draft extend), over spec_profiled_rounds
   // rounds (all requests of a round together).

@@ -66,6 +66,14 @@ void EngineOptions::validate(std::vector<std::string>* warnings) {
                       spec.num_draft_tokens, spec.num_steps + 1));
     spec.num_draft_tokens = spec.num_steps + 1;
   }
+  if (spec.max_steps < 0 || spec.max_steps > kMaxSpeculativeSteps)
+    throw InvalidArgument(fmt::format("--speculative-max-steps must be in [0, {}], got {}",
+                                      kMaxSpeculativeSteps, spec.max_steps));
+  if (spec.max_steps == 0) spec.max_steps = std::max<int64_t>(spec.num_steps, 5);
+  if (spec.max_steps < spec.num_steps)
+    throw InvalidArgument(
+        fmt::format("--speculative-max-steps {} is below --speculative-num-steps {}",
+                    spec.max_steps, spec.num_steps));
   const double a = spec.simulate_accept_length;
   if (a != 0 && !(a >= 1 && a <= static_cast<double>(spec.num_steps + 1)))
     throw InvalidArgument(fmt::format(

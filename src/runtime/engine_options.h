@@ -15,16 +15,27 @@ constexpr int64_t kMaxSpeculativeSteps = 8;
 
 struct SpeculativeOptions {
   std::string algorithm;         // "" (off) | "EAGLE" | "NEXTN" (an alias): the MTP layer drafts
-  int64_t num_steps = 3;         // S: draft tokens per round
+  int64_t num_steps = 3;         // S: draft tokens per round (adaptive: the starting depth)
+  // Adaptive depth (spec_depth_policy.h): every decode step chooses its number of drafts in
+  // [0, max_steps] (0: plain decoding) from the batch size, the running acceptance and the
+  // measured cost of each depth. false (--disable-speculative-adaptive): always num_steps.
+  bool adaptive = true;
+  int64_t max_steps = 0;  // deepest adaptive round; 0: max(num_steps, 5) (capped at 8)
   int64_t eagle_topk = 1;        // only 1 (chain drafts) is supported
   int64_t num_draft_tokens = 4;  // S + 1 tokens verified per round; 0: S + 1
-  // Benchmarking aid: force a mean accept length (tokens per round, bonus included) instead of
-  // comparing drafts with the target; 0 = off. Output text is then not the model's.
+  // Benchmarking aid: instead of comparing drafts with the target, accept each draft position
+  // with one fixed conditional probability, chosen so that rounds of num_steps drafts commit this
+  // many tokens on average (bonus included); 0 = off. Output text is then not the model's.
   double simulate_accept_length = 0.0;
   // Testing aid: each draft token d at position pos of a request becomes hook(request, pos, d),
   // just before verification (forces full acceptance or full rejection).
   std::function<int32_t(uint64_t request, int64_t position, int32_t draft)> draft_override;
+  // Testing aid: the depth of each decode step becomes hook(batch size, the policy's choice),
+  // clamped to [0, max_depth()] (forces schedules through plain steps and catch-ups).
+  std::function<int64_t(int64_t batch, int64_t chosen)> depth_override;
   bool enabled() const { return !algorithm.empty(); }
+  // The deepest round the engine must be built for (graphs, static buffers, KV headroom).
+  int64_t max_depth() const { return adaptive ? max_steps : num_steps; }
 };
 
 struct EngineOptions {

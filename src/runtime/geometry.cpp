@@ -9,7 +9,7 @@ namespace tandem {
 
 EngineGeometry engine_geometry(const EngineOptions& o, const ModelConfig& c, ProcessGroup* group) {
   EngineGeometry g;
-  g.draft_steps = o.spec.enabled() ? o.spec.num_steps : 0;
+  g.draft_steps = o.spec.enabled() ? o.spec.max_depth() : 0;
   g.num_pages = o.num_pages > 0 ? o.num_pages : pages_for(o.max_total_tokens, o.page_size);
   if (group && group->world() > 1) {
     Bytes mine(sizeof(int64_t));

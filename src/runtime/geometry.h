@@ -13,7 +13,7 @@
 namespace tandem {
 
 struct EngineGeometry {
-  int64_t draft_steps = 0;  // S (0: plain decoding)
+  int64_t draft_steps = 0;  // the deepest round, S or the adaptive maximum (0: plain decoding)
   int64_t num_pages = 0;
   int64_t context_length = 0;  // longest prompt + output
 };

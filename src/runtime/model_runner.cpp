@@ -65,6 +65,10 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
   ko.with_mtp = draft_steps > 0;
   cache_ = std::make_unique<KvCache>(model_->config(), ko);
   workspace_ = ops::make_workspace(model_->device(), static_cast<size_t>(opt.workspace_mb) << 20);
+  // Adaptive depth may decode plainly for a while; the draft then catches up from the stash.
+  if (draft_steps > 0 && opt.spec.adaptive)
+    stash_ = Tensor::zeros({num_pages * opt.page_size, model_->config().hidden_size},
+                           model_->weights().embed.dtype(), model_->device());
   if (!model_->device().is_cpu() || opt.static_batches)
     graphs_ = make_graph_runner(*workspace_, opt.disable_cuda_graph || model_->device().is_cpu());
 }
@@ -137,7 +141,11 @@ ForwardResult ModelRunner::forward_fixed(Kind kind, const std::vector<SequenceCh
     } else {
       fb.logit_rows = Tensor();
     }
-    if (kind == Kind::kTarget) return model_->forward(*workspace_, fb, *cache_);
+    if (kind == Kind::kTarget) {
+      ForwardResult r = model_->forward(*workspace_, fb, *cache_);
+      if (q == 1 && stash_.defined()) ops::kv_store(r.hidden, fb.attn, stash_);
+      return r;
+    }
     return model_->forward_mtp(*workspace_, fb, hidden, *cache_,
                                kind == Kind::kDraftReuse ? reuse : Tensor());
   }
@@ -171,6 +179,9 @@ ForwardResult ModelRunner::forward_fixed(Kind kind, const std::vector<SequenceCh
                  ? model_->forward(w, sb.fb, *cache_)
                  : model_->forward_mtp(w, sb.fb, sb.hidden, *cache_,
                                        kind == Kind::kDraftReuse ? sb.reuse : Tensor());
+    // Padding rows have slot -1 and write nowhere.
+    if (kind == Kind::kTarget && q == 1 && stash_.defined())
+      ops::kv_store(sb.out.hidden, sb.fb.attn, stash_);
   });
   return sb.out;
 }
@@ -180,16 +191,17 @@ ForwardResult ModelRunner::forward_fixed(Kind kind, const std::vector<SequenceCh
 std::vector<std::vector<int32_t>> ModelRunner::draft_loop(
     const std::vector<std::vector<SequenceChunk>>& steps, const Tensor& hidden,
     const Tensor& reuse) {
-  TD_CHECK(graphs_ && static_cast<int64_t>(steps.size()) == S_ - 1,
-           "draft_loop: {} steps with S = {}", steps.size(), S_);
+  const int64_t S = static_cast<int64_t>(steps.size()) + 1;
+  TD_CHECK(graphs_ && S >= 2 && S <= S_, "draft_loop: {} steps with at most S = {}", steps.size(),
+           S_);
   const int64_t B = static_cast<int64_t>(steps[0].size()), Bb = bucket_for(B);
-  const int64_t key = shape_key(Kind::kDraftLoop, Bb, S_, reuse.defined());
+  const int64_t key = shape_key(Kind::kDraftLoop, Bb, S, reuse.defined());
   std::unique_ptr<StaticBatch>& slot = statics_[key];
-  if (!slot) slot = make_draft_loop(Bb, reuse.defined() ? reuse.size(1) : 0);
+  if (!slot) slot = make_draft_loop(Bb, reuse.defined() ? reuse.size(1) : 0, S);
   StaticBatch& sb = *slot;
 
   std::vector<int32_t> meta;  // [S - 1, 4, Bb]
-  for (int64_t j = 0; j < S_ - 1; ++j) {
+  for (int64_t j = 0; j < S - 1; ++j) {
     const FixedLayout l = fixed_layout(steps[j], Bb, 1, {}, static_max_pages(), page_size_);
     for (const auto* v : {&l.ids, &l.pos, &l.slots, &l.lens})
       meta.insert(meta.end(), v->begin(), v->end());
@@ -204,33 +216,33 @@ std::vector<std::vector<int32_t>> ModelRunner::draft_loop(
   }
   graphs_->run(key, [&](Workspace& w) {
     Tensor h = sb.hidden;  // [Bb, D]: the draft hidden state that produced d_1
-    for (int64_t j = 1; j < S_; ++j) {
+    for (int64_t j = 1; j < S; ++j) {
       const ForwardResult d = model_->forward_mtp(w, sb.steps[j - 1], h, *cache_, sb.reuse);
       const Tensor am = ops::argmax(w, d.logits);  // [Bb] i32: d_{j+1}
       Tensor row = sb.drafts.select(0, j - 1);
       ops::copy(am, row);
-      if (j + 1 < S_) ops::copy(am, sb.steps[j].input_ids);
+      if (j + 1 < S) ops::copy(am, sb.steps[j].input_ids);
       h = d.hidden;  // [Bb, D]
     }
   });
   const std::vector<int32_t> out = to_int_vector(sb.drafts);  // [S - 1, Bb]
-  std::vector<std::vector<int32_t>> drafts(static_cast<size_t>(S_ - 1));
-  for (int64_t j = 0; j < S_ - 1; ++j)
+  std::vector<std::vector<int32_t>> drafts(static_cast<size_t>(S - 1));
+  for (int64_t j = 0; j < S - 1; ++j)
     drafts[j].assign(out.begin() + j * Bb, out.begin() + j * Bb + B);
   return drafts;
 }
 
 // Static buffers of the draft loop for a bucket; K: the reused top-k width (0: the MTP indexer
 // runs at every step).
-std::unique_ptr<ModelRunner::StaticBatch> ModelRunner::make_draft_loop(int64_t Bb,
-                                                                       int64_t K) const {
+std::unique_ptr<ModelRunner::StaticBatch> ModelRunner::make_draft_loop(int64_t Bb, int64_t K,
+                                                                       int64_t S) const {
   const Device dev = device();
   auto sb = std::make_unique<StaticBatch>();
   sb->bucket = Bb;
   sb->q = 1;
-  sb->step_meta = Tensor::zeros({S_ - 1, 4, Bb}, DType::I32, dev);
+  sb->step_meta = Tensor::zeros({S - 1, 4, Bb}, DType::I32, dev);
   const ForwardBatch shared = static_forward_batch(Bb, 1, /*logit_rows=*/false, &sb->inputs);
-  for (int64_t j = 0; j < S_ - 1; ++j) {
+  for (int64_t j = 0; j < S - 1; ++j) {
     ForwardBatch fb = shared;                     // token_seq, page table and max_seq_len
     const Tensor m = sb->step_meta.select(0, j);  // [4, Bb]
     fb.input_ids = m.select(0, 0);
@@ -242,7 +254,7 @@ std::unique_ptr<ModelRunner::StaticBatch> ModelRunner::make_draft_loop(int64_t B
   sb->hidden =
       Tensor::zeros({Bb, model_->config().hidden_size}, model_->weights().embed.dtype(), dev);
   if (K > 0) sb->reuse = Tensor::zeros({Bb, K}, DType::I32, dev);
-  sb->drafts = Tensor::zeros({S_ - 1, Bb}, DType::I32, dev);
+  sb->drafts = Tensor::zeros({S - 1, Bb}, DType::I32, dev);
   return sb;
 }
 
@@ -305,6 +317,11 @@ void ModelRunner::mask_rows(const Tensor& logits, const std::vector<const uint32
   Tensor bits = Tensor::from_vector(host, {R, W});
   if (!device().is_cpu()) bits = bits.to(device());
   ops::mask_logits(*workspace_, l, bits);
+}
+
+Tensor ModelRunner::stash_rows(const std::vector<int32_t>& slots) {
+  TD_CHECK(stash_.defined(), "stash_rows: this runner keeps no hidden-state stash");
+  return ops::gather_rows(*workspace_, stash_, indices(slots));
 }
 
 std::vector<int32_t> ModelRunner::argmax(const Tensor& logits) {

@@ -41,13 +41,20 @@ class ModelRunner {
   ForwardResult forward_fixed(Kind kind, const std::vector<SequenceChunk>& chunks, int64_t q,
                               const std::vector<int64_t>& logit_pos, const Tensor& hidden,
                               const Tensor& reuse);
-  // The draft steps 2..S of a round in one captured forward: steps[j] holds step j + 1's chunk
-  // per sequence (its position; the token of step 1 only, later ones come from the previous
-  // step's argmax on the device). hidden: [B, D] the draft state that produced d_1; reuse: [B, K]
-  // or undefined. Returns d_2 .. d_S as [S - 1][B].
+  // The draft steps 2..S of a round in one captured forward (one graph per depth S): steps[j]
+  // holds step j + 1's chunk per sequence (its position; the token of step 1 only, later ones
+  // come from the previous step's argmax on the device). hidden: [B, D] the draft state that
+  // produced d_1; reuse: [B, K] or undefined. Returns d_2 .. d_S as [S - 1][B].
   std::vector<std::vector<int32_t>> draft_loop(const std::vector<std::vector<SequenceChunk>>& steps,
                                                const Tensor& hidden, const Tensor& reuse);
   bool captures() const { return graphs_ != nullptr; }
+
+  // Adaptive speculation: the target hidden state of every plain-decoded token (one-token
+  // kTarget forwards) is kept at its KV slot, so that the draft can read those positions later.
+  // stash_rows gathers them back: slots [N] -> [N, D].
+  bool stashes() const { return stash_.defined(); }
+  Tensor stash_rows(const std::vector<int32_t>& slots);
+  int64_t page_size() const { return page_size_; }
 
   // Next token of each sequence from logit row rows[i]: the device argmax when all are greedy,
   // else one sampling op with each request's own seeded uniforms.
@@ -71,7 +78,7 @@ class ModelRunner {
   struct StaticBatch;
   int64_t static_max_pages() const;
   ForwardBatch static_forward_batch(int64_t Bb, int64_t q, bool logit_rows, Tensor* inputs) const;
-  std::unique_ptr<StaticBatch> make_draft_loop(int64_t Bb, int64_t K) const;
+  std::unique_ptr<StaticBatch> make_draft_loop(int64_t Bb, int64_t K, int64_t S) const;
 
   std::shared_ptr<const Model> model_;
   int64_t page_size_, ctx_len_, S_;
@@ -80,6 +87,7 @@ class ModelRunner {
   std::unique_ptr<Workspace> workspace_;  // reset at the start of every step
   std::unique_ptr<GraphRunner> graphs_;   // decode-shaped forwards, captured per shape
   std::map<int64_t, std::unique_ptr<StaticBatch>> statics_;
+  Tensor stash_;  // [num_pages * page_size, D] in the activation dtype (adaptive speculation)
 };
 
 }  // namespace tandem

@@ -6,6 +6,7 @@ namespace tandem {
 
 OutputProcessor::OutputProcessor(int64_t draft_steps) {
   m_.spec_accepted_per_position.assign(static_cast<size_t>(draft_steps), 0);
+  if (draft_steps > 0) m_.spec_depth_steps.assign(static_cast<size_t>(draft_steps + 1), 0);
 }
 
 void OutputProcessor::commit(Sequence& s, const std::vector<int32_t>& toks) {
@@ -52,6 +53,7 @@ void OutputProcessor::fill_totals(const Sequence& s, RequestOutput& o) {
   o.cached_tokens = s.cached_tokens;
   o.spec_verify_steps = s.spec_verify_steps;
   o.spec_accepted_drafts = s.spec_accepted;
+  o.spec_draft_tokens = s.spec_drafted;
 }
 
 void OutputProcessor::send(Scheduler& sched) {
@@ -109,6 +111,12 @@ void OutputProcessor::count_round(int64_t draft_steps, int64_t accepted) {
   m_.spec_draft_tokens += static_cast<uint64_t>(draft_steps);
   m_.spec_accepted_tokens += static_cast<uint64_t>(accepted);
   for (int64_t i = 0; i < accepted; ++i) m_.spec_accepted_per_position[i] += 1;
+}
+
+void OutputProcessor::count_depth(int64_t depth) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (depth >= 0 && depth < static_cast<int64_t>(m_.spec_depth_steps.size()))
+    m_.spec_depth_steps[static_cast<size_t>(depth)] += 1;
 }
 
 void OutputProcessor::add_phase_seconds(const std::array<double, 4>& seconds) {

@@ -32,6 +32,8 @@ class OutputProcessor {
   void count_step();
   // One sequence's verify round: S drafts, `accepted` of them accepted.
   void count_round(int64_t draft_steps, int64_t accepted);
+  // A decode step of a speculating engine ran at this depth (0: plain).
+  void count_depth(int64_t depth);
   void add_phase_seconds(const std::array<double, 4>& seconds);
   void publish(const Scheduler& sched);  // queue and cache gauges, recent throughput
   EngineMetrics metrics() const;

@@ -22,19 +22,6 @@ void sampling_distribution(const float* logits, int64_t V, const SamplingParams&
   }
 }
 
-int32_t sample_from(const std::vector<float>& probs, Rng& rng) {
-  const double u = rng.uniform();
-  double acc = 0;
-  int32_t last = 0;
-  for (size_t v = 0; v < probs.size(); ++v) {
-    if (probs[v] <= 0) continue;
-    acc += probs[v];
-    last = static_cast<int32_t>(v);
-    if (u < acc) return last;
-  }
-  return last;  // rounding left u past the total: the last candidate
-}
-
 int32_t sample_token(const float* logits, int64_t V, const SamplingParams& p, Rng& rng) {
   if (p.greedy()) return ops::argmax_row(logits, V);
   ops::SampleKeptSet k;

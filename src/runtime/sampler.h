@@ -27,9 +27,5 @@ void sampling_distribution(const float* logits, int64_t vocab, const SamplingPar
 // Draws from logits under p with one rng.uniform() (ops::sample_row); greedy when p.greedy()
 // (lowest index on ties, no draw).
 int32_t sample_token(const float* logits, int64_t vocab, const SamplingParams& p, Rng& rng);
-// Inverse-CDF draw from a normalised distribution (the first token, in vocabulary order, whose
-// cumulative probability exceeds one rng.uniform()); speculative acceptance draws from
-// residual distributions with it.
-int32_t sample_from(const std::vector<float>& probs, Rng& rng);
 
 }  // namespace tandem

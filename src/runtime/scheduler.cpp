@@ -78,7 +78,10 @@ bool Scheduler::allocate(Sequence& s, int64_t tokens) {
 
 void Scheduler::release(Sequence& s, bool keep_prefix) {
   if (s.pages.empty()) return;
-  if (keep_prefix && opt_.enable_prefix_cache) prefix_.insert(s.tokens, s.kv_len, s.pages);
+  // Positions the draft has not read yet (adaptive depth 0) lack draft KV: a later request
+  // reusing them would draft from holes, so the cache keeps only what both models computed.
+  if (keep_prefix && opt_.enable_prefix_cache)
+    prefix_.insert(s.tokens, s.kv_len - s.draft_lag, s.pages);
   pages_.release(s.pages);
   s.pages.clear();
 }
@@ -132,6 +135,7 @@ void Scheduler::preempt_last() {
   s->kv_len = 0;
   s->prefilled = false;
   s->next_draft = -1;
+  s->draft_lag = 0;  // the prefill redoes the draft's KV too
   waiting_.push_front(std::move(s));
   ++preemptions_;
 }

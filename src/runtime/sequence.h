@@ -58,8 +58,14 @@ struct Sequence {
   int32_t next_draft = -1;
   std::vector<float> draft_hidden;  // [D]
   std::vector<int32_t> draft_topk;  // [index_topk] (index_share_for_mtp_iteration)
+  // Plain-decoded positions (adaptive depth 0) whose draft KV is not written yet: the last
+  // draft_lag of [0, kv_len). Their target hidden states wait in the runner's stash; the next
+  // speculative round drafts from them first (SpecWorker::catch_up), and next_draft,
+  // draft_hidden and draft_topk are stale until then.
+  int64_t draft_lag = 0;
   int64_t spec_verify_steps = 0;
   int64_t spec_accepted = 0;
+  int64_t spec_drafted = 0;
   std::chrono::steady_clock::time_point arrival;
   // The pending output message (tokens produced this step).
   RequestOutput pending;

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "core/device.h"
+#include "core/error.h"
 #include "ops/ops.h"
 #include "runtime/sampler.h"
 #include "runtime/spec_accept.h"
@@ -40,7 +41,11 @@ struct PhaseClock {
 
 SpecWorker::SpecWorker(ModelRunner& runner, OutputProcessor& out, const SpeculativeOptions& opt,
                        bool profile_phases)
-    : runner_(runner), out_(out), opt_(opt), S_(opt.num_steps), profile_(profile_phases) {}
+    : runner_(runner),
+      out_(out),
+      opt_(opt),
+      simulated_rate_(simulated_accept_rate(opt.simulate_accept_length, opt.num_steps)),
+      profile_(profile_phases) {}
 
 // Pairs (h_i, x_{i+1}) over each prefilled chunk; the last pair of a finished prompt pairs the
 // final prompt position with the token just sampled.
@@ -121,7 +126,7 @@ void SpecWorker::set_next_drafts(const std::vector<Sequence*>& seqs, const Forwa
 // only the host's constraint can follow), one forward per step, each draft passing through the
 // host. masks follows every draft, so that it holds rows 0..S on return.
 std::vector<std::vector<int32_t>> SpecWorker::draft(const std::vector<Sequence*>& seqs,
-                                                    RoundMasks& masks) {
+                                                    int64_t S, RoundMasks& masks) {
   const Model& model = runner_.model();
   const int64_t B = static_cast<int64_t>(seqs.size());
   const int64_t D = model.config().hidden_size;
@@ -131,7 +136,7 @@ std::vector<std::vector<int32_t>> SpecWorker::draft(const std::vector<Sequence*>
     if (masks.any()) masks.push(static_cast<size_t>(b), drafts[b].back());
   };
   for (int64_t b = 0; b < B; ++b) follow(b);
-  if (S_ == 1) return drafts;
+  if (S == 1) return drafts;
   std::vector<float> hid_host(static_cast<size_t>(B * D));
   for (int64_t b = 0; b < B; ++b)
     std::copy(seqs[b]->draft_hidden.begin(), seqs[b]->draft_hidden.end(), hid_host.begin() + b * D);
@@ -154,13 +159,13 @@ std::vector<std::vector<int32_t>> SpecWorker::draft(const std::vector<Sequence*>
   };
   if (runner_.captures() && !masks.any()) {
     std::vector<std::vector<SequenceChunk>> steps;
-    for (int64_t j = 1; j < S_; ++j) steps.push_back(step_chunks(j));  // step 1's ids only count
+    for (int64_t j = 1; j < S; ++j) steps.push_back(step_chunks(j));  // step 1's ids only count
     const auto out = runner_.draft_loop(steps, hid, reuse);            // [S - 1][B]
     for (const auto& step : out)
       for (int64_t b = 0; b < B; ++b) drafts[b].push_back(step[b]);
     return drafts;
   }
-  for (int64_t j = 1; j < S_; ++j) {
+  for (int64_t j = 1; j < S; ++j) {
     const ForwardResult d = runner_.forward_fixed(
         reuse.defined() ? ModelRunner::Kind::kDraftReuse : ModelRunner::Kind::kDraft,
         step_chunks(j), 1, std::vector<int64_t>(static_cast<size_t>(B), 0), hid, reuse);
@@ -179,24 +184,65 @@ std::vector<std::vector<int32_t>> SpecWorker::draft(const std::vector<Sequence*>
   return drafts;
 }
 
-void SpecWorker::round(const std::vector<Sequence*>& seqs) {
+void SpecWorker::after_plain_step(const std::vector<Sequence*>& seqs) {
+  TD_CHECK(runner_.stashes(), "a plain step of a speculating engine needs the hidden-state stash");
+  for (Sequence* s : seqs) s->draft_lag += 1;  // the runner stashed each one's hidden state
+}
+
+// Pairs (h_i, x_{i+1}) for the lagging positions i, h_i from the stash at i's KV slot.
+void SpecWorker::catch_up(const std::vector<Sequence*>& seqs) {
+  std::vector<SequenceChunk> chunks;
+  std::vector<int32_t> slots;
+  std::vector<Sequence*> behind;
+  std::vector<int64_t> ends;
+  const int64_t P = runner_.page_size();
+  for (Sequence* s : seqs) {
+    if (s->draft_lag == 0) continue;
+    const int64_t from = s->kv_len - s->draft_lag;
+    chunks.push_back({&s->pages,
+                      from,
+                      {s->tokens.begin() + from + 1, s->tokens.begin() + s->kv_len + 1},
+                      false});
+    for (int64_t p = from; p < s->kv_len; ++p)
+      slots.push_back(s->pages[static_cast<size_t>(p / P)] * static_cast<int32_t>(P) +
+                      static_cast<int32_t>(p % P));
+    ends.push_back(static_cast<int64_t>(slots.size()));
+    behind.push_back(s);
+  }
+  if (chunks.empty()) return;
+  const Tensor h = runner_.stash_rows(slots);  // [sum of lags, D]
+  const ForwardResult d = runner_.extend_draft(chunks, h);
+  set_next_drafts(behind, d, ends);
+  for (Sequence* s : behind) s->draft_lag = 0;
+}
+
+SpecWorker::RoundStats SpecWorker::round(const std::vector<Sequence*>& seqs, int64_t S) {
+  RoundStats stats;
+  bool lagging = false;
+  for (const Sequence* s : seqs) lagging |= s->draft_lag > 0;
+  if (lagging) {
+    // Timed on the host: set_next_drafts reads its argmax back, so the device is done.
+    const auto t0 = Clock::now();
+    catch_up(seqs);
+    stats.catch_up_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
   PhaseClock clock(profile_, runner_.device());
   const int64_t B = static_cast<int64_t>(seqs.size());
   Workspace& ws = runner_.workspace();
 
   // 1. Draft: d_1 (from the last draft extend) and S - 1 more. Constrained sequences: the
   // masks follow the drafts (rows 0..S), and are rebuilt when a test overrides the drafts.
-  RoundMasks masks(seqs, runner_.model().config().vocab_size, S_);
-  std::vector<std::vector<int32_t>> drafts = draft(seqs, masks);
+  RoundMasks masks(seqs, runner_.model().config().vocab_size, S);
+  std::vector<std::vector<int32_t>> drafts = draft(seqs, S, masks);
   if (opt_.draft_override) {
     for (int64_t b = 0; b < B; ++b) {
       masks.rewind(static_cast<size_t>(b));
-      for (int64_t j = 0; j < S_; ++j)
+      for (int64_t j = 0; j < S; ++j)
         drafts[b][j] = opt_.draft_override(seqs[b]->id, seqs[b]->kv_len + 1 + j, drafts[b][j]);
     }
-    masks = RoundMasks(seqs, runner_.model().config().vocab_size, S_);
+    masks = RoundMasks(seqs, runner_.model().config().vocab_size, S);
     for (int64_t b = 0; b < B; ++b)
-      for (int64_t j = 0; j < S_; ++j) masks.push(static_cast<size_t>(b), drafts[b][j]);
+      for (int64_t j = 0; j < S; ++j) masks.push(static_cast<size_t>(b), drafts[b][j]);
   }
   clock.mark(0);
 
@@ -208,9 +254,9 @@ void SpecWorker::round(const std::vector<Sequence*>& seqs) {
     chunks.push_back({&seqs[b]->pages, seqs[b]->kv_len, toks, true});
   }
   ForwardResult v =
-      runner_.forward_fixed(ModelRunner::Kind::kTarget, chunks, S_ + 1, {}, Tensor(), Tensor());
+      runner_.forward_fixed(ModelRunner::Kind::kTarget, chunks, S + 1, {}, Tensor(), Tensor());
   out_.count_step();
-  if (masks.any()) mask_verify(v.logits, masks, B);
+  if (masks.any()) mask_verify(v.logits, masks, B, S);
   const std::vector<int32_t> target_am = runner_.argmax(v.logits);  // [B * (S + 1)]
   clock.mark(1);
 
@@ -218,30 +264,28 @@ void SpecWorker::round(const std::vector<Sequence*>& seqs) {
   std::vector<int64_t> accepted(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
     Sequence& s = *seqs[b];
-    const int64_t base = b * (S_ + 1);
-    std::vector<int32_t> t_next(target_am.begin() + base, target_am.begin() + base + S_ + 1);
+    const int64_t base = b * (S + 1);
+    std::vector<int32_t> t_next(target_am.begin() + base, target_am.begin() + base + S + 1);
     Acceptance a;
     // The constraint is walked back to the committed tokens; commit() follows the accepted ones.
     masks.rewind(static_cast<size_t>(b));
     if (opt_.simulate_accept_length > 0 && !is_constrained(s)) {
-      a = accept_simulated(drafts[b], t_next, opt_.simulate_accept_length, s.rng);
+      a = accept_simulated(drafts[b], t_next, simulated_rate_, s.rng);
     } else if (s.req.sampling.greedy()) {
       a = accept_greedy(drafts[b], t_next);
     } else {
       std::vector<int32_t> rows;
-      for (int64_t i = 0; i <= S_; ++i) rows.push_back(static_cast<int32_t>(base + i));
+      for (int64_t i = 0; i <= S; ++i) rows.push_back(static_cast<int32_t>(base + i));
       const std::vector<float> lg =
           to_float_vector(ops::gather_rows(ws, v.logits, runner_.indices(rows)));
-      const int64_t V = v.logits.size(1);
-      std::vector<std::vector<float>> probs(static_cast<size_t>(S_ + 1));
-      for (int64_t i = 0; i <= S_; ++i)
-        sampling_distribution(lg.data() + i * V, V, s.req.sampling, probs[i]);
-      a = accept_sampled(drafts[b], probs, s.rng);
+      a = accept_sampled(drafts[b], lg.data(), v.logits.size(1), s.req.sampling, s.rng);
     }
     accepted[b] = a.accepted;
+    stats.accepted.push_back(a.accepted);
     s.spec_verify_steps += 1;
     s.spec_accepted += a.accepted;
-    out_.count_round(S_, a.accepted);
+    s.spec_drafted += S;
+    out_.count_round(S, a.accepted);
     if (s.req.return_hidden_states)
       for (int64_t i = 0; i <= a.accepted; ++i)
         s.pending_hidden.push_back(runner_.hidden_row(v.hidden, base + i));
@@ -264,29 +308,31 @@ void SpecWorker::round(const std::vector<Sequence*>& seqs) {
     if (s.finished) continue;
     const int64_t k = accepted[b], L = s.kv_len - 1 - k;
     std::vector<int32_t> toks(s.tokens.end() - (k + 1), s.tokens.end());  // d_1 .. d_k, bonus
-    for (int64_t i = k + 1; i <= S_; ++i) toks.push_back(target_am[b * (S_ + 1) + i]);  // filler
+    for (int64_t i = k + 1; i <= S; ++i) toks.push_back(target_am[b * (S + 1) + i]);  // filler
     ext.push_back({&s.pages, L, toks, false});
-    for (int64_t i = 0; i <= S_; ++i) hidden_rows.push_back(static_cast<int32_t>(b * (S_ + 1) + i));
+    for (int64_t i = 0; i <= S; ++i) hidden_rows.push_back(static_cast<int32_t>(b * (S + 1) + i));
     logit_pos.push_back(k);
     ends.push_back(off + k + 1);
-    off += S_ + 1;
+    off += S + 1;
     live.push_back(&s);
   }
   if (!ext.empty()) {
     Tensor h = ops::gather_rows(ws, v.hidden, runner_.indices(hidden_rows));
     ForwardResult d =
-        runner_.forward_fixed(ModelRunner::Kind::kDraft, ext, S_ + 1, logit_pos, h, Tensor());
+        runner_.forward_fixed(ModelRunner::Kind::kDraft, ext, S + 1, logit_pos, h, Tensor());
     set_next_drafts(live, d, ends);
   }
   clock.mark(3);
   if (clock.on) out_.add_phase_seconds(clock.seconds);
+  return stats;
 }
 
-void SpecWorker::mask_verify(const Tensor& logits, const RoundMasks& masks, int64_t B) {
-  std::vector<const uint32_t*> rows(static_cast<size_t>(B * (S_ + 1)), nullptr);
+void SpecWorker::mask_verify(const Tensor& logits, const RoundMasks& masks, int64_t B,
+                             int64_t S) {
+  std::vector<const uint32_t*> rows(static_cast<size_t>(B * (S + 1)), nullptr);
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t i = 0; i <= S_; ++i)
-      rows[static_cast<size_t>(b * (S_ + 1) + i)] = masks.row(static_cast<size_t>(b), i);
+    for (int64_t i = 0; i <= S; ++i)
+      rows[static_cast<size_t>(b * (S + 1) + i)] = masks.row(static_cast<size_t>(b), i);
   runner_.mask_rows(logits, rows);
 }
 

@@ -22,22 +22,36 @@ class SpecWorker {
   SpecWorker(ModelRunner& runner, OutputProcessor& out, const SpeculativeOptions& opt,
              bool profile_phases);
 
+  // What a round did, for the adaptive depth policy.
+  struct RoundStats {
+    std::vector<int64_t> accepted;  // drafts accepted, per sequence of the round
+    double catch_up_seconds = 0;    // wall time of the draft catch-up (not the round's own cost)
+  };
+
   // Draft KV for the prefilled chunks and each finished prompt's first draft token.
   void after_prefill(const std::vector<ScheduledChunk>& batch, const ForwardResult& target);
-  // One round for every sequence (their pages already hold S + 1 more positions).
-  void round(const std::vector<Sequence*>& seqs);
+  // One round of S drafts (1 <= S <= the runner's depth) for every sequence; their pages already
+  // hold S + 1 more positions.
+  RoundStats round(const std::vector<Sequence*>& seqs, int64_t S);
+  // A plain decode step of a speculating engine (adaptive depth 0): the target only, its hidden
+  // states stashed for the draft's catch-up.
+  void after_plain_step(const std::vector<Sequence*>& seqs);
 
  private:
-  std::vector<std::vector<int32_t>> draft(const std::vector<Sequence*>& seqs, RoundMasks& masks);
+  // The draft reads the positions it missed while the engine decoded plainly (draft_lag > 0),
+  // from their stashed target hidden states, and drafts d_1 from the last of them.
+  void catch_up(const std::vector<Sequence*>& seqs);
+  std::vector<std::vector<int32_t>> draft(const std::vector<Sequence*>& seqs, int64_t S,
+                                          RoundMasks& masks);
   // Masks the verify logits [B * (S + 1), V]: row b * (S + 1) + i by masks.row(b, i).
-  void mask_verify(const Tensor& logits, const RoundMasks& masks, int64_t B);
+  void mask_verify(const Tensor& logits, const RoundMasks& masks, int64_t B, int64_t S);
   void set_next_drafts(const std::vector<Sequence*>& seqs, const ForwardResult& d,
                        const std::vector<int64_t>& token_end);
 
   ModelRunner& runner_;
   OutputProcessor& out_;
   const SpeculativeOptions& opt_;
-  int64_t S_;
+  double simulated_rate_;  // accept_simulated's rate, when simulating
   bool profile_;
 };
 

@@ -4,24 +4,25 @@
 
 namespace tandem {
 
-void StepExecutor::run(const StepPlan& plan) {
+SpecWorker::RoundStats StepExecutor::run(const StepPlan& plan) {
   TD_CHECK(plan.draft_steps == 0 || spec_,
            "a speculative step ({} drafts) on a runner built without speculation (do all ranks "
            "have the same --speculative-* flags?)",
            plan.draft_steps);
   switch (plan.kind) {
     case StepPlan::Kind::kIdle:
-      return;
+      break;
     case StepPlan::Kind::kPrefill:
       prefill(plan.prefill);
-      return;
+      break;
     case StepPlan::Kind::kDecode:
-      if (plan.draft_steps > 0)
-        spec_->round(plan.decode);
-      else
-        decode(plan.decode);
-      return;
+      if (plan.draft_steps > 0) return spec_->round(plan.decode, plan.draft_steps);
+      decode(plan.decode);
+      // A speculating engine's plain step (adaptive depth 0): the draft catches up later.
+      if (spec_) spec_->after_plain_step(plan.decode);
+      break;
   }
+  return {};
 }
 
 // Chunks that reach the end of their prompt sample its first token from their logit row (each

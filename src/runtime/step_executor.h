@@ -17,7 +17,8 @@ class StepExecutor {
   StepExecutor(ModelRunner& runner, OutputProcessor& out, SpecWorker* spec)
       : runner_(runner), out_(out), spec_(spec) {}
 
-  void run(const StepPlan& plan);
+  // What the step did for the adaptive depth policy (empty unless it was a speculative round).
+  SpecWorker::RoundStats run(const StepPlan& plan);
 
  private:
   void prefill(const std::vector<ScheduledChunk>& batch);

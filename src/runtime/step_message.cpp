@@ -89,6 +89,7 @@ void put_sequence(Writer& w, const Sequence& s, int64_t from, int64_t to,
   w.put_vec(s.tokens.data() + from, static_cast<size_t>(to - from));
   w.put_vec(s.pages);
   w.put<int32_t>(s.next_draft);
+  w.put<int64_t>(s.draft_lag);
   if (!s.req.constraint) {
     w.put<uint8_t>(kFree);
   } else if (replicated && replicated->count(s.id)) {
@@ -137,6 +138,10 @@ Sequence* FollowerSequences::read_sequence(StepReader& r) {
   std::copy(window.begin(), window.end(), s->tokens.begin() + start);
   s->pages = r.get_vec<int32_t>();
   s->next_draft = r.get<int32_t>();
+  s->draft_lag = r.get<int64_t>();
+  if (s->draft_lag < 0 || s->draft_lag > s->kv_len)
+    fail("step message: sequence {} lags its draft by {} of {} positions", s->id, s->draft_lag,
+         s->kv_len);
   const uint8_t constraint = r.get<uint8_t>();
   if (constraint == kFree) {
     s->req.constraint = nullptr;
@@ -263,7 +268,7 @@ FollowerSequences::Step FollowerSequences::apply(const Bytes& b) {
   // than rank 0 and the ranks would part ways, so stop instead.
   if (out.plan.draft_steps > 0)
     for (const Sequence* s : out.plan.decode)
-      if (s->draft_hidden.empty() && out.plan.draft_steps > 1)
+      if (s->draft_hidden.empty() && s->draft_lag == 0 && out.plan.draft_steps > 1)
         fail(
             "step message: sequence {} decodes speculatively but this rank has no draft state "
             "for it",

@@ -339,6 +339,7 @@ void Generation::consume(size_t i, RequestOutput& o, ChoiceDelta& d) {
   r.cached_tokens = o.cached_tokens;
   r.spec_verify_steps = o.spec_verify_steps;
   r.spec_accepted_drafts = o.spec_accepted_drafts;
+  r.spec_draft_tokens = o.spec_draft_tokens;
   const size_t n = o.new_tokens.size();
   if (n > 0) {
     ServerMetrics& m = st_.metrics();

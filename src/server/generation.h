@@ -79,6 +79,7 @@ struct ChoiceResult {
   int64_t cached_tokens = 0;
   int64_t spec_verify_steps = 0;
   int64_t spec_accepted_drafts = 0;
+  int64_t spec_draft_tokens = 0;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   std::optional<int32_t> matched_token;

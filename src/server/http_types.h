@@ -54,9 +54,12 @@ using Handler = std::function<HttpResponse(const HttpRequest&)>;
 
 class Router {
  public:
-  // A path ending in '*' matches every path with that prefix.
-  void add(const std::string& method, const std::string& path, Handler h);
-  // Routes except /health* and /metrics need "Authorization: Bearer <key>" (SGLang's --api-key).
+  // A path ending in '*' matches every path with that prefix. needs_api_key false: the route
+  // answers without the API key (the web page, which holds no data).
+  void add(const std::string& method, const std::string& path, Handler h,
+           bool needs_api_key = true);
+  // Routes except /health*, /metrics and those added without needs_api_key need
+  // "Authorization: Bearer <key>" (SGLang's --api-key).
   void set_api_key(std::string key) { api_key_ = std::move(key); }
   // Origins that browsers may call from (CORS); empty (the default): none. "*" allows any.
   // An allowed Origin is echoed in Access-Control-Allow-Origin with "Vary: Origin".
@@ -73,6 +76,7 @@ class Router {
   struct Route {
     std::string method, path;
     Handler handler;
+    bool needs_api_key = true;
     bool matches(const std::string& p) const;
   };
   HttpResponse route(const HttpRequest& req) const;

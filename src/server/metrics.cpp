@@ -193,6 +193,12 @@ std::string render_prometheus(const EngineMetrics& e, const ServerMetrics& s,
       w.sample(n.per_pos, fmt::format("position=\"{}\"", i),
                static_cast<double>(e.spec_accepted_per_position[i]));
   }
+  w.family("tandem:spec_depth_steps_total",
+           "Decode steps by the number of drafts they ran (adaptive depth; 0 = plain decoding).",
+           "counter");
+  for (size_t d = 0; d < e.spec_depth_steps.size(); ++d)
+    w.sample("tandem:spec_depth_steps_total", fmt::format("depth=\"{}\"", d),
+             static_cast<double>(e.spec_depth_steps[d]));
   w.gauge("vllm:num_requests_running", "Requests in the running batch.", e.num_running);
   w.gauge("vllm:num_requests_waiting", "Requests waiting to be scheduled.", e.num_waiting);
   w.gauge("vllm:kv_cache_usage_perc", "Fraction of the KV cache in use.", usage);

@@ -112,6 +112,9 @@ Json internal_state(ServerState& st) {
     s["spec_draft_tokens"] = m.spec_draft_tokens;
     s["spec_accepted_tokens"] = m.spec_accepted_tokens;
     s["spec_accepted_per_position"] = m.spec_accepted_per_position;
+    // Decode steps by the depth they ran (index = drafts per round, 0 = plain decoding).
+    s["spec_adaptive"] = o.spec.adaptive;
+    s["spec_depth_steps"] = m.spec_depth_steps;
   }
   return s;
 }

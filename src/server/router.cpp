@@ -37,8 +37,9 @@ HttpResponse HttpResponse::error(int status, const std::string& message, const s
   return json(error_json(status, message, param), status);
 }
 
-void Router::add(const std::string& method, const std::string& path, Handler h) {
-  routes_.push_back({method, path, std::move(h)});
+void Router::add(const std::string& method, const std::string& path, Handler h,
+                 bool needs_api_key) {
+  routes_.push_back({method, path, std::move(h), needs_api_key});
 }
 
 bool Router::Route::matches(const std::string& p) const {
@@ -134,8 +135,8 @@ HttpResponse Router::route(const HttpRequest& req) const {
     r.headers.emplace_back("Allow", fmt::format("{}", fmt::join(allowed, ", ")));
     return r;
   }
-  if (!api_key_.empty() && req.path.rfind("/health", 0) != 0 && req.path != "/metrics" &&
-      !bearer_matches(req.header("Authorization"), api_key_))
+  if (!api_key_.empty() && found->needs_api_key && req.path.rfind("/health", 0) != 0 &&
+      req.path != "/metrics" && !bearer_matches(req.header("Authorization"), api_key_))
     return HttpResponse::error(401, "Missing or invalid API key (Authorization: Bearer <key>)");
   // Bodies are JSON. Requiring the type keeps browsers from sending one cross-origin without a
   // preflight (text/plain and form bodies are "simple" requests); an empty body (`curl -X POST

@@ -26,6 +26,7 @@
 #include "server/ranks.h"
 #include "server/routes.h"
 #include "server/server_state.h"
+#include "server/web_page.h"
 
 namespace tandem::server {
 
@@ -282,6 +283,7 @@ int run_server(const ServerArgs& args, bool cuda_available) {
   auto router = std::make_shared<Router>();
   add_openai_routes(*router, state);
   add_native_routes(*router, state);
+  add_web_page_routes(*router, args);
   router->set_api_key(args.api_key);
   router->set_allowed_origins(parse_allowed_origins(args.allowed_origins));
   HttpServer http(router, http_options(args));
@@ -359,6 +361,8 @@ int run_server(const ServerArgs& args, bool cuda_available) {
             : ", reasoning parser " + args.reasoning_parser,
         args.tool_call_parser.empty() ? std::string()
                                       : ", tool-call parser " + args.tool_call_parser);
+    if (!args.disable_web_page)
+      log_info("tandem serve: web page at http://{}:{}/", args.host, port);
   } catch (const std::exception& e) {
     log_error("{}", e.what());
     code = 1;

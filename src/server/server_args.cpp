@@ -54,6 +54,8 @@ Json ServerArgs::to_json() const {
   j["speculative_eagle_topk"] = speculative_eagle_topk;
   j["speculative_num_draft_tokens"] =
       speculative_num_draft_tokens > 0 ? speculative_num_draft_tokens : speculative_num_steps + 1;
+  j["speculative_adaptive"] = speculative_adaptive;
+  j["speculative_max_steps"] = speculative_max_steps > 0 ? Json(speculative_max_steps) : Json();
   j["reasoning_parser"] = reasoning_parser.empty() ? Json() : Json(reasoning_parser);
   j["tool_call_parser"] = tool_call_parser.empty() ? Json() : Json(tool_call_parser);
   j["constrained_json_disable_any_whitespace"] = constrained_json_disable_any_whitespace;
@@ -62,6 +64,7 @@ Json ServerArgs::to_json() const {
   j["http_idle_timeout"] = http_idle_timeout;
   j["http_header_timeout"] = http_header_timeout;
   j["http_body_timeout"] = http_body_timeout;
+  j["disable_web_page"] = disable_web_page;
   try {
     j["allowed_origins"] = parse_allowed_origins(allowed_origins);
   } catch (const InvalidArgument&) {
@@ -182,6 +185,8 @@ EngineOptions engine_options(const ServerArgs& a, bool cuda_available,
   o.spec.num_steps = a.speculative_num_steps;
   o.spec.eagle_topk = a.speculative_eagle_topk;
   o.spec.num_draft_tokens = a.speculative_num_draft_tokens;  // 0: num_steps + 1
+  o.spec.adaptive = a.speculative_adaptive;
+  o.spec.max_steps = a.speculative_max_steps;
   // Every engine rule is checked once, by the options themselves (the engine checks again).
   std::vector<std::string> notes;
   o.validate(&notes);

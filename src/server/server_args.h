@@ -55,6 +55,10 @@ struct ServerArgs {
   int64_t speculative_num_steps = 3;
   int64_t speculative_eagle_topk = 1;
   int64_t speculative_num_draft_tokens = 0;  // 0: num_steps + 1
+  // Adaptive depth (on by default when speculating): each decode step picks its drafts in
+  // [0, speculative_max_steps] (0: max(num_steps, 5)); off: always num_steps.
+  bool speculative_adaptive = true;
+  int64_t speculative_max_steps = 0;
   // Output parsers of chat completions (SGLang's flags and names); "": none.
   std::string reasoning_parser;  // glm45 | deepseek-r1 | deepseek-v3 | none
   std::string tool_call_parser;  // glm45 | glm47 | deepseekv3 | deepseekv31 | deepseekv32
@@ -65,6 +69,8 @@ struct ServerArgs {
   // --allowed-origins as given: a JSON list ('["http://a.com"]', as vLLM takes it) or a
   // comma-separated list; "*" allows any origin. Empty: no cross-origin browser access.
   std::string allowed_origins;
+  // No web page at / (the chat and live statistics page, src/server/web/index.html).
+  bool disable_web_page = false;
   int64_t http_threads = 0;  // 0: enough for max_running_requests streams and waiting requests
   int64_t max_request_bytes = 32 << 20;
   // Open connections beyond which a new one gets 503 (0: derived from the open-file limit).

@@ -106,11 +106,12 @@ Json meta_info_json(const ChoiceResult& c, const std::string& id, const SpecInfo
     const int64_t v = c.spec_verify_steps;
     m["spec_verify_ct"] = v;
     m["spec_accept_length"] = v ? static_cast<double>(c.spec_accepted_drafts + v) / v : 0.0;
-    m["spec_accept_rate"] = v && spec.num_steps
-                                ? static_cast<double>(c.spec_accepted_drafts) / (v * spec.num_steps)
-                                : 0.0;
+    // Drafts proposed are counted per round: with adaptive depth rounds differ in depth.
+    m["spec_accept_rate"] = c.spec_draft_tokens ? static_cast<double>(c.spec_accepted_drafts) /
+                                                      static_cast<double>(c.spec_draft_tokens)
+                                                : 0.0;
     m["spec_accept_token_num"] = c.spec_accepted_drafts;
-    m["spec_draft_token_num"] = v * spec.num_steps;
+    m["spec_draft_token_num"] = c.spec_draft_tokens;
   }
   if (hidden_states) m["hidden_states"] = c.hidden_states;
   return m;

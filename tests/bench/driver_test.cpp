@@ -63,6 +63,9 @@ TEST(Driver, SglangTotalsAcceptLengthAndTimings) {
   ASSERT_TRUE(res.accept_length);
   EXPECT_EQ(res.accept_length->source, "metrics");
   EXPECT_NEAR(res.accept_length->value, 3.0, 1e-12);
+  // Every round accepted the drafts at positions 0 and 1, none at 2 (the counters' since-start
+  // values, 400 / 100 / 0, do not leak in).
+  EXPECT_EQ(res.accept_length->per_position, (std::vector<double>{1.0, 1.0, 0.0}));
 
   EXPECT_EQ(srv.generate_calls.load(), 9);  // one warm-up, eight timed
   EXPECT_LE(srv.max_in_flight.load(), 4);
@@ -158,6 +161,7 @@ TEST(Driver, AcceptLengthFallbacks) {
   ASSERT_TRUE(res.accept_length);
   EXPECT_EQ(res.accept_length->source, "meta_info");
   EXPECT_NEAR(res.accept_length->value, 3.0, 1e-12);
+  EXPECT_TRUE(res.accept_length->per_position.empty());
   // Without either: SGLang's since-start average, marked as such.
   srv.meta_spec = false;
   res = run_benchmark(cfg, rows_of(2, 40));

@@ -34,6 +34,9 @@ class FakeServer {
   // Counters as if the server had served traffic with accept length 1.5 before the benchmark.
   std::atomic<int64_t> verify_steps{1000};
   std::atomic<int64_t> accepted_tokens{500};
+  // Accepted drafts per draft position (3 draft steps): a round that accepts j drafts accepts
+  // positions 0 .. j-1.
+  std::atomic<int64_t> accepted_per_position[3] = {400, 100, 0};
   std::atomic<int> in_flight{0}, max_in_flight{0};
   std::atomic<int> generate_calls{0}, flush_calls{0};
 
@@ -66,7 +69,13 @@ class FakeServer {
       t += "vllm:spec_decode_num_accepted_tokens_total{model_name=\"fake\"} " + a + "\n";
       t += "tandem:spec_verify_steps_total{model_name=\"fake\"} " + v + "\n";
       t += "tandem:spec_accepted_tokens_total{model_name=\"fake\"} " + a + "\n";
-      t += "tandem:spec_accepted_tokens_per_pos_total{model_name=\"fake\",position=\"0\"} 12345\n";
+      for (int p = 0; p < 3; ++p) {
+        const std::string n = std::to_string(accepted_per_position[p].load());
+        t += "tandem:spec_accepted_tokens_per_pos_total{model_name=\"fake\",position=\"" +
+             std::to_string(p) + "\"} " + n + "\n";
+        t += "vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"" + std::to_string(p) +
+             "\"} 7\n";
+      }
       t += "tandem:spec_accept_length 7.0\n";
       t += "tandem:generation_tokens_total 99\n";
       res.set_content(t, "text/plain; version=0.0.4");
@@ -135,6 +144,7 @@ class FakeServer {
       ++s.rounds;
       ++verify_steps;
       accepted_tokens += k - 1;
+      for (int64_t p = 0; p < k - 1 && p < 3; ++p) ++accepted_per_position[p];
     }
     s.done += k;
     for (int64_t i = 0; i < k; ++i) s.text += "tok ";

@@ -2,7 +2,7 @@
 # End to end for `tandem bench`: the real server on the default model with MTP speculative
 # decoding, benchmarked through the SGLang-native and OpenAI backends. Checks that every request
 # succeeds and that the report carries the speculative accept length measured over the run, in a
-# sane range for the default model.
+# sane range for the default model; then a sweep over two concurrencies charted with --svg.
 # Usage (from the repository root): tests/e2e/bench.sh [path/to/tandem]
 set -uo pipefail
 bin=${1:-build/tandem}
@@ -58,6 +58,26 @@ for backend in sglang openai openai-chat; do
   fi
 done
 [[ $(wc -l <"$work/results.jsonl") -eq 3 ]] || { echo "FAIL --output-file did not get 3 lines"; failures=$((failures + 1)); }
+
+# A sweep over --max-concurrency charted with --svg: tok/s and TPOT of the MTP server at both
+# concurrencies (two lines of two points), and a bar per draft position for each run from the
+# server's per-position counters.
+"$bin" bench --backend openai --port "$port" --num-prompts 8 --random-input-len 64 \
+  --random-output-len 24 --random-range-ratio 1 --max-concurrency 4,1 --seed 3 --disable-tqdm \
+  --svg "$work/bench.svg" >"$work/sweep.txt" 2>"$work/sweep.err"
+rc=$?
+runs=$(grep -cE "^Successful requests: +8 *$" "$work/sweep.txt")
+lines=$(grep -c "<polyline" "$work/bench.svg" 2>/dev/null)
+points=$(grep -c "<circle" "$work/bench.svg" 2>/dev/null)
+bars=$(grep -cE "<title>c=[14] position [123]: " "$work/bench.svg" 2>/dev/null)
+if [[ $rc -eq 0 && $runs -eq 2 && $(tail -1 "$work/bench.svg") == "</svg>" && $lines -eq 2 &&
+      $points -eq 4 && $bars -eq 6 ]] && grep -q ">c=1</text>" "$work/bench.svg"; then
+  echo "ok   tandem bench --max-concurrency 4,1 --svg: 2 runs charted, acceptance of 3 draft positions per run"
+else
+  echo "FAIL tandem bench --svg (rc=$rc, $runs runs, $lines lines, $points points, $bars bars)"
+  cat "$work/sweep.err"
+  failures=$((failures + 1))
+fi
 curl -sf "http://127.0.0.1:$port/health" >/dev/null || { echo "FAIL server not healthy after the benchmark"; failures=$((failures + 1)); }
 echo "tandem bench e2e: $failures failure(s)"
 exit $((failures > 0))

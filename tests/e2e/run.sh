@@ -3,9 +3,10 @@
 # on a free port with SGLang-style launch flags, then drives it with curl (every route, bad
 # requests, SSE framing, client disconnects) and the official OpenAI Node client
 # (openai_client.mjs), checks that no KV pages leaked and that the server is still up, runs
-# a second server with MTP speculative decoding, and servers under hostile connections
-# (connections.mjs: idle and slow clients, the connection limit). Exits non-zero if anything
-# failed.
+# a second server with MTP speculative decoding, whose web page it drives in headless Chromium
+# (web_page.mjs; the screenshot goes to e2e-artifacts/web_page.png beside the binary), and
+# servers under hostile connections (connections.mjs: idle and slow clients, the connection
+# limit). Exits non-zero if anything failed.
 #
 # Usage (from the repository root): tests/e2e/run.sh [path/to/tandem]   (default: build/tandem)
 set -uo pipefail
@@ -21,6 +22,10 @@ fi
 for tool in curl node npm; do
   command -v "$tool" >/dev/null || { echo "$tool is required" >&2; exit 2; }
 done
+export CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+[[ -x $CHROMIUM ]] || { echo "chromium is required for the web page checks (scripts/setup.sh installs it)" >&2; exit 2; }
+artifacts="$(dirname "$bin")/e2e-artifacts"
+mkdir -p "$artifacts"
 
 work=$(mktemp -d)
 pid=""
@@ -37,12 +42,16 @@ fail() {
   failures=$((failures + 1))
 }
 
-# --- the OpenAI client ------------------------------------------------------------------------
-want_openai=$(node -p "require('$e2e/package.json').dependencies.openai")
-have_openai=$(node -p "try { require('$e2e/node_modules/openai/package.json').version } catch { '' }")
-have_ajv=$(node -p "try { require('$e2e/node_modules/ajv/package.json').version } catch { '' }")
-if [[ $have_openai != "$want_openai" || $have_ajv != $(node -p "require('$e2e/package.json').dependencies.ajv") ]]; then
-  echo "installing openai@$want_openai into tests/e2e/node_modules"
+# --- the npm packages: the OpenAI client, ajv, puppeteer-core ---------------------------------
+# Installed (npm ci, from package-lock.json) unless every pinned version is already there.
+stale=$(node -e '
+  const dir = process.argv[1];
+  const deps = require(dir + "/package.json").dependencies;
+  const have = (n) => { try { return require(dir + "/node_modules/" + n + "/package.json").version; } catch { return ""; } };
+  console.log(Object.entries(deps).filter(([n, v]) => have(n) !== v).map(([n, v]) => n + "@" + v).join(" "));
+' "$e2e")
+if [[ -n $stale ]]; then
+  echo "installing $stale into tests/e2e/node_modules"
   (cd "$e2e" && npm ci --no-audit --no-fund --loglevel=error) || { echo "npm ci failed" >&2; exit 2; }
 fi
 
@@ -176,7 +185,7 @@ out=$("$bin" --version 2>&1)
   fail "tandem --version: $out"
 out=$("$bin" serve --help 2>&1)
 [[ $out == *"SGLang-compatible:"*"--tp-size"*"Tandem's own:"*"--max-queued-requests"* &&
-  $out != *"--dist-local-rank"* ]] && pass "serve --help groups SGLang's flags apart from Tandem's" ||
+  $out == *"Tandem's own:"*"--disable-web-page"* && $out != *"--dist-local-rank"* ]] && pass "serve --help groups SGLang's flags apart from Tandem's" ||
   fail "serve --help groups: $(echo "$out" | grep -E '^[A-Z]')"
 # Greedy speculation reproduces plain decoding, and says how many tokens a round committed.
 gen() { timeout 120 "$bin" generate --prompt "Emma Woodhouse, handsome, clever, and rich," \
@@ -444,7 +453,7 @@ expect "DELETE on a GET route" 405 "$(is_error 405)"
 req POST /health '{}'
 expect "POST /health" 405 "$(is_error 405)"
 
-echo "--- OpenAI client (openai@$want_openai)"
+echo "--- OpenAI client (openai@$(node -p "require('$e2e/package.json').dependencies.openai"))"
 if node "$e2e/openai_client.mjs" "$url"; then
   pass "OpenAI client checks"
 else
@@ -591,6 +600,23 @@ else
   grep FAIL "$work/spec_structured.log"
 fi
 same_structured tp1 spec "MTP vs plain"
+# The web page: served at /, then used in a real browser (chat, live statistics, Stop).
+req GET /
+if [[ $status == 200 ]] && grep -qi '^content-type: text/html; charset=utf-8' "$work/headers" &&
+  grep -qi '^content-security-policy: .*connect-src .self.' "$work/headers" &&
+  grep -q '<title>Tandem</title>' "$work/body"; then
+  pass "GET / serves the web page (text/html with a Content-Security-Policy)"
+else
+  fail "GET /: HTTP $status, $(grep -i '^content-type' "$work/headers"), $(head -c 200 "$work/body")"
+fi
+rm -f "$artifacts/web_page.png"
+if node "$e2e/web_page.mjs" "$url" "$artifacts/web_page.png" >"$work/web_page.log" 2>&1 &&
+  [[ -s $artifacts/web_page.png ]]; then
+  pass "the web page in headless Chromium ($(grep -c '^ok' "$work/web_page.log") checks; screenshot $artifacts/web_page.png)"
+else
+  fail "the web page in headless Chromium:"
+  grep -v '^ok' "$work/web_page.log"
+fi
 wait_idle
 req POST /flush_cache
 expect "spec server: flush_cache" 200
@@ -719,7 +745,10 @@ kill -KILL "$child" 2>/dev/null
 
 # --- bounded waiting queue --------------------------------------------------------------------
 # With one running and one waiting slot, a third request gets 503 with Retry-After at once.
-start_server queue --max-running-requests 1 --max-queued-requests 1
+# (This server also runs without the web page.)
+start_server queue --max-running-requests 1 --max-queued-requests 1 --disable-web-page
+req GET /
+expect "--disable-web-page: GET / is a 404" 404 "$(is_error 404)"
 gen_async "$work/q1" '{"prompt":"Chapter 1","max_tokens":3800,"temperature":0,"ignore_eos":true,"stream":true}'
 q1=$!
 for _ in $(seq 1 100); do [[ $(info num_running_reqs) == 1 ]] && break; sleep 0.05; done

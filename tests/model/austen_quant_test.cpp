@@ -51,6 +51,7 @@ double accept_length(const std::string& dir, const std::vector<std::vector<int32
   o.spec.algorithm = "EAGLE";
   o.spec.num_steps = 3;
   o.spec.num_draft_tokens = 4;
+  o.spec.adaptive = false;  // accept lengths of S = 3 rounds, compared across weights
   Engine e(model, o);
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (const auto& p : prompts) {

@@ -103,6 +103,7 @@ TEST(AustenModel, AcceptLengthOnHeldOutTextMatchesTheIndependentCount) {
   o.spec.algorithm = "EAGLE";
   o.spec.num_steps = S;
   o.spec.num_draft_tokens = S + 1;
+  o.spec.adaptive = false;  // every round drafts S: the independent count assumes it
   // Every round calls the hook for its S drafts in order, at positions m + 1 .. m + S.
   std::mutex mu;
   std::map<uint64_t, std::vector<int64_t>> draft_positions;

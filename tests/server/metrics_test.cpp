@@ -88,6 +88,7 @@ TEST(Prometheus, FormatAndNames) {
   e.spec_draft_tokens = 30;
   e.spec_accepted_tokens = 15;
   e.spec_accepted_per_position = {8, 5, 2};
+  e.spec_depth_steps = {4, 0, 3, 7};
   ServerMetrics s;
   s.ttft.observe(0.02);
   s.itl.observe(0.005, 4);
@@ -131,6 +132,9 @@ TEST(Prometheus, FormatAndNames) {
   EXPECT_EQ(value("vllm:spec_decode_num_accepted_tokens_per_pos_total{" + L + ",position=\"1\"}"),
             5);
   EXPECT_EQ(value("tandem:spec_accepted_tokens_per_pos_total{" + L + ",position=\"2\"}"), 2);
+  EXPECT_EQ(value("tandem:spec_depth_steps_total{" + L + ",depth=\"0\"}"), 4);
+  EXPECT_EQ(value("tandem:spec_depth_steps_total{" + L + ",depth=\"3\"}"), 7);
+  EXPECT_EQ(p.type.at("tandem:spec_depth_steps_total"), "counter");
   // Buckets are cumulative and non-decreasing for every histogram.
   for (const auto& [family, type] : p.type) {
     if (type != "histogram") continue;

@@ -43,6 +43,17 @@ TEST(ServerArgs, Speculative) {
   EXPECT_NE(warnings[0].find("--speculative-num-draft-tokens"), std::string::npos);
   a.speculative_algorithm = "nextn";
   EXPECT_EQ(engine_options(a, false).spec.algorithm, "NEXTN");
+  // Adaptive depth is on by default and reaches max(num_steps, 5); pinned, the depth is S.
+  EXPECT_TRUE(o.spec.adaptive);
+  EXPECT_EQ(o.spec.max_steps, 5);
+  EXPECT_EQ(o.spec.max_depth(), 5);
+  a.speculative_num_steps = 7;
+  EXPECT_EQ(engine_options(a, false).spec.max_depth(), 7);
+  a.speculative_max_steps = 8;
+  EXPECT_EQ(engine_options(a, false).spec.max_depth(), 8);
+  a.speculative_adaptive = false;
+  EXPECT_EQ(engine_options(a, false).spec.max_depth(), 7);
+  EXPECT_EQ(a.to_json()["speculative_adaptive"], false);
 }
 
 void expect_invalid(const ServerArgs& a, const std::string& needle) {
@@ -62,6 +73,13 @@ TEST(ServerArgs, StartupErrors) {
   a = ServerArgs{};
   a.speculative_algorithm = "EAGLE3";
   expect_invalid(a, "--speculative-algorithm");
+  a = ServerArgs{};
+  a.speculative_algorithm = "EAGLE";
+  a.speculative_num_steps = 4;
+  a.speculative_max_steps = 3;
+  expect_invalid(a, "--speculative-max-steps");
+  a.speculative_max_steps = 9;
+  expect_invalid(a, "--speculative-max-steps");
   a = ServerArgs{};
   a.tp_size = 0;
   expect_invalid(a, "--tp-size");

@@ -71,6 +71,7 @@ TEST(MetaInfo, FinishReasonsAndSpec) {
   c.prompt_tokens = 4;
   c.spec_verify_steps = 4;
   c.spec_accepted_drafts = 6;
+  c.spec_draft_tokens = 12;  // e.g. rounds of depth 3, 3, 4 and 2 (adaptive)
   EXPECT_EQ(native_finish_reason(c), (Json{{"type", "length"}, {"length", 9}}));
   c.finish_reason = FinishReason::kStop;
   c.matched_token = 151329;
@@ -80,7 +81,8 @@ TEST(MetaInfo, FinishReasonsAndSpec) {
   const Json m = meta_info_json(c, "rid", SpecInfo{true, 3}, false);
   EXPECT_EQ(m["spec_verify_ct"], 4);
   EXPECT_DOUBLE_EQ(m["spec_accept_length"].get<double>(), 2.5);  // (6 + 4) / 4
-  EXPECT_DOUBLE_EQ(m["spec_accept_rate"].get<double>(), 0.5);    // 6 / (4 * 3)
+  EXPECT_DOUBLE_EQ(m["spec_accept_rate"].get<double>(), 0.5);    // 6 / 12
+  EXPECT_EQ(m["spec_draft_token_num"], 12);
   EXPECT_EQ(m["prompt_tokens"], 4);
   EXPECT_FALSE(meta_info_json(c, "rid", SpecInfo{}, false).contains("spec_verify_ct"));
   ChoiceResult running;

@@ -1,0 +1,92 @@
+// Adaptive speculation depth: how many draft tokens (0 = plain decoding) the next decode step
+// runs, chosen to maximize expected committed tokens per second at the step's batch size.
+//
+// The policy learns both sides of that ratio from the engine itself:
+// - expected tokens of a round of depth s, E(s) = 1 + sum_{i<=s} prod_{j<=i} a_j, from a running
+//   estimate of the conditional acceptance a_j of draft position j (how often d_j is accepted when
+//   d_1 .. d_{j-1} were);
+// - the wall time of a step of depth s for each batch-size class (the padded batch sizes that
+//   the engine captures graphs for), a running average of the measured steps.
+// Each class keeps its own depth. It moves by at most one per decision, and only toward a depth
+// whose estimated rate beats the current one by a margin, so depth changes are smooth and a noisy
+// measurement cannot flip it back and forth. Depths never measured in a class are probed: a few
+// steps at a neighbouring depth, again periodically so that the estimates follow the load.
+// Plain host code with no clock of its own: tests feed it recorded traces.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tandem {
+
+struct SpecDepthOptions {
+  int64_t max_depth = 3;      // deepest round (the engine's graphs and KV budget allow it)
+  int64_t initial_depth = 3;  // where every batch-size class starts
+  bool adaptive = true;       // false: always initial_depth
+  double margin = 0.03;       // a move needs an estimated rate this much above the current one
+  int64_t explore_every = 256;  // steps of a class between probes of its neighbour depths
+  int64_t probe_steps = 4;      // steps of one probe; the first is not timed (graph capture)
+  double time_alpha = 0.2;      // weight of a new step time in its running average
+  double accept_alpha = 0.01;   // weight of one new acceptance observation
+  double prior_accept = 0.6;    // conditional acceptance assumed before any is seen
+};
+
+class SpecDepthPolicy {
+ public:
+  explicit SpecDepthPolicy(SpecDepthOptions o);
+
+  // The depth of the next decode step of `batch` sequences.
+  int64_t choose(int64_t batch);
+  // A finished decode step: its depth, batch size and wall seconds (excluding one-off work such
+  // as draft catch-up), and for depth > 0 each sequence's accepted draft count.
+  void observe(int64_t depth, int64_t batch, double seconds, const std::vector<int64_t>& accepted);
+
+  // E(depth): expected committed tokens per sequence per step.
+  double expected_tokens(int64_t depth) const;
+  // Conditional acceptance estimate of draft position j (1-based).
+  double acceptance(int64_t j) const;
+  // Estimated seconds of a step (< 0: unknown) and committed tokens per second of one sequence.
+  double step_seconds(int64_t depth, int64_t batch) const;
+  double rate(int64_t depth, int64_t batch) const;
+  // The depth the class of `batch` has settled on (probes aside).
+  int64_t settled_depth(int64_t batch) const;
+
+  // Decode steps run at each depth [0, max_depth].
+  const std::vector<uint64_t>& histogram() const { return histogram_; }
+  // Settled-depth changes since the last call, one line each ("batch 32: depth 3 -> 2 ...").
+  std::vector<std::string> take_changes();
+  const SpecDepthOptions& options() const { return o_; }
+
+  // The batch-size class of a batch: the padded sizes the engine captures graphs for.
+  static int64_t batch_class(int64_t batch);
+
+ private:
+  struct Timing {
+    double seconds = 0;   // running average
+    int64_t samples = 0;  // timed steps
+    int64_t seen = 0;     // steps including the untimed first one
+  };
+  struct ClassState {
+    int64_t depth = 0;
+    std::vector<Timing> timing;  // [max_depth + 1]
+    int64_t steps = 0;
+    int64_t probe_depth = -1, probe_left = 0;
+    int64_t next_probe_up = 1;  // alternates the direction of periodic probes
+  };
+  ClassState& state(int64_t batch);
+  const ClassState* find(int64_t batch) const;
+  double class_seconds(const ClassState& c, int64_t depth) const;
+  double class_rate(const ClassState& c, int64_t depth, int64_t cls) const;
+  void decide(ClassState& c, int64_t cls);
+  void start_probe(ClassState& c, int64_t depth);
+
+  SpecDepthOptions o_;
+  std::vector<std::pair<int64_t, ClassState>> classes_;  // by class, in first-seen order
+  std::vector<double> accept_;                           // [max_depth]: a_1 .. a_S
+  std::vector<int64_t> accept_n_;                        // observations of each position
+  std::vector<uint64_t> histogram_;
+  std::vector<std::string> changes_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,222 @@
+// The adaptive depth policy against simulated engines: step costs per depth and batch size (with
+// noise) and a draft model of known per-position acceptance. The policy sees only what the
+// engine would show it (its choices' wall times and accepted counts); the tests compare its
+// throughput with the best fixed depth, computed from the same cost model.
+#include "runtime/spec_depth_policy.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "core/rng.h"
+
+namespace tandem {
+namespace {
+
+struct SimEngine {
+  // Seconds of one decode step of `batch` sequences at `depth` drafts (0: plain).
+  std::function<double(int64_t depth, int64_t batch)> cost;
+  std::vector<double> accept;  // conditional acceptance of draft positions 1..
+  double noise = 0.0;          // relative spread of measured times
+  Rng rng{7};
+
+  // Expected committed tokens per sequence per step at depth d.
+  double expected(int64_t d) const {
+    double e = 1, reach = 1;
+    for (int64_t j = 0; j < d; ++j) e += (reach *= accept[static_cast<size_t>(j)]);
+    return e;
+  }
+  double fixed_rate(int64_t d, int64_t batch) const {
+    return static_cast<double>(batch) * expected(d) / cost(d, batch);
+  }
+  double best_fixed_rate(int64_t max_depth, int64_t batch, int64_t* best = nullptr) const {
+    double r = 0;
+    for (int64_t d = 0; d <= max_depth; ++d)
+      if (fixed_rate(d, batch) > r) {
+        r = fixed_rate(d, batch);
+        if (best) *best = d;
+      }
+    return r;
+  }
+};
+
+struct RunResult {
+  double tokens = 0, seconds = 0;
+  std::vector<int64_t> settled;  // the class's settled depth after each step
+  double rate() const { return tokens / seconds; }
+};
+
+// Runs `steps` decode steps of `batch` sequences: the policy chooses, the engine "runs" the step.
+RunResult run(SpecDepthPolicy& p, SimEngine& e, int64_t batch, int64_t steps) {
+  RunResult r;
+  for (int64_t i = 0; i < steps; ++i) {
+    const int64_t d = p.choose(batch);
+    const double t = e.cost(d, batch) * (1.0 + e.noise * (2.0 * e.rng.uniform() - 1.0));
+    std::vector<int64_t> accepted;
+    if (d > 0)
+      for (int64_t b = 0; b < batch; ++b) {
+        int64_t k = 0;
+        while (k < d && e.rng.uniform() < e.accept[static_cast<size_t>(k)]) ++k;
+        accepted.push_back(k);
+        r.tokens += static_cast<double>(k + 1);
+      }
+    else
+      r.tokens += static_cast<double>(batch);
+    r.seconds += t;
+    p.observe(d, batch, t, accepted);
+    r.settled.push_back(p.settled_depth(batch));
+  }
+  return r;
+}
+
+// A bandwidth-bound model in the spirit of the H200 measurements: a target step costs a fixed
+// weight read plus per-token work, each draft step a smaller weight read plus per-token work.
+SimEngine gpu_like(double target_fixed, double target_per_token, double draft_fixed,
+                   double draft_per_token, std::vector<double> accept) {
+  SimEngine e;
+  e.accept = std::move(accept);
+  e.cost = [=](int64_t d, int64_t b) {
+    const double verify = target_fixed + target_per_token * static_cast<double>(b * (d + 1));
+    // d - 1 draft steps after d_1, and the draft extend over d + 1 positions (none when plain).
+    const double draft =
+        d == 0 ? 0.0
+               : static_cast<double>(d) * draft_fixed +
+                     draft_per_token * static_cast<double>(b * (2 * d));
+    return verify + draft;
+  };
+  return e;
+}
+
+SpecDepthOptions opts(int64_t max_depth = 5, int64_t initial = 3) {
+  SpecDepthOptions o;
+  o.max_depth = max_depth;
+  o.initial_depth = initial;
+  return o;
+}
+
+TEST(SpecDepthPolicy, ReachesTheBestDepthForEachLoad) {
+  // Small batch, good drafts: deep speculation wins. Large batch: verify compute dominates and
+  // plain decoding wins. In between: a shallow depth.
+  struct Case {
+    int64_t batch;
+    SimEngine e;
+  };
+  std::vector<Case> cases;
+  cases.push_back({1, gpu_like(1e-3, 1e-6, 5e-5, 1e-6, {0.9, 0.85, 0.8, 0.8, 0.75})});
+  cases.push_back({64, gpu_like(1e-3, 4e-5, 1e-4, 2e-5, {0.7, 0.6, 0.5, 0.5, 0.5})});
+  cases.push_back({16, gpu_like(1e-3, 1.5e-5, 1.5e-4, 4e-6, {0.75, 0.6, 0.5, 0.45, 0.4})});
+  std::vector<int64_t> bests;
+  for (Case& c : cases) {
+    SpecDepthPolicy p(opts());
+    int64_t best = -1;
+    const double best_rate = c.e.best_fixed_rate(5, c.batch, &best);
+    bests.push_back(best);
+    run(p, c.e, c.batch, 400);  // learning
+    const RunResult r = run(p, c.e, c.batch, 3000);
+    // Settled on the best depth, or one whose rate is within the move margin of it.
+    EXPECT_GE(c.e.fixed_rate(p.settled_depth(c.batch), c.batch), 0.97 * best_rate)
+        << "batch " << c.batch << ": settled " << p.settled_depth(c.batch) << ", best " << best;
+    EXPECT_GE(r.rate(), 0.98 * best_rate) << "batch " << c.batch << ": best fixed depth " << best;
+  }
+  // The three loads really do want different depths (the test covers the range).
+  EXPECT_EQ(bests[0], 5);
+  EXPECT_EQ(bests[1], 0);
+  EXPECT_GT(bests[2], 0);
+  EXPECT_LT(bests[2], 5);
+}
+
+TEST(SpecDepthPolicy, EarnsNearTheBestFixedDepthFromTheStartWithNoisyTimes) {
+  // Including its learning steps, with +-15% noise on every measured step.
+  for (int64_t batch : {1, 8, 32, 64}) {
+    SimEngine e = gpu_like(1e-3, 2e-5, 1e-4, 8e-6, {0.8, 0.7, 0.6, 0.55, 0.5});
+    e.noise = 0.15;
+    SpecDepthPolicy p(opts());
+    const RunResult r = run(p, e, batch, 4000);
+    EXPECT_GE(r.rate(), 0.98 * e.best_fixed_rate(5, batch)) << "batch " << batch;
+  }
+}
+
+TEST(SpecDepthPolicy, MovesOneDepthAtATimeAndLogsEachMove) {
+  SimEngine e = gpu_like(1e-3, 4e-5, 1e-4, 2e-5, {0.7, 0.6, 0.5, 0.5, 0.5});
+  e.noise = 0.1;
+  SpecDepthPolicy p(opts(5, 5));
+  const RunResult r = run(p, e, 64, 2000);
+  int64_t moves = 0;
+  for (size_t i = 1; i < r.settled.size(); ++i) {
+    EXPECT_LE(std::abs(r.settled[i] - r.settled[i - 1]), 1) << "step " << i;
+    moves += r.settled[i] != r.settled[i - 1];
+  }
+  EXPECT_EQ(r.settled.back(), 0);
+  const std::vector<std::string> log = p.take_changes();
+  EXPECT_EQ(static_cast<int64_t>(log.size()), moves);
+  ASSERT_FALSE(log.empty());
+  EXPECT_NE(log[0].find("depth 5 -> 4"), std::string::npos) << log[0];
+  EXPECT_TRUE(p.take_changes().empty());
+  // Once settled, noise does not make it wander: no move over the last half.
+  for (size_t i = r.settled.size() / 2; i < r.settled.size(); ++i) EXPECT_EQ(r.settled[i], 0);
+}
+
+TEST(SpecDepthPolicy, EachBatchClassKeepsWhatItLearned) {
+  // The load swings between one request and 64: returning to a load resumes its depth at once.
+  SimEngine e = gpu_like(1e-3, 4e-5, 5e-5, 1e-6, {0.9, 0.85, 0.8, 0.8, 0.75});
+  SpecDepthPolicy p(opts());
+  int64_t best1 = -1, best64 = -1;
+  e.best_fixed_rate(5, 1, &best1);
+  e.best_fixed_rate(5, 64, &best64);
+  ASSERT_NE(best1, best64);
+  run(p, e, 1, 500);
+  run(p, e, 64, 500);
+  const int64_t d1 = p.settled_depth(1), d64 = p.settled_depth(64);
+  EXPECT_GE(e.fixed_rate(d1, 1), 0.97 * e.best_fixed_rate(5, 1));
+  EXPECT_GE(e.fixed_rate(d64, 64), 0.97 * e.best_fixed_rate(5, 64));
+  ASSERT_NE(d1, d64);
+  p.take_changes();
+  const RunResult back = run(p, e, 1, 50);
+  for (int64_t d : back.settled) EXPECT_EQ(d, d1);
+  for (auto& c : p.take_changes()) ADD_FAILURE() << c;
+  // A class never seen starts from the nearest class that has settled.
+  EXPECT_EQ(p.settled_depth(48), 3);  // unseen: reports the initial depth...
+  p.choose(48);
+  EXPECT_EQ(p.settled_depth(48), d64);  // ...and starts from the 64 class once it runs
+}
+
+TEST(SpecDepthPolicy, LearnsTheAcceptanceOfEachPosition) {
+  SimEngine e = gpu_like(1e-3, 1e-6, 5e-5, 1e-6, {0.9, 0.7, 0.5, 0.3, 0.2});
+  SpecDepthPolicy p(opts(5, 5));
+  run(p, e, 8, 2000);
+  for (int64_t j = 1; j <= 3; ++j)
+    EXPECT_NEAR(p.acceptance(j), e.accept[static_cast<size_t>(j - 1)], 0.08) << "position " << j;
+  EXPECT_NEAR(p.expected_tokens(3), e.expected(3), 0.15);
+  EXPECT_DOUBLE_EQ(p.expected_tokens(0), 1.0);
+}
+
+TEST(SpecDepthPolicy, PinnedDepthNeverMoves) {
+  SimEngine e = gpu_like(1e-3, 4e-5, 1e-4, 2e-5, {0.7, 0.6, 0.5});
+  SpecDepthOptions o = opts(3, 3);
+  o.adaptive = false;
+  SpecDepthPolicy p(o);
+  const RunResult r = run(p, e, 64, 300);
+  for (int64_t d : r.settled) EXPECT_EQ(d, 3);
+  EXPECT_EQ(p.histogram(), (std::vector<uint64_t>{0, 0, 0, 300}));
+  EXPECT_TRUE(p.take_changes().empty());
+}
+
+TEST(SpecDepthPolicy, FirstStepOfAShapeIsNotTimedAndStallsAreBounded) {
+  SpecDepthPolicy p(opts(3, 1));
+  p.choose(4);
+  p.observe(1, 4, 5.0, {1, 1, 0, 1});  // a graph capture: not a cost of depth 1
+  EXPECT_LT(p.step_seconds(1, 4), 0);
+  p.observe(1, 4, 0.010, {1, 1, 0, 1});
+  EXPECT_DOUBLE_EQ(p.step_seconds(1, 4), 0.010);
+  p.observe(1, 4, 10.0, {1});  // a stall moves the average by a bounded amount
+  EXPECT_LT(p.step_seconds(1, 4), 0.015);
+  // Depths between measured ones are interpolated, and beyond them extrapolated.
+  p.observe(3, 4, 1.0, {});
+  p.observe(3, 4, 0.030, {});
+  EXPECT_NEAR(p.step_seconds(2, 4), 0.5 * (p.step_seconds(1, 4) + 0.030), 1e-12);
+  EXPECT_LT(p.step_seconds(0, 4), 0);  // plain decoding is never extrapolated
+}
+
+}  // namespace
+}  // namespace tandem
