@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-30}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(safetensors config tokenizer chat_template request sse grammar tool_calls)
+((${#targets[@]})) || targets=(safetensors config tokenizer chat_template request sse grammar tool_calls http_request)
 
 # libFuzzer and the sanitizer runtimes ship in Debian's compiler-rt package (scripts/setup.sh
 # installs it), which a bare clang install lacks.

@@ -20,9 +20,20 @@ std::string read_file(const fs::path& p) {
   return s.str();
 }
 
+// Nesting is bounded while parsing, as for config.json and tokenizer.json: nothing recursive
+// (copies, dumps) ever sees a deeper value.
 nlohmann::ordered_json read_json(const fs::path& p) {
+  using Json = nlohmann::ordered_json;
+  struct TooDeep {};
   try {
-    return nlohmann::ordered_json::parse(read_file(p));
+    return Json::parse(read_file(p), [](int depth, Json::parse_event_t e, Json&) {
+      if ((e == Json::parse_event_t::object_start || e == Json::parse_event_t::array_start) &&
+          depth >= kChatTemplateMaxJsonDepth)
+        throw TooDeep{};
+      return true;
+    });
+  } catch (const TooDeep&) {
+    fail("{}: JSON nested deeper than {} levels", p.string(), kChatTemplateMaxJsonDepth);
   } catch (const nlohmann::json::exception& e) {
     fail("{} is not valid JSON: {}", p.string(), e.what());
   }

@@ -140,12 +140,30 @@ Runner add_serve(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--http-threads", a->http_threads,
                  "HTTP worker threads (default: max(64, 2 x max-running-requests + 32))");
+  app.add_option("--max-connections", a->max_connections,
+                 "Open connections beyond which a new one gets 503 (default 0: 8192, or fewer "
+                 "when the open-file limit is lower)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--http-idle-timeout", a->http_idle_timeout,
+                 "Seconds a connection may wait without a request before it is closed")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--http-header-timeout", a->http_header_timeout,
+                 "Seconds a request's line and headers may take to arrive, from their first byte "
+                 "(408 past it)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--http-body-timeout", a->http_body_timeout,
+                 "Seconds a request body may take to arrive after its headers (408 past it)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--log-level", *log_level, "debug, info, warning or error");
   // --help lists SGLang's flags (same names, same meaning) apart from the ones only Tandem has.
-  const std::set<std::string> tandem_only = {"--max-queued-requests",       "--dist-timeout",
-                                             "--graceful-shutdown-timeout", "--http-threads",
-                                             "--allowed-origins",           "--disable-web-page",
-                                             "--speculative-max-steps"};
+  const std::set<std::string> tandem_only = {
+      "--max-queued-requests",   "--dist-timeout",     "--graceful-shutdown-timeout",
+      "--http-threads",          "--allowed-origins",  "--disable-web-page",
+      "--speculative-max-steps", "--max-connections",  "--http-idle-timeout",
+      "--http-header-timeout",   "--http-body-timeout"};
   for (CLI::Option* o : app.get_options()) {
     const std::string name = o->get_name();
     if (o->get_group().empty() || name == "--help") continue;  // hidden, or help itself

@@ -19,10 +19,22 @@ Checkpoint Checkpoint::open(const std::string& dir) {
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
   const fs::path single = fs::path(dir) / "model.safetensors";
   if (fs::exists(index)) {
+    // Nesting bounded while parsing, as for config.json and the safetensors headers.
+    constexpr int kMaxDepth = 128;
+    struct TooDeep {};
     nlohmann::json j;
     try {
       std::ifstream in(index);
-      j = nlohmann::json::parse(in);
+      j = nlohmann::json::parse(in,
+                                [](int depth, nlohmann::json::parse_event_t e, nlohmann::json&) {
+                                  if ((e == nlohmann::json::parse_event_t::object_start ||
+                                       e == nlohmann::json::parse_event_t::array_start) &&
+                                      depth >= kMaxDepth)
+                                    throw TooDeep{};
+                                  return true;
+                                });
+    } catch (const TooDeep&) {
+      fail("{}: JSON nested deeper than {} levels", index.string(), kMaxDepth);
     } catch (const std::exception& e) {
       fail("{}: not valid JSON: {}", index.string(), e.what());
     }

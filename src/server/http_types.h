@@ -16,8 +16,8 @@
 
 namespace tandem::server {
 
-// The SSE content type, spelled exactly so: cpp-httplib gzips every other text/* type for
-// clients that accept gzip (Node's fetch does), which would hold a stream back until its end.
+// The SSE content type; such responses also get "Cache-Control: no-cache" and
+// "X-Accel-Buffering: no" so proxies pass events on at once.
 inline constexpr const char* kEventStream = "text/event-stream";
 
 struct HttpRequest {
@@ -42,7 +42,7 @@ struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
-  std::shared_ptr<BodyStream> stream;  // when set, replaces body (sent chunked)
+  std::shared_ptr<BodyStream> stream;  // when set, replaces body (chunked; HTTP/1.0: until close)
   std::vector<std::pair<std::string, std::string>> headers;
 
   static HttpResponse json(const Json& j, int status = 200);

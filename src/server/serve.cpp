@@ -218,6 +218,32 @@ int run_follower_rank(const ServerArgs& args, const RankLayout& rl, bool cuda) {
   }
 }
 
+HttpOptions http_options(const ServerArgs& args) {
+  auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0)); };
+  HttpOptions o;
+  o.threads = args.http_thread_count();
+  o.max_request_bytes = args.max_request_bytes;
+  const int64_t derived = default_max_connections();  // raises the open-file limit too
+  o.max_connections = args.max_connections > 0 ? args.max_connections : derived;
+  o.idle_timeout = ms(args.http_idle_timeout);
+  o.header_timeout = ms(args.http_header_timeout);
+  o.body_timeout = ms(args.http_body_timeout);
+  rlimit files{};
+  getrlimit(RLIMIT_NOFILE, &files);
+  if (files.rlim_cur != RLIM_INFINITY &&
+      static_cast<int64_t>(files.rlim_cur) < o.max_connections + 64)
+    log_warn(
+        "--max-connections {} with an open-file limit of {} (ulimit -n): connections beyond "
+        "the limit are refused",
+        o.max_connections, files.rlim_cur);
+  log_info(
+      "HTTP: {} worker threads, up to {} connections; timeouts: idle {} s, headers {} s, "
+      "body {} s",
+      o.threads, o.max_connections, args.http_idle_timeout, args.http_header_timeout,
+      args.http_body_timeout);
+  return o;
+}
+
 }  // namespace
 
 int run_server(const ServerArgs& args, bool cuda_available) {
@@ -264,7 +290,7 @@ int run_server(const ServerArgs& args, bool cuda_available) {
   add_web_page_routes(*router, args);
   router->set_api_key(args.api_key);
   router->set_allowed_origins(parse_allowed_origins(args.allowed_origins));
-  HttpServer http(router, HttpOptions{args.http_thread_count(), args.max_request_bytes, 5});
+  HttpServer http(router, http_options(args));
   const int port = http.bind(args.host, args.port);
 
   std::atomic<bool> run_returned{false};

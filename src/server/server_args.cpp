@@ -12,8 +12,9 @@
 namespace tandem::server {
 
 int64_t ServerArgs::http_thread_count() const {
-  // Each open stream holds one thread for its whole life, and so does an idle keep-alive
-  // connection for up to its timeout, so size well above the running batch.
+  // Each open stream holds one thread for its whole life (idle and slow connections hold none:
+  // http_server.h), and requests waiting in the engine's queue stream too, so size well above
+  // the running batch.
   return http_threads > 0 ? http_threads : std::max<int64_t>(64, 2 * max_running_requests + 32);
 }
 
@@ -54,12 +55,15 @@ Json ServerArgs::to_json() const {
   j["speculative_num_draft_tokens"] =
       speculative_num_draft_tokens > 0 ? speculative_num_draft_tokens : speculative_num_steps + 1;
   j["speculative_adaptive"] = speculative_adaptive;
-  j["speculative_max_steps"] =
-      speculative_max_steps > 0 ? Json(speculative_max_steps) : Json();
+  j["speculative_max_steps"] = speculative_max_steps > 0 ? Json(speculative_max_steps) : Json();
   j["reasoning_parser"] = reasoning_parser.empty() ? Json() : Json(reasoning_parser);
   j["tool_call_parser"] = tool_call_parser.empty() ? Json() : Json(tool_call_parser);
   j["constrained_json_disable_any_whitespace"] = constrained_json_disable_any_whitespace;
   j["api_key_set"] = !api_key.empty();
+  j["max_connections"] = max_connections;
+  j["http_idle_timeout"] = http_idle_timeout;
+  j["http_header_timeout"] = http_header_timeout;
+  j["http_body_timeout"] = http_body_timeout;
   j["disable_web_page"] = disable_web_page;
   try {
     j["allowed_origins"] = parse_allowed_origins(allowed_origins);

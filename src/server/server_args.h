@@ -71,8 +71,16 @@ struct ServerArgs {
   std::string allowed_origins;
   // No web page at / (the chat and live statistics page, src/server/web/index.html).
   bool disable_web_page = false;
-  int64_t http_threads = 0;  // 0: enough for max_running_requests streams plus idle keep-alives
+  int64_t http_threads = 0;  // 0: enough for max_running_requests streams and waiting requests
   int64_t max_request_bytes = 32 << 20;
+  // Open connections beyond which a new one gets 503 (0: derived from the open-file limit).
+  int64_t max_connections = 0;
+  // Seconds: a connection with no request for http_idle_timeout is closed; a request's headers
+  // must arrive within http_header_timeout of its first byte, its body within http_body_timeout
+  // of the headers (408 otherwise).
+  double http_idle_timeout = 5;
+  double http_header_timeout = 10;
+  double http_body_timeout = 60;
   // On SIGTERM: seconds requests in flight may take to finish before they are aborted (their
   // streams still end with a final chunk and [DONE]).
   double graceful_shutdown_timeout = 30.0;

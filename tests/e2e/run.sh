@@ -2,10 +2,11 @@
 # End-to-end tests of `tandem serve` on the built-in default model (CPU): starts the real server
 # on a free port with SGLang-style launch flags, then drives it with curl (every route, bad
 # requests, SSE framing, client disconnects) and the official OpenAI Node client
-# (openai_client.mjs), checks that no KV pages leaked and that the server is still up, and runs
+# (openai_client.mjs), checks that no KV pages leaked and that the server is still up, runs
 # a second server with MTP speculative decoding, whose web page it drives in headless Chromium
-# (web_page.mjs; the screenshot goes to e2e-artifacts/web_page.png beside the binary). Exits
-# non-zero if anything failed.
+# (web_page.mjs; the screenshot goes to e2e-artifacts/web_page.png beside the binary), and
+# servers under hostile connections (connections.mjs: idle and slow clients, the connection
+# limit). Exits non-zero if anything failed.
 #
 # Usage (from the repository root): tests/e2e/run.sh [path/to/tandem]   (default: build/tandem)
 set -uo pipefail
@@ -408,6 +409,26 @@ status=$(curl -s --max-time 60 -o "$work/body" -w '%{http_code}' -H 'Content-Typ
 expect "text/plain body" 415 "$(is_error 415)"
 status=$(curl -s --max-time 60 -o "$work/body" -w '%{http_code}' -H 'Content-Type: application/json; charset=utf-8' --data-binary '{"prompt":"hi"}' "$url/tokenize")
 expect "application/json; charset=utf-8" 200 "j.count > 0"
+# A chunked request body (curl sends one when told to).
+status=$(curl -s --max-time 60 -o "$work/body" -w '%{http_code}' -H 'Content-Type: application/json' -H 'Transfer-Encoding: chunked' --data-binary '{"prompt":"Hello, world"}' "$url/tokenize")
+expect "chunked request body" 200 "j.count > 0"
+# HTTP/1.0 clients know no chunked encoding: streamed and generated bodies end with the connection.
+curl -s --http1.0 --max-time 60 -D "$work/h10" -o "$work/b10" -H 'Content-Type: application/json' \
+  --data-binary '{"prompt":"Hello","max_tokens":4,"stream":true}' "$url/v1/completions"
+if ! grep -qi '^transfer-encoding' "$work/h10" && grep -qi '^connection: close' "$work/h10" &&
+  [[ $(tail -c 14 "$work/b10") == 'data: [DONE]' ]]; then
+  pass "HTTP/1.0 stream: close-delimited, no chunked encoding, ends with [DONE]"
+else
+  fail "HTTP/1.0 stream: $(cat "$work/h10") $(tail -c 200 "$work/b10")"
+fi
+curl -s --http1.0 --max-time 60 -D "$work/h10" -o "$work/body" -H 'Content-Type: application/json' \
+  --data-binary '{"prompt":"Hello","max_tokens":4}' "$url/v1/completions"
+status=$(head -1 "$work/h10" | cut -d' ' -f2)
+if ! grep -qi '^transfer-encoding' "$work/h10"; then
+  expect "HTTP/1.0 completion: whole JSON body without chunked encoding" 200 "j.choices[0].text.length > 0"
+else
+  fail "HTTP/1.0 completion sent chunked: $(cat "$work/h10")"
+fi
 status=$(curl -s --max-time 10 -o "$work/body" -D "$work/headers" -w '%{http_code}' -H 'Origin: http://evil.example' "$url/v1/models")
 if [[ $status == 200 ]] && ! grep -qi '^access-control-allow-origin' "$work/headers"; then
   pass "no CORS header for an origin not allowed (default)"
@@ -742,6 +763,42 @@ kill "$q1" "$q2" 2>/dev/null
 wait "$q1" "$q2" 2>/dev/null
 wait_idle && pass "queue server idle after its clients left" || fail "queue server still busy"
 stop_server
+
+# --- hostile connections ----------------------------------------------------------------------
+# Issue #21: with 1,000 idle and 200 slow connections open (one byte a second, in the headers or
+# the body), /health answers within 100 ms and a normal completion finishes; then the drippers
+# are cut off with 408 at the header and body deadlines and the idle ones at the idle timeout.
+# Beyond --max-connections a new connection gets 503 with Retry-After at once. The server raises
+# its own open-file limit; the client needs one too.
+echo "--- hostile connections"
+ulimit -n 4096 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null
+if (($(ulimit -n) < 1400)); then
+  fail "hostile connections: the open-file limit is $(ulimit -n) (ulimit -Hn $(ulimit -Hn)); 1,400 needed"
+else
+  start_server hostile --http-header-timeout 6 --http-body-timeout 8 --http-idle-timeout 12
+  if node "$e2e/connections.mjs" hostile "$url" 1000 200 6 8 12; then
+    pass "1,000 idle and 200 slow connections: /health fast, completions served, deadlines kept"
+  else
+    fail "hostile connections"
+  fi
+  stop_server
+  start_server limit --max-connections 100 --api-key sekrit
+  if node "$e2e/connections.mjs" limit "$url" 100; then
+    pass "connection limit: 503 with Retry-After beyond --max-connections"
+  else
+    fail "connection limit"
+  fi
+  # The Bearer scheme is case-insensitive (RFC 7235); the key is not.
+  for scheme in Bearer bearer BEARER; do
+    status=$(curl -s --max-time 10 -o "$work/body" -w '%{http_code}' -H "Authorization: $scheme sekrit" "$url/v1/models")
+    expect "--api-key with scheme '$scheme'" 200 "j.object === 'list'"
+  done
+  status=$(curl -s --max-time 10 -o "$work/body" -w '%{http_code}' -H "Authorization: Bearer SEKRIT" "$url/v1/models")
+  expect "--api-key compared exactly" 401 "$(is_error 401)"
+  status=$(curl -s --max-time 10 -o "$work/body" -w '%{http_code}' "$url/v1/models")
+  expect "--api-key missing" 401 "$(is_error 401)"
+  stop_server
+fi
 
 echo
 if ((failures)); then

@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "chat_template/chat_template.h"
 #include "core/error.h"
 #include "default_model_routes.h"
+#include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/model.h"
 #include "model/safetensors.h"
@@ -198,6 +201,39 @@ TEST(JsonDepth, ModelFilesAreBounded) {
   }
   std::remove(config.c_str());
   std::remove(st.c_str());
+}
+
+// tokenizer_config.json (and chat_template.json) and the checkpoint's shard index likewise.
+TEST(JsonDepth, TokenizerConfigAndShardIndexAreBounded) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "deep_model_files";
+  fs::create_directories(dir);
+  auto expect_depth_error = [](const std::function<void()>& f, const std::string& what) {
+    try {
+      f();
+      ADD_FAILURE() << what << " nested 100,000 deep accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("nested deeper than 128 levels"), std::string::npos)
+          << e.what();
+      EXPECT_LT(std::string(e.what()).size(), 400u);
+    }
+  };
+  std::ofstream(dir / "tokenizer_config.json")
+      << R"({"chat_template": "x", "bos_token": )" << nested(100000) << "}";
+  expect_depth_error([&] { load_chat_template(dir.string()); }, "tokenizer_config.json");
+  fs::remove(dir / "tokenizer_config.json");
+  std::ofstream(dir / "chat_template.json") << R"({"chat_template": )" << nested(100000) << "}";
+  expect_depth_error([&] { load_chat_template(dir.string()); }, "chat_template.json");
+  fs::remove(dir / "chat_template.json");
+  // At the limit it still loads.
+  std::ofstream(dir / "tokenizer_config.json")
+      << R"({"chat_template": "x", "extra": )" << nested(127) << "}";
+  EXPECT_EQ(load_chat_template(dir.string())->source, "x");
+  fs::remove(dir / "tokenizer_config.json");
+  std::ofstream(dir / "model.safetensors.index.json")
+      << R"({"weight_map": {}, "metadata": )" << nested(100000) << "}";
+  expect_depth_error([&] { Checkpoint::open(dir.string()); }, "model.safetensors.index.json");
+  fs::remove_all(dir);
 }
 
 // Routes without a model: the depth error comes from parsing, before anything else.
