@@ -587,6 +587,13 @@ drafts=$(grep '^vllm:spec_decode_num_drafts_total{' "$work/body" | awk '{print $
 [[ -n $drafts && $drafts -gt 0 ]] && pass "spec counters in /metrics ($drafts drafts)" || fail "spec counters: '$drafts'"
 grep -q '^vllm:spec_decode_num_accepted_tokens_per_pos_total{.*position="2"}' "$work/body" &&
   pass "per-position acceptance series" || fail "no per-position acceptance series"
+# Adaptive depth (on by default): decode steps counted by depth, 0..5, and in /get_server_info.
+depth_steps=$(grep '^tandem:spec_depth_steps_total{' "$work/body" | awk '{s += $2} END {print s + 0}')
+[[ $(grep -c '^tandem:spec_depth_steps_total{' "$work/body") == 6 && $depth_steps -gt 0 ]] &&
+  pass "adaptive depth: $depth_steps decode steps by depth in /metrics" ||
+  fail "adaptive depth series: $(grep '^tandem:spec_depth_steps_total' "$work/body" | head -3)"
+req GET /get_server_info
+expect "/get_server_info spec_depth_steps (adaptive)" 200 "j.speculative_adaptive === true && j.internal_states[0].spec_adaptive === true && j.internal_states[0].spec_depth_steps.length === 6 && j.internal_states[0].spec_depth_steps.reduce((a, b) => a + b, 0) > 0"
 if node "$e2e/openai_client.mjs" "$url" >"$work/spec_client.log" 2>&1; then
   pass "OpenAI client checks with speculative decoding"
 else
