@@ -129,16 +129,20 @@ void SpecDepthPolicy::decide(ClassState& c, int64_t cls) {
         start_probe(c, n);
         return;
       }
-  // From plain decoding a probe upward also pays the draft's catch-up of every live sequence:
-  // probe four times less often there.
+  // Periodically the depth measured longest ago; from plain decoding a probe upward also pays the
+  // draft's catch-up of every live sequence, so there it comes four times less often.
   if (c.steps % (d == 0 ? 4 * o_.explore_every : o_.explore_every) == 0) {
-    for (int tries = 0; tries < 2; ++tries) {
-      const int64_t n = d + c.next_probe_up;
-      c.next_probe_up = -c.next_probe_up;
-      if (n >= 0 && n <= o_.max_depth) {
-        start_probe(c, n);
-        return;
-      }
+    // Only depths within reach of the settled one's rate (25%) are worth the probe's cost.
+    const double now = class_rate(c, d, cls);
+    int64_t stalest = -1;
+    for (int64_t x = 0; x <= o_.max_depth; ++x)
+      if (x != d && 1.25 * class_rate(c, x, cls) >= now &&
+          (stalest < 0 || c.timing[static_cast<size_t>(x)].updated <
+                              c.timing[static_cast<size_t>(stalest)].updated))
+        stalest = x;
+    if (stalest >= 0) {
+      start_probe(c, stalest);
+      return;
     }
   }
   if (c.steps - c.last_move < o_.min_dwell) return;
@@ -196,6 +200,20 @@ void SpecDepthPolicy::observe(int64_t depth, int64_t batch, double seconds,
   seconds -= catch_up_seconds;
   Timing& t = c.timing[static_cast<size_t>(depth)];
   if (++t.seen == 1) return;  // the first step of a shape may include its graph capture
+  t.updated = c.steps;
+  if (c.probe_depth == depth) {
+    // A probe measures afresh: its median replaces what may be a stale average.
+    t.probe.push_back(seconds);
+    ++t.samples;
+    if (c.probe_left == 0) {
+      std::vector<double> v = t.probe;
+      std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+      t.seconds = v[v.size() / 2];
+      t.probe.clear();
+      c.probe_depth = -1;
+    }
+    return;
+  }
   if (t.samples == 0) {
     t.seconds = seconds;
   } else {

