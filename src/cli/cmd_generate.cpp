@@ -78,15 +78,15 @@ Runner add_generate(CLI::App& app) {
   app.add_option(
       "--speculative-algorithm", e.speculative_algorithm,
       "EAGLE or NEXTN: draft with the checkpoint's MTP layer (prints the accept length)");
-  app.add_option("--speculative-num-steps", e.speculative_num_steps, "Draft tokens per round (adaptive: the depth it starts at)")
+  app.add_option("--speculative-num-steps", e.speculative_num_steps,
+                 "Draft tokens per round (adaptive: the depth it starts at)")
       ->capture_default_str();
   app.add_option("--speculative-eagle-topk", e.speculative_eagle_topk,
                  "Draft branching; only 1 is supported")
       ->capture_default_str();
   app.add_option("--speculative-num-draft-tokens", e.speculative_num_draft_tokens,
                  "Tokens verified per round (num_steps + 1 with topk 1)");
-  app.add_flag("--speculative-adaptive,!--disable-speculative-adaptive",
-               e.speculative_adaptive,
+  app.add_flag("--speculative-adaptive,!--disable-speculative-adaptive", e.speculative_adaptive,
                "Choose the drafts of every step from the batch size, the running acceptance and "
                "the measured cost of each depth, in [0, --speculative-max-steps] (default: on; "
                "--disable-speculative-adaptive always drafts --speculative-num-steps)");
