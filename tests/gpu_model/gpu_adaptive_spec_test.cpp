@@ -2,19 +2,15 @@
 #include <gtest/gtest.h>
 
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "backends/init.h"
+#include "gpu_engine_util.h"
 #include "model/model.h"
 #include "runtime/engine.h"
 
 namespace tandem::test {
 namespace {
-
-std::string src(const std::string& rel) {
-  return std::string(TANDEM_SOURCE_DIR) + "/" + rel;
-}
 
 // Adaptive depth on the GPU, forced through every depth and plain steps (0: the target's hidden
 // states are stashed inside the decode graph, then the draft catches up from them): with
@@ -22,11 +18,7 @@ std::string src(const std::string& rel) {
 // eager.
 TEST(GpuGraphs, AdaptiveDepthScheduleMatchesPlainDecoding) {
   if (!init_backends()) GTEST_SKIP() << "no CUDA device";
-  LoadOptions lo;
-  lo.device = Device::cuda();
-  lo.dtype = DType::BF16;
-  lo.show_progress = false;
-  std::shared_ptr<const Model> model(Model::load(src("models/tandem-austen"), lo));
+  std::shared_ptr<const Model> model = gpu_austen();
   std::vector<Request> reqs;
   for (int i = 0; i < 6; ++i) {  // a bucket of 8 with padding
     Request r;
@@ -53,19 +45,7 @@ TEST(GpuGraphs, AdaptiveDepthScheduleMatchesPlainDecoding) {
       o.spec.depth_override = [&](int64_t, int64_t) { return schedule[step++ % schedule.size()]; };
     }
     Engine e(model, o);
-    std::vector<std::shared_ptr<RequestStream>> streams;
-    for (const Request& r : reqs) streams.push_back(e.submit(r));
-    std::vector<std::vector<int32_t>> out;
-    for (auto& s : streams) {
-      std::vector<int32_t> toks;
-      RequestOutput ro;
-      while (s->next(ro, std::chrono::seconds(120))) {
-        toks.insert(toks.end(), ro.new_tokens.begin(), ro.new_tokens.end());
-        if (ro.finished) break;
-      }
-      EXPECT_TRUE(ro.finished && ro.finish_reason == FinishReason::kLength) << ro.error;
-      out.push_back(toks);
-    }
+    const auto out = run_to_length(e, reqs, spec ? "adaptive" : "plain");
     if (spec) {
       const EngineMetrics m = e.metrics();
       EXPECT_GT(m.spec_depth_steps.at(0), 0u);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/init.h"
+#include "gpu_engine_util.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 #include "runtime/batch_builder.h"
@@ -118,11 +119,7 @@ TEST(GpuFp8Kv, DefaultModelLogitsNearBf16RowsAndTheCpu) {
 // MTP speculation commits exactly the eager engine's tokens (deterministic mode).
 TEST(GpuFp8Kv, EngineGraphsAndSpeculationMatchEager) {
   if (!init_backends()) GTEST_SKIP() << "no CUDA device";
-  LoadOptions lo;
-  lo.device = Device::cuda();
-  lo.dtype = DType::BF16;
-  lo.show_progress = false;
-  std::shared_ptr<const Model> model(Model::load(src("models/tandem-austen"), lo));
+  std::shared_ptr<const Model> model = gpu_austen();
   std::vector<Request> reqs;
   for (int i = 0; i < 6; ++i) {
     Request r;
@@ -141,18 +138,7 @@ TEST(GpuFp8Kv, EngineGraphsAndSpeculationMatchEager) {
     o.spec.num_steps = 3;
     o.spec.num_draft_tokens = 4;
     Engine e(model, o);
-    std::vector<std::shared_ptr<RequestStream>> streams;
-    for (const Request& r : reqs) streams.push_back(e.submit(r));
-    for (auto& s : streams) {
-      std::vector<int32_t> toks;
-      RequestOutput ro;
-      while (s->next(ro, std::chrono::seconds(120))) {
-        toks.insert(toks.end(), ro.new_tokens.begin(), ro.new_tokens.end());
-        if (ro.finished) break;
-      }
-      EXPECT_TRUE(ro.finished && ro.finish_reason == FinishReason::kLength) << ro.error;
-      out[graphs].push_back(toks);
-    }
+    out[graphs] = run_to_length(e, reqs, graphs ? "graphs" : "eager");
   }
   for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(out[1][i], out[0][i]) << "request " << i;
 }

@@ -29,6 +29,7 @@
 #include "backends/init.h"
 #include "bf16_emulation.h"
 #include "choice_replay.h"
+#include "gpu_engine_util.h"
 #include "model/model.h"
 #include "model/presets.h"
 #include "model/random_checkpoint.h"
@@ -515,19 +516,7 @@ TEST(GpuGraphs, SpecDraftLoopGraphMatchesEager) {
       // Default kernels are not batch-invariant: both runs must take the same shapes.
       o.spec.adaptive = false;
       Engine e(model, o);
-      std::vector<std::shared_ptr<RequestStream>> streams;
-      for (const Request& r : reqs) streams.push_back(e.submit(r));
-      for (auto& s : streams) {
-        std::vector<int32_t> toks;
-        RequestOutput ro;
-        while (s->next(ro, std::chrono::seconds(120))) {
-          toks.insert(toks.end(), ro.new_tokens.begin(), ro.new_tokens.end());
-          if (ro.finished) break;
-        }
-        EXPECT_TRUE(ro.finished && ro.finish_reason == FinishReason::kLength)
-            << preset << (graphs ? " graphs" : " eager") << ": " << ro.error;
-        out[graphs].push_back(toks);
-      }
+      out[graphs] = run_to_length(e, reqs, preset + (graphs ? " graphs" : " eager"));
       EXPECT_GT(e.metrics().spec_verify_steps, 0u);
     }
     for (size_t i = 0; i < reqs.size(); ++i)
