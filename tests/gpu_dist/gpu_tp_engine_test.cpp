@@ -3,6 +3,7 @@
 // (decode, verify, the draft loop, draft extend) must give the tokens it gives without them.
 #include <gtest/gtest.h>
 
+#include "../gpu_model/gpu_engine_util.h"
 #include "backends/init.h"
 #include "distributed/nccl_collectives.h"
 #include "distributed/thread_group.h"
@@ -27,22 +28,11 @@ std::vector<std::vector<int32_t>> run(std::shared_ptr<const Model> model, bool s
     o.spec.algorithm = "EAGLE";
     o.spec.num_steps = 3;
     o.spec.num_draft_tokens = 4;
+    // Default kernels are not batch-invariant: both runs must take the same shapes.
+    o.spec.adaptive = false;
   }
   Engine e(model, o);
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (const Request& r : reqs) streams.push_back(e.submit(r));
-  std::vector<std::vector<int32_t>> out;
-  for (auto& s : streams) {
-    std::vector<int32_t> toks;
-    RequestOutput ro;
-    while (s->next(ro, std::chrono::seconds(120))) {
-      toks.insert(toks.end(), ro.new_tokens.begin(), ro.new_tokens.end());
-      if (ro.finished) break;
-    }
-    EXPECT_TRUE(ro.finished && ro.finish_reason == FinishReason::kLength) << ro.error;
-    out.push_back(toks);
-  }
-  return out;
+  return run_to_length(e, reqs, spec ? "MTP" : "plain");
 }
 
 TEST(GpuTensorParallel, NcclAtWorldOneInsideGraphsChangesNoToken) {
