@@ -158,15 +158,6 @@ void print_phases(const RunStats& s) {
               line.c_str(), total, static_cast<unsigned long long>(s.profiled_rounds));
 }
 
-// The mean accept length at `steps` drafts of the simulated draft model whose mean is `mean` at
-// `ref` drafts (one conditional acceptance rate for every position).
-double simulated_accept_length(double mean, int64_t ref, int64_t steps) {
-  const double a = simulated_accept_rate(mean, ref);
-  double m = 1, reach = 1;
-  for (int64_t i = 0; i < steps; ++i) m += (reach *= a);
-  return m;
-}
-
 std::vector<int64_t> parse_list(const std::string& s) {
   std::vector<int64_t> v;
   std::stringstream ss(s);
@@ -376,7 +367,8 @@ Runner add_bench_offline(CLI::App& app) {
       // The simulated drafts accept like one draft model at every depth: the rate that gives the
       // requested accept length at the first depth listed.
       sp.spec.simulate_accept_length =
-          a->simulate > 0 ? simulated_accept_length(a->simulate, fixed[0], s) : 0.0;
+          a->simulate > 0 ? simulated_accept_length(simulated_accept_rate(a->simulate, fixed[0]), s)
+                          : 0.0;
       sp.profile_spec_phases = a->profile_phases;
       spec_runs.push_back({fmt::format("MTP S={}", s), sp});
     }

@@ -43,12 +43,14 @@ Acceptance accept_simulated(const std::vector<int32_t>& drafts,
   return a;
 }
 
+double simulated_accept_length(double a, int64_t steps) {
+  double m = 1, reach = 1;
+  for (int64_t i = 0; i < steps; ++i) m += (reach *= a);
+  return m;
+}
+
 double simulated_accept_rate(double mean_accept_length, int64_t steps) {
-  auto mean = [&](double a) {
-    double m = 1, p = 1;
-    for (int64_t i = 0; i < steps; ++i) m += (p *= a);
-    return m;
-  };
+  auto mean = [&](double a) { return simulated_accept_length(a, steps); };
   if (mean_accept_length <= 1) return 0.0;
   if (mean_accept_length >= mean(1.0)) return 1.0;
   double lo = 0, hi = 1;  // mean() increases with a: bisect

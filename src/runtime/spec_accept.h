@@ -36,8 +36,11 @@ Acceptance accept_sampled(const std::vector<int32_t>& drafts, const float* logit
 // greedy.
 Acceptance accept_simulated(const std::vector<int32_t>& drafts,
                             const std::vector<int32_t>& target_next, double accept_rate, Rng& rng);
-// The conditional acceptance a for which rounds of `steps` drafts commit mean_accept_length
-// tokens on average: 1 + a + a^2 + ... + a^steps = mean_accept_length (clamped to [0, 1]).
+// The mean accept length of rounds of `steps` drafts each accepted with conditional probability
+// a: 1 + a + a^2 + ... + a^steps.
+double simulated_accept_length(double a, int64_t steps);
+// Its inverse in a: the rate for which rounds of `steps` drafts commit mean_accept_length tokens
+// on average (clamped to [0, 1]).
 double simulated_accept_rate(double mean_accept_length, int64_t steps);
 
 }  // namespace tandem

@@ -102,11 +102,6 @@ double SpecDepthPolicy::step_seconds(int64_t depth, int64_t batch) const {
   return c && depth >= 0 && depth <= o_.max_depth ? class_seconds(*c, depth) : -1.0;
 }
 
-double SpecDepthPolicy::rate(int64_t depth, int64_t batch) const {
-  const double t = step_seconds(depth, batch);
-  return t > 0 ? expected_tokens(depth) / t : -1.0;
-}
-
 int64_t SpecDepthPolicy::settled_depth(int64_t batch) const {
   const ClassState* c = find(batch);
   return c ? c->depth : o_.initial_depth;

@@ -54,9 +54,8 @@ class SpecDepthPolicy {
   double expected_tokens(int64_t depth) const;
   // Conditional acceptance estimate of draft position j (1-based).
   double acceptance(int64_t j) const;
-  // Estimated seconds of a step (< 0: unknown) and committed tokens per second of one sequence.
+  // Estimated seconds of a step (< 0: unknown).
   double step_seconds(int64_t depth, int64_t batch) const;
-  double rate(int64_t depth, int64_t batch) const;
   // The depth the class of `batch` has settled on (probes aside).
   int64_t settled_depth(int64_t batch) const;
 
@@ -64,7 +63,6 @@ class SpecDepthPolicy {
   const std::vector<uint64_t>& histogram() const { return histogram_; }
   // Settled-depth changes since the last call, one line each ("batch 32: depth 3 -> 2 ...").
   std::vector<std::string> take_changes();
-  const SpecDepthOptions& options() const { return o_; }
 
   // The batch-size class of a batch: the padded sizes the engine captures graphs for.
   static int64_t batch_class(int64_t batch);

@@ -5,6 +5,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "ops/ops.h"
+#include "runtime/batch_builder.h"
 #include "runtime/sampler.h"
 #include "runtime/spec_accept.h"
 
@@ -210,6 +211,7 @@ void SpecWorker::catch_up(const std::vector<Sequence*>& seqs) {
     std::vector<int32_t> slots;
     std::vector<Sequence*> done;  // sequences whose lag this forward ends
     std::vector<int64_t> ends;    // their last row, + 1
+    std::vector<int32_t> rows;    // their logit rows (one per chunk)
     std::vector<std::pair<Sequence*, int64_t>> taken;
     int64_t budget = catch_up_tokens_;
     for (Sequence* s : seqs) {
@@ -219,29 +221,22 @@ void SpecWorker::catch_up(const std::vector<Sequence*>& seqs) {
                         from,
                         {s->tokens.begin() + from + 1, s->tokens.begin() + from + n + 1},
                         false});
-      for (int64_t p = from; p < from + n; ++p)
-        slots.push_back(s->pages[static_cast<size_t>(p / P)] * static_cast<int32_t>(P) +
-                        static_cast<int32_t>(p % P));
+      for (int64_t p = from; p < from + n; ++p) slots.push_back(slot_of(s->pages, p, P));
       budget -= n;
       taken.emplace_back(s, n);
       if (n == s->draft_lag) {
         done.push_back(s);
         ends.push_back(static_cast<int64_t>(slots.size()));
+        rows.push_back(static_cast<int32_t>(chunks.size() - 1));
       }
     }
     if (chunks.empty()) return;
     const size_t mark = ws.mark();
     const Tensor h = runner_.stash_rows(slots);  // [positions, D]
-    const ForwardResult d = runner_.extend_draft(chunks, h);
+    ForwardResult d = runner_.extend_draft(chunks, h);
     if (!done.empty()) {
-      // One logit row per chunk: keep those of the finishing sequences.
-      std::vector<int32_t> rows;
-      for (size_t i = 0, k = 0; i < taken.size(); ++i)
-        if (k < done.size() && taken[i].first == done[k])
-          rows.push_back(static_cast<int32_t>(i)), ++k;
-      ForwardResult mine = d;
-      mine.logits = ops::gather_rows(ws, d.logits, runner_.indices(rows));
-      set_next_drafts(done, mine, ends);
+      d.logits = ops::gather_rows(ws, d.logits, runner_.indices(rows));
+      set_next_drafts(done, d, ends);
     }
     ws.release(mark);
     for (auto& [s, n] : taken) s->draft_lag -= n;
