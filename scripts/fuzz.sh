@@ -3,12 +3,23 @@
 # each for a bounded time from its seed corpus. Any crash, leak, UB report, timeout or
 # out-of-memory fails the script; the input that caused it is saved under build-fuzz/artifacts/.
 # Usage: scripts/fuzz.sh [seconds-per-target] [target...]   (default 30 s, every target)
+#        scripts/fuzz.sh --runs N [target...]                 (N executions per target, no time limit)
 # CI runs the short default; docs/testing.md describes the long run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-seconds=${1:-30}
-shift || true
+limit=()
+if [[ ${1:-} == --runs ]]; then
+  [[ ${2:-} =~ ^[0-9]+$ ]] || { echo "scripts/fuzz.sh: --runs takes a count" >&2; exit 2; }
+  limit=(-runs="$2")
+  what="$2 runs"
+  shift 2
+else
+  seconds=${1:-30}
+  limit=(-max_total_time="$seconds")
+  what="${seconds}s"
+  shift || true
+fi
 targets=("$@")
 ((${#targets[@]})) || targets=(safetensors config tokenizer chat_template request sse grammar tool_calls http_request)
 
@@ -32,9 +43,9 @@ for t in "${targets[@]}"; do
   # New inputs go to the first (scratch) corpus folder; the committed seeds stay untouched.
   work=build-fuzz/corpus/$t
   mkdir -p "$work"
-  echo "fuzz_$t: ${seconds}s"
+  echo "fuzz_$t: $what"
   log=build-fuzz/fuzz_$t.log
-  if ! build-fuzz/fuzz/fuzz_"$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  if ! build-fuzz/fuzz/fuzz_"$t" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix=build-fuzz/artifacts/"$t"- \
     "$work" fuzz/corpus/"$t" >"$log" 2>&1; then
     tail -n 60 "$log"

@@ -10,6 +10,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/thread_name.h"
 #include "runtime/geometry.h"
 #include "runtime/model_runner.h"
 #include "runtime/output_processor.h"
@@ -108,6 +109,7 @@ struct Engine::Impl {
         depth(spec ? std::make_unique<SpecDepthPolicy>(depth_options(opt.spec)) : nullptr) {
     out.publish(sched);
     thread = std::thread([this] {
+      name_this_thread("tandem-engine");
       device_interface(model->device().type).make_current(model->device());
       loop();
     });

@@ -32,22 +32,84 @@ const SpecDepthPolicy::ClassState* SpecDepthPolicy::find(int64_t batch) const {
   return nullptr;
 }
 
-// A class seen for the first time starts where the nearest known class has settled (so a batch
-// that grows by one sequence into a new class does not jump back to the initial depth).
+// A class seen for the first time takes what its neighbours measured: their step times stand in
+// for the depths it has not run (class_seconds), it starts where the nearest class has settled
+// unless those estimates favour another depth by the move margin and inherits the nearest class's
+// catch-up cost. So a batch that drains through many classes in a few dozen steps does not spend
+// them re-probing depths every neighbour already found slow.
 SpecDepthPolicy::ClassState& SpecDepthPolicy::state(int64_t batch) {
   const int64_t cls = batch_class(batch);
   const ClassState* nearest = nullptr;
-  int64_t gap = 0;
+  double gap = 0;
   for (auto& [k, c] : classes_) {
     if (k == cls) return c;
-    const int64_t g = std::abs(std::log2(static_cast<double>(k) / static_cast<double>(cls))) * 1024;
+    const double g = class_distance(k, cls);
     if (!nearest || g < gap) nearest = &c, gap = g;
   }
   ClassState c;
+  c.cls = cls;
   c.depth = nearest ? nearest->depth : o_.initial_depth;
+  c.catch_up = nearest ? nearest->catch_up : 0.0;
   c.timing.resize(static_cast<size_t>(o_.max_depth + 1));
   classes_.emplace_back(cls, std::move(c));
-  return classes_.back().second;
+  ClassState& fresh = classes_.back().second;
+  int64_t best = -1;
+  double best_rate = 0;
+  for (int64_t x = 0; x <= o_.max_depth; ++x) {
+    const double r = class_rate(fresh, x, cls);
+    if (r > best_rate) best = x, best_rate = r;
+  }
+  // As for a move: only for a clear margin over the neighbour's depth.
+  if (best >= 0 && best_rate > class_rate(fresh, fresh.depth, cls) * (1.0 + o_.margin)) {
+    changes_.push_back(fmt::format(
+        "batch class {}: starts at speculative depth {} (neighbouring classes' step times; the "
+        "nearest class is at {})",
+        cls, best, fresh.depth));
+    fresh.depth = best;
+  }
+  return fresh;
+}
+
+double SpecDepthPolicy::class_distance(int64_t a, int64_t b) {
+  return std::abs(std::log2(static_cast<double>(a) / static_cast<double>(b)));
+}
+
+// The nearest other class's time for depth, scaled to this class by the two classes' ratio at
+// the depth nearest to it that both have measured. A class that has measured nothing yet is
+// related through the nearest class that has (so that all its estimates share one scale). -1 when
+// no class has measured depth or nothing relates the two.
+double SpecDepthPolicy::borrowed_seconds(const ClassState& c, int64_t depth) const {
+  auto measured = [](const ClassState& x, int64_t d) {
+    return x.timing[static_cast<size_t>(d)].samples > 0;
+  };
+  auto nearest = [&](auto&& ok) {
+    const ClassState* found = nullptr;
+    double gap = 0;
+    for (const auto& [k, o] : classes_) {
+      if (&o == &c || !ok(o)) continue;
+      const double g = class_distance(k, c.cls);
+      if (!found || g < gap) found = &o, gap = g;
+    }
+    return found;
+  };
+  auto any_measured = [&](const ClassState& x) {
+    for (int64_t d = 0; d <= o_.max_depth; ++d)
+      if (measured(x, d)) return true;
+    return false;
+  };
+  const ClassState* donor = nearest([&](const ClassState& o) { return measured(o, depth); });
+  const ClassState* scale_to = any_measured(c) ? &c : nearest(any_measured);
+  if (!donor || !scale_to) return -1.0;
+  const double t = donor->timing[static_cast<size_t>(depth)].seconds;
+  if (donor == scale_to) return t;
+  int64_t ref = -1;
+  for (int64_t d = 0; d <= o_.max_depth; ++d)
+    if (measured(*scale_to, d) && measured(*donor, d) &&
+        (ref < 0 || std::abs(d - depth) < std::abs(ref - depth)))
+      ref = d;
+  if (ref < 0) return -1.0;
+  return t * scale_to->timing[static_cast<size_t>(ref)].seconds /
+         donor->timing[static_cast<size_t>(ref)].seconds;
 }
 
 double SpecDepthPolicy::acceptance(int64_t j) const {
@@ -68,12 +130,15 @@ double SpecDepthPolicy::expected_tokens(int64_t depth) const {
   return e;
 }
 
-// The class's measured time for depth, else a straight line through its measured depths >= 1
-// (a round's cost grows about linearly with its drafts), else unknown (-1).
+// The class's measured time for depth; else a neighbouring class's, scaled to this one
+// (borrowed_seconds); else a straight line through its own measured depths >= 1 (a round's cost
+// grows about linearly with its drafts); else unknown (-1). Plain decoding is never extrapolated.
 double SpecDepthPolicy::class_seconds(const ClassState& c, int64_t depth) const {
   const Timing& t = c.timing[static_cast<size_t>(depth)];
-  if (depth == 0) return t.samples > 0 ? t.seconds : -1.0;
-  if (t.samples > 0) return t.seconds + c.catch_up;
+  const double catch_up = depth > 0 ? c.catch_up : 0.0;
+  if (t.samples > 0) return t.seconds + catch_up;
+  if (const double b = borrowed_seconds(c, depth); b > 0) return b + catch_up;
+  if (depth == 0) return -1.0;
   int64_t lo = -1, hi = -1;  // the two measured depths nearest to depth
   for (int64_t d = 1; d <= o_.max_depth; ++d) {
     if (c.timing[static_cast<size_t>(d)].samples == 0) continue;
@@ -89,7 +154,7 @@ double SpecDepthPolicy::class_seconds(const ClassState& c, int64_t depth) const 
   const double th = c.timing[static_cast<size_t>(hi)].seconds;
   const double slope = (th - tl) / static_cast<double>(hi - lo);
   const double est = tl + slope * static_cast<double>(depth - lo);
-  return est > 0 ? est + c.catch_up : -1.0;
+  return est > 0 ? est + catch_up : -1.0;
 }
 
 double SpecDepthPolicy::class_rate(const ClassState& c, int64_t depth, int64_t cls) const {
@@ -112,18 +177,25 @@ void SpecDepthPolicy::start_probe(ClassState& c, int64_t depth) {
   c.probe_left = o_.probe_steps;
 }
 
-// Between probes: first measure every depth never run in this class (the nearest first), then
-// move one step toward the best estimated depth when it clearly beats the settled one, and every
-// explore_every steps re-measure a neighbour (alternately above and below).
+// Between probes: first measure the depths never run in this class that may compete (the nearest
+// first; those whose estimate from neighbouring classes is more than 25% below the best are left
+// to the periodic probe), then move one step toward the best estimated depth when it clearly
+// beats the settled one, and every explore_every steps re-measure the depth measured longest ago.
 void SpecDepthPolicy::decide(ClassState& c, int64_t cls) {
   const int64_t d = c.depth;
   if (c.timing[static_cast<size_t>(d)].samples == 0) return;  // measure the settled depth first
+  double best_estimate = 0;
+  for (int64_t x = 0; x <= o_.max_depth; ++x)
+    best_estimate = std::max(best_estimate, class_rate(c, x, cls));
   for (int64_t gap = 1; gap <= o_.max_depth; ++gap)
-    for (int64_t n : {d - gap, d + gap})
-      if (n >= 0 && n <= o_.max_depth && c.timing[static_cast<size_t>(n)].seen == 0) {
+    for (int64_t n : {d - gap, d + gap}) {
+      if (n < 0 || n > o_.max_depth || c.timing[static_cast<size_t>(n)].seen > 0) continue;
+      const double r = class_rate(c, n, cls);
+      if (r < 0 || 1.25 * r >= best_estimate) {
         start_probe(c, n);
         return;
       }
+    }
   // Periodically the depth measured longest ago; from plain decoding a probe upward also pays the
   // draft's catch-up of every live sequence, so there it comes four times less often.
   if (c.steps % (d == 0 ? 4 * o_.explore_every : o_.explore_every) == 0) {
@@ -149,9 +221,14 @@ void SpecDepthPolicy::decide(ClassState& c, int64_t cls) {
   }
   const double now = class_rate(c, d, cls);
   if (best == d || !(best_rate > now * (1.0 + o_.margin))) return;
-  // One step toward the best, even through a slightly worse depth on the way (at batch 8 the
-  // shipped model's rate dips at depth 1 between depth 2 and plain decoding).
-  const int64_t next = d + (best > d ? 1 : -1);
+  // Straight to the best when this class has measured it and it wins clearly (a short pass
+  // cannot afford the walk); otherwise one step at a time, even through a slightly worse depth on
+  // the way (at batch 8 the shipped model's rate dips at depth 1 between depth 2 and plain
+  // decoding), so that every depth it passes is measured, and the acceptance of the deep
+  // positions keeps being learned, before it goes further.
+  const bool jump =
+      c.timing[static_cast<size_t>(best)].samples > 0 && best_rate > now * (1.0 + o_.jump_margin);
+  const int64_t next = jump ? best : d + (best > d ? 1 : -1);
   const double next_rate = class_rate(c, next, cls);
   c.depth = next;
   c.last_move = c.steps;

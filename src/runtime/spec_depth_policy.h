@@ -7,12 +7,16 @@
 //   d_1 .. d_{j-1} were);
 // - the wall time of a step of depth s for each batch-size class (the padded batch sizes that
 //   the engine captures graphs for), a running average of the measured steps.
-// Each class keeps its own depth. It moves by at most one at a time, at most once per min_dwell
-// steps, and only toward a depth whose estimated rate beats the current one by a margin, so depth
-// changes are smooth and a noisy measurement cannot flip it back and forth. Every depth is
-// probed once in each class (a few steps; the rate is rarely unimodal enough to find plain
-// decoding from depth 3 by neighbours alone), and periodically the depth measured longest ago
-// again (its estimate becomes the probe's median), so that the estimates follow the load.
+// Each class keeps its own depth. It moves at most once per min_dwell steps, only toward a depth
+// whose estimated rate beats the current one by a margin (so a noisy measurement cannot flip it
+// back and forth), straight to a depth it has measured that wins by jump_margin and otherwise one
+// depth at a time; every move is logged. A class stands in the
+// step times of the nearest class that measured a depth for the depths it has not run itself
+// (scaled by their ratio at a depth both ran), and starts where those estimates point. Every depth
+// that may compete is probed once in each class (a few steps; the rate is rarely unimodal enough
+// to find plain decoding from depth 3 by neighbours alone), and periodically the depth measured
+// longest ago again (its estimate becomes the probe's median), so that the estimates follow the
+// load.
 // Plain host code with no clock of its own: tests feed it recorded traces.
 #pragma once
 
@@ -27,6 +31,7 @@ struct SpecDepthOptions {
   int64_t initial_depth = 3;     // where every batch-size class starts
   bool adaptive = true;          // false: always initial_depth
   double margin = 0.03;          // a move needs an estimated rate this much above the current one
+  double jump_margin = 0.15;     // a move of more than one depth: a measured rate this much above
   int64_t explore_every = 128;   // steps of a class between probes of its stalest depth
   int64_t probe_steps = 4;       // steps of one probe; the first is not timed (graph capture)
   int64_t min_dwell = 8;         // steps of a class between two moves of its settled depth
@@ -76,6 +81,7 @@ class SpecDepthPolicy {
     std::vector<double> probe;  // the timed samples of the probe in progress
   };
   struct ClassState {
+    int64_t cls = 0;  // the batch-size class
     int64_t depth = 0;
     std::vector<Timing> timing;  // [max_depth + 1]
     int64_t steps = 0;
@@ -85,6 +91,8 @@ class SpecDepthPolicy {
   };
   ClassState& state(int64_t batch);
   const ClassState* find(int64_t batch) const;
+  static double class_distance(int64_t a, int64_t b);  // |log2(a / b)|
+  double borrowed_seconds(const ClassState& c, int64_t depth) const;
   double class_seconds(const ClassState& c, int64_t depth) const;
   double class_rate(const ClassState& c, int64_t depth, int64_t cls) const;
   void decide(ClassState& c, int64_t cls);

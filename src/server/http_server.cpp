@@ -26,6 +26,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/thread_name.h"
 #include "server/http_parser.h"
 #include "server/http_wire.h"
 
@@ -570,7 +571,11 @@ bool HttpServer::run() {
   m.reserve_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   m.watch(m.listen_fd);
   m.watch(m.wake_fd);
-  for (int64_t i = 0; i < m.opt.threads; ++i) m.workers.emplace_back([&m] { m.worker(); });
+  for (int64_t i = 0; i < m.opt.threads; ++i)
+    m.workers.emplace_back([&m] {
+      name_this_thread("http-worker");
+      m.worker();
+    });
   m.is_running = true;
   const bool ok = m.loop();
   m.is_running = false;

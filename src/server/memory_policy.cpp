@@ -10,6 +10,7 @@
 #endif
 
 #include "core/log.h"
+#include "core/thread_name.h"
 
 namespace tandem::server {
 
@@ -58,7 +59,10 @@ void trim_heap() {
 }
 
 MemoryTrimmer::MemoryTrimmer(std::function<bool()> idle, TrimPolicy p, TrimHooks h)
-    : idle_(std::move(idle)), policy_(p), hooks_(std::move(h)), thread_([this] { loop(); }) {}
+    : idle_(std::move(idle)), policy_(p), hooks_(std::move(h)), thread_([this] {
+        name_this_thread("mem-trimmer");
+        loop();
+      }) {}
 
 MemoryTrimmer::~MemoryTrimmer() {
   {

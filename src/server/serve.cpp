@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/thread_name.h"
 #include "distributed/make_collectives.h"
 #include "distributed/socket_group.h"
 #include "model/model.h"
@@ -295,6 +296,7 @@ int run_server(const ServerArgs& args, bool cuda_available) {
 
   std::atomic<bool> run_returned{false};
   std::thread server_thread([&] {
+    name_this_thread("http-events");
     if (!http.run()) log_error("the HTTP server stopped with an error");
     run_returned = true;
   });

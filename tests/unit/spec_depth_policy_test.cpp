@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -217,21 +218,27 @@ TEST(SpecDepthPolicy, CatchUpCostCountsAgainstSpeculating) {
   }
 }
 
-TEST(SpecDepthPolicy, MovesOneDepthAtATimeAndLogsEachMove) {
+TEST(SpecDepthPolicy, MovesAtMostOncePerDwellAndLogsEachMove) {
   SimEngine e = gpu_like(1e-3, 4e-5, 1e-4, 2e-5, {0.7, 0.6, 0.5, 0.5, 0.5});
   e.noise = 0.1;
-  SpecDepthPolicy p(opts(5, 5));
+  const SpecDepthOptions o = opts(5, 5);
+  SpecDepthPolicy p(o);
   const RunResult r = run(p, e, 64, 2000);
   int64_t moves = 0;
+  size_t last = 0;
   for (size_t i = 1; i < r.settled.size(); ++i) {
-    EXPECT_LE(std::abs(r.settled[i] - r.settled[i - 1]), 1) << "step " << i;
-    moves += r.settled[i] != r.settled[i - 1];
+    if (r.settled[i] == r.settled[i - 1]) continue;
+    if (moves > 0) {
+      EXPECT_GE(static_cast<int64_t>(i - last), o.min_dwell) << "step " << i;
+    }
+    last = i;
+    ++moves;
   }
   EXPECT_EQ(r.settled.back(), 0);
   const std::vector<std::string> log = p.take_changes();
   EXPECT_EQ(static_cast<int64_t>(log.size()), moves);
   ASSERT_FALSE(log.empty());
-  EXPECT_NE(log[0].find("depth 5 -> 4"), std::string::npos) << log[0];
+  EXPECT_NE(log[0].find("batch class 64: speculative depth 5 -> "), std::string::npos) << log[0];
   EXPECT_TRUE(p.take_changes().empty());
   // Once settled, noise does not make it wander: no move over the last half.
   for (size_t i = r.settled.size() / 2; i < r.settled.size(); ++i) EXPECT_EQ(r.settled[i], 0);
@@ -298,6 +305,98 @@ TEST(SpecDepthPolicy, FirstStepOfAShapeIsNotTimedAndStallsAreBounded) {
   p.observe(3, 4, 0.030, {});
   EXPECT_NEAR(p.step_seconds(2, 4), 0.5 * (p.step_seconds(1, 4) + 0.030), 1e-12);
   EXPECT_LT(p.step_seconds(0, 4), 0);  // plain decoding is never extrapolated
+  // A class that has run nothing takes its neighbour's times; once it has measured a depth, the
+  // neighbour's times scaled by the two classes' ratio there.
+  p.choose(8);
+  EXPECT_DOUBLE_EQ(p.step_seconds(3, 8), 0.030);
+  p.observe(1, 8, 1.0, {});
+  p.observe(1, 8, 2.0 * p.step_seconds(1, 4), {});
+  EXPECT_DOUBLE_EQ(p.step_seconds(3, 8), 2.0 * 0.030);
+  EXPECT_LT(p.step_seconds(0, 8), 0);  // no class has run plain decoding
+}
+
+// bench-offline on the GLM-5.2 4-layer slice (simulated accept length 2.4): 64 requests of 32
+// new tokens, closed-loop at 32 or 64 in flight, an untimed pass and then a timed one on the same
+// engine. Each pass has only ~40-70 decode steps and the batch drains through up to nine classes,
+// so a class cannot afford to probe every depth; plain decoding is 1.6-2x faster than any depth at
+// these loads. Step costs recorded on the H200 (docs/results/gpu_suite_2026-12-01_6d04515d237b.txt:
+// TPOT x accept length of each fixed depth at concurrency 1, 8, 32, 64, depth 4 interpolated;
+// linear in the batch between them). With the policy of that run this scored 0.75x and 0.51x of
+// plain decoding (the GPU: 0.67x and 0.54x).
+struct DrainSim {
+  std::vector<int64_t> at = {1, 8, 32, 64};
+  std::vector<std::vector<double>> step_ms = {{1.56, 2.75, 3.94, 5.09, 6.44, 7.41},
+                                              {3.23, 12.32, 17.18, 21.29, 24.24, 27.20},
+                                              {8.89, 27.42, 38.14, 45.79, 51.71, 57.60},
+                                              {14.82, 37.24, 51.09, 61.35, 69.59, 77.85}};
+  std::vector<double> accept = {0.64, 0.656, 0.667, 0.643, 0.72};
+  double catch_up_ms_per_request = 1.0;  // the draft reading a new request's 512-token prompt
+  Rng rng{11};
+
+  double cost(int64_t d, int64_t b) const {
+    size_t i = 0;
+    while (i + 2 < at.size() && b > at[i + 1]) ++i;
+    const double x = std::clamp(
+        static_cast<double>(b - at[i]) / static_cast<double>(at[i + 1] - at[i]), 0.0, 1.0);
+    const size_t k = static_cast<size_t>(d);
+    return 1e-3 * (step_ms[i][k] + x * (step_ms[i + 1][k] - step_ms[i][k]));
+  }
+
+  // One closed-loop pass; returns committed tokens per second.
+  double pass(SpecDepthPolicy& p, int64_t requests, int64_t tokens, int64_t concurrency) {
+    std::vector<int64_t> left;  // tokens each live request still needs
+    int64_t next = 0, lagging = 0;
+    double seconds = 0, committed = 0;
+    while (next < requests || !left.empty()) {
+      while (next < requests && static_cast<int64_t>(left.size()) < concurrency)
+        left.push_back(tokens), ++next, ++lagging;
+      const int64_t batch = static_cast<int64_t>(left.size());
+      const int64_t d = p.choose(batch);
+      double t = cost(d, batch) * (1.0 + 0.05 * (2.0 * rng.uniform() - 1.0));
+      double catch_up = 0;
+      if (d > 0) {
+        catch_up = 1e-3 * catch_up_ms_per_request * static_cast<double>(lagging);
+        lagging = 0;
+      }
+      t += catch_up;
+      std::vector<int64_t> accepted;
+      for (int64_t& l : left) {
+        int64_t k = 0;
+        while (k < d && rng.uniform() < accept[static_cast<size_t>(k)]) ++k;
+        if (d > 0) accepted.push_back(k);
+        const int64_t got = std::min(l, k + 1);
+        l -= got;
+        committed += static_cast<double>(got);
+      }
+      left.erase(std::remove(left.begin(), left.end(), 0), left.end());
+      seconds += t;
+      p.observe(d, batch, t, accepted, catch_up);
+    }
+    return committed / seconds;
+  }
+};
+
+TEST(SpecDepthPolicy, ShortDrainingPassesLearnFromNeighbouringClasses) {
+  for (int64_t concurrency : {32, 64}) {
+    double best_fixed = 0;
+    int64_t best = -1;
+    for (int64_t d = 0; d <= 5; ++d) {
+      SpecDepthOptions o = opts(5, d);
+      o.adaptive = false;
+      SpecDepthPolicy pinned(o);
+      DrainSim sim;
+      sim.pass(pinned, 64, 32, concurrency);
+      const double r = sim.pass(pinned, 64, 32, concurrency);
+      if (r > best_fixed) best_fixed = r, best = d;
+    }
+    EXPECT_EQ(best, 0) << concurrency;
+    SpecDepthPolicy p(opts());
+    DrainSim sim;
+    sim.pass(p, 64, 32, concurrency);  // untimed
+    const double adaptive = sim.pass(p, 64, 32, concurrency);
+    EXPECT_GE(adaptive, 0.98 * best_fixed)
+        << "concurrency " << concurrency << ": " << adaptive / best_fixed << " of depth " << best;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""What the HTTP/SSE path costs: `tandem bench` through a real server against `tandem bench-offline`
+(the engine in-process) on the same workload, at each concurrency (issue #21: at least 95%).
+
+For each concurrency c the workload is max(8, 4c) requests of --input-len random token ids and
+exactly --output-len new tokens (ignore_eos), closed-loop at c in flight, plain decoding unless
+--serve-args/--offline-args say otherwise. The server is started once; each backend's run at each
+concurrency is repeated and the second timing kept (the first captures CUDA graphs and warms
+the allocator, as bench-offline's untimed pass does) and the prefix cache is flushed before
+each (bench-offline empties it between its passes too). Beside each HTTP row it prints where the
+CPU went (seconds per 1,000 tokens: engine thread, HTTP workers, event thread, the client) and
+the engine's own step rate and tokens per step from /metrics, so a gap can be told apart: fewer
+tokens per step = requests waiting on the client or the server between steps; fewer steps per
+second = the engine thread slowed down.
+
+Usage (GPU machine, binaries from scripts/gpu_suite.sh --stage):
+  scripts/http_bench.py --tandem build-cuda/carry/tandem --device cuda
+Works on the CPU as well (slowly): --device cpu --concurrency 1,8 --output-len 64.
+"""
+import argparse
+import json
+import os
+import re
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def thread_cpu(pid):
+    """CPU seconds per thread name of a process (utime + stime of every thread)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue  # the thread ended
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def metric(base, name):
+    text = urllib.request.urlopen(base + "/metrics", timeout=30).read().decode()
+    m = re.search(r"^" + re.escape(name) + r"(?:\{[^}]*\})? ([0-9.e+]+)$", text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def offline(args, c, n):
+    cmd = [args.tandem, "bench-offline", "--device", args.device, "--speculative-num-steps", "0",
+           "--concurrency", str(c), "--num-prompts", str(n), "--prompt-tokens",
+           str(args.input_len), "--max-new-tokens", str(args.output_len)] + args.offline_args.split()
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    if out.returncode != 0:
+        sys.exit(f"bench-offline failed:\n{out.stdout}\n{out.stderr}")
+    for line in out.stdout.splitlines():
+        f = line.split()
+        if len(f) >= 5 and f[0] == str(c) and f[1] == "plain":
+            return {"tok_s": float(f[2]), "tpot_ms": float(f[3]), "ttft_ms": float(f[4])}
+    sys.exit(f"no plain row in bench-offline's output:\n{out.stdout}")
+
+
+def online(args, base, server_pid, backend, c, n):
+    result = None
+    for attempt in range(2):  # the first run warms up; the second is kept
+        with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as tf:
+            path = tf.name
+        cmd = [args.tandem, "bench", "--base-url", base, "--backend", backend,
+               "--dataset-name", "random-ids", "--random-input-len", str(args.input_len),
+               "--random-output-len", str(args.output_len), "--random-range-ratio", "1",
+               "--num-prompts", str(n), "--max-concurrency", str(c), "--disable-tqdm",
+               "--seed", str(attempt + 1), "--flush-cache", "--output-file", path]
+        steps0 = metric(base, "tandem:forward_steps_total")
+        toks0 = metric(base, "sglang:generation_tokens_total")
+        cpu0 = thread_cpu(server_pid)
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu1 = thread_cpu(server_pid)
+        steps = metric(base, "tandem:forward_steps_total") - steps0
+        toks = metric(base, "sglang:generation_tokens_total") - toks0
+        if out.returncode != 0:
+            sys.exit(f"tandem bench failed:\n{out.stdout}\n{out.stderr}")
+        with open(path) as f:
+            j = json.loads(f.read().splitlines()[-1])
+        os.unlink(path)
+        if j.get("completed") != n:
+            sys.exit(f"tandem bench: {j.get('completed')} of {n} requests completed")
+        groups = {"engine": 0.0, "http-worker": 0.0, "http-events": 0.0, "other": 0.0}
+        for name in set(cpu0) | set(cpu1):
+            d = cpu1.get(name, 0.0) - cpu0.get(name, 0.0)
+            key = "engine" if name == "tandem-engine" else name if name in groups else "other"
+            groups[key] += d
+        client = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+        per_k = 1000.0 / max(toks, 1.0)
+        result = {
+            "tok_s": j["output_throughput"], "tpot_ms": j["mean_tpot_ms"],
+            "ttft_ms": j["mean_ttft_ms"], "duration": j["duration"],
+            "steps_s": steps / j["duration"], "tok_per_step": toks / max(steps, 1.0),
+            "cpu_ms_per_ktok": {k: 1000.0 * v * per_k for k, v in groups.items()},
+            "client_ms_per_ktok": 1000.0 * client * per_k,
+        }
+    return result
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tandem", default="build/tandem")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--concurrency", default="1,8,32,64")
+    ap.add_argument("--backends", default="sglang,openai")
+    ap.add_argument("--input-len", type=int, default=256)
+    ap.add_argument("--output-len", type=int, default=512)
+    ap.add_argument("--serve-args", default="", help="extra `tandem serve` arguments")
+    ap.add_argument("--offline-args", default="", help="extra `tandem bench-offline` arguments")
+    ap.add_argument("--timeout", type=int, default=300)
+    args = ap.parse_args()
+    concs = [int(x) for x in args.concurrency.split(",")]
+    backends = args.backends.split(",")
+
+    rows_off = {c: offline(args, c, max(8, 4 * c)) for c in concs}
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tempfile.NamedTemporaryFile(prefix="http_bench_server_", suffix=".log", delete=False)
+    server = subprocess.Popen([args.tandem, "serve", "--device", args.device, "--host", "127.0.0.1",
+                               "--port", str(port)] + args.serve_args.split(),
+                              stdout=log, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(base + "/health", timeout=2)
+                break
+            except OSError:
+                if server.poll() is not None:
+                    sys.exit(f"the server exited ({server.returncode}); log: {log.name}")
+                time.sleep(0.5)
+        rows_on = {(b, c): online(args, base, server.pid, b, c, max(8, 4 * c))
+                   for b in backends for c in concs}
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+    print(f"HTTP vs in-process, {args.device}: {args.input_len} prompt tokens, {args.output_len} new "
+          f"tokens, max(8, 4c) requests, plain decoding unless flags say otherwise")
+    print(f"{'conc':>4} {'path':<9} {'tok/s':>9} {'ratio':>6} {'TPOT ms':>8} {'TTFT ms':>8} "
+          f"{'steps/s':>8} {'tok/step':>8} | CPU ms per 1k tokens: {'engine':>6} {'workers':>7} "
+          f"{'events':>6} {'other':>5} {'client':>6}")
+    for c in concs:
+        o = rows_off[c]
+        print(f"{c:>4} {'offline':<9} {o['tok_s']:>9.1f} {'1.000':>6} {o['tpot_ms']:>8.3f} "
+              f"{o['ttft_ms']:>8.1f}")
+        for b in backends:
+            r = rows_on[(b, c)]
+            cpu = r["cpu_ms_per_ktok"]
+            print(f"{c:>4} {b:<9} {r['tok_s']:>9.1f} {r['tok_s'] / o['tok_s']:>6.3f} "
+                  f"{r['tpot_ms']:>8.3f} {r['ttft_ms']:>8.1f} {r['steps_s']:>8.1f} "
+                  f"{r['tok_per_step']:>8.2f} |                       {cpu['engine']:>6.1f} "
+                  f"{cpu['http-worker']:>7.1f} {cpu['http-events']:>6.1f} {cpu['other']:>5.1f} "
+                  f"{r['client_ms_per_ktok']:>6.1f}")
+    print(f"(goal: HTTP at least 0.95 of in-process at every concurrency; server log {log.name})")
+
+
+if __name__ == "__main__":
+    main()
