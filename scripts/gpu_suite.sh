@@ -89,9 +89,9 @@ step() {  # step NAME TIMEOUT CMD...
   fi
 }
 [ "${OPS:-1}" = "1" ] && step ops_tests "${OPS_TIMEOUT:-240}" "$CARRY/ops_tests" --gtest_color=no
-step gpu_model_tests "${MODEL_TIMEOUT:-300}" "$CARRY/gpu_model_tests" --gtest_color=no
+[ "${MODEL:-1}" = "1" ] && step gpu_model_tests "${MODEL_TIMEOUT:-300}" "$CARRY/gpu_model_tests" --gtest_color=no
 # NCCL at world 1, the one-shot all-reduce with two ranks on this one GPU, its latency table.
-[ -x "$CARRY/gpu_dist_tests" ] && step gpu_dist_tests "${DIST_TIMEOUT:-150}" "$CARRY/gpu_dist_tests" --gtest_color=no
+[ "${DIST:-1}" = "1" ] && [ -x "$CARRY/gpu_dist_tests" ] && step gpu_dist_tests "${DIST_TIMEOUT:-150}" "$CARRY/gpu_dist_tests" --gtest_color=no
 [ "${KERNEL_BENCH:-1}" = "1" ] && step kernel_bench "${BENCH_TIMEOUT:-150}" "$CARRY/kernel_bench" $BENCH_ARGS
 # Quantized weights (FP8 block, MXFP4): decode linears and a GLM-5.2 MoE layer against the copy
 # bandwidth, FP8 prefill against cuBLASLt's per-tensor FP8 (allocates ~34 GB, so its own step).
@@ -221,6 +221,12 @@ if [ "${STRUCTURED:-1}" = "1" ]; then
   fi
   [ -x "$CARRY/grammar_bench" ] && step grammar_bench "${GRAMMAR_TIMEOUT:-120}" "$CARRY/grammar_bench" "$CARRY/qwen3_tokenizer.json"
 fi
+# The HTTP/SSE path against the engine in-process (issue #21: at least 95% at every
+# concurrency): `tandem bench` through a real server and `bench-offline` on the same workload,
+# with CPU time per thread group (scripts/http_bench.py).
+if [ "${HTTP_BENCH:-1}" = "1" ]; then
+  step http_bench "${HTTP_TIMEOUT:-300}" python3 scripts/http_bench.py --tandem "$CARRY/tandem" --device cuda
+fi
 # compute-sanitizer over the small op cases: out-of-bounds / misaligned accesses, then
 # shared-memory races in the attention and indexer kernels.
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -234,7 +240,7 @@ ADAPT_STEPS=$(cd "$OUTDIR" && ls adapt_*.log 2>/dev/null | sed 's/\.log$//' | tr
   echo
   echo "==================== GPU SUITE SUMMARY ===================="
   head -1 "$OUTDIR/gpu.txt" >/dev/null; sed -n 2p "$OUTDIR/gpu.txt"
-  for n in ops_tests gpu_model_tests gpu_dist_tests kernel_bench quant_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det $ADAPT_STEPS grammar_bench memcheck racecheck; do
+  for n in ops_tests gpu_model_tests gpu_dist_tests kernel_bench quant_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det $ADAPT_STEPS http_bench grammar_bench memcheck racecheck; do
     [ -f "$OUTDIR/$n.log" ] || continue
     printf "%-16s rc=%-4s %4ss  " "$n" "${RC[$n]}" "${SECS[$n]}"
     grep -E "^\[  (PASSED|FAILED)  \]|ERROR SUMMARY|RACECHECK SUMMARY" "$OUTDIR/$n.log" | head -3 | tr '\n' ' '
@@ -256,6 +262,7 @@ ADAPT_STEPS=$(cd "$OUTDIR" && ls adapt_*.log 2>/dev/null | sed 's/\.log$//' | tr
   [ -f "$OUTDIR/hf_baseline.log" ] && { echo; echo "-- hf_baseline (transformers, same GPU, same run)"; cat "$OUTDIR/hf_baseline.log"; }
   for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det grammar_bench; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
   for n in $ADAPT_STEPS; do echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -40; done
+  [ -f "$OUTDIR/http_bench.log" ] && { echo; echo "-- http_bench"; tail -12 "$OUTDIR/http_bench.log"; }
   grep -h -E "error|Error|what\(\)" "$OUTDIR"/*.log | head -10
   echo
   if [ ${#FAILURES[@]} -eq 0 ]; then
