@@ -81,6 +81,7 @@ void OutputProcessor::send(Scheduler& sched) {
   }
   m_.generation_tokens_total += static_cast<uint64_t>(produced);
   recent_tokens_.emplace_back(Clock::now(), produced);
+  recent_sum_ += produced;
 }
 
 void OutputProcessor::finish(Sequence& s, FinishReason why, const std::string& error) {
@@ -134,11 +135,11 @@ void OutputProcessor::publish(const Scheduler& sched) {
   m_.kv_pages_cached = sched.pages_cached();
   m_.preemptions_total = sched.preemptions();
   const auto now = Clock::now();
-  while (!recent_tokens_.empty() && now - recent_tokens_.front().first > std::chrono::seconds(5))
+  while (!recent_tokens_.empty() && now - recent_tokens_.front().first > std::chrono::seconds(5)) {
+    recent_sum_ -= recent_tokens_.front().second;
     recent_tokens_.pop_front();
-  int64_t n = 0;
-  for (auto& [t, c] : recent_tokens_) n += c;
-  m_.last_gen_throughput = recent_tokens_.empty() ? 0.0 : n / 5.0;
+  }
+  m_.last_gen_throughput = recent_tokens_.empty() ? 0.0 : static_cast<double>(recent_sum_) / 5.0;
 }
 
 EngineMetrics OutputProcessor::metrics() const {

@@ -44,6 +44,7 @@ class OutputProcessor {
   mutable std::mutex mu_;
   EngineMetrics m_;
   std::deque<std::pair<Clock::time_point, int64_t>> recent_tokens_;  // last_gen_throughput
+  int64_t recent_sum_ = 0;  // the sum of recent_tokens_' counts
 };
 
 }  // namespace tandem

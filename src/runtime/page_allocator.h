@@ -20,9 +20,16 @@ class PageAllocator {
   void release(int32_t page);  // drop one hold; frees the page at zero
   void release(const std::vector<int32_t>& pages);
   int32_t refcount(int32_t page) const { return refs_.at(static_cast<size_t>(page)); }
+  // The prefix cache marks the pages it holds a reference to (before releasing that reference, it
+  // unmarks them), so that the pages only it holds, the ones it could evict, are counted as
+  // holds come and go instead of by a walk over the cache on every step.
+  void mark_cached(int32_t page, bool cached);
+  int64_t cached_alone() const { return cached_alone_; }  // marked pages with refcount 1
 
  private:
   std::vector<int32_t> refs_;
+  std::vector<uint8_t> cached_;  // [num_pages] marked by the prefix cache
+  int64_t cached_alone_ = 0;
   std::vector<int32_t> free_;  // a stack: recently freed pages are reused first (warm in cache)
 };
 

@@ -48,6 +48,7 @@ void PrefixCache::insert(const std::vector<int32_t>& tokens, int64_t computed,
     auto it = entries_.find(k);
     if (it == entries_.end()) {
       pages_.retain(pages[p]);
+      pages_.mark_cached(pages[p], true);
       entries_.emplace(k, Entry{pages[p], parent, std::vector<int32_t>(t, t + page_size_), now, p});
     } else if (it->second.parent != parent ||
                !std::equal(t, t + page_size_, it->second.tokens.begin())) {
@@ -60,9 +61,7 @@ void PrefixCache::insert(const std::vector<int32_t>& tokens, int64_t computed,
 }
 
 int64_t PrefixCache::evictable() const {
-  int64_t n = 0;
-  for (const auto& [k, e] : entries_) n += pages_.refcount(e.page) == 1;
-  return n;
+  return pages_.cached_alone();
 }
 
 int64_t PrefixCache::evict(int64_t want) {
@@ -76,6 +75,7 @@ int64_t PrefixCache::evict(int64_t want) {
   for (const auto& [rank, k] : order) {
     if (pages_.num_free() >= want) break;
     auto it = entries_.find(k);
+    pages_.mark_cached(it->second.page, false);
     pages_.release(it->second.page);
     entries_.erase(it);
     ++freed;
@@ -84,7 +84,10 @@ int64_t PrefixCache::evict(int64_t want) {
 }
 
 void PrefixCache::clear() {
-  for (const auto& [k, e] : entries_) pages_.release(e.page);
+  for (const auto& [k, e] : entries_) {
+    pages_.mark_cached(e.page, false);
+    pages_.release(e.page);
+  }
   entries_.clear();
 }
 

@@ -1,8 +1,10 @@
 // Prefix cache bookkeeping, on the host alone.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
+#include "core/rng.h"
 #include "runtime/prefix_cache.h"
 
 namespace tandem {
@@ -59,6 +61,48 @@ TEST(PrefixCache, EvictsLeastRecentlyUsedUnheldPagesTailFirst) {
   a.release(held);
   c.clear();
   EXPECT_EQ(a.num_free(), 6);
+}
+
+// evictable() is kept as holds come and go (the engine reads it every step); it must always equal
+// the count a walk over the cache gives, through random requests that share, reuse, finish and
+// evict, and flushes.
+TEST(PrefixCache, EvictableCountFollowsEveryHold) {
+  PageAllocator a(64);
+  PrefixCache c(a, 2);
+  Rng rng(5);
+  std::vector<std::vector<int32_t>> held;  // pages of the live requests
+  for (int step = 0; step < 3000; ++step) {
+    const uint64_t op = rng.next_u64() % 10;
+    if (op < 5) {  // a request: a prompt from one of 6 families, reusing what is cached
+      const int base = static_cast<int>(rng.next_u64() % 6) * 1000;
+      const int len = 2 + static_cast<int>(rng.next_u64() % 10);
+      const auto toks = seq(len, base);
+      std::vector<int32_t> pages = c.match(toks, len);
+      const int64_t need = (len + 1) / 2 - static_cast<int64_t>(pages.size());
+      if (a.num_free() < need) c.evict(need);
+      if (!a.allocate(need, pages)) {
+        a.release(pages);
+        continue;
+      }
+      c.insert(toks, len, pages);
+      held.push_back(pages);
+    } else if (op < 9 && !held.empty()) {  // one finishes
+      const size_t i = rng.next_u64() % held.size();
+      a.release(held[i]);
+      held.erase(held.begin() + static_cast<long>(i));
+    } else if (op == 9 && rng.next_u64() % 20 == 0) {
+      c.clear();
+    }
+    // The brute-force count: cached pages that only the cache holds.
+    int64_t alone = 0;
+    for (int32_t p = 0; p < a.num_pages(); ++p) {
+      if (a.refcount(p) != 1) continue;
+      bool by_request = false;
+      for (const auto& h : held) by_request |= std::find(h.begin(), h.end(), p) != h.end();
+      alone += !by_request;
+    }
+    ASSERT_EQ(c.evictable(), alone) << "step " << step;
+  }
 }
 
 }  // namespace
