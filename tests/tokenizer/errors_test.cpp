@@ -61,6 +61,16 @@ TEST(TokenizerErrors, BadVocabId) {
   expect_json_error(j, {"'model.vocab.c'", "integer"});
 }
 
+// One id of 2^30 in a tiny file made the loader allocate its id tables for 2^30 entries (8.9 GB:
+// an out-of-memory found by fuzz_tokenizer's 1M-run campaign). Ids must number the entries.
+TEST(TokenizerErrors, SparseVocabIdIsRefusedBeforeAllocating) {
+  json j = valid();
+  j["model"]["vocab"]["c"] = 1 << 30;
+  expect_json_error(j, {"'model.vocab.c'", "far beyond the vocabulary"});
+  j["model"]["vocab"]["c"] = 4000;  // a few gaps are fine
+  EXPECT_NO_THROW(Tokenizer::from_json(j.dump()));
+}
+
 TEST(TokenizerErrors, UnsupportedModel) {
   json j = valid();
   j["model"]["type"] = "WordPiece";
