@@ -60,6 +60,14 @@ class RequestStream {
   virtual uint64_t id() const = 0;
   // Waits up to timeout for the next message; false if none arrived.
   virtual bool next(RequestOutput& out, std::chrono::milliseconds timeout) = 0;
+  // Calls fn (on the engine's thread, so it must be quick and must not call back into the
+  // stream) after each message is queued, and once at once if messages are already waiting; an
+  // empty fn stops the calls. Lets a reader serve many streams from one thread instead of
+  // blocking in next() on one thread per stream. Returns false if this stream cannot notify.
+  virtual bool set_notify(std::function<void()> fn) {
+    (void)fn;
+    return false;
+  }
 };
 
 struct EngineMetrics {

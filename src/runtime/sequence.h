@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -26,12 +27,27 @@ class StreamImpl final : public RequestStream {
     queue_.pop_front();
     return true;
   }
+  bool set_notify(std::function<void()> fn) override {
+    std::shared_ptr<const std::function<void()>> call;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      notify_ = fn ? std::make_shared<const std::function<void()>>(std::move(fn)) : nullptr;
+      if (!queue_.empty()) call = notify_;
+    }
+    if (call) (*call)();
+    return true;
+  }
   void push(RequestOutput o) {
+    std::shared_ptr<const std::function<void()>> notify;
     {
       std::lock_guard<std::mutex> g(mu_);
       queue_.push_back(std::move(o));
+      notify = notify_;
     }
+    // A reader blocked in next() is woken; one served through set_notify is told instead (its
+    // callback only queues the stream for its reader thread, so no thread wakes per stream).
     cv_.notify_all();
+    if (notify) (*notify)();
   }
 
  private:
@@ -39,6 +55,7 @@ class StreamImpl final : public RequestStream {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<RequestOutput> queue_;
+  std::shared_ptr<const std::function<void()>> notify_;  // copied to call outside the lock
 };
 
 struct Sequence {

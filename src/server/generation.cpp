@@ -270,6 +270,13 @@ Generation::Generation(ServerState& st, std::vector<PromptInput> prompts, const 
   }
 }
 
+bool Generation::set_notify(const std::function<void()>& fn) {
+  bool all = true;
+  for (const auto& s : slots_)
+    if (s->stream) all = s->stream->set_notify(fn) && all;
+  return all;
+}
+
 Generation::~Generation() {
   abort();
 }

@@ -123,6 +123,9 @@ class Generation {
   // whether anything changed.
   bool poll(std::vector<ChoiceDelta>& out, std::chrono::milliseconds wait);
   bool done() const { return live_ == 0; }
+  // Calls fn when any choice's engine stream has output (RequestStream::set_notify); false if a
+  // stream cannot notify. An empty fn stops the calls.
+  bool set_notify(const std::function<void()>& fn);
   // The client went away: abort everything still running.
   void abort();
 

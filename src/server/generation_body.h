@@ -46,6 +46,10 @@ class GenerationBody : public BodyStream {
 
   void cancel() override { gen_->abort(); }
 
+  bool set_ready_callback(std::function<void()> ready) override {
+    return gen_->set_notify(std::move(ready));
+  }
+
  private:
   std::shared_ptr<Generation> gen_;
   OnStart on_start_;

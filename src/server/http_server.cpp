@@ -29,6 +29,7 @@
 #include "core/thread_name.h"
 #include "server/http_parser.h"
 #include "server/http_wire.h"
+#include "server/stream_pump.h"
 
 namespace tandem::server {
 
@@ -142,6 +143,7 @@ struct HttpServer::Impl {
   std::mutex back_mu;
   std::vector<Conn*> back;
   std::vector<std::thread> workers;
+  std::unique_ptr<StreamPump> pump;
 
   // --- the event thread ------------------------------------------------------------------------
 
@@ -391,16 +393,22 @@ struct HttpServer::Impl {
         c = ready.front();
         ready.pop_front();
       }
-      respond(*c);
-      {
-        std::lock_guard<std::mutex> l(back_mu);
-        back.push_back(c);
-      }
-      wake();
+      if (respond(*c)) hand_back(*c);
     }
   }
 
-  void respond(Conn& c) {
+  // The response is complete (or failed): the event thread takes the connection back.
+  void hand_back(Conn& c) {
+    {
+      std::lock_guard<std::mutex> l(back_mu);
+      back.push_back(&c);
+    }
+    wake();
+  }
+
+  // Answers the request. Returns false when the stream pump took over the body (it hands the
+  // connection back when the body ends).
+  bool respond(Conn& c) {
     ParsedRequest& pr = c.req;
     HttpRequest r;
     r.method = std::move(pr.method);
@@ -437,16 +445,28 @@ struct HttpServer::Impl {
       }
       // HTTP/1.0 clients know no chunked encoding: the body ends with the connection.
       h.framing = pr.minor_version >= 1 ? BodyFraming::kChunked : BodyFraming::kClose;
+      const bool chunked = h.framing == BodyFraming::kChunked;
       if (head_only) {
         out.stream->cancel();
         answered = write_all(c.fd, format_head(h));
+      } else if (pump && !stop_requested) {
+        const bool keep = h.keep_alive && chunked;
+        if (pump->adopt(c.fd, format_head(h), out.stream, chunked, [this, &c, keep](bool sent) {
+              --in_flight;
+              c.answered = sent;
+              c.keep_alive = sent && keep;
+              hand_back(c);
+            }))
+          return false;
+        answered = stream(c.fd, format_head(h), *out.stream, chunked);
       } else {
-        answered = stream(c.fd, format_head(h), *out.stream, h.framing == BodyFraming::kChunked);
+        answered = stream(c.fd, format_head(h), *out.stream, chunked);
       }
     }
     --in_flight;
     c.answered = answered;
     c.keep_alive = answered && h.keep_alive && h.framing != BodyFraming::kClose;
+    return true;
   }
 
   // Writes the head, then the body as it is produced. Returns whether all of it was sent; if
@@ -571,6 +591,10 @@ bool HttpServer::run() {
   m.reserve_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   m.watch(m.listen_fd);
   m.watch(m.wake_fd);
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t pumps =
+      m.opt.stream_threads > 0 ? m.opt.stream_threads : std::clamp<int64_t>(cores / 4, 1, 8);
+  m.pump = std::make_unique<StreamPump>(static_cast<int>(pumps), m.opt.write_timeout);
   for (int64_t i = 0; i < m.opt.threads; ++i)
     m.workers.emplace_back([&m] {
       name_this_thread("http-worker");
@@ -584,6 +608,8 @@ bool HttpServer::run() {
   m.cv.notify_all();
   for (std::thread& t : m.workers) t.join();
   m.workers.clear();
+  m.pump->stop();  // cancels the streams still being written
+  m.pump.reset();
   for (auto& [fd, c] : m.conns) ::close(fd);
   m.conns.clear();
   m.ready.clear();

@@ -1,6 +1,8 @@
 // The HTTP/1.1 transport: one event-driven thread (epoll) owns every connection while it is idle
 // or while its request arrives, and hands only complete requests to a pool of worker threads,
-// which run the router and write the response (a streamed body holds its worker until it ends).
+// which run the router and write the response. A streamed body whose source can notify (every
+// generation) is then handed to the stream pump, a few threads that write all streams as tokens
+// arrive; other streamed bodies hold their worker until they end.
 // So an idle keep-alive connection or a client that sends slowly costs a socket and a few hundred
 // bytes, never a thread, and each is cut off by a deadline:
 //   - idle: no byte of a request for idle_timeout (after accept or after the last response),
@@ -28,7 +30,10 @@
 namespace tandem::server {
 
 struct HttpOptions {
-  int64_t threads = 64;  // workers: requests being handled, streams included
+  int64_t threads = 64;  // workers: requests being handled (streams only until the pump takes them)
+  // Threads that write streamed bodies for every connection (stream_pump.h); 0: a quarter of the
+  // cores, 1 to 8.
+  int64_t stream_threads = 0;
   int64_t max_request_bytes = 32 << 20;
   int64_t max_connections = 1024;
   std::chrono::milliseconds idle_timeout{5000};

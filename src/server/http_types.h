@@ -36,6 +36,14 @@ class BodyStream {
   virtual bool next(std::string& out, std::chrono::milliseconds wait) = 0;
   // The client went away before the body was complete.
   virtual void cancel() = 0;
+  // A body that can tell when next() has more calls `ready` then (from any thread; it must only
+  // queue work) and returns true; an empty function stops the calls. Such bodies are written by
+  // the stream pump (stream_pump.h) with next(out, 0); others (false) by a worker that waits in
+  // next().
+  virtual bool set_ready_callback(std::function<void()> ready) {
+    (void)ready;
+    return false;
+  }
 };
 
 struct HttpResponse {

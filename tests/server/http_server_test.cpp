@@ -2,7 +2,8 @@
 // pipelining, chunked request bodies, 100-continue, HEAD, streamed bodies (chunked for HTTP/1.1,
 // close-delimited for HTTP/1.0), the refusals (400, 413), the idle, header and body deadlines,
 // the connection limit, clients that disconnect or stop reading, stop(), and the key property:
-// idle and slow connections hold no worker, so a server with 4 workers still answers at once.
+// idle and slow connections hold no worker, so a server with 4 workers still answers at once;
+// nor do streamed bodies that notify (the stream pump writes them).
 #include "server/http_server.h"
 
 #include <arpa/inet.h>
@@ -13,6 +14,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <thread>
 
 namespace tandem::server {
@@ -26,26 +30,90 @@ double ms_since(Clock::time_point t) {
 }
 
 // A body of `pieces` pieces, one every `gap`; -1 pieces: endless. Records its cancellation.
+// With notify, a producer thread makes the pieces and calls the ready callback, so the server's
+// stream pump writes it (next() never waits then); without, next() sleeps (a worker writes it).
 class TestStream : public BodyStream {
  public:
   TestStream(int pieces, milliseconds gap, size_t piece_bytes,
-             std::shared_ptr<std::atomic<int>> cancels)
-      : pieces_(pieces), gap_(gap), piece_bytes_(piece_bytes), cancels_(std::move(cancels)) {}
-  bool next(std::string& out, milliseconds wait) override {
-    std::this_thread::sleep_for(std::min(wait, gap_));
-    if (pieces_ >= 0 && sent_ >= pieces_) return false;
-    out += piece_bytes_ ? std::string(piece_bytes_, 'x') : "piece " + std::to_string(sent_) + "\n";
-    ++sent_;
-    return pieces_ < 0 || sent_ < pieces_;
+             std::shared_ptr<std::atomic<int>> cancels, bool notify = false)
+      : pieces_(pieces),
+        gap_(gap),
+        piece_bytes_(piece_bytes),
+        cancels_(std::move(cancels)),
+        notify_(notify) {
+    if (notify_) producer_ = std::thread([this] { produce(); });
   }
-  void cancel() override { ++*cancels_; }
+  ~TestStream() override {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (producer_.joinable()) producer_.join();
+  }
+  bool next(std::string& out, milliseconds wait) override {
+    if (!notify_) {
+      std::this_thread::sleep_for(std::min(wait, gap_));
+      if (pieces_ >= 0 && sent_ >= pieces_) return false;
+      out += piece(sent_);
+      ++sent_;
+      return pieces_ < 0 || sent_ < pieces_;
+    }
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait_for(lk, wait, [&] { return !ready_.empty() || produced_all_; });
+    out += ready_;
+    ready_.clear();
+    return !produced_all_;
+  }
+  void cancel() override {
+    ++*cancels_;
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+  }
+  bool set_ready_callback(std::function<void()> ready) override {
+    if (!notify_) return false;
+    std::lock_guard<std::mutex> g(mu_);
+    callback_ = std::move(ready);
+    return true;
+  }
 
  private:
+  std::string piece(int i) const {
+    return piece_bytes_ ? std::string(piece_bytes_, 'x') : "piece " + std::to_string(i) + "\n";
+  }
+  void produce() {
+    for (int i = 0; pieces_ < 0 || i < pieces_; ++i) {
+      std::function<void()> call;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        // A flood keeps at most 4 pieces waiting (a body's own backpressure).
+        cv_.wait_for(lk, gap_, [&] { return stop_; });
+        if (stop_) return;
+        if (ready_.size() > 4 * piece(0).size()) {
+          --i;
+          continue;
+        }
+        ready_ += piece(i);
+        produced_all_ = pieces_ >= 0 && i + 1 == pieces_;
+        call = callback_;
+      }
+      cv_.notify_all();
+      if (call) call();
+    }
+  }
+
   int pieces_;
   milliseconds gap_;
   size_t piece_bytes_;
   int sent_ = 0;
   std::shared_ptr<std::atomic<int>> cancels_;
+  bool notify_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string ready_;
+  bool produced_all_ = false, stop_ = false;
+  std::function<void()> callback_;
+  std::thread producer_;
 };
 
 struct TestServer {
@@ -54,27 +122,27 @@ struct TestServer {
   std::thread thread;
   int port = 0;
 
-  explicit TestServer(HttpOptions opt) {
+  explicit TestServer(HttpOptions opt, bool notify = false) {
     auto r = std::make_shared<Router>();
     r->add("GET", "/hello", [](const HttpRequest&) { return HttpResponse::text("hi"); });
     r->add("POST", "/echo", [](const HttpRequest& q) { return HttpResponse::text(q.body); });
     auto c = cancels;
-    r->add("GET", "/stream", [c](const HttpRequest&) {
+    r->add("GET", "/stream", [c, notify](const HttpRequest&) {
       HttpResponse res;
       res.content_type = kEventStream;
-      res.stream = std::make_shared<TestStream>(3, milliseconds(5), 0, c);
+      res.stream = std::make_shared<TestStream>(3, milliseconds(5), 0, c, notify);
       return res;
     });
-    r->add("GET", "/endless", [c](const HttpRequest&) {
+    r->add("GET", "/endless", [c, notify](const HttpRequest&) {
       HttpResponse res;
       res.content_type = kEventStream;
-      res.stream = std::make_shared<TestStream>(-1, milliseconds(20), 0, c);
+      res.stream = std::make_shared<TestStream>(-1, milliseconds(20), 0, c, notify);
       return res;
     });
-    r->add("GET", "/flood", [c](const HttpRequest&) {  // 1 MiB pieces as fast as they go
+    r->add("GET", "/flood", [c, notify](const HttpRequest&) {  // 1 MiB pieces, fast
       HttpResponse res;
       res.content_type = "application/octet-stream";
-      res.stream = std::make_shared<TestStream>(-1, milliseconds(0), 1 << 20, c);
+      res.stream = std::make_shared<TestStream>(-1, milliseconds(0), 1 << 20, c, notify);
       return res;
     });
     http = std::make_unique<HttpServer>(r, opt);
@@ -251,73 +319,85 @@ TEST(HttpServer, HeadHasNoBody) {
 }
 
 TEST(HttpServer, StreamsAreChunkedForHttp11AndCloseDelimitedForHttp10) {
-  TestServer s(options());
-  {
-    Client c(s.port);
-    c.send(get("/stream"));
-    const std::string r = c.read(milliseconds(3000), "0\r\n\r\n");
-    EXPECT_NE(r.find("Transfer-Encoding: chunked\r\n"), std::string::npos) << r;
-    EXPECT_NE(r.find("Content-Type: text/event-stream\r\n"), std::string::npos);
-    EXPECT_NE(r.find("Cache-Control: no-cache\r\n"), std::string::npos);
-    EXPECT_NE(r.find("8\r\npiece 0\n\r\n"), std::string::npos) << r;
-    EXPECT_EQ(r.substr(r.size() - 5), "0\r\n\r\n");
-    EXPECT_FALSE(c.closed);  // keep-alive after a chunked body
+  for (bool notify : {false, true}) {  // a worker writes it; the stream pump does
+    SCOPED_TRACE(notify ? "stream pump" : "worker");
+    TestServer s(options(), notify);
+    {
+      Client c(s.port);
+      c.send(get("/stream"));
+      const std::string r = c.read(milliseconds(3000), "0\r\n\r\n");
+      EXPECT_NE(r.find("Transfer-Encoding: chunked\r\n"), std::string::npos) << r;
+      EXPECT_NE(r.find("Content-Type: text/event-stream\r\n"), std::string::npos);
+      EXPECT_NE(r.find("Cache-Control: no-cache\r\n"), std::string::npos);
+      EXPECT_NE(r.find("8\r\npiece 0\n\r\n"), std::string::npos) << r;
+      EXPECT_EQ(r.substr(r.size() - 5), "0\r\n\r\n");
+      EXPECT_FALSE(c.closed);  // keep-alive after a chunked body
+    }
+    {
+      Client c(s.port);
+      c.send("GET /stream HTTP/1.0\r\n\r\n");
+      const std::string r = c.read(milliseconds(3000));
+      EXPECT_TRUE(c.closed);
+      EXPECT_EQ(r.find("Transfer-Encoding"), std::string::npos) << r;
+      EXPECT_EQ(r.find("Content-Length"), std::string::npos) << r;
+      EXPECT_NE(r.find("Connection: close\r\n"), std::string::npos) << r;
+      EXPECT_EQ(r.substr(r.find("\r\n\r\n") + 4), "piece 0\npiece 1\npiece 2\n");
+    }
+    {
+      Client c(s.port);  // HTTP/1.0 with keep-alive still gets a close-delimited stream
+      c.send("GET /stream HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+      const std::string r = c.read(milliseconds(3000));
+      EXPECT_TRUE(c.closed);
+      EXPECT_EQ(r.find("Transfer-Encoding"), std::string::npos) << r;
+    }
+    EXPECT_EQ(*s.cancels, 0);
   }
-  {
-    Client c(s.port);
-    c.send("GET /stream HTTP/1.0\r\n\r\n");
-    const std::string r = c.read(milliseconds(3000));
-    EXPECT_TRUE(c.closed);
-    EXPECT_EQ(r.find("Transfer-Encoding"), std::string::npos) << r;
-    EXPECT_EQ(r.find("Content-Length"), std::string::npos) << r;
-    EXPECT_NE(r.find("Connection: close\r\n"), std::string::npos) << r;
-    EXPECT_EQ(r.substr(r.find("\r\n\r\n") + 4), "piece 0\npiece 1\npiece 2\n");
-  }
-  {
-    Client c(s.port);  // HTTP/1.0 with keep-alive still gets a close-delimited stream
-    c.send("GET /stream HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
-    const std::string r = c.read(milliseconds(3000));
-    EXPECT_TRUE(c.closed);
-    EXPECT_EQ(r.find("Transfer-Encoding"), std::string::npos) << r;
-  }
-  EXPECT_EQ(*s.cancels, 0);
 }
 
 TEST(HttpServer, ClientThatLeavesCancelsItsStream) {
-  TestServer s(options());
-  {
-    Client c(s.port);
-    c.send(get("/endless"));
-    EXPECT_NE(c.read(milliseconds(3000), "piece 2").find("piece 2"), std::string::npos);
+  for (bool notify : {false, true}) {  // a worker writes it; the stream pump does
+    SCOPED_TRACE(notify ? "stream pump" : "worker");
+    TestServer s(options(), notify);
+    {
+      Client c(s.port);
+      c.send(get("/endless"));
+      EXPECT_NE(c.read(milliseconds(3000), "piece 2").find("piece 2"), std::string::npos);
+    }
+    const auto t0 = Clock::now();
+    while (*s.cancels == 0 && ms_since(t0) < 3000) std::this_thread::sleep_for(milliseconds(10));
+    EXPECT_EQ(*s.cancels, 1);
+    EXPECT_TRUE(s.http->wait_idle(milliseconds(2000)));
   }
-  const auto t0 = Clock::now();
-  while (*s.cancels == 0 && ms_since(t0) < 3000) std::this_thread::sleep_for(milliseconds(10));
-  EXPECT_EQ(*s.cancels, 1);
-  EXPECT_TRUE(s.http->wait_idle(milliseconds(2000)));
 }
 
 TEST(HttpServer, ClientThatStopsReadingIsDroppedAfterTheWriteTimeout) {
-  HttpOptions o = options();
-  o.write_timeout = milliseconds(300);
-  TestServer s(o);
-  Client c(s.port);
-  c.send(get("/flood"));  // never read
-  const auto t0 = Clock::now();
-  while (*s.cancels == 0 && ms_since(t0) < 10000) std::this_thread::sleep_for(milliseconds(20));
-  EXPECT_EQ(*s.cancels, 1);
-  EXPECT_TRUE(s.http->wait_idle(milliseconds(2000)));
+  for (bool notify : {false, true}) {  // a worker writes it; the stream pump does
+    SCOPED_TRACE(notify ? "stream pump" : "worker");
+    HttpOptions o = options();
+    o.write_timeout = milliseconds(300);
+    TestServer s(o, notify);
+    Client c(s.port);
+    c.send(get("/flood"));  // never read
+    const auto t0 = Clock::now();
+    while (*s.cancels == 0 && ms_since(t0) < 10000) std::this_thread::sleep_for(milliseconds(20));
+    EXPECT_EQ(*s.cancels, 1);
+    EXPECT_TRUE(s.http->wait_idle(milliseconds(2000)));
+  }
 }
 
 TEST(HttpServer, StopCutsOpenStreams) {
-  auto s = std::make_unique<TestServer>(options());
-  Client c(s->port);
-  c.send(get("/endless"));
-  c.read(milliseconds(3000), "piece 1");
-  auto cancels = s->cancels;
-  const auto t0 = Clock::now();
-  s.reset();  // stop() and join
-  EXPECT_LT(ms_since(t0), 2000);
-  EXPECT_EQ(*cancels, 1);
+  for (bool notify : {false, true}) {  // a worker writes it; the stream pump does
+    SCOPED_TRACE(notify ? "stream pump" : "worker");
+    auto s = std::make_unique<TestServer>(options(), notify);
+    Client c(s->port);
+    c.send(get("/endless"));
+    c.read(milliseconds(3000), "piece 1");
+    auto cancels = s->cancels;
+    const auto t0 = Clock::now();
+    s.reset();  // stop() and join
+    EXPECT_LT(ms_since(t0), 2000);
+    EXPECT_EQ(*cancels, 1);
+  }
 }
 
 TEST(HttpServer, IdleConnectionsCloseAfterTheIdleTimeout) {
@@ -440,6 +520,31 @@ TEST(HttpServer, IdleAndSlowConnectionsHoldNoWorker) {
     EXPECT_EQ(r.rfind("HTTP/1.1 200 OK", 0), 0u) << r;
     EXPECT_LT(ms_since(t), 1000);
   }
+}
+
+// Streams whose body notifies are written by the stream pump: 32 endless streams on a server with
+// 4 workers all make progress, and a plain request is still answered at once (with a worker
+// per stream, 4 streams would hold every worker and the rest would wait forever).
+TEST(HttpServer, PumpedStreamsHoldNoWorker) {
+  TestServer s(options(), /*notify=*/true);
+  std::vector<std::unique_ptr<Client>> streams;
+  for (int i = 0; i < 32; ++i) {
+    streams.push_back(std::make_unique<Client>(s.port));
+    streams.back()->send(get("/endless"));
+  }
+  for (auto& c : streams)
+    EXPECT_NE(c->read(milliseconds(3000), "piece 2").find("piece 2"), std::string::npos);
+  EXPECT_EQ(s.http->in_flight(), 32);
+  Client c(s.port);
+  const auto t = Clock::now();
+  c.send(get("/hello"));
+  EXPECT_EQ(c.response().rfind("HTTP/1.1 200 OK", 0), 0u);
+  EXPECT_LT(ms_since(t), 1000);
+  streams.clear();  // every client leaves: every body is cancelled, nothing stays in flight
+  const auto t0 = Clock::now();
+  while (*s.cancels < 32 && ms_since(t0) < 5000) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_EQ(*s.cancels, 32);
+  EXPECT_TRUE(s.http->wait_idle(milliseconds(2000)));
 }
 
 }  // namespace
