@@ -18,7 +18,7 @@ int64_t SpecDepthPolicy::batch_class(int64_t b) {
 SpecDepthPolicy::SpecDepthPolicy(SpecDepthOptions o) : o_(o) {
   TD_CHECK(o_.max_depth >= 1 && o_.initial_depth >= 0 && o_.initial_depth <= o_.max_depth,
            "speculative depth: initial {} outside [0, {}]", o_.initial_depth, o_.max_depth);
-  TD_CHECK(o_.probe_steps >= 2 && o_.explore_every > o_.probe_steps,
+  TD_CHECK(o_.probe_steps > o_.untimed_steps && o_.explore_every > o_.probe_steps,
            "speculative depth: probes of {} steps every {}", o_.probe_steps, o_.explore_every);
   accept_.assign(static_cast<size_t>(o_.max_depth), o_.prior_accept);
   accept_n_.assign(static_cast<size_t>(o_.max_depth), 0);
@@ -183,27 +183,41 @@ void SpecDepthPolicy::start_probe(ClassState& c, int64_t depth) {
 // beats the settled one, and every explore_every steps re-measure the depth measured longest ago.
 void SpecDepthPolicy::decide(ClassState& c, int64_t cls) {
   const int64_t d = c.depth;
-  if (c.timing[static_cast<size_t>(d)].samples == 0) return;  // measure the settled depth first
+  // The settled depth is measured first, as a probe (the median of its steps: a class's first
+  // steps may carry one-off costs, and one of them must not decide where it goes).
+  if (c.timing[static_cast<size_t>(d)].seen == 0) {
+    start_probe(c, d);
+    return;
+  }
   double best_estimate = 0;
   for (int64_t x = 0; x <= o_.max_depth; ++x)
     best_estimate = std::max(best_estimate, class_rate(c, x, cls));
+  // Plain decoding first (the baseline every depth is judged against, and never estimated from
+  // the others), then the rest nearest first; with two depths >= 1 measured, the others have a
+  // straight-line estimate and may be left out.
+  std::vector<int64_t> order = {0};
   for (int64_t gap = 1; gap <= o_.max_depth; ++gap)
-    for (int64_t n : {d - gap, d + gap}) {
-      if (n < 0 || n > o_.max_depth || c.timing[static_cast<size_t>(n)].seen > 0) continue;
-      const double r = class_rate(c, n, cls);
-      if (r < 0 || 1.25 * r >= best_estimate) {
-        start_probe(c, n);
-        return;
-      }
+    for (int64_t n : {d - gap, d + gap})
+      if (n > 0 && n <= o_.max_depth) order.push_back(n);
+  for (int64_t n : order) {
+    if (c.timing[static_cast<size_t>(n)].seen > 0) continue;
+    const double r = class_rate(c, n, cls);
+    if (r < 0 || 1.25 * r >= best_estimate) {
+      start_probe(c, n);
+      return;
     }
+  }
   // Periodically the depth measured longest ago; from plain decoding a probe upward also pays the
   // draft's catch-up of every live sequence, so there it comes four times less often.
-  if (c.steps % (d == 0 ? 4 * o_.explore_every : o_.explore_every) == 0) {
-    // Only depths within reach of the settled one's rate (25%) are worth the probe's cost.
+  const int64_t period = d == 0 ? 4 * o_.explore_every : o_.explore_every;
+  if (c.steps % period == 0) {
+    // Mostly only depths within reach of the settled one's rate (25%) are worth the probe's cost;
+    // every other time any depth, so that one bad measurement cannot shut a depth out for good.
+    const bool any = (c.steps / period) % 2 == 0;
     const double now = class_rate(c, d, cls);
     int64_t stalest = -1;
     for (int64_t x = 0; x <= o_.max_depth; ++x)
-      if (x != d && 1.25 * class_rate(c, x, cls) >= now &&
+      if (x != d && (any || 1.25 * class_rate(c, x, cls) >= now) &&
           (stalest < 0 || c.timing[static_cast<size_t>(x)].updated <
                               c.timing[static_cast<size_t>(stalest)].updated))
         stalest = x;
@@ -271,7 +285,7 @@ void SpecDepthPolicy::observe(int64_t depth, int64_t batch, double seconds,
   if (depth > 0) c.catch_up += o_.catch_up_alpha * (catch_up_seconds - c.catch_up);
   seconds -= catch_up_seconds;
   Timing& t = c.timing[static_cast<size_t>(depth)];
-  if (++t.seen == 1) return;  // the first step of a shape may include its graph capture
+  if (++t.seen <= o_.untimed_steps) return;  // one-off costs of a new shape
   t.updated = c.steps;
   if (c.probe_depth == depth) {
     // A probe measures afresh: its median replaces what may be a stale average.

@@ -33,7 +33,9 @@ struct SpecDepthOptions {
   double margin = 0.03;          // a move needs an estimated rate this much above the current one
   double jump_margin = 0.15;     // a move of more than one depth: a measured rate this much above
   int64_t explore_every = 128;   // steps of a class between probes of its stalest depth
-  int64_t probe_steps = 4;       // steps of one probe; the first is not timed (graph capture)
+  int64_t probe_steps = 5;       // steps of one probe (its estimate: their median)
+  int64_t untimed_steps = 2;     // a class's first steps at a depth (graph captures, algorithm
+                                 // choice) are not timed
   int64_t min_dwell = 8;         // steps of a class between two moves of its settled depth
   double time_alpha = 0.2;       // weight of a new step time in its running average
   double accept_alpha = 0.01;    // weight of one new acceptance observation
