@@ -51,9 +51,17 @@ Spec parse_spec(std::string_view s) {
     spec.zero = true;
     ++i;
   }
+  // Widths and precisions: Python refuses more digits than fit its integers ("Too many decimal
+  // digits in format string"); we also refuse values past a million, which no template needs and
+  // which would make one format call allocate that much (a signed overflow here was found by
+  // fuzz_chat_template's 1M-run campaign).
+  constexpr long kMaxWidth = 1000000;
   auto number = [&]() {
     long n = -1;
-    while (i < t.size() && t[i] >= '0' && t[i] <= '9') n = (n < 0 ? 0 : n * 10) + (t[i++] - '0');
+    while (i < t.size() && t[i] >= '0' && t[i] <= '9') {
+      n = (n < 0 ? 0 : n * 10) + (t[i++] - '0');
+      if (n > kMaxWidth) render_fail("Too many decimal digits in format string '{}'", s);
+    }
     return n;
   };
   spec.width = number();

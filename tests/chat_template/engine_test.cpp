@@ -115,6 +115,16 @@ TEST(ChatTemplateErrors, NumbersBeyondTheirTypesAreTemplateErrors) {
               HasSubstr("index 99999999999999999999 does not fit in 64 bits"));
   EXPECT_THAT(render_error("{{ '{99999999999999999999}'.format(x) }}", ctx),
               HasSubstr("Replacement index 99999999999999999999 out of range"));
+  // A width or precision past int64 overflowed while it was read (UBSan; fuzz_chat_template's
+  // 1M-run campaign); past a million it is refused before anything is allocated.
+  EXPECT_THAT(render_error("{{ '{:>5555555555555555555555}'.format(1) }}", ctx),
+              HasSubstr("Too many decimal digits in format string"));
+  EXPECT_THAT(render_error("{{ '{:.99999999999999999999f}'.format(1.5) }}", ctx),
+              HasSubstr("Too many decimal digits in format string"));
+  EXPECT_THAT(render_error("{{ '{:>2000000}'.format(1) }}", ctx),
+              HasSubstr("Too many decimal digits in format string"));
+  EXPECT_EQ(ChatTemplate("{{ '{:>6}|{:.2f}'.format(1, 2.5) }}").render(json::object()),
+            "     1|2.50");
 }
 
 TEST(ChatTemplate, ConcurrentRendersShareNothing) {
