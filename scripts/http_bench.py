@@ -8,7 +8,8 @@ exactly --output-len new tokens (ignore_eos), closed-loop at c in flight, plain 
 concurrency is repeated and the second timing kept (the first captures CUDA graphs and warms
 the allocator, as bench-offline's untimed pass does) and the prefix cache is flushed before
 each (bench-offline empties it between its passes too). Beside each HTTP row it prints where the
-CPU went (seconds per 1,000 tokens: engine thread, HTTP workers, event thread, the client) and
+CPU went (ms per 1,000 tokens: the engine thread, HTTP workers, the stream pump threads, the
+rest of the server, the client) and
 the engine's own step rate and tokens per step from /metrics, so a gap can be told apart: fewer
 tokens per step = requests waiting on the client or the server between steps; fewer steps per
 second = the engine thread slowed down.
@@ -78,7 +79,8 @@ def online(args, base, server_pid, backend, c, n):
     for attempt in range(2):  # the first run warms up; the second is kept
         with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as tf:
             path = tf.name
-        cmd = [args.tandem, "bench", "--base-url", base, "--backend", backend,
+        nice = ["nice", "-n", str(args.client_nice)] if args.client_nice else []
+        cmd = nice + [args.tandem, "bench", "--base-url", base, "--backend", backend,
                "--dataset-name", "random-ids", "--random-input-len", str(args.input_len),
                "--random-output-len", str(args.output_len), "--random-range-ratio", "1",
                "--num-prompts", str(n), "--max-concurrency", str(c), "--disable-tqdm",
@@ -99,10 +101,12 @@ def online(args, base, server_pid, backend, c, n):
         os.unlink(path)
         if j.get("completed") != n:
             sys.exit(f"tandem bench: {j.get('completed')} of {n} requests completed")
-        groups = {"engine": 0.0, "http-worker": 0.0, "http-events": 0.0, "other": 0.0}
+        groups = {"engine": 0.0, "http-worker": 0.0, "http-stream": 0.0, "other": 0.0}
         for name in set(cpu0) | set(cpu1):
             d = cpu1.get(name, 0.0) - cpu0.get(name, 0.0)
-            key = "engine" if name == "tandem-engine" else name if name in groups else "other"
+            key = ("engine" if name == "tandem-engine" else
+                   "http-stream" if name.startswith("http-stream") else
+                   name if name in groups else "other")
             groups[key] += d
         client = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
         per_k = 1000.0 / max(toks, 1.0)
@@ -127,6 +131,10 @@ def main():
     ap.add_argument("--serve-args", default="", help="extra `tandem serve` arguments")
     ap.add_argument("--offline-args", default="", help="extra `tandem bench-offline` arguments")
     ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--client-nice", type=int, default=0,
+                    help="run tandem bench at this niceness (an experiment: a client on the same "
+                         "host competes with the engine thread for cores)")
+    ap.add_argument("--server-env", default="", help="VAR=VALUE ... for the server")
     args = ap.parse_args()
     concs = [int(x) for x in args.concurrency.split(",")]
     backends = args.backends.split(",")
@@ -136,9 +144,11 @@ def main():
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = tempfile.NamedTemporaryFile(prefix="http_bench_server_", suffix=".log", delete=False)
+    env = dict(os.environ)
+    env.update(kv.split("=", 1) for kv in args.server_env.split())
     server = subprocess.Popen([args.tandem, "serve", "--device", args.device, "--host", "127.0.0.1",
                                "--port", str(port)] + args.serve_args.split(),
-                              stdout=log, stderr=subprocess.STDOUT)
+                              stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         for _ in range(600):
             try:
@@ -161,7 +171,7 @@ def main():
           f"tokens, max(8, 4c) requests, plain decoding unless flags say otherwise")
     print(f"{'conc':>4} {'path':<9} {'tok/s':>9} {'ratio':>6} {'TPOT ms':>8} {'TTFT ms':>8} "
           f"{'steps/s':>8} {'tok/step':>8} | CPU ms per 1k tokens: {'engine':>6} {'workers':>7} "
-          f"{'events':>6} {'other':>5} {'client':>6}")
+          f"{'stream':>6} {'other':>5} {'client':>6}")
     for c in concs:
         o = rows_off[c]
         print(f"{c:>4} {'offline':<9} {o['tok_s']:>9.1f} {'1.000':>6} {o['tpot_ms']:>8.3f} "
@@ -172,7 +182,7 @@ def main():
             print(f"{c:>4} {b:<9} {r['tok_s']:>9.1f} {r['tok_s'] / o['tok_s']:>6.3f} "
                   f"{r['tpot_ms']:>8.3f} {r['ttft_ms']:>8.1f} {r['steps_s']:>8.1f} "
                   f"{r['tok_per_step']:>8.2f} |                       {cpu['engine']:>6.1f} "
-                  f"{cpu['http-worker']:>7.1f} {cpu['http-events']:>6.1f} {cpu['other']:>5.1f} "
+                  f"{cpu['http-worker']:>7.1f} {cpu['http-stream']:>6.1f} {cpu['other']:>5.1f} "
                   f"{r['client_ms_per_ktok']:>6.1f}")
     print(f"(goal: HTTP at least 0.95 of in-process at every concurrency; server log {log.name})")
 

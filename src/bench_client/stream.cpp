@@ -54,6 +54,70 @@ std::string error_message(const json& err) {
   return err.dump();
 }
 
+// The fields of an SGLang /generate stream event that the benchmark uses, read without building
+// the document: each event repeats the whole text and ids so far, and a DOM of hundreds of ids
+// per token was most of the client's time per token (and of its share of the machine it shares
+// with the server it measures). Anything unusual (an error, a payload that is not an object)
+// leaves `plain` false and the caller parses the event whole.
+class SglangEventReader : public nlohmann::json_sax<json> {
+ public:
+  bool plain = true;  // an object without "error"
+  std::optional<std::string> text;
+  std::optional<int64_t> completion_tokens, spec_verify_ct;
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t v) override { return integer(v); }
+  bool number_unsigned(number_unsigned_t v) override {
+    return integer(static_cast<int64_t>(std::min<number_unsigned_t>(v, INT64_MAX)));
+  }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t& s) override {
+    if (depth_ == 1 && key_ == "text") text = std::move(s);
+    return true;
+  }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    if (depth_ == 0) top_object_ = true;
+    if (depth_ == 1) in_meta_ = key_ == "meta_info";
+    ++depth_;
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (depth_ == 1 && k == "error") plain = false;
+    if (depth_ <= 2) key_ = std::move(k);
+    return true;
+  }
+  bool end_object() override {
+    if (--depth_ == 1) in_meta_ = false;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    if (depth_ == 0) plain = false;
+    ++depth_;
+    return true;
+  }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    plain = false;
+    return false;
+  }
+  bool done() const { return plain && top_object_ && depth_ == 0; }
+
+ private:
+  bool integer(int64_t v) {
+    if (depth_ == 2 && in_meta_ && key_ == "completion_tokens") completion_tokens = v;
+    if (depth_ == 2 && in_meta_ && key_ == "spec_verify_ct") spec_verify_ct = v;
+    return true;
+  }
+  int depth_ = 0;
+  bool top_object_ = false, in_meta_ = false;
+  std::string key_;
+};
+
 }  // namespace
 
 StreamAccumulator::StreamAccumulator(Backend backend, int64_t requested_output_len)
@@ -71,6 +135,18 @@ void StreamAccumulator::on_event(std::string_view data, double t) {
   // Latency runs to the last event of any kind, [DONE] included, as bench_serving measures it.
   out_.latency = t;
   if (failed_ || data == "[DONE]") return;
+  if (backend_ == Backend::kSglang) {
+    SglangEventReader r;
+    if (json::sax_parse(data, &r) && r.done()) {
+      // `text` is the whole text so far; completion_tokens the running count.
+      if (!r.text || r.text->empty()) return;
+      out_.generated_text = std::move(*r.text);
+      if (r.completion_tokens) out_.output_len = *r.completion_tokens;
+      if (r.spec_verify_ct) out_.spec_verify_ct = *r.spec_verify_ct;
+      on_content(t, r.completion_tokens);
+      return;
+    }
+  }
   const json j = json::parse(data, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     fail("malformed event: " + std::string(data.substr(0, 200)));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -26,11 +27,16 @@ constexpr int kArenaMax = 2;
 
 std::string configure_allocator() {
 #if defined(__GLIBC__)
-  if (mallopt(M_ARENA_MAX, kArenaMax) != 1) return "glibc malloc, arena limit not applied";
+  // TANDEM_MALLOC_ARENAS overrides the limit (0: glibc's default), for measuring the trade-off.
+  int arenas = kArenaMax;
+  if (const char* e = std::getenv("TANDEM_MALLOC_ARENAS"); e && *e) arenas = std::atoi(e);
+  if (arenas > 0 && mallopt(M_ARENA_MAX, arenas) != 1)
+    return "glibc malloc, arena limit not applied";
   return fmt::format(
-      "glibc malloc, at most {} arenas; free memory returned to the system (malloc_trim) when "
-      "resident memory has grown {} MiB and no request is in flight, or {} MiB",
-      kArenaMax, TrimPolicy{}.idle_growth_bytes >> 20, TrimPolicy{}.busy_growth_bytes >> 20);
+      "glibc malloc, {}; free memory returned to the system (malloc_trim) when resident memory "
+      "has grown {} MiB and no request is in flight, or {} MiB",
+      arenas > 0 ? fmt::format("at most {} arenas", arenas) : std::string("default arenas"),
+      TrimPolicy{}.idle_growth_bytes >> 20, TrimPolicy{}.busy_growth_bytes >> 20);
 #else
   return "not glibc malloc: allocator left as it is";
 #endif

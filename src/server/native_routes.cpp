@@ -61,16 +61,25 @@ HttpResponse generate(ServerState& st, const HttpRequest& req) {
         });
     return res;
   }
-  // Each event carries the cumulative text and ids, as SGLang streams them.
-  auto on_deltas = [gen, id_of, spec, hidden, batch](const std::vector<ChoiceDelta>& deltas,
-                                                     std::string& out) {
+  // Each event carries the cumulative text and ids, as SGLang streams them (serialized
+  // incrementally; the last event of a request that asked for hidden states is built whole).
+  auto cumulative = std::make_shared<std::vector<CumulativeGenerateEvent>>(gen->choices().size());
+  auto on_deltas = [gen, id_of, spec, hidden, batch, cumulative](
+                       const std::vector<ChoiceDelta>& deltas, std::string& out) {
     for (const ChoiceDelta& d : deltas) {
       const ChoiceResult& c = gen->choices()[d.index];
       if (c.finish_reason == FinishReason::kError) continue;
       if (d.new_tokens == 0 && d.text.empty() && !d.finished) continue;
-      Json ev = generate_result_json(c, id_of(c.index), spec, hidden && d.finished);
-      if (batch) ev["index"] = c.index;
-      out += sse_event(ev);
+      if (hidden && d.finished) {
+        Json ev = generate_result_json(c, id_of(c.index), spec, true);
+        if (batch) ev["index"] = c.index;
+        out += sse_event(ev);
+        continue;
+      }
+      out += "data: ";
+      out += (*cumulative)[d.index].event(c, id_of(c.index), spec,
+                                          batch ? std::optional<size_t>(c.index) : std::nullopt);
+      out += "\n\n";
     }
   };
   auto on_done = [gen](std::string& out) {

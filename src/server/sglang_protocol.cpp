@@ -124,4 +124,37 @@ Json generate_result_json(const ChoiceResult& c, const std::string& id, const Sp
               {"meta_info", meta_info_json(c, id, spec, hidden_states)}};
 }
 
+std::string CumulativeGenerateEvent::event(const ChoiceResult& c, const std::string& id,
+                                           const SpecInfo& spec, std::optional<size_t> index) {
+  auto escaped = [](std::string_view s) {
+    std::string q = dump_json(Json(std::string(s)));  // "..." with the same escaping as dump_json
+    return q.substr(1, q.size() - 2);
+  };
+  // The text only grows (the detokenizer emits whole characters, and trimming happens before
+  // emission); anything else starts over.
+  if (c.text.size() >= text_.size() && c.text.compare(0, text_.size(), text_) == 0) {
+    text_json_ += escaped(std::string_view(c.text).substr(text_.size()));
+    text_.append(c.text, text_.size());
+  } else {
+    text_ = c.text;
+    text_json_ = escaped(c.text);
+  }
+  if (c.output_ids.size() < ids_) ids_ = 0, ids_json_.clear();
+  for (; ids_ < c.output_ids.size(); ++ids_) {
+    if (ids_ > 0) ids_json_ += ',';
+    ids_json_ += std::to_string(c.output_ids[ids_]);
+  }
+  std::string out;
+  out.reserve(text_json_.size() + ids_json_.size() + 320);
+  out += "{\"text\":\"";
+  out += text_json_;
+  out += "\",\"output_ids\":[";
+  out += ids_json_;
+  out += "],\"meta_info\":";
+  out += dump_json(meta_info_json(c, id, spec, false));
+  if (index) out += fmt::format(",\"index\":{}", *index);
+  out += '}';
+  return out;
+}
+
 }  // namespace tandem::server

@@ -45,6 +45,43 @@ TEST(Stream, SglangSplitsEachGapOverTheTokensItAdded) {
   expect_itl(o, {0.01, 0.01, 0.01, 0.04});
 }
 
+// SGLang events are read without building the document (the ids are skipped); the fields it
+// keeps must be those of a full parse whatever the key order, nesting and extra fields, and
+// anything unusual (an error, a payload that is not an object) takes the full parse.
+TEST(Stream, SglangEventsReadWithoutADocumentAsWithOne) {
+  StreamAccumulator acc(Backend::kSglang, 100);
+  json a = {{"meta_info",
+             {{"id", "x"},
+              {"text", "not this"},
+              {"completion_tokens", 3},
+              {"nested", {{"completion_tokens", 99}}},
+              {"spec_verify_ct", 2}}},
+            {"output_ids", {1, 2, 3}},
+            {"extra", {{"text", "nor this"}}},
+            {"text", "a\"b\u00e9"}};
+  acc.on_event(a.dump(), 0.1);
+  a["text"] = "a\"b\u00e9 c";
+  a["meta_info"]["completion_tokens"] = 5;
+  a["output_ids"] = {1, 2, 3, 4, 5};
+  acc.on_event(a.dump(), 0.2);
+  RequestOutput o = acc.finish();
+  EXPECT_TRUE(o.success);
+  EXPECT_EQ(o.generated_text, "a\"b\u00e9 c");
+  EXPECT_EQ(o.output_len, 5);
+  EXPECT_EQ(o.spec_verify_ct, 2);
+  expect_itl(o, {0.05, 0.05});
+  StreamAccumulator err(Backend::kSglang, 10);
+  err.on_event(R"({"text": "x", "error": {"message": "engine failed"}})", 0.1);
+  EXPECT_FALSE(err.finish().success);
+  EXPECT_EQ(err.finish().error, "engine failed");
+  StreamAccumulator bad(Backend::kSglang, 10);
+  bad.on_event("[1, 2]", 0.1);
+  EXPECT_FALSE(bad.finish().success);
+  StreamAccumulator cut(Backend::kSglang, 10);
+  cut.on_event(R"({"text": "x", "output_ids": [1, 2)", 0.1);
+  EXPECT_FALSE(cut.finish().success);
+}
+
 TEST(Stream, OpenAIWithoutCountsGivesOneSamplePerChunk) {
   StreamAccumulator acc(Backend::kOpenAI, 9);
   acc.on_event(oai("a"), 0.1);

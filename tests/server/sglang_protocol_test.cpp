@@ -89,5 +89,38 @@ TEST(MetaInfo, FinishReasonsAndSpec) {
   EXPECT_TRUE(native_finish_reason(running).is_null());
 }
 
+// The incrementally serialized stream event is byte for byte the one built from JSON values, as
+// the text and ids grow token by token (escapes, multi-byte characters, quotes, control
+// characters), with and without a batch index, and when the text does not simply grow.
+TEST(CumulativeGenerateEvent, EqualsTheEventBuiltFromJson) {
+  const std::vector<std::string> pieces = {
+      "Hello", ",", " \"world\"", "\n", "\t\\", "\u00e9t\u00e9", "\U0001F600", "\x01", " end", ""};
+  for (bool batch : {false, true}) {
+    CumulativeGenerateEvent inc;
+    ChoiceResult c;
+    c.index = 2;
+    c.prompt_tokens = 7;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      c.text += pieces[i];
+      c.output_ids.push_back(static_cast<int32_t>(1000 + 37 * i));
+      c.completion_tokens = static_cast<int64_t>(c.output_ids.size());
+      c.spec_verify_steps = static_cast<int64_t>(i);
+      if (i + 1 == pieces.size()) {
+        c.finished = true;
+        c.finish_reason = FinishReason::kLength;
+      }
+      Json want = generate_result_json(c, "rid", SpecInfo{true, 3}, false);
+      if (batch) want["index"] = c.index;
+      const std::string got =
+          inc.event(c, "rid", SpecInfo{true, 3}, batch ? std::optional<size_t>(2) : std::nullopt);
+      EXPECT_EQ(got, dump_json(want)) << "token " << i;
+    }
+    c.text = "rewritten";  // not an extension: serialized afresh
+    c.output_ids = {5};
+    Json want = generate_result_json(c, "rid", SpecInfo{}, false);
+    EXPECT_EQ(inc.event(c, "rid", SpecInfo{}, std::nullopt), dump_json(want));
+  }
+}
+
 }  // namespace
 }  // namespace tandem::server
