@@ -58,6 +58,8 @@ void OutputProcessor::fill_totals(const Sequence& s, RequestOutput& o) {
 
 void OutputProcessor::send(Scheduler& sched) {
   int64_t produced = 0;
+  std::vector<StreamImpl*> sent;
+  sent.reserve(sched.running().size());
   auto send_one = [&](Sequence& s) {
     if (s.pending.new_tokens.empty() && !s.finished) return;
     produced += static_cast<int64_t>(s.pending.new_tokens.size());
@@ -67,12 +69,14 @@ void OutputProcessor::send(Scheduler& sched) {
     s.pending_hidden.clear();
     fill_totals(s, o);
     o.finished = s.finished;
-    s.stream->push(std::move(o));
+    s.stream->push(std::move(o), /*notify_later=*/true);
+    sent.push_back(s.stream.get());
   };
   // Finished sequences give their pages back (to the prefix cache) before their last message.
   const std::vector<std::unique_ptr<Sequence>> done = sched.retire_finished();
   for (const auto& s : sched.running()) send_one(*s);
   for (const auto& s : done) send_one(*s);
+  for (StreamImpl* s : sent) s->notify();
   std::lock_guard<std::mutex> g(mu_);
   for (const auto& s : done) {
     ++m_.requests_finished;

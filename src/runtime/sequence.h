@@ -37,16 +37,26 @@ class StreamImpl final : public RequestStream {
     if (call) (*call)();
     return true;
   }
-  void push(RequestOutput o) {
+  // Queues a message. A reader blocked in next() is woken; one served through set_notify is told
+  // now, or with notify_later by notify() (the engine tells every stream of a step once all of
+  // them have their messages, so the reader's thread does not start pulling, and contend for the
+  // streams' locks, while the engine is still pushing).
+  void push(RequestOutput o, bool notify_later = false) {
     std::shared_ptr<const std::function<void()>> notify;
     {
       std::lock_guard<std::mutex> g(mu_);
       queue_.push_back(std::move(o));
+      if (!notify_later) notify = notify_;
+    }
+    cv_.notify_all();
+    if (notify) (*notify)();
+  }
+  void notify() {
+    std::shared_ptr<const std::function<void()>> notify;
+    {
+      std::lock_guard<std::mutex> g(mu_);
       notify = notify_;
     }
-    // A reader blocked in next() is woken; one served through set_notify is told instead (its
-    // callback only queues the stream for its reader thread, so no thread wakes per stream).
-    cv_.notify_all();
     if (notify) (*notify)();
   }
 

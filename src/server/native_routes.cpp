@@ -132,6 +132,7 @@ HttpResponse server_info(ServerState& st, const HttpRequest&) {
   Json j = st.args().to_json();
   j["status"] = st.ready() ? "ready" : st.stopping() ? "stopping" : "loading";
   j["internal_states"] = st.ready() ? Json::array({internal_state(st)}) : Json::array();
+  if (st.ready()) j["page_size"] = st.engine().options().page_size;  // --page-size 0 is "auto"
   if (st.ready()) {
     j["max_total_num_tokens"] = j["internal_states"][0]["max_total_num_tokens"];
     j["context_length"] = st.engine().context_length();
@@ -192,7 +193,9 @@ HttpResponse health_generate(ServerState& st, const HttpRequest&) {
 HttpResponse metrics(ServerState& st, const HttpRequest&) {
   const EngineMetrics m = st.ready() ? st.engine().metrics() : EngineMetrics{};
   HttpResponse r = HttpResponse::text(
-      render_prometheus(m, st.metrics(), MetricsContext{st.model_name(), st.args().page_size}));
+      render_prometheus(m, st.metrics(),
+                        MetricsContext{st.model_name(), st.ready() ? st.engine().options().page_size
+                                                                   : st.args().page_size}));
   r.content_type = "text/plain; version=0.0.4; charset=utf-8";
   return r;
 }

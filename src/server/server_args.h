@@ -41,7 +41,7 @@ struct ServerArgs {
   bool enable_return_hidden_states = false;
   int64_t max_running_requests = EngineOptions{}.max_running_requests;
   int64_t max_queued_requests = EngineOptions{}.max_queued_requests;
-  int64_t page_size = EngineOptions{}.page_size;
+  int64_t page_size = 0;  // 0: 64 on CUDA (the attention kernels' tile), 16 on the CPU
   int64_t chunked_prefill_size = EngineOptions{}.chunked_prefill_size;
   int64_t max_prefill_tokens = EngineOptions{}.max_prefill_tokens;
   int64_t max_total_tokens = EngineOptions{}.max_total_tokens;

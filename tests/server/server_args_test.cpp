@@ -105,8 +105,10 @@ TEST(ServerArgs, StartupErrors) {
   a.device = "tpu";
   expect_invalid(a, "--device");
   a = ServerArgs{};
-  a.page_size = 0;
+  a.page_size = -1;
   expect_invalid(a, "--page-size");
+  a = ServerArgs{};  // 0 (the default): 16 on the CPU, 64 on CUDA
+  EXPECT_EQ(engine_options(a, false).page_size, 16);
   a = ServerArgs{};
   a.model_loader_extra_config = "{not json";
   expect_invalid(a, "--model-loader-extra-config");
