@@ -262,7 +262,7 @@ ADAPT_STEPS=$(cd "$OUTDIR" && ls adapt_*.log 2>/dev/null | sed 's/\.log$//' | tr
   [ -f "$OUTDIR/hf_baseline.log" ] && { echo; echo "-- hf_baseline (transformers, same GPU, same run)"; cat "$OUTDIR/hf_baseline.log"; }
   for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det grammar_bench; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
   for n in $ADAPT_STEPS; do echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -40; done
-  [ -f "$OUTDIR/http_bench.log" ] && { echo; echo "-- http_bench"; tail -12 "$OUTDIR/http_bench.log"; }
+  [ -f "$OUTDIR/http_bench.log" ] && { echo; echo "-- http_bench"; sed -n '/^HTTP vs in-process/,$p' "$OUTDIR/http_bench.log"; }
   grep -h -E "error|Error|what\(\)" "$OUTDIR"/*.log | head -10
   echo
   if [ ${#FAILURES[@]} -eq 0 ]; then
