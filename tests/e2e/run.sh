@@ -575,7 +575,9 @@ expect "speculative greedy output equals plain decoding" 200 "j.choices[0].text 
 sse '{"prompt":"It is a truth universally acknowledged","max_tokens":48,"temperature":0,"ignore_eos":true,"stream":true}' /v1/completions
 check_sse "speculative stream equals plain decoding" "ev.map((e) => e.choices[0].text).join('') === $(node -p 'JSON.stringify(process.argv[1])' "$plain_text")"
 req POST /generate '{"text":"Emma Woodhouse, handsome, clever, and rich,","sampling_params":{"max_new_tokens":32,"temperature":0,"ignore_eos":true}}'
-expect "/generate reports spec_verify_ct and spec_accept_length" 200 "j.meta_info.spec_verify_ct > 0 && j.meta_info.spec_accept_length >= 1 && j.meta_info.spec_accept_rate >= 0 && j.meta_info.completion_tokens === 32"
+# Adaptive depth may run a request's every step plain (0 verify rounds) once it has measured
+# plain decoding to be faster on this CPU; the fields must be there and agree either way.
+expect "/generate reports spec_verify_ct and spec_accept_length" 200 "const m = j.meta_info; Number.isInteger(m.spec_verify_ct) && m.spec_verify_ct >= 0 && (m.spec_verify_ct === 0 ? m.spec_accept_length === 0 && m.spec_draft_token_num === 0 : m.spec_accept_length >= 1 && m.spec_draft_token_num >= m.spec_verify_ct) && m.spec_accept_rate >= 0 && m.spec_accept_rate <= 1 && m.completion_tokens === 32"
 req POST /generate '{"text":"Hello","sampling_params":{"max_new_tokens":5,"temperature":0},"return_hidden_states":true}'
 expect "/generate return_hidden_states (one row per token)" 200 "j.meta_info.hidden_states.length === 5 && j.meta_info.hidden_states.every((h) => h.length === 256)"
 req POST /v1/completions '{"prompt":"Hello","max_tokens":6,"temperature":0,"return_hidden_states":true}'
