@@ -277,9 +277,15 @@ struct Engine::Impl {
     runner.begin_step();
     StepPlan plan = sched.plan();
     if (plan.kind == StepPlan::Kind::kIdle) return;
+    int64_t lag = 0;  // positions the draft must read before this step can speculate
     if (depth && plan.kind == StepPlan::Kind::kDecode) {
       const int64_t B = static_cast<int64_t>(plan.decode.size());
-      plan.draft_steps = depth->choose(B);
+      int64_t remaining = 0;  // tokens the batch may still generate
+      for (const Sequence* s : plan.decode) {
+        lag += s->draft_lag;
+        remaining += std::max<int64_t>(s->req.max_new_tokens - s->generated, 0);
+      }
+      plan.draft_steps = depth->choose(B, lag, remaining);
       if (opt.spec.depth_override)
         plan.draft_steps =
             std::clamp<int64_t>(opt.spec.depth_override(B, plan.draft_steps), 0, geo.draft_steps);
@@ -299,7 +305,7 @@ struct Engine::Impl {
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       depth->observe(plan.draft_steps, static_cast<int64_t>(plan.decode.size()), seconds,
-                     stats.accepted, stats.catch_up_seconds);
+                     stats.accepted, stats.catch_up_seconds, plan.draft_steps > 0 ? lag : 0);
       out.count_depth(plan.draft_steps);
       for (const std::string& c : depth->take_changes()) log_info("{}", c);
     }

@@ -252,26 +252,69 @@ void SpecDepthPolicy::decide(ClassState& c, int64_t cls) {
       cls, d, next, now, next_rate, expected_tokens(d), expected_tokens(next)));
 }
 
-int64_t SpecDepthPolicy::choose(int64_t batch) {
+int64_t SpecDepthPolicy::choose(int64_t batch, int64_t lag_tokens, int64_t remaining_tokens) {
   int64_t depth = o_.initial_depth;
   if (o_.adaptive && batch > 0) {
     ClassState& c = state(batch);
+    const int64_t cls = batch_class(batch);
     ++c.steps;
-    if (c.probe_left == 0) decide(c, batch_class(batch));
-    if (c.probe_left > 0) {
+    if (c.probe_left == 0) decide(c, cls);
+    depth = c.probe_left > 0 ? c.probe_depth : c.depth;
+    if (depth > 0 && !worth_catching_up(c, cls, depth, lag_tokens, remaining_tokens)) {
+      if (c.probe_left > 0) {  // a probe waits for a cheaper moment
+        c.timing[static_cast<size_t>(c.probe_depth)].probe.clear();
+        c.probe_left = 0;
+        c.probe_depth = -1;
+      }
+      depth = 0;
+    } else if (c.probe_left > 0) {
       --c.probe_left;
-      depth = c.probe_depth;
-    } else {
-      depth = c.depth;
     }
   }
   ++histogram_[static_cast<size_t>(depth)];
   return depth;
 }
 
+// Speculating after plain steps first makes the draft read every position it skipped. A cheap
+// catch-up (a few plain steps' worth) is always paid, so that probes keep learning; a dear one
+// (the batch's prompts were never read: they arrived while it decoded plainly) only when the
+// tokens the batch may still generate would win it back at the depth's estimated rate, or when
+// that rate is not known yet. In a short pass, one probe's catch-up of 64 prompts cost more than
+// everything else (0.66x of plain decoding on the H200).
+bool SpecDepthPolicy::worth_catching_up(const ClassState& c, int64_t cls, int64_t depth,
+                                        int64_t lag_tokens, int64_t remaining_tokens) const {
+  if (lag_tokens <= 0 || catch_up_per_token_ <= 0) return true;
+  const double cost = static_cast<double>(lag_tokens) * catch_up_per_token_;
+  const double plain_step = class_seconds(c, 0);
+  if (plain_step <= 0 || cost <= o_.max_catch_up_steps * plain_step) return true;
+  // Seconds per committed token of the batch at a depth (its round alone; the catch-up is the
+  // cost); a depth not measured yet (a probe) is taken to be as good as the best one that is,
+  // and only with no depth > 0 known at all is the catch-up paid to find out.
+  auto token_seconds = [&](int64_t x) {
+    const double step = class_seconds(c, x) - c.catch_up;
+    return step > 0 ? step / (static_cast<double>(cls) * expected_tokens(x)) : -1.0;
+  };
+  double spec_token = token_seconds(depth);
+  for (int64_t x = 1; spec_token <= 0 && x <= o_.max_depth; ++x) {
+    const double t = token_seconds(x);
+    if (t > 0 && (spec_token <= 0 || t < spec_token)) spec_token = t;
+  }
+  if (spec_token <= 0) return true;
+  const double plain_token = plain_step / static_cast<double>(cls);
+  return static_cast<double>(remaining_tokens) * (plain_token - spec_token) > cost;
+}
+
 void SpecDepthPolicy::observe(int64_t depth, int64_t batch, double seconds,
-                              const std::vector<int64_t>& accepted, double catch_up_seconds) {
+                              const std::vector<int64_t>& accepted, double catch_up_seconds,
+                              int64_t catch_up_tokens) {
   if (depth < 0 || depth > o_.max_depth) return;
+  if (catch_up_tokens > 0 && catch_up_seconds > 0) {
+    const double per_token = catch_up_seconds / static_cast<double>(catch_up_tokens);
+    catch_up_per_token_ =
+        catch_up_per_token_ > 0
+            ? catch_up_per_token_ + o_.time_alpha * (per_token - catch_up_per_token_)
+            : per_token;
+  }
   for (int64_t k : accepted)
     for (int64_t j = 1; j <= std::min(k + 1, depth); ++j) {
       const size_t i = static_cast<size_t>(j - 1);
@@ -289,12 +332,13 @@ void SpecDepthPolicy::observe(int64_t depth, int64_t batch, double seconds,
   t.updated = c.steps;
   if (c.probe_depth == depth) {
     // A probe measures afresh: its median replaces what may be a stale average.
+    // Counted only when it ends: a depth half way through its first probe has no estimate.
     t.probe.push_back(seconds);
-    ++t.samples;
     if (c.probe_left == 0) {
       std::vector<double> v = t.probe;
       std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
       t.seconds = v[v.size() / 2];
+      t.samples += static_cast<int64_t>(t.probe.size());
       t.probe.clear();
       c.probe_depth = -1;
     }

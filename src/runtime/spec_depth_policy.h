@@ -41,21 +41,27 @@ struct SpecDepthOptions {
   double accept_alpha = 0.01;    // weight of one new acceptance observation
   double catch_up_alpha = 0.05;  // weight of one speculative step in the catch-up average
   double prior_accept = 0.6;     // conditional acceptance assumed before any is seen
+  // A speculative step whose catch-up would cost more than this many plain steps runs plain
+  // instead, unless the tokens the batch may still generate would win the catch-up back.
+  double max_catch_up_steps = 4.0;
 };
 
 class SpecDepthPolicy {
  public:
   explicit SpecDepthPolicy(SpecDepthOptions o);
 
-  // The depth of the next decode step of `batch` sequences.
-  int64_t choose(int64_t batch);
+  // The depth of the next decode step of `batch` sequences, whose draft lags lag_tokens positions
+  // in all (what a speculative step would first have to catch up on) and which may generate
+  // remaining_tokens more in all (their max_new_tokens left).
+  int64_t choose(int64_t batch, int64_t lag_tokens = 0, int64_t remaining_tokens = 0);
   // A finished decode step: its depth, batch size and wall seconds, for depth > 0 each sequence's
   // accepted draft count, and the part of the seconds the draft spent catching up (reading
   // prompts and plainly decoded positions it skipped). Catch-up is a cost of speculating at all,
   // not of one depth: it is averaged over every speculative step of the class and added to each
   // depth > 0 (so a short answer to a long prompt may not be worth drafting).
+  // catch_up_tokens: the positions that catch-up read (its cost per token is learned).
   void observe(int64_t depth, int64_t batch, double seconds, const std::vector<int64_t>& accepted,
-               double catch_up_seconds = 0.0);
+               double catch_up_seconds = 0.0, int64_t catch_up_tokens = 0);
 
   // E(depth): expected committed tokens per sequence per step.
   double expected_tokens(int64_t depth) const;
@@ -98,6 +104,8 @@ class SpecDepthPolicy {
   double class_seconds(const ClassState& c, int64_t depth) const;
   double class_rate(const ClassState& c, int64_t depth, int64_t cls) const;
   void decide(ClassState& c, int64_t cls);
+  bool worth_catching_up(const ClassState& c, int64_t cls, int64_t depth, int64_t lag_tokens,
+                         int64_t remaining_tokens) const;
   void start_probe(ClassState& c, int64_t depth);
 
   SpecDepthOptions o_;
@@ -105,6 +113,7 @@ class SpecDepthPolicy {
   std::vector<double> accept_;                           // [max_depth]: a_1 .. a_S
   std::vector<int64_t> accept_n_;                        // observations of each position
   std::vector<uint64_t> histogram_;
+  double catch_up_per_token_ = 0;  // running average of the draft's catch-up seconds per position
   std::vector<std::string> changes_;
 };
 
