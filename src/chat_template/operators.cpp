@@ -207,6 +207,15 @@ Value binary_op(BinOp op, const Value& a, const Value& b) {
   unsupported(op, a, b);
 }
 
+int64_t int_of_float(double d) {
+  if (std::isnan(d)) render_fail("cannot convert float NaN to integer");
+  if (std::isinf(d)) render_fail("cannot convert float infinity to integer");
+  const double t = std::trunc(d);
+  if (!(t >= -9223372036854775808.0 && t < 9223372036854775808.0))
+    render_fail("int() of {} does not fit in 64 bits", d);
+  return static_cast<int64_t>(t);
+}
+
 Value negate(const Value& v) {
   if (v.is_undefined()) fail_undefined(v);
   if (v.is_float()) return Value::number(-v.as_double());

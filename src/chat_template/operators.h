@@ -16,6 +16,9 @@ enum class CmpOp { kEq, kNe, kLt, kLe, kGt, kGe, kIn, kNotIn };
 
 Value binary_op(BinOp op, const Value& a, const Value& b);
 Value negate(const Value& v);
+// Python's int(x) for a float: NaN and infinities raise, and so does a value beyond 64 bits (our
+// integers' width; Python's are unbounded), instead of a cast past the range.
+int64_t int_of_float(double d);
 Value unary_plus(const Value& v);
 bool compare(CmpOp op, const Value& a, const Value& b);
 // `item in container`.

@@ -340,11 +340,13 @@ std::string percent_format(std::string_view fmt, const Value& args) {
         if (!v.is_number()) {
           render_fail("%{} format: a real number is required, not {}", type, type_name(v));
         }
-        int64_t n = v.is_float() ? static_cast<int64_t>(std::trunc(v.as_double())) : v.as_int();
+        int64_t n = v.is_float() ? int_of_float(v.as_double()) : v.as_int();
         spec.type = (type == 'i' || type == 'u') ? 'd' : type;
         if (spec.precision >= 0 && type != 'c') {
           // %.3d pads the digits with zeros.
-          std::string digits = fmt::format("{}", n < 0 ? -n : n);
+          // The magnitude as unsigned: -n overflows for the most negative integer.
+          const uint64_t mag = n < 0 ? 0 - static_cast<uint64_t>(n) : static_cast<uint64_t>(n);
+          std::string digits = fmt::format("{}", mag);
           if (static_cast<long>(digits.size()) < spec.precision) {
             digits = std::string(static_cast<size_t>(spec.precision) - digits.size(), '0') + digits;
           }

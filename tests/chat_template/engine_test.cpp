@@ -125,6 +125,18 @@ TEST(ChatTemplateErrors, NumbersBeyondTheirTypesAreTemplateErrors) {
               HasSubstr("Too many decimal digits in format string"));
   EXPECT_EQ(ChatTemplate("{{ '{:>6}|{:.2f}'.format(1, 2.5) }}").render(json::object()),
             "     1|2.50");
+  // A float beyond 64 bits converted to an integer was a cast past the range (UBSan; the same
+  // campaign: a macro multiplying '88888...' strings, then |int); now an error, as NaN and
+  // infinity already were. Within the range nothing changes.
+  EXPECT_THAT(render_error("{{ 8.9e23 | int }}", ctx), HasSubstr("does not fit in 64 bits"));
+  EXPECT_THAT(render_error("{{ '8.9e23' | int }}", ctx), HasSubstr("does not fit in 64 bits"));
+  EXPECT_THAT(render_error("{{ '%d' % 1e300 }}", ctx), HasSubstr("does not fit in 64 bits"));
+  EXPECT_THAT(render_error("{{ '%d' % (1e308 * 10) }}", ctx), HasSubstr("infinity"));
+  EXPECT_THAT(render_error("{{ 9223372036854775807 | round(-1) }}", ctx),
+              HasSubstr("does not fit in 64 bits"));
+  EXPECT_EQ(
+      ChatTemplate("{{ 2.9e18 | int }} {{ '%.3d' % -9223372036854775807 }}").render(json::object()),
+      "2900000000000000000 -9223372036854775807");
 }
 
 TEST(ChatTemplate, ConcurrentRendersShareNothing) {
