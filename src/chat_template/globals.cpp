@@ -1,6 +1,8 @@
 #include "chat_template/globals.h"
 
+#include <algorithm>
 #include <ctime>
+#include <vector>
 
 #include "chat_template/args.h"
 #include "chat_template/errors.h"
@@ -16,6 +18,15 @@ Value NamespaceObject::attr(std::string_view name) const {
 }
 
 std::string NamespaceObject::repr() const {
+  // A namespace can hold itself (`{% set ns.x = ns %}`): as Python's dict repr does, the inner
+  // occurrence prints as {...}; the recursion overflowed the stack before (fuzz_chat_template's
+  // 1M-run campaign).
+  thread_local std::vector<const NamespaceObject*> open;
+  if (std::find(open.begin(), open.end(), this) != open.end()) return "<Namespace {...}>";
+  open.push_back(this);
+  struct Close {
+    ~Close() { open.pop_back(); }
+  } close;
   std::string out = "<Namespace {";
   bool first = true;
   for (const auto& [k, v] : attrs_.entries) {

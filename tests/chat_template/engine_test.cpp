@@ -137,6 +137,14 @@ TEST(ChatTemplateErrors, NumbersBeyondTheirTypesAreTemplateErrors) {
   EXPECT_EQ(
       ChatTemplate("{{ 2.9e18 | int }} {{ '%.3d' % -9223372036854775807 }}").render(json::object()),
       "2900000000000000000 -9223372036854775807");
+  // A namespace holding itself prints its inner occurrence as Python prints a dict holding itself
+  // ({...}); its repr recursed until the stack overflowed (the same campaign). (Python would also
+  // print the list as [...] on its second visit; our lists are values, so it is printed again.)
+  EXPECT_EQ(ChatTemplate("{% set ns = namespace(a=1) %}{% set ns.b = ns %}{{ ns }}|"
+                         "{% set ns.c = [ns] %}{{ ns.c }}")
+                .render(json::object()),
+            "<Namespace {'a': 1, 'b': <Namespace {...}>}>|[<Namespace {'a': 1, 'b': <Namespace "
+            "{...}>, 'c': [<Namespace {...}>]}>]");
 }
 
 TEST(ChatTemplate, ConcurrentRendersShareNothing) {
