@@ -22,6 +22,7 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& context) const {
     for (auto it = context.begin(); it != context.end(); ++it) {
       vars->set(it.key(), jinja::from_json(it.value()));
     }
+    const jinja::NamespacesOfThisRender namespaces;  // declared first: emptied after the render
     jinja::Interp interp(*tpl_, vars);
     return interp.render();
   } catch (const jinja::RenderError& e) {

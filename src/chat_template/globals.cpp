@@ -17,6 +17,18 @@ Value NamespaceObject::attr(std::string_view name) const {
                           "'");
 }
 
+namespace {
+thread_local std::vector<std::weak_ptr<NamespaceObject>> render_namespaces;
+}  // namespace
+
+NamespacesOfThisRender::NamespacesOfThisRender() : first_(render_namespaces.size()) {}
+
+NamespacesOfThisRender::~NamespacesOfThisRender() {
+  for (size_t i = first_; i < render_namespaces.size(); ++i)
+    if (auto ns = render_namespaces[i].lock()) ns->clear();
+  render_namespaces.resize(first_);
+}
+
 std::string NamespaceObject::repr() const {
   // A namespace can hold itself (`{% set ns.x = ns %}`): as Python's dict repr does, the inner
   // occurrence prints as {...}; the recursion overflowed the stack before (fuzz_chat_template's
@@ -126,6 +138,7 @@ ScopePtr make_globals() {
          }));
   g->set("namespace", Value::callable("namespace", [](Interp&, CallArgs& a) {
            auto ns = std::make_shared<NamespaceObject>();
+           render_namespaces.push_back(ns);
            for (auto& [k, v] : dict_from_args(a, "namespace").entries) ns->set(to_str(k), v);
            return Value::object(ns);
          }));

@@ -15,6 +15,7 @@ class NamespaceObject : public Object {
   void set(std::string_view name, Value v) {
     attrs_.set(Value::string(std::string(name)), std::move(v));
   }
+  void clear() { attrs_ = DictData(); }
 
  private:
   DictData attrs_;
@@ -22,5 +23,17 @@ class NamespaceObject : public Object {
 
 // A scope holding the globals; render variables go in a child scope, which shadows them.
 ScopePtr make_globals();
+
+// Namespaces live for one render, and one may hold itself (`{% set ns.x = ns %}`), a cycle of
+// shared pointers that would never be freed (LeakSanitizer; fuzz_chat_template). While one of
+// these is alive, the namespaces the thread creates are recorded, and emptied when it ends.
+class NamespacesOfThisRender {
+ public:
+  NamespacesOfThisRender();
+  ~NamespacesOfThisRender();
+
+ private:
+  size_t first_;
+};
 
 }  // namespace tandem::jinja
