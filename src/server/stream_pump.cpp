@@ -107,11 +107,8 @@ class StreamPump::Shard {
       std::lock_guard<std::mutex> g(incoming_mu_);
       incoming_.push_back(std::move(e));
     }
-    ++active_;
     ready_->wake();
   }
-
-  int64_t active() const { return active_.load(); }
 
   void stop() {
     if (stopping_.exchange(true)) return;
@@ -270,7 +267,6 @@ class StreamPump::Shard {
     e.body->set_ready_callback({});
     Done done = std::move(e.done);
     entries_.erase(e.id);  // e is gone from here on
-    --active_;
     done(sent_all);
   }
 
@@ -279,7 +275,6 @@ class StreamPump::Shard {
   int epoll_fd_ = -1;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
-  std::atomic<int64_t> active_{0};
   std::mutex incoming_mu_;
   std::vector<std::unique_ptr<Entry>> incoming_;
   std::unordered_map<uint64_t, std::unique_ptr<Entry>> entries_;  // the thread's
@@ -301,12 +296,6 @@ bool StreamPump::adopt(int fd, std::string head, std::shared_ptr<BodyStream> bod
   shards_[id % shards_.size()]->adopt(id, fd, std::move(head), std::move(body), chunked,
                                       std::move(done));
   return true;
-}
-
-int64_t StreamPump::active() const {
-  int64_t n = 0;
-  for (const auto& s : shards_) n += s->active();
-  return n;
 }
 
 void StreamPump::stop() {

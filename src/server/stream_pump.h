@@ -41,8 +41,6 @@ class StreamPump {
   // non-blocking socket fd. False when the body cannot notify: nothing was taken, and the caller
   // streams it itself.
   bool adopt(int fd, std::string head, std::shared_ptr<BodyStream> body, bool chunked, Done done);
-  // Streams being written now.
-  int64_t active() const;
   // Cancels every stream (their Done(false)) and joins the threads. Idempotent.
   void stop();
 
