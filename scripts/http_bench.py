@@ -5,14 +5,17 @@
 For each concurrency c the workload is max(8, 4c) requests of --input-len random token ids and
 exactly --output-len new tokens (ignore_eos), closed-loop at c in flight, plain decoding unless
 --serve-args/--offline-args say otherwise. The server is started once; each backend's run at each
-concurrency is repeated and the second timing kept (the first captures CUDA graphs and warms
-the allocator, as bench-offline's untimed pass does) and the prefix cache is flushed before
+concurrency runs once untimed (it captures CUDA graphs and warms the allocator, as
+bench-offline's untimed pass does), then --repeats times, the median kept (bench-offline likewise
+runs --repeats engines), and the prefix cache is flushed before
 each (bench-offline empties it between its passes too). Beside each HTTP row it prints where the
 CPU went (ms per 1,000 tokens: the engine thread, HTTP workers, the stream pump threads, the
 rest of the server, the client) and
 the engine's own step rate and tokens per step from /metrics, so a gap can be told apart: fewer
 tokens per step = requests waiting on the client or the server between steps; fewer steps per
-second = the engine thread slowed down.
+second = the engine thread slowed down. A second table splits the engine thread's time per step
+by phase of its loop (tandem:engine_loop_seconds_total; bench-offline --loop-phases) for both
+paths, so a slower step shows where it is slower.
 
 Usage (GPU machine, binaries from scripts/gpu_suite.sh --stage):
   scripts/http_bench.py --tandem build-cuda/carry/tandem --device cuda
@@ -60,23 +63,46 @@ def metric(base, name):
     return float(m.group(1)) if m else 0.0
 
 
+LOOP_PHASES = ["wait", "schedule", "prepare", "device", "commit", "send", "publish"]
+
+
+def loop_seconds(base):
+    """The engine thread's cumulative seconds by loop phase (tandem:engine_loop_seconds_total)."""
+    text = urllib.request.urlopen(base + "/metrics", timeout=30).read().decode()
+    return {m.group(1): float(m.group(2)) for m in re.finditer(
+        r'^tandem:engine_loop_seconds_total\{[^}]*phase="(\w+)"[^}]*\} ([0-9.e+-]+)$', text, re.M)}
+
+
+def median_row(rows):
+    """The run of median throughput (its other columns kept with it)."""
+    return sorted(rows, key=lambda r: r["tok_s"])[len(rows) // 2]
+
+
 def offline(args, c, n):
+    """bench-offline at concurrency c, --repeats engines (each with its untimed pass); the median."""
     cmd = [args.tandem, "bench-offline", "--device", args.device, "--speculative-num-steps", "0",
-           "--concurrency", str(c), "--num-prompts", str(n), "--prompt-tokens",
-           str(args.input_len), "--max-new-tokens", str(args.output_len)] + args.offline_args.split()
+           "--concurrency", ",".join([str(c)] * args.repeats), "--num-prompts", str(n),
+           "--prompt-tokens", str(args.input_len), "--max-new-tokens", str(args.output_len),
+           "--loop-phases"] + args.offline_args.split()
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     if out.returncode != 0:
         sys.exit(f"bench-offline failed:\n{out.stdout}\n{out.stderr}")
+    rows = []
     for line in out.stdout.splitlines():
         f = line.split()
         if len(f) >= 5 and f[0] == str(c) and f[1] == "plain":
-            return {"tok_s": float(f[2]), "tpot_ms": float(f[3]), "ttft_ms": float(f[4])}
-    sys.exit(f"no plain row in bench-offline's output:\n{out.stdout}")
+            rows.append({"tok_s": float(f[2]), "tpot_ms": float(f[3]), "ttft_ms": float(f[4])})
+        elif rows and line.strip().startswith("loop, us per step:"):
+            rows[-1]["loop_us"] = {k: float(v) for k, v in re.findall(r"(\w+) ([0-9.]+)", line)
+                                   if k in LOOP_PHASES}
+    if len(rows) != args.repeats:
+        sys.exit(f"expected {args.repeats} plain rows in bench-offline's output:\n{out.stdout}")
+    return median_row(rows)
 
 
 def online(args, base, server_pid, backend, c, n):
-    result = None
-    for attempt in range(2):  # the first run warms up; the second is kept
+    results = []
+    for attempt in range(1 + args.repeats):  # the first run warms up; the median of the rest
         with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as tf:
             path = tf.name
         nice = ["nice", "-n", str(args.client_nice)] if args.client_nice else []
@@ -87,11 +113,13 @@ def online(args, base, server_pid, backend, c, n):
                "--seed", str(attempt + 1), "--flush-cache", "--output-file", path]
         steps0 = metric(base, "tandem:forward_steps_total")
         toks0 = metric(base, "sglang:generation_tokens_total")
+        loop0 = loop_seconds(base)
         cpu0 = thread_cpu(server_pid)
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
         ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu1 = thread_cpu(server_pid)
+        loop1 = loop_seconds(base)
         steps = metric(base, "tandem:forward_steps_total") - steps0
         toks = metric(base, "sglang:generation_tokens_total") - toks0
         if out.returncode != 0:
@@ -116,8 +144,21 @@ def online(args, base, server_pid, backend, c, n):
             "steps_s": steps / j["duration"], "tok_per_step": toks / max(steps, 1.0),
             "cpu_ms_per_ktok": {k: 1000.0 * v * per_k for k, v in groups.items()},
             "client_ms_per_ktok": 1000.0 * client * per_k,
+            # The wait phase also spans the client's start-up and the cache flush before it.
+            "loop_us": {k: 1e6 * (loop1.get(k, 0.0) - loop0.get(k, 0.0)) / max(steps, 1.0)
+                        for k in LOOP_PHASES},
         }
-    return result
+        if attempt > 0:
+            results.append(result)
+    return median_row(results)
+
+
+def print_loop(label, c, loop):
+    if not loop:
+        return
+    busy = sum(v for k, v in loop.items() if k != "wait")
+    print(f"{c:>4} {label:<9} " + " ".join(f"{loop.get(k, 0.0):>8.1f}" for k in LOOP_PHASES) +
+          f" {busy:>8.1f}")
 
 
 def main():
@@ -135,6 +176,8 @@ def main():
                     help="run tandem bench at this niceness (an experiment: a client on the same "
                          "host competes with the engine thread for cores)")
     ap.add_argument("--server-env", default="", help="VAR=VALUE ... for the server")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="timed runs per row (after one untimed); the median is printed")
     args = ap.parse_args()
     concs = [int(x) for x in args.concurrency.split(",")]
     backends = args.backends.split(",")
@@ -184,7 +227,15 @@ def main():
                   f"{r['tok_per_step']:>8.2f} |                       {cpu['engine']:>6.1f} "
                   f"{cpu['http-worker']:>7.1f} {cpu['http-stream']:>6.1f} {cpu['other']:>5.1f} "
                   f"{r['client_ms_per_ktok']:>6.1f}")
-    print(f"(goal: HTTP at least 0.95 of in-process at every concurrency; server log {log.name})")
+    print(f"(goal: HTTP at least 0.95 of in-process at every concurrency; the median of "
+          f"{args.repeats} timed runs; server log {log.name})")
+    print("the engine thread, microseconds per step by loop phase (wait includes idle time "
+          "between runs):")
+    print(f"{'conc':>4} {'path':<9} " + " ".join(f"{k:>8}" for k in LOOP_PHASES) + f" {'busy':>8}")
+    for c in concs:
+        print_loop("offline", c, rows_off[c].get("loop_us"))
+        for b in backends:
+            print_loop(b, c, rows_on[(b, c)].get("loop_us"))
 
 
 if __name__ == "__main__":

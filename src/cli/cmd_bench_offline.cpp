@@ -40,6 +40,9 @@ struct RunStats {
   std::vector<std::vector<int32_t>> outputs;
   std::array<double, 4> phase_ms{};  // mean ms per speculative round (--profile-spec-phases)
   uint64_t profiled_rounds = 0;
+  // The timed pass's engine loop (loop_clock.h): seconds by phase and target forward steps.
+  std::array<double, static_cast<size_t>(LoopPhase::kCount)> loop_seconds{};
+  uint64_t steps = 0;
   std::vector<uint64_t> depth_steps;  // decode steps by depth (speculative runs)
 };
 
@@ -140,6 +143,9 @@ RunStats run(std::shared_ptr<const Model> model, const EngineOptions& eo,
     st.depth_steps.push_back(m.spec_depth_steps[i] -
                              (i < before.spec_depth_steps.size() ? before.spec_depth_steps[i] : 0));
   st.profiled_rounds = m.spec_profiled_rounds - before.spec_profiled_rounds;
+  for (size_t i = 0; i < st.loop_seconds.size(); ++i)
+    st.loop_seconds[i] = m.loop_phase_seconds[i] - before.loop_phase_seconds[i];
+  st.steps = m.forward_steps_total - before.forward_steps_total;
   for (size_t i = 0; i < st.phase_ms.size() && st.profiled_rounds; ++i)
     st.phase_ms[i] = 1e3 * (m.spec_phase_seconds[i] - before.spec_phase_seconds[i]) /
                      static_cast<double>(st.profiled_rounds);
@@ -156,6 +162,19 @@ void print_phases(const RunStats& s) {
   }
   std::printf("%-11s phases, ms per round: %stotal %.3f (%llu rounds, device synchronized)\n", "",
               line.c_str(), total, static_cast<unsigned long long>(s.profiled_rounds));
+}
+
+// One line under a row: the engine thread's microseconds per target forward by loop phase.
+void print_loop(const RunStats& s) {
+  std::string line;
+  double busy = 0;
+  for (size_t i = 0; i < s.loop_seconds.size(); ++i) {
+    const double us = s.steps ? 1e6 * s.loop_seconds[i] / static_cast<double>(s.steps) : 0.0;
+    line += fmt::format("{} {:.1f}  ", kLoopPhaseNames[i], us);
+    if (i != static_cast<size_t>(LoopPhase::kWait)) busy += us;
+  }
+  std::printf("%-11s loop, us per step: %sbusy %.1f (%llu steps)\n", "", line.c_str(), busy,
+              static_cast<unsigned long long>(s.steps));
 }
 
 std::vector<int64_t> parse_list(const std::string& s) {
@@ -175,7 +194,7 @@ Runner add_bench_offline(CLI::App& app) {
     std::string steps = "3";         // fixed depths, comma-separated
     int64_t prompt_tokens = 64, max_new = 96, num_prompts = 16, max_steps = 0;
     double simulate = 0;
-    bool profile_phases = false, adaptive = false;
+    bool profile_phases = false, loop_phases = false, adaptive = false;
     bool no_plain = false, disable_cuda_graph = false, deterministic = false, no_warmup = false;
     std::string device = "cpu", load_format = "auto", preset, quantization, loader_extra,
                 kv_cache_dtype = "auto";
@@ -217,6 +236,9 @@ Runner add_bench_offline(CLI::App& app) {
   app.add_flag("--profile-spec-phases", a->profile_phases,
                "Print the mean ms per speculative round of each phase (draft, verify, accept, "
                "extend); synchronizes the device between phases, which costs some speed");
+  app.add_flag("--loop-phases", a->loop_phases,
+               "Print under each row the engine thread's microseconds per step in each phase of "
+               "its loop (wait, schedule, prepare, device, commit, send, publish)");
   app.add_flag("--enable-deterministic-inference", a->deterministic,
                "Batch-invariant kernels for every batch shape (GPU)");
   app.add_option("--load-format", a->load_format,
@@ -403,6 +425,7 @@ Runner add_bench_offline(CLI::App& app) {
         p = run(model, plain, prompts, a->max_new, c, !a->no_warmup, constraint);
         std::printf("%-11lld %-10s %10.1f %10.2f %10.1f %8s\n", static_cast<long long>(c), "plain",
                     p.tokens_per_s, p.tpot_ms, p.ttft_ms, "-");
+        if (a->loop_phases) print_loop(p);
         chart.plain_tok_s.push_back(p.tokens_per_s);
         chart.plain_tpot_ms.push_back(p.tpot_ms);
       }
@@ -478,6 +501,7 @@ Runner add_bench_offline(CLI::App& app) {
           best_label = sr.label;
         }
         if (a->profile_phases) print_phases(s);
+        if (a->loop_phases) print_loop(s);
         std::fflush(stdout);
       }
     }

@@ -91,6 +91,7 @@ struct Engine::Impl {
   bool stopping = false;
   uint64_t next_id = 1;  // under mu
 
+  LoopClock clock;  // the engine thread's own
   std::thread thread;
 
   Impl(std::shared_ptr<const Model> mdl, EngineOptions o, ProcessGroup* g)
@@ -108,6 +109,7 @@ struct Engine::Impl {
         exec(runner, out, spec.get()),
         depth(spec ? std::make_unique<SpecDepthPolicy>(depth_options(opt.spec)) : nullptr) {
     out.publish(sched);
+    exec.set_clock(&clock);
     thread = std::thread([this] {
       name_this_thread("tandem-engine");
       device_interface(model->device().type).make_current(model->device());
@@ -220,6 +222,7 @@ struct Engine::Impl {
           return stopping || !inbox.empty() || !aborts.empty() || !flushes.empty() ||
                  sched.num_waiting() > 0 || !sched.running().empty();
         });
+        clock.lap(LoopPhase::kWait);
         if (stopping) break;
         while (!inbox.empty()) {
           sched.add(std::move(inbox.front()));
@@ -266,6 +269,8 @@ struct Engine::Impl {
         for (auto& s : sched.take_running()) out.finish(*s, FinishReason::kError, e.what());
       }
       out.publish(sched);
+      clock.lap(LoopPhase::kPublish);
+      out.add_loop_seconds(clock.take());
     }
     for (auto& s : sched.take_running())
       out.finish(*s, FinishReason::kAbort, "server shutting down");
@@ -276,7 +281,7 @@ struct Engine::Impl {
   void step(bool& sent) {
     runner.begin_step();
     StepPlan plan = sched.plan();
-    if (plan.kind == StepPlan::Kind::kIdle) return;
+    if (plan.kind == StepPlan::Kind::kIdle) return clock.lap(LoopPhase::kSchedule);
     int64_t lag = 0;  // positions the draft must read before this step can speculate
     if (depth && plan.kind == StepPlan::Kind::kDecode) {
       const int64_t B = static_cast<int64_t>(plan.decode.size());
@@ -297,8 +302,10 @@ struct Engine::Impl {
       sent = true;
       group->broadcast(msg);
     }
+    clock.lap(LoopPhase::kSchedule);
     const auto t0 = std::chrono::steady_clock::now();
     const SpecWorker::RoundStats stats = exec.run(plan);
+    clock.lap(LoopPhase::kDevice);  // a plain decode step has charged its own phases
     if (depth && plan.kind == StepPlan::Kind::kDecode) {
       // Every decode step ends with its tokens on the host, so the host clock spans the device
       // work.
@@ -308,8 +315,10 @@ struct Engine::Impl {
                      stats.accepted, stats.catch_up_seconds, plan.draft_steps > 0 ? lag : 0);
       out.count_depth(plan.draft_steps);
       for (const std::string& c : depth->take_changes()) log_info("{}", c);
+      clock.lap(LoopPhase::kSchedule);
     }
     out.send(sched);
+    clock.lap(LoopPhase::kSend);
   }
 };
 

@@ -17,6 +17,7 @@
 #include "distributed/process_group.h"
 #include "model/model.h"
 #include "runtime/engine_options.h"
+#include "runtime/loop_clock.h"
 #include "runtime/sampler.h"
 #include "runtime/token_constraint.h"
 
@@ -97,6 +98,9 @@ struct EngineMetrics {
                                                                  "extend"};
   std::array<double, 4> spec_phase_seconds{};
   uint64_t spec_profiled_rounds = 0;
+  // Wall seconds of the engine thread by phase of its loop (loop_clock.h), cumulative: they sum
+  // to the thread's lifetime, so a slower step can be told apart by where it spends its time.
+  std::array<double, static_cast<size_t>(LoopPhase::kCount)> loop_phase_seconds{};
   double last_gen_throughput = 0.0;  // generated tokens/s over the last few seconds
   // Tokens committed per verify round, bonus included (0 if none yet).
   double avg_spec_accept_length() const {

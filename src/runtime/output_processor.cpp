@@ -130,6 +130,12 @@ void OutputProcessor::add_phase_seconds(const std::array<double, 4>& seconds) {
   ++m_.spec_profiled_rounds;
 }
 
+void OutputProcessor::add_loop_seconds(
+    const std::array<double, static_cast<size_t>(LoopPhase::kCount)>& seconds) {
+  std::lock_guard<std::mutex> g(mu_);
+  for (size_t i = 0; i < seconds.size(); ++i) m_.loop_phase_seconds[i] += seconds[i];
+}
+
 void OutputProcessor::publish(const Scheduler& sched) {
   std::lock_guard<std::mutex> g(mu_);
   m_.num_running = static_cast<int64_t>(sched.running().size());

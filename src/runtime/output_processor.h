@@ -35,6 +35,7 @@ class OutputProcessor {
   // A decode step of a speculating engine ran at this depth (0: plain).
   void count_depth(int64_t depth);
   void add_phase_seconds(const std::array<double, 4>& seconds);
+  void add_loop_seconds(const std::array<double, static_cast<size_t>(LoopPhase::kCount)>& seconds);
   void publish(const Scheduler& sched);  // queue and cache gauges, recent throughput
   EngineMetrics metrics() const;
 

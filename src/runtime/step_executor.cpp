@@ -67,10 +67,12 @@ void StepExecutor::decode(const std::vector<Sequence*>& seqs) {
   for (Sequence* s : seqs) chunks.push_back({&s->pages, s->kv_len, {s->tokens.back()}, false});
   ForwardResult r = runner_.forward_fixed(ModelRunner::Kind::kTarget, chunks, 1,
                                           std::vector<int64_t>(seqs.size(), 0), Tensor(), Tensor());
+  if (clock_) clock_->lap(LoopPhase::kPrepare);  // the graph is launched, not finished
   out_.count_step();
   std::vector<int64_t> rows(seqs.size());
   for (size_t i = 0; i < seqs.size(); ++i) rows[i] = static_cast<int64_t>(i);
   const std::vector<int32_t> next = runner_.sample(r.logits, seqs, rows);
+  if (clock_) clock_->lap(LoopPhase::kDevice);
   for (size_t i = 0; i < seqs.size(); ++i) {
     Sequence& s = *seqs[i];
     s.kv_len += 1;
@@ -78,6 +80,7 @@ void StepExecutor::decode(const std::vector<Sequence*>& seqs) {
       s.pending_hidden.push_back(runner_.hidden_row(r.hidden, static_cast<int64_t>(i)));
     OutputProcessor::commit(s, {next[i]});
   }
+  if (clock_) clock_->lap(LoopPhase::kCommit);
 }
 
 }  // namespace tandem

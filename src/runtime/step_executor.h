@@ -4,6 +4,7 @@
 // from rank 0's step message (step_message.h), so all ranks issue the same forwards.
 #pragma once
 
+#include "runtime/loop_clock.h"
 #include "runtime/model_runner.h"
 #include "runtime/output_processor.h"
 #include "runtime/scheduler.h"
@@ -19,6 +20,9 @@ class StepExecutor {
 
   // What the step did for the adaptive depth policy (empty unless it was a speculative round).
   SpecWorker::RoundStats run(const StepPlan& plan);
+  // Plain decode steps charge their prepare, device and commit phases to this clock (the engine's;
+  // followers keep none).
+  void set_clock(LoopClock* clock) { clock_ = clock; }
 
  private:
   void prefill(const std::vector<ScheduledChunk>& batch);
@@ -27,6 +31,7 @@ class StepExecutor {
   ModelRunner& runner_;
   OutputProcessor& out_;
   SpecWorker* spec_;
+  LoopClock* clock_ = nullptr;
 };
 
 }  // namespace tandem

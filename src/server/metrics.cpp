@@ -166,6 +166,12 @@ std::string render_prometheus(const EngineMetrics& e, const ServerMetrics& s,
             static_cast<double>(e.preemptions_total));
   w.counter("tandem:forward_steps_total", "Model forward passes of the target.",
             static_cast<double>(e.forward_steps_total));
+  w.family("tandem:engine_loop_seconds_total",
+           "Wall seconds of the engine thread by phase of its loop (they sum to its lifetime).",
+           "counter");
+  for (size_t i = 0; i < e.loop_phase_seconds.size(); ++i)
+    w.sample("tandem:engine_loop_seconds_total", fmt::format("phase=\"{}\"", kLoopPhaseNames[i]),
+             e.loop_phase_seconds[i]);
   w.family("tandem:request_success_total", "Finished requests by finish reason.", "counter");
   for (FinishReason r :
        {FinishReason::kStop, FinishReason::kLength, FinishReason::kAbort, FinishReason::kError})
