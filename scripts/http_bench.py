@@ -66,11 +66,11 @@ def metric(base, name):
 LOOP_PHASES = ["wait", "schedule", "prepare", "device", "commit", "send", "publish"]
 
 
-def loop_seconds(base):
-    """The engine thread's cumulative seconds by loop phase (tandem:engine_loop_seconds_total)."""
+def loop_seconds(base, family="tandem:engine_loop_seconds_total"):
+    """The engine thread's cumulative seconds by loop phase (all steps, or decode steps)."""
     text = urllib.request.urlopen(base + "/metrics", timeout=30).read().decode()
     return {m.group(1): float(m.group(2)) for m in re.finditer(
-        r'^tandem:engine_loop_seconds_total\{[^}]*phase="(\w+)"[^}]*\} ([0-9.e+-]+)$', text, re.M)}
+        "^" + re.escape(family) + r'\{[^}]*phase="(\w+)"[^}]*\} ([0-9.e+-]+)$', text, re.M)}
 
 
 def median_row(rows):
@@ -92,9 +92,10 @@ def offline(args, c, n):
         f = line.split()
         if len(f) >= 5 and f[0] == str(c) and f[1] == "plain":
             rows.append({"tok_s": float(f[2]), "tpot_ms": float(f[3]), "ttft_ms": float(f[4])})
-        elif rows and line.strip().startswith("loop, us per step:"):
-            rows[-1]["loop_us"] = {k: float(v) for k, v in re.findall(r"(\w+) ([0-9.]+)", line)
-                                   if k in LOOP_PHASES}
+        elif rows and line.strip().startswith(("loop, us per step:", "decode loop, us")):
+            key = "loop_us" if line.strip().startswith("loop") else "decode_loop_us"
+            rows[-1][key] = {k: float(v) for k, v in re.findall(r"(\w+) ([0-9.]+)", line)
+                             if k in LOOP_PHASES}
     if len(rows) != args.repeats:
         sys.exit(f"expected {args.repeats} plain rows in bench-offline's output:\n{out.stdout}")
     return median_row(rows)
@@ -114,12 +115,16 @@ def online(args, base, server_pid, backend, c, n):
         steps0 = metric(base, "tandem:forward_steps_total")
         toks0 = metric(base, "sglang:generation_tokens_total")
         loop0 = loop_seconds(base)
+        dloop0 = loop_seconds(base, "tandem:engine_decode_loop_seconds_total")
+        dsteps0 = metric(base, "tandem:engine_decode_steps_total")
         cpu0 = thread_cpu(server_pid)
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
         ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu1 = thread_cpu(server_pid)
         loop1 = loop_seconds(base)
+        dloop1 = loop_seconds(base, "tandem:engine_decode_loop_seconds_total")
+        dsteps = metric(base, "tandem:engine_decode_steps_total") - dsteps0
         steps = metric(base, "tandem:forward_steps_total") - steps0
         toks = metric(base, "sglang:generation_tokens_total") - toks0
         if out.returncode != 0:
@@ -147,6 +152,8 @@ def online(args, base, server_pid, backend, c, n):
             # The wait phase also spans the client's start-up and the cache flush before it.
             "loop_us": {k: 1e6 * (loop1.get(k, 0.0) - loop0.get(k, 0.0)) / max(steps, 1.0)
                         for k in LOOP_PHASES},
+            "decode_loop_us": {k: 1e6 * (dloop1.get(k, 0.0) - dloop0.get(k, 0.0)) /
+                               max(dsteps, 1.0) for k in LOOP_PHASES},
         }
         if attempt > 0:
             results.append(result)
@@ -229,13 +236,15 @@ def main():
                   f"{r['client_ms_per_ktok']:>6.1f}")
     print(f"(goal: HTTP at least 0.95 of in-process at every concurrency; the median of "
           f"{args.repeats} timed runs; server log {log.name})")
-    print("the engine thread, microseconds per step by loop phase (wait includes idle time "
-          "between runs):")
-    print(f"{'conc':>4} {'path':<9} " + " ".join(f"{k:>8}" for k in LOOP_PHASES) + f" {'busy':>8}")
-    for c in concs:
-        print_loop("offline", c, rows_off[c].get("loop_us"))
-        for b in backends:
-            print_loop(b, c, rows_on[(b, c)].get("loop_us"))
+    for key, what in (("loop_us", "every step"), ("decode_loop_us", "decode steps only")):
+        print(f"the engine thread, microseconds per step by loop phase, {what} (wait includes "
+              "idle time between runs):")
+        print(f"{'conc':>4} {'path':<9} " + " ".join(f"{k:>8}" for k in LOOP_PHASES) +
+              f" {'busy':>8}")
+        for c in concs:
+            print_loop("offline", c, rows_off[c].get(key))
+            for b in backends:
+                print_loop(b, c, rows_on[(b, c)].get(key))
 
 
 if __name__ == "__main__":

@@ -41,8 +41,8 @@ struct RunStats {
   std::array<double, 4> phase_ms{};  // mean ms per speculative round (--profile-spec-phases)
   uint64_t profiled_rounds = 0;
   // The timed pass's engine loop (loop_clock.h): seconds by phase and target forward steps.
-  std::array<double, static_cast<size_t>(LoopPhase::kCount)> loop_seconds{};
-  uint64_t steps = 0;
+  std::array<double, static_cast<size_t>(LoopPhase::kCount)> loop_seconds{}, decode_loop_seconds{};
+  uint64_t steps = 0, decode_steps = 0;
   std::vector<uint64_t> depth_steps;  // decode steps by depth (speculative runs)
 };
 
@@ -143,9 +143,13 @@ RunStats run(std::shared_ptr<const Model> model, const EngineOptions& eo,
     st.depth_steps.push_back(m.spec_depth_steps[i] -
                              (i < before.spec_depth_steps.size() ? before.spec_depth_steps[i] : 0));
   st.profiled_rounds = m.spec_profiled_rounds - before.spec_profiled_rounds;
-  for (size_t i = 0; i < st.loop_seconds.size(); ++i)
+  for (size_t i = 0; i < st.loop_seconds.size(); ++i) {
     st.loop_seconds[i] = m.loop_phase_seconds[i] - before.loop_phase_seconds[i];
+    st.decode_loop_seconds[i] =
+        m.decode_loop_phase_seconds[i] - before.decode_loop_phase_seconds[i];
+  }
   st.steps = m.forward_steps_total - before.forward_steps_total;
+  st.decode_steps = m.decode_loop_steps - before.decode_loop_steps;
   for (size_t i = 0; i < st.phase_ms.size() && st.profiled_rounds; ++i)
     st.phase_ms[i] = 1e3 * (m.spec_phase_seconds[i] - before.spec_phase_seconds[i]) /
                      static_cast<double>(st.profiled_rounds);
@@ -164,17 +168,22 @@ void print_phases(const RunStats& s) {
               line.c_str(), total, static_cast<unsigned long long>(s.profiled_rounds));
 }
 
-// One line under a row: the engine thread's microseconds per target forward by loop phase.
+// Two lines under a row: the engine thread's microseconds per step by loop phase, over every
+// step and over the decode steps alone.
 void print_loop(const RunStats& s) {
-  std::string line;
-  double busy = 0;
-  for (size_t i = 0; i < s.loop_seconds.size(); ++i) {
-    const double us = s.steps ? 1e6 * s.loop_seconds[i] / static_cast<double>(s.steps) : 0.0;
-    line += fmt::format("{} {:.1f}  ", kLoopPhaseNames[i], us);
-    if (i != static_cast<size_t>(LoopPhase::kWait)) busy += us;
-  }
-  std::printf("%-11s loop, us per step: %sbusy %.1f (%llu steps)\n", "", line.c_str(), busy,
-              static_cast<unsigned long long>(s.steps));
+  auto line = [](const char* what, const auto& seconds, uint64_t steps) {
+    std::string text;
+    double busy = 0;
+    for (size_t i = 0; i < seconds.size(); ++i) {
+      const double us = steps ? 1e6 * seconds[i] / static_cast<double>(steps) : 0.0;
+      text += fmt::format("{} {:.1f}  ", kLoopPhaseNames[i], us);
+      if (i != static_cast<size_t>(LoopPhase::kWait)) busy += us;
+    }
+    std::printf("%-11s %s, us per step: %sbusy %.1f (%llu steps)\n", "", what, text.c_str(), busy,
+                static_cast<unsigned long long>(steps));
+  };
+  line("loop", s.loop_seconds, s.steps);
+  line("decode loop", s.decode_loop_seconds, s.decode_steps);
 }
 
 std::vector<int64_t> parse_list(const std::string& s) {

@@ -91,7 +91,8 @@ struct Engine::Impl {
   bool stopping = false;
   uint64_t next_id = 1;  // under mu
 
-  LoopClock clock;  // the engine thread's own
+  LoopClock clock;       // the engine thread's own
+  bool decoded = false;  // this iteration of the loop ran a decode step
   std::thread thread;
 
   Impl(std::shared_ptr<const Model> mdl, EngineOptions o, ProcessGroup* g)
@@ -256,6 +257,7 @@ struct Engine::Impl {
         p.set_value(idle);
       }
       bool sent = false;  // the other ranks have this step
+      decoded = false;
       try {
         step(sent);
       } catch (const std::exception& e) {
@@ -270,7 +272,7 @@ struct Engine::Impl {
       }
       out.publish(sched);
       clock.lap(LoopPhase::kPublish);
-      out.add_loop_seconds(clock.take());
+      out.add_loop_seconds(clock.take(), decoded);
     }
     for (auto& s : sched.take_running())
       out.finish(*s, FinishReason::kAbort, "server shutting down");
@@ -303,6 +305,7 @@ struct Engine::Impl {
       group->broadcast(msg);
     }
     clock.lap(LoopPhase::kSchedule);
+    decoded = plan.kind == StepPlan::Kind::kDecode;
     const auto t0 = std::chrono::steady_clock::now();
     const SpecWorker::RoundStats stats = exec.run(plan);
     clock.lap(LoopPhase::kDevice);  // a plain decode step has charged its own phases

@@ -101,6 +101,10 @@ struct EngineMetrics {
   // Wall seconds of the engine thread by phase of its loop (loop_clock.h), cumulative: they sum
   // to the thread's lifetime, so a slower step can be told apart by where it spends its time.
   std::array<double, static_cast<size_t>(LoopPhase::kCount)> loop_phase_seconds{};
+  // The same for the loop iterations that ran a decode step (plain or speculative) only, and
+  // their count: a slower decode step apart from prefill steps and the turnover of requests.
+  std::array<double, static_cast<size_t>(LoopPhase::kCount)> decode_loop_phase_seconds{};
+  uint64_t decode_loop_steps = 0;
   double last_gen_throughput = 0.0;  // generated tokens/s over the last few seconds
   // Tokens committed per verify round, bonus included (0 if none yet).
   double avg_spec_accept_length() const {

@@ -131,9 +131,12 @@ void OutputProcessor::add_phase_seconds(const std::array<double, 4>& seconds) {
 }
 
 void OutputProcessor::add_loop_seconds(
-    const std::array<double, static_cast<size_t>(LoopPhase::kCount)>& seconds) {
+    const std::array<double, static_cast<size_t>(LoopPhase::kCount)>& seconds, bool decode) {
   std::lock_guard<std::mutex> g(mu_);
   for (size_t i = 0; i < seconds.size(); ++i) m_.loop_phase_seconds[i] += seconds[i];
+  if (!decode) return;
+  for (size_t i = 0; i < seconds.size(); ++i) m_.decode_loop_phase_seconds[i] += seconds[i];
+  ++m_.decode_loop_steps;
 }
 
 void OutputProcessor::publish(const Scheduler& sched) {

@@ -35,7 +35,9 @@ class OutputProcessor {
   // A decode step of a speculating engine ran at this depth (0: plain).
   void count_depth(int64_t depth);
   void add_phase_seconds(const std::array<double, 4>& seconds);
-  void add_loop_seconds(const std::array<double, static_cast<size_t>(LoopPhase::kCount)>& seconds);
+  // One iteration of the engine loop; decode: it ran a decode step.
+  void add_loop_seconds(const std::array<double, static_cast<size_t>(LoopPhase::kCount)>& seconds,
+                        bool decode);
   void publish(const Scheduler& sched);  // queue and cache gauges, recent throughput
   EngineMetrics metrics() const;
 

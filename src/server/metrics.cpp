@@ -172,6 +172,13 @@ std::string render_prometheus(const EngineMetrics& e, const ServerMetrics& s,
   for (size_t i = 0; i < e.loop_phase_seconds.size(); ++i)
     w.sample("tandem:engine_loop_seconds_total", fmt::format("phase=\"{}\"", kLoopPhaseNames[i]),
              e.loop_phase_seconds[i]);
+  w.family("tandem:engine_decode_loop_seconds_total",
+           "The same for the iterations of the engine loop that ran a decode step.", "counter");
+  for (size_t i = 0; i < e.decode_loop_phase_seconds.size(); ++i)
+    w.sample("tandem:engine_decode_loop_seconds_total",
+             fmt::format("phase=\"{}\"", kLoopPhaseNames[i]), e.decode_loop_phase_seconds[i]);
+  w.counter("tandem:engine_decode_steps_total", "Iterations of the engine loop that decoded.",
+            static_cast<double>(e.decode_loop_steps));
   w.family("tandem:request_success_total", "Finished requests by finish reason.", "counter");
   for (FinishReason r :
        {FinishReason::kStop, FinishReason::kLength, FinishReason::kAbort, FinishReason::kError})
