@@ -160,6 +160,20 @@ def online(args, base, server_pid, backend, c, n):
     return median_row(results)
 
 
+def pin_engine(pid):
+    """An experiment: the server's engine thread alone on the last allowed CPU, every other
+    thread of the server and of this script (so the clients too) on the rest."""
+    cpus = sorted(os.sched_getaffinity(0))
+    engine_cpu, rest = {cpus[-1]}, set(cpus[:-1])
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            name = f.read().strip()
+        os.sched_setaffinity(int(tid), engine_cpu if name == "tandem-engine" else rest)
+    os.sched_setaffinity(0, rest)
+    print(f"pinned: the engine thread on CPU {cpus[-1]}, everything else on {len(rest)} CPUs",
+          file=sys.stderr)
+
+
 def print_loop(label, c, loop):
     if not loop:
         return
@@ -183,6 +197,9 @@ def main():
                     help="run tandem bench at this niceness (an experiment: a client on the same "
                          "host competes with the engine thread for cores)")
     ap.add_argument("--server-env", default="", help="VAR=VALUE ... for the server")
+    ap.add_argument("--pin-engine", action="store_true",
+                    help="an experiment: the engine thread alone on one CPU (threads created "
+                         "later, such as stream pumps, inherit the rest)")
     ap.add_argument("--repeats", type=int, default=3,
                     help="timed runs per row (after one untimed); the median is printed")
     args = ap.parse_args()
@@ -208,6 +225,8 @@ def main():
                 if server.poll() is not None:
                     sys.exit(f"the server exited ({server.returncode}); log: {log.name}")
                 time.sleep(0.5)
+        if args.pin_engine:
+            pin_engine(server.pid)
         rows_on = {(b, c): online(args, base, server.pid, b, c, max(8, 4 * c))
                    for b in backends for c in concs}
     finally:

@@ -223,6 +223,7 @@ HttpOptions http_options(const ServerArgs& args) {
   auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0)); };
   HttpOptions o;
   o.threads = args.http_thread_count();
+  o.stream_threads = args.stream_threads;
   o.max_request_bytes = args.max_request_bytes;
   const int64_t derived = default_max_connections();  // raises the open-file limit too
   o.max_connections = args.max_connections > 0 ? args.max_connections : derived;
