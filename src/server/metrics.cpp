@@ -8,27 +8,28 @@
 namespace tandem::server {
 
 Histogram::Histogram(std::vector<double> upper_bounds)
-    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {
+    : bounds_(std::move(upper_bounds)),
+      counts_(std::make_unique<std::atomic<uint64_t>[]>(bounds_.size() + 1)) {
   std::sort(bounds_.begin(), bounds_.end());
 }
 
 void Histogram::observe(double value, uint64_t times) {
   // Prometheus buckets are "less than or equal": le="0.1" counts 0.1 itself.
   const size_t b = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
-  std::lock_guard<std::mutex> g(mu_);
-  counts_[b] += times;
-  sum_ += value * static_cast<double>(times);
-  count_ += times;
+  counts_[b].fetch_add(times, std::memory_order_relaxed);
+  sum_.fetch_add(value * static_cast<double>(times), std::memory_order_relaxed);
 }
 
+// The count is the buckets' total, so the +Inf bucket always equals it, as Prometheus requires,
+// even while other threads observe; the sum may lead or lag the buckets by those observations.
 Histogram::Snapshot Histogram::snapshot() const {
   Snapshot s;
   s.bounds = bounds_;
-  std::lock_guard<std::mutex> g(mu_);
   uint64_t run = 0;
-  for (uint64_t c : counts_) s.cumulative.push_back(run += c);
-  s.sum = sum_;
-  s.count = count_;
+  for (size_t i = 0; i <= bounds_.size(); ++i)
+    s.cumulative.push_back(run += counts_[i].load(std::memory_order_relaxed));
+  s.sum = sum_.load(std::memory_order_relaxed);
+  s.count = run;
   return s;
 }
 

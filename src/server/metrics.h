@@ -7,7 +7,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <mutex>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +15,8 @@
 
 namespace tandem::server {
 
+// Lock-free: the stream pump threads observe every token event, and a mutex they all take per
+// event showed up as contention (docs/benchmarks.md, "HTTP against in-process").
 class Histogram {
  public:
   explicit Histogram(std::vector<double> upper_bounds);
@@ -30,10 +32,8 @@ class Histogram {
 
  private:
   std::vector<double> bounds_;
-  mutable std::mutex mu_;
-  std::vector<uint64_t> counts_;  // per bucket (not cumulative), last = overflow
-  double sum_ = 0;
-  uint64_t count_ = 0;
+  std::unique_ptr<std::atomic<uint64_t>[]> counts_;  // per bucket (not cumulative), last = overflow
+  std::atomic<double> sum_{0.0};
 };
 
 // What the server itself measures (the engine counts tokens and pages).

@@ -3,10 +3,13 @@
 // SGLang and vLLM clients scrape.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include "server/metrics.h"
 
@@ -27,6 +30,39 @@ TEST(Histogram, CumulativeBuckets) {
   EXPECT_EQ(s.cumulative[3], 6u);
   EXPECT_EQ(s.count, 6u);
   EXPECT_DOUBLE_EQ(s.sum, 0.05 + 0.1 + 1.5 + 100);
+}
+
+// Threads observe while another takes snapshots (as pump threads and /metrics do): no count is
+// lost, every snapshot is cumulative with its +Inf bucket equal to its count, and the final sum is
+// exact (the values are exact in binary).
+TEST(Histogram, ObservationsFromManyThreadsAreAllCounted) {
+  Histogram h({0.25, 0.5, 1});
+  constexpr int kThreads = 8, kEach = 20000;
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    while (!done.load()) {
+      const auto s = h.snapshot();
+      for (size_t i = 1; i < s.cumulative.size(); ++i)
+        ASSERT_LE(s.cumulative[i - 1], s.cumulative[i]);
+      ASSERT_EQ(s.cumulative.back(), s.count);
+    }
+  });
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kThreads; ++t)
+    writers.emplace_back([&h, t] {
+      for (int i = 0; i < kEach; ++i) h.observe((t % 4) * 0.25 + 0.125, 1 + (i & 1));
+    });
+  for (auto& w : writers) w.join();
+  done = true;
+  reader.join();
+  const auto s = h.snapshot();
+  const uint64_t per_thread = kEach / 2 * 3;  // times 1 and 2 alternately
+  EXPECT_EQ(s.count, kThreads * per_thread);
+  // Two threads per value: 0.125 -> le 0.25, 0.375 -> le 0.5, 0.625 and 0.875 -> le 1.
+  EXPECT_EQ(s.cumulative[0], 2 * per_thread);
+  EXPECT_EQ(s.cumulative[1], 4 * per_thread);
+  EXPECT_EQ(s.cumulative[2], 8 * per_thread);
+  EXPECT_DOUBLE_EQ(s.sum, 2.0 * per_thread * (0.125 + 0.375 + 0.625 + 0.875));
 }
 
 struct Parsed {
