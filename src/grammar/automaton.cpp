@@ -1,6 +1,7 @@
 #include "grammar/automaton.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -89,18 +90,19 @@ class RuleBuilder {
         for (int32_t c : e.items) build(m, c, from, to);
         return;
       case ir::Op::kRepeat: {
-        const int32_t x = e.items[0];
+        const Repeat rep = fold_repeats(e);
+        const int32_t x = rep.item;
         int32_t cur = from;
-        for (int32_t k = 0; k < e.min; ++k) {
-          const int32_t next = (k + 1 == e.min && e.max == e.min) ? to : m.add();
+        for (int32_t k = 0; k < rep.min; ++k) {
+          const int32_t next = (k + 1 == rep.min && rep.max == rep.min) ? to : m.add();
           build(m, x, cur, next);
           cur = next;
         }
-        if (e.max == e.min) {
-          if (e.min == 0) m.nodes[from].eps.push_back(to);
+        if (rep.max == rep.min) {
+          if (rep.min == 0) m.nodes[from].eps.push_back(to);
           return;
         }
-        if (e.max == ir::kUnbounded) {
+        if (rep.max == ir::kUnbounded) {
           const int32_t loop = m.add();  // fresh, so the loop cannot re-enter `from`
           m.nodes[cur].eps.push_back(loop);
           build(m, x, loop, loop);
@@ -108,7 +110,7 @@ class RuleBuilder {
           return;
         }
         // x{0,k} nested as (x (x ...)?)?: one path per count, no ambiguity.
-        for (int32_t j = 0; j < e.max - e.min; ++j) {
+        for (int32_t j = 0; j < rep.max - rep.min; ++j) {
           m.nodes[cur].eps.push_back(to);
           const int32_t next = m.add();
           build(m, x, cur, next);
@@ -121,6 +123,37 @@ class RuleBuilder {
   }
 
  private:
+  struct Repeat {
+    int32_t item;
+    int32_t min, max;
+  };
+  // A quantifier on a quantifier, as one quantifier where the language allows: x+ builds x
+  // twice (once, then the loop), so ("ab"+)+++ would double per level (the grammar fuzzer's
+  // 13 stacked '+' took a minute to compile). (x{a,}){b,B} is x{ab,} when the inner repeat may
+  // run once or not at all (a <= 1, B >= 1), or when both are unbounded and b >= 1 (any count
+  // from ab up splits into b parts of at least a); (x?){b,} is x*; (x?)? is x?. Anything else
+  // (such as (x{2,})*, which cannot match one x) is built as written.
+  Repeat fold_repeats(const ir::Expr& e) const {
+    Repeat r{e.items[0], e.min, e.max};
+    for (;;) {
+      const ir::Expr& in = g_.exprs[r.item];
+      if (in.op != ir::Op::kRepeat || in.max == 0 || r.max == 0) return r;
+      const int64_t a = in.min, b = r.min;
+      const bool inner_unbounded = in.max == ir::kUnbounded;
+      const bool outer_unbounded = r.max == ir::kUnbounded;
+      if (inner_unbounded && (a <= 1 || (outer_unbounded && b >= 1))) {
+        if (a * b > std::numeric_limits<int32_t>::max()) return r;  // refused by size anyway
+        r = {in.items[0], static_cast<int32_t>(a * b), ir::kUnbounded};
+      } else if (a == 0 && in.max == 1 && outer_unbounded) {
+        r = {in.items[0], 0, ir::kUnbounded};
+      } else if (a == 0 && in.max == 1 && b == 0 && r.max == 1) {
+        r = {in.items[0], 0, 1};
+      } else {
+        return r;
+      }
+    }
+  }
+
   // UTF-8 paths with shared suffixes: every multi-byte sequence ends in runs of [80-BF], so the
   // class costs a handful of nodes however many ranges it has.
   void build_class(EpsNfa& m, const std::vector<ir::CodeRange>& cps, int32_t from, int32_t to) {

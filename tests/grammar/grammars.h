@@ -79,6 +79,14 @@ root ::= item*
 item ::= "[" root root "]" | [a-c] | "(" root ")"
 )G";
 
+// Quantifiers on quantifiers, which the automaton folds into one where the language allows
+// (the Earley oracle reads them as written).
+inline constexpr const char* kStacked = R"G(
+root ::= ("ab"+)+ "," (c*)+ "," (c?)* "," ("d"+)? "," ("e"?)? "," ("f"{2,}){2,} "," (g+){0,2} "," (("h"?)+)+ ";" (("i"{2,})*)? ("j"{2,}){0,} "." ("k"+){2,3}
+c    ::= "c" | "C"
+g    ::= "g"
+)G";
+
 struct NamedGrammar {
   const char* name;
   const char* ebnf;
@@ -87,6 +95,7 @@ inline constexpr NamedGrammar kAll[] = {
     {"json", kJson},         {"arith", kArith},           {"brackets", kBrackets},
     {"repeats", kRepeats},   {"shared", kSharedPrefixes}, {"unicode", kUnicode},
     {"nullable", kNullable}, {"nested", kNested},         {"ambiguous", kAmbiguous},
+    {"stacked", kStacked},
 };
 
 }  // namespace tandem::grammar::testing
