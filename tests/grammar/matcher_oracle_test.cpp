@@ -112,6 +112,37 @@ TEST(MatcherVsEarley, AmbiguousRecursionStaysSmall) {
   EXPECT_FALSE(testing::bit(mask, ids[')']));
 }
 
+// Every pair and triple of quantifiers stacked on "x", exhaustively on x^0 .. x^14: the
+// automaton folds some stacks into one quantifier, and a fold that changed which counts are
+// sentences would show here (the Earley oracle reads them as written).
+TEST(MatcherVsEarley, StackedQuantifiersOnEveryCount) {
+  auto vocab = testing::byte_vocab();
+  const auto ids = testing::byte_ids(*vocab);
+  const char* quantifiers[] = {"?", "*", "+", "{2,}", "{0,2}", "{2,3}", "{1,}", "{3}", "{0,}"};
+  std::vector<std::string> grammars;
+  for (const char* q1 : quantifiers)
+    for (const char* q2 : quantifiers) {
+      grammars.push_back(std::string("root ::= ((\"x\")") + q1 + ")" + q2);
+      for (const char* q3 : {"?", "+", "{2,}", "*"})
+        grammars.push_back(std::string("root ::= (((\"x\")") + q1 + ")" + q2 + ")" + q3);
+    }
+  for (const std::string& ebnf : grammars) {
+    SCOPED_TRACE(ebnf);
+    EarleyRecognizer oracle(ir::parse_ebnf(ebnf));
+    Matcher m(compile(ebnf, vocab));
+    auto chart = oracle.start();
+    for (int n = 0; n <= 14; ++n) {
+      if (n > 0) {
+        oracle.extend(chart, "x");
+        const bool viable = oracle.viable(chart);
+        ASSERT_EQ(m.accept_token(ids['x']), viable) << "at x^" << n;
+        if (!viable) break;
+      }
+      ASSERT_EQ(m.can_terminate(), oracle.complete(chart)) << "x^" << n;
+    }
+  }
+}
+
 TEST(MatcherVsEarley, IsTerminated) {
   auto vocab = testing::byte_vocab();
   const auto ids = testing::byte_ids(*vocab);
