@@ -591,9 +591,11 @@ bool HttpServer::run() {
   m.reserve_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   m.watch(m.listen_fd);
   m.watch(m.wake_fd);
-  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
-  const int64_t pumps =
-      m.opt.stream_threads > 0 ? m.opt.stream_threads : std::clamp<int64_t>(cores / 4, 1, 8);
+  // One pump by default: on the H200 with the default model at 64 streams (~95k tokens/s) one
+  // thread spends ~3 us per token and leaves the engine's decode steps as fast as in-process,
+  // while four spent ~11 us per token (they contend in the kernel's socket wakeups) and made
+  // each step ~40 us slower (docs/benchmarks.md, "HTTP against in-process").
+  const int64_t pumps = m.opt.stream_threads > 0 ? m.opt.stream_threads : 1;
   m.pump = std::make_unique<StreamPump>(static_cast<int>(pumps), m.opt.write_timeout);
   for (int64_t i = 0; i < m.opt.threads; ++i)
     m.workers.emplace_back([&m] {

@@ -31,8 +31,7 @@ namespace tandem::server {
 
 struct HttpOptions {
   int64_t threads = 64;  // workers: requests being handled (streams only until the pump takes them)
-  // Threads that write streamed bodies for every connection (stream_pump.h); 0: a quarter of the
-  // cores, 1 to 8.
+  // Threads that write streamed bodies for every connection (stream_pump.h); 0: one.
   int64_t stream_threads = 0;
   int64_t max_request_bytes = 32 << 20;
   int64_t max_connections = 1024;
