@@ -71,7 +71,7 @@ struct ServerArgs {
   std::string allowed_origins;
   // No web page at / (the chat and live statistics page, src/server/web/index.html).
   bool disable_web_page = false;
-  int64_t http_threads = 0;  // 0: enough for max_running_requests streams and waiting requests
+  int64_t http_threads = 0;    // 0: enough for max_running_requests streams and waiting requests
   int64_t stream_threads = 0;  // stream pump threads; 0: one
   int64_t max_request_bytes = 32 << 20;
   // Open connections beyond which a new one gets 503 (0: derived from the open-file limit).
