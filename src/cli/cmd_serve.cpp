@@ -141,10 +141,11 @@ Runner add_serve(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--http-threads", a->http_threads,
                  "HTTP worker threads (default: max(64, 2 x max-running-requests + 32))");
-  app.add_option("--stream-threads", a->stream_threads,
-                 "Threads that write streamed responses (default 0: one, which kept up with "
-                 "~95k tokens/s on 16 cores; raise it for bodies with heavy per-token work, such as "
-                 "hidden states)")
+  app.add_option(
+         "--stream-threads", a->stream_threads,
+         "Threads that write streamed responses (default 0: one, which kept up with "
+         "~95k tokens/s on 16 cores; raise it for bodies with heavy per-token work, such as "
+         "hidden states)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--max-connections", a->max_connections,
                  "Open connections beyond which a new one gets 503 (default 0: 8192, or fewer "
