@@ -22,6 +22,7 @@
 #include "model/presets.h"
 #include "model/random_checkpoint.h"
 #include "ops/backend.h"
+#include "runtime/draft_vocab.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
 #include "runtime/spec_accept.h"
@@ -200,6 +201,7 @@ Runner add_bench_offline(CLI::App& app) {
   struct Args {
     std::string model_path, revision, prompts, write_ids, svg, concurrency = "1,8,32";
     std::string json_schema, regex;  // structured outputs
+    std::string token_map;           // --speculative-token-map
     std::string steps = "3";         // fixed depths, comma-separated
     int64_t prompt_tokens = 64, max_new = 96, num_prompts = 16, max_steps = 0;
     double simulate = 0;
@@ -229,6 +231,9 @@ Runner add_bench_offline(CLI::App& app) {
                "compare it with the best of plain and the fixed depths");
   app.add_option("--speculative-max-steps", a->max_steps,
                  "Deepest adaptive round (default: max(5, the deepest fixed depth))");
+  app.add_option("--speculative-token-map", a->token_map,
+                 "JSON array of token ids: every MTP row drafts from these only (see tandem "
+                 "make-token-map); compare the accept length with a run without it");
   app.add_option("--simulate-accept-length", a->simulate,
                  "Simulate drafts of one constant per-position acceptance that gives this mean "
                  "accept length at the first --speculative-num-steps (cost study)");
@@ -401,6 +406,8 @@ Runner add_bench_offline(CLI::App& app) {
           a->simulate > 0 ? simulated_accept_length(simulated_accept_rate(a->simulate, fixed[0]), s)
                           : 0.0;
       sp.profile_spec_phases = a->profile_phases;
+      if (!a->token_map.empty())
+        sp.spec.token_map = read_token_map(a->token_map, model->config().vocab_size);
       spec_runs.push_back({fmt::format("MTP S={}", s), sp});
     }
     if (a->adaptive) {
@@ -412,6 +419,10 @@ Runner add_bench_offline(CLI::App& app) {
       sp.spec.simulate_accept_length = spec_runs.front().opt.spec.simulate_accept_length;
       spec_runs.push_back({"MTP adapt", sp});
     }
+    if (!a->token_map.empty() && !spec_runs.empty())
+      std::printf("draft vocabulary: %zu of %lld tokens (%s)\n",
+                  spec_runs.front().opt.spec.token_map.size(),
+                  static_cast<long long>(model->config().vocab_size), a->token_map.c_str());
     std::printf("model %s on %s: %zu prompts, %lld new tokens each, greedy%s\n",
                 a->load_format == "dummy"
                     ? ("dummy " + (a->preset.empty() ? dir : a->preset)).c_str()

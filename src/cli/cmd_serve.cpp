@@ -114,6 +114,10 @@ Runner add_serve(CLI::App& app) {
                "Choose the drafts of every step from the batch size, the running acceptance and "
                "the measured cost of each depth, in [0, --speculative-max-steps] (default: on; "
                "--disable-speculative-adaptive always drafts --speculative-num-steps)");
+  app.add_option(
+      "--speculative-token-map", a->speculative_token_map,
+      "JSON array of token ids: the draft proposes only these, through an LM head of "
+      "their rows (cheaper drafts; output unchanged; `tandem make-token-map` writes one)");
   app.add_option("--speculative-max-steps", a->speculative_max_steps,
                  "Deepest adaptive round (default: max(--speculative-num-steps, 5))");
   app.add_option("--reasoning-parser", a->reasoning_parser,

@@ -31,6 +31,9 @@ int main(int argc, char** argv) {
       tandem::cli::add_bench);
   add("bench-offline", "Benchmark the engine in-process, with and without MTP speculation",
       tandem::cli::add_bench_offline);
+  add("make-token-map",
+      "Write the draft vocabulary for --speculative-token-map: a corpus's most frequent tokens",
+      tandem::cli::add_make_token_map);
   CLI11_PARSE(app, argc, argv);
   try {
     tandem::init_backends(tandem::cli::process_cuda_device());

@@ -74,9 +74,11 @@ Tensor Model::embed(Workspace& ws, const Tensor& ids) const {
   return e;
 }
 
-Tensor Model::logits_for(Workspace& ws, const ForwardBatch& batch, const Tensor& normed) const {
+Tensor Model::logits_for(Workspace& ws, const ForwardBatch& batch, const Tensor& normed,
+                         const Weight* head) const {
   const Tensor rows =
       batch.logit_rows.defined() ? ops::gather_rows(ws, normed, batch.logit_rows) : normed;
+  if (head) return ops::linear(ws, rows, *head, DType::F32);  // [R, K], fp32, whole on each rank
   Tensor local = ops::linear(ws, rows, weights_.lm_head, DType::F32);  // [R, V / tp], fp32
   if (!comm_) return local;
   // Every rank gets the whole row, so greedy argmax and seeded sampling pick the same token as
@@ -121,7 +123,8 @@ ForwardResult Model::forward(Workspace& ws, const ForwardBatch& batch, KvCache& 
 }
 
 ForwardResult Model::forward_mtp(Workspace& ws, const ForwardBatch& batch, const Tensor& hidden,
-                                 KvCache& cache, const Tensor& reuse_topk) const {
+                                 KvCache& cache, const Tensor& reuse_topk,
+                                 const Weight* head) const {
   TD_CHECK(weights_.mtp.has_value(), "this model has no MTP layer loaded");
   const MtpWeights& m = *weights_.mtp;
   const float eps = static_cast<float>(config_.rms_norm_eps);
@@ -140,7 +143,7 @@ ForwardResult Model::forward_mtp(Workspace& ws, const ForwardBatch& batch, const
                 a, m.shared_head_norm, topk);
   ForwardResult r;
   r.hidden = a;  // [T, D] shared_head_norm(h)
-  r.logits = logits_for(ws, batch, r.hidden);
+  r.logits = logits_for(ws, batch, r.hidden, head);
   r.topk = topk;
   return r;
 }

@@ -47,12 +47,16 @@ class Model {
   // The MTP layer as a draft model. batch.input_ids hold x_{i+1}; hidden: [T, D] the LM-head
   // input at position i (the target's, or the draft's own on later draft steps). Writes cache
   // layer L. reuse_topk (may be undefined) replaces the MTP indexer's selection, for
-  // index_share_for_mtp_iteration. The returned hidden is the draft's LM-head input.
+  // index_share_for_mtp_iteration. The returned hidden is the draft's LM-head input. head, when
+  // given, replaces the LM head (a [K, D] subset of its rows, unsharded: the draft's vocabulary,
+  // runtime/draft_vocab.h); the logits are then [R, K], column k for the subset's k-th token.
   ForwardResult forward_mtp(Workspace& ws, const ForwardBatch& batch, const Tensor& hidden,
-                            KvCache& cache, const Tensor& reuse_topk = Tensor()) const;
+                            KvCache& cache, const Tensor& reuse_topk = Tensor(),
+                            const Weight* head = nullptr) const;
 
  private:
-  Tensor logits_for(Workspace& ws, const ForwardBatch& batch, const Tensor& normed) const;
+  Tensor logits_for(Workspace& ws, const ForwardBatch& batch, const Tensor& normed,
+                    const Weight* head = nullptr) const;
   Tensor embed(Workspace& ws, const Tensor& ids) const;  // [T] -> [T, D]
   LayerContext context(const ForwardBatch& batch, KvCache& cache, Workspace& ws) const;
 

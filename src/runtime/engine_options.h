@@ -23,6 +23,9 @@ struct SpeculativeOptions {
   int64_t max_steps = 0;         // deepest adaptive round; 0: max(num_steps, 5) (capped at 8)
   int64_t eagle_topk = 1;        // only 1 (chain drafts) is supported
   int64_t num_draft_tokens = 4;  // S + 1 tokens verified per round; 0: S + 1
+  // The draft's vocabulary (--speculative-token-map, runtime/draft_vocab.h): it proposes only
+  // these token ids, through an LM head of their rows; empty: the whole vocabulary.
+  std::vector<int32_t> token_map;
   // Benchmarking aid: instead of comparing drafts with the target, accept each draft position
   // with one fixed conditional probability, chosen so that rounds of num_steps drafts commit this
   // many tokens on average (bonus included); 0 = off. Output text is then not the model's.

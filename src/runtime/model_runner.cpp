@@ -1,5 +1,6 @@
 #include "runtime/model_runner.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -71,6 +72,41 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
                            model_->weights().embed.dtype(), model_->device());
   if (!model_->device().is_cpu() || opt.static_batches)
     graphs_ = make_graph_runner(*workspace_, opt.disable_cuda_graph || model_->device().is_cpu());
+  if (draft_steps > 0 && !opt.spec.token_map.empty())
+    draft_vocab_ = std::make_unique<DraftVocab>(*model_, *workspace_, opt.spec.token_map);
+}
+
+const Weight* ModelRunner::draft_head() const {
+  return draft_vocab_ ? &draft_vocab_->head() : nullptr;
+}
+
+std::vector<int32_t> ModelRunner::draft_argmax(const Tensor& logits,
+                                               const std::vector<const uint32_t*>& rows) {
+  const bool masked =
+      std::any_of(rows.begin(), rows.end(), [](const uint32_t* r) { return r != nullptr; });
+  if (!draft_vocab_) {
+    if (masked) mask_rows(logits, rows);
+    return argmax(logits);
+  }
+  // Masks over the vocabulary -> masks over the subset's columns.
+  std::vector<std::vector<uint32_t>> sub(rows.size());
+  std::vector<const uint32_t*> sub_rows(rows.size(), nullptr);
+  std::vector<int32_t> forced(rows.size(), -1);
+  const int64_t V = model_->config().vocab_size;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (!rows[r]) continue;
+    if (draft_vocab_->subset_mask(rows[r], sub[r])) {
+      sub_rows[r] = sub[r].data();
+      continue;
+    }
+    for (int32_t t = 0; t < V && forced[r] < 0; ++t)
+      if ((rows[r][t >> 5] >> (t & 31)) & 1u) forced[r] = t;
+  }
+  if (masked) mask_rows(logits, sub_rows);
+  std::vector<int32_t> am = argmax(logits);
+  for (size_t r = 0; r < am.size(); ++r)
+    am[r] = r < forced.size() && forced[r] >= 0 ? forced[r] : draft_vocab_->token(am[r]);
+  return am;
 }
 
 ModelRunner::~ModelRunner() = default;
@@ -90,7 +126,7 @@ ForwardResult ModelRunner::extend(const std::vector<SequenceChunk>& chunks) {
 ForwardResult ModelRunner::extend_draft(const std::vector<SequenceChunk>& chunks,
                                         const Tensor& hidden) {
   ForwardBatch fb = build_forward_batch(ForwardMode::kExtend, chunks, page_size_, device());
-  return model_->forward_mtp(*workspace_, fb, hidden, *cache_);
+  return model_->forward_mtp(*workspace_, fb, hidden, *cache_, Tensor(), draft_head());
 }
 
 // Page-table width of static batches: the longest context plus a round's tokens.
@@ -149,7 +185,7 @@ ForwardResult ModelRunner::forward_fixed(Kind kind, const std::vector<SequenceCh
       return r;
     }
     return model_->forward_mtp(*workspace_, fb, hidden, *cache_,
-                               kind == Kind::kDraftReuse ? reuse : Tensor());
+                               kind == Kind::kDraftReuse ? reuse : Tensor(), draft_head());
   }
   const int64_t Bb = bucket_for(B);
   const int64_t key = shape_key(kind, Bb, q, logit_pos.empty());
@@ -177,10 +213,11 @@ ForwardResult ModelRunner::forward_fixed(Kind kind, const std::vector<SequenceCh
     dst.copy_from(reuse.contiguous());
   }
   graphs_->run(key, [&](Workspace& w) {
-    sb.out = kind == Kind::kTarget
-                 ? model_->forward(w, sb.fb, *cache_)
-                 : model_->forward_mtp(w, sb.fb, sb.hidden, *cache_,
-                                       kind == Kind::kDraftReuse ? sb.reuse : Tensor());
+    sb.out =
+        kind == Kind::kTarget
+            ? model_->forward(w, sb.fb, *cache_)
+            : model_->forward_mtp(w, sb.fb, sb.hidden, *cache_,
+                                  kind == Kind::kDraftReuse ? sb.reuse : Tensor(), draft_head());
     // Padding rows have slot -1 and write nowhere.
     if (kind == Kind::kTarget && stash_.defined()) ops::kv_store(sb.out.hidden, sb.fb.attn, stash_);
   });
@@ -218,8 +255,10 @@ std::vector<std::vector<int32_t>> ModelRunner::draft_loop(
   graphs_->run(key, [&](Workspace& w) {
     Tensor h = sb.hidden;  // [Bb, D]: the draft hidden state that produced d_1
     for (int64_t j = 1; j < S; ++j) {
-      const ForwardResult d = model_->forward_mtp(w, sb.steps[j - 1], h, *cache_, sb.reuse);
-      const Tensor am = ops::argmax(w, d.logits);  // [Bb] i32: d_{j+1}
+      const ForwardResult d =
+          model_->forward_mtp(w, sb.steps[j - 1], h, *cache_, sb.reuse, draft_head());
+      Tensor am = ops::argmax(w, d.logits);  // [Bb] i32: d_{j+1} (its column of the subset)
+      if (draft_vocab_) am = ops::gather_rows(w, draft_vocab_->ids_column(), am).view({Bb});
       Tensor row = sb.drafts.select(0, j - 1);
       ops::copy(am, row);
       if (j + 1 < S) ops::copy(am, sb.steps[j].input_ids);

@@ -13,6 +13,7 @@
 #include "model/model.h"
 #include "ops/graph_runner.h"
 #include "runtime/batch_builder.h"
+#include "runtime/draft_vocab.h"
 #include "runtime/engine_options.h"
 #include "runtime/sequence.h"
 
@@ -65,6 +66,13 @@ class ModelRunner {
   // Constrained decoding: logits [R, V] masked in place, row r by rows[r] (a token bitmask of
   // (V + 31) / 32 words; null or past the end: unmasked). One upload, one op.
   void mask_rows(const Tensor& logits, const std::vector<const uint32_t*>& rows);
+  // The draft's token of each row of its logits (argmax), masked by rows[r] as mask_rows (masks
+  // over the whole vocabulary). With a draft vocabulary (--speculative-token-map) the logits
+  // cover its columns only: the masks are mapped onto them and the columns back to token ids;
+  // a constrained row that allows none of the subset proposes its first allowed token.
+  std::vector<int32_t> draft_argmax(const Tensor& logits, const std::vector<const uint32_t*>& rows);
+  // The draft's LM head: the vocabulary subset's, or null for the model's own.
+  const Weight* draft_head() const;
 
   // Host values as the model's activations (its dtype, its device) / host index vectors.
   Tensor activations(const std::vector<float>& v, const Shape& shape) const;
@@ -89,6 +97,7 @@ class ModelRunner {
   std::unique_ptr<GraphRunner> graphs_;   // decode-shaped forwards, captured per shape
   std::map<int64_t, std::unique_ptr<StaticBatch>> statics_;
   Tensor stash_;  // [num_pages * page_size, D] in the activation dtype (adaptive speculation)
+  std::unique_ptr<DraftVocab> draft_vocab_;  // --speculative-token-map, or null
 };
 
 }  // namespace tandem

@@ -96,18 +96,17 @@ void SpecWorker::set_next_drafts(const std::vector<Sequence*>& seqs, const Forwa
   const Model& model = runner_.model();
   // A constrained sequence's next d_1 is drawn from its masked draft distribution (one logit row
   // per sequence, in order): an invalid draft could never be accepted.
+  std::vector<std::vector<uint32_t>> masks(seqs.size());
+  std::vector<const uint32_t*> mask_rows(seqs.size(), nullptr);
   if (any_constrained(seqs)) {
-    const int64_t V = d.logits.size(1);
-    std::vector<std::vector<uint32_t>> masks(seqs.size());
-    std::vector<const uint32_t*> rows(seqs.size(), nullptr);
+    const int64_t V = model.config().vocab_size;
     for (size_t i = 0; i < seqs.size(); ++i) {
       if (!is_constrained(*seqs[i])) continue;
       next_token_mask(*seqs[i], V, masks[i]);
-      rows[i] = masks[i].data();
+      mask_rows[i] = masks[i].data();
     }
-    runner_.mask_rows(d.logits, rows);
   }
-  const std::vector<int32_t> am = runner_.argmax(d.logits);
+  const std::vector<int32_t> am = runner_.draft_argmax(d.logits, mask_rows);
   std::vector<int32_t> rows;
   for (size_t i = 0; i < seqs.size(); ++i) rows.push_back(static_cast<int32_t>(token_end[i] - 1));
   const Tensor rows_t = runner_.indices(rows);
@@ -180,12 +179,12 @@ std::vector<std::vector<int32_t>> SpecWorker::draft(const std::vector<Sequence*>
     const ForwardResult d = runner_.forward_fixed(
         reuse.defined() ? ModelRunner::Kind::kDraftReuse : ModelRunner::Kind::kDraft,
         step_chunks(j), 1, std::vector<int64_t>(static_cast<size_t>(B), 0), hid, reuse);
+    std::vector<const uint32_t*> rows;
     if (masks.any()) {
-      std::vector<const uint32_t*> rows(static_cast<size_t>(B));
+      rows.resize(static_cast<size_t>(B));
       for (int64_t b = 0; b < B; ++b) rows[b] = masks.row(static_cast<size_t>(b), j);
-      runner_.mask_rows(d.logits, rows);
     }
-    const std::vector<int32_t> am = runner_.argmax(d.logits);
+    const std::vector<int32_t> am = runner_.draft_argmax(d.logits, rows);
     for (int64_t b = 0; b < B; ++b) {
       drafts[b].push_back(am[b]);
       follow(b);

@@ -22,6 +22,7 @@
 #include "distributed/socket_group.h"
 #include "model/model.h"
 #include "ops/backend.h"
+#include "runtime/draft_vocab.h"
 #include "runtime/follower.h"
 #include "server/http_server.h"
 #include "server/memory_policy.h"
@@ -184,7 +185,9 @@ LoadedModel load_model(const ServerArgs& args, const EngineOptions& eo, bool cud
     lm.comm->set_on_failure(stop_on_collective_failure);
     model->set_collectives(lm.comm.get());
   }
-  const EngineOptions opts = sized_for_device(args, eo, *model, lo, cuda);
+  EngineOptions opts = sized_for_device(args, eo, *model, lo, cuda);
+  if (!args.speculative_token_map.empty() && opts.spec.enabled())
+    opts.spec.token_map = read_token_map(args.speculative_token_map, model->config().vocab_size);
   lm.engine = std::make_unique<Engine>(model, opts, lm.group.get());
   return lm;
 }

@@ -51,6 +51,7 @@ Json ServerArgs::to_json() const {
   j["quantization"] = quantization.empty() ? Json() : Json(quantization);
   j["speculative_algorithm"] = speculative_algorithm.empty() ? Json() : Json(speculative_algorithm);
   j["speculative_num_steps"] = speculative_num_steps;
+  j["speculative_token_map"] = speculative_token_map.empty() ? Json() : Json(speculative_token_map);
   j["speculative_eagle_topk"] = speculative_eagle_topk;
   j["speculative_num_draft_tokens"] =
       speculative_num_draft_tokens > 0 ? speculative_num_draft_tokens : speculative_num_steps + 1;

@@ -53,6 +53,7 @@ struct ServerArgs {
   std::string model_loader_extra_config;
   std::string speculative_algorithm;
   int64_t speculative_num_steps = 3;
+  std::string speculative_token_map;  // JSON array of the draft's token ids; empty: all
   int64_t speculative_eagle_topk = 1;
   int64_t speculative_num_draft_tokens = 0;  // 0: num_steps + 1
   // Adaptive depth (on by default when speculating): each decode step picks its drafts in
