@@ -221,6 +221,24 @@ if [ "${STRUCTURED:-1}" = "1" ]; then
   fi
   [ -x "$CARRY/grammar_bench" ] && step grammar_bench "${GRAMMAR_TIMEOUT:-120}" "$CARRY/grammar_bench" "$CARRY/qwen3_tokenizer.json"
 fi
+# The draft vocabulary (--speculative-token-map, issue #20 item 2): what a 32,768-token draft head
+# saves on the 4-layer GLM-5.2 slice (V = 154,880; simulated acceptance, so the map's ids are
+# simply the first 32,768), against the full head in the same run; then the default model with
+# the DRAFT_MAP its training corpus gives (tandem make-token-map), outputs identical to plain.
+if [ "${DRAFT_VOCAB:-1}" = "1" ]; then
+  python3 -c "import json; print(json.dumps(list(range(32768))))" > "$OUTDIR/first32k.json"
+  for MAP in "" "--speculative-token-map $OUTDIR/first32k.json"; do
+    step "draft_vocab_glm52${MAP:+_32k}" "${ADAPT_TIMEOUT:-200}" "$CARRY/tandem" bench-offline --device cuda \
+      --load-format dummy --preset glm5.2 --num-layers 4 --num-prompts 64 --prompt-tokens 512 \
+      --max-new-tokens 32 --concurrency 1,8,32,64 --simulate-accept-length 2.4 \
+      --speculative-num-steps 3 $MAP
+  done
+  if [ -n "${DRAFT_MAP:-}" ]; then
+    step draft_vocab_austen "${SPEC_TIMEOUT:-150}" "$CARRY/tandem" bench-offline --device cuda \
+      --prompts tests/data/austen/heldout_prompts_64.json --num-prompts 64 --concurrency 1,8,32 \
+      --speculative-num-steps 3 --speculative-token-map "$DRAFT_MAP"
+  fi
+fi
 # The HTTP/SSE path against the engine in-process (issue #21: at least 95% at every
 # concurrency): `tandem bench` through a real server and `bench-offline` on the same workload,
 # with CPU time per thread group (scripts/http_bench.py).
