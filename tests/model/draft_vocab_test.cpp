@@ -7,8 +7,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <map>
-#include <mutex>
 #include <set>
 
 #include "engine_test_util.h"
@@ -18,18 +16,6 @@
 
 namespace tandem::test {
 namespace {
-
-struct DraftLog {
-  std::mutex mu;
-  std::map<std::pair<uint64_t, int64_t>, std::vector<int32_t>> drafts;
-  void attach(EngineOptions& o) {
-    o.spec.draft_override = [this](uint64_t id, int64_t pos, int32_t d) {
-      std::lock_guard<std::mutex> g(mu);
-      drafts[{id, pos}].push_back(d);
-      return d;
-    };
-  }
-};
 
 std::shared_ptr<const Model> tiny_model(ModelConfig* config) {
   init_backends();

@@ -98,20 +98,6 @@ TEST(Spec, StaticPaddedBatchesChangeNothing) {
   }
 }
 
-// Every draft token the engine proposes, per (request, position) in round order, seen through
-// the draft_override hook (which returns it unchanged).
-struct DraftLog {
-  std::mutex mu;
-  std::map<std::pair<uint64_t, int64_t>, std::vector<int32_t>> drafts;
-  void attach(EngineOptions& o) {
-    o.spec.draft_override = [this](uint64_t id, int64_t pos, int32_t d) {
-      std::lock_guard<std::mutex> g(mu);
-      drafts[{id, pos}].push_back(d);
-      return d;
-    };
-  }
-};
-
 class DraftLoop : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 // With static batches the S - 1 draft steps of a round run as one forward (one CUDA graph on

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,20 @@ inline std::vector<Result> run_all(Engine& e, const std::vector<Request>& reqs) 
   for (auto& s : streams) out.push_back(drain(*s));
   return out;
 }
+
+// Every draft token the engine proposes, per (request, position) in round order, seen through
+// the draft_override hook (which returns it unchanged).
+struct DraftLog {
+  std::mutex mu;
+  std::map<std::pair<uint64_t, int64_t>, std::vector<int32_t>> drafts;
+  void attach(EngineOptions& o) {
+    o.spec.draft_override = [this](uint64_t id, int64_t pos, int32_t d) {
+      std::lock_guard<std::mutex> g(mu);
+      drafts[{id, pos}].push_back(d);
+      return d;
+    };
+  }
+};
 
 inline std::vector<Request> prompts(const ModelConfig& c, int n, int min_len, int max_len,
                                     int64_t max_new, uint64_t seed) {
