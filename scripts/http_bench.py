@@ -15,7 +15,9 @@ the engine's own step rate and tokens per step from /metrics, so a gap can be to
 tokens per step = requests waiting on the client or the server between steps; fewer steps per
 second = the engine thread slowed down. A second table splits the engine thread's time per step
 by phase of its loop (tandem:engine_loop_seconds_total; bench-offline --loop-phases) for both
-paths, so a slower step shows where it is slower.
+paths, over every step and over decode steps alone, with the number of steps (more steps than
+in-process for the same tokens = prefills split into more, smaller steps), so a slower step
+shows where it is slower.
 
 Usage (GPU machine, binaries from scripts/gpu_suite.sh --stage):
   scripts/http_bench.py --tandem build-cuda/carry/tandem --device cuda
@@ -96,6 +98,8 @@ def offline(args, c, n):
             key = "loop_us" if line.strip().startswith("loop") else "decode_loop_us"
             rows[-1][key] = {k: float(v) for k, v in re.findall(r"(\w+) ([0-9.]+)", line)
                              if k in LOOP_PHASES}
+            n = re.search(r"\((\d+) steps\)", line)
+            rows[-1][key]["steps"] = float(n.group(1)) if n else 0.0
     if len(rows) != args.repeats:
         sys.exit(f"expected {args.repeats} plain rows in bench-offline's output:\n{out.stdout}")
     return median_row(rows)
@@ -155,6 +159,8 @@ def online(args, base, server_pid, backend, c, n):
             "decode_loop_us": {k: 1e6 * (dloop1.get(k, 0.0) - dloop0.get(k, 0.0)) /
                                max(dsteps, 1.0) for k in LOOP_PHASES},
         }
+        result["loop_us"]["steps"] = steps
+        result["decode_loop_us"]["steps"] = dsteps
         if attempt > 0:
             results.append(result)
     return median_row(results)
@@ -177,9 +183,9 @@ def pin_engine(pid):
 def print_loop(label, c, loop):
     if not loop:
         return
-    busy = sum(v for k, v in loop.items() if k != "wait")
+    busy = sum(v for k, v in loop.items() if k in LOOP_PHASES and k != "wait")
     print(f"{c:>4} {label:<9} " + " ".join(f"{loop.get(k, 0.0):>8.1f}" for k in LOOP_PHASES) +
-          f" {busy:>8.1f}")
+          f" {busy:>8.1f} {loop.get('steps', 0.0):>7.0f}")
 
 
 def main():
@@ -259,7 +265,7 @@ def main():
         print(f"the engine thread, microseconds per step by loop phase, {what} (wait includes "
               "idle time between runs):")
         print(f"{'conc':>4} {'path':<9} " + " ".join(f"{k:>8}" for k in LOOP_PHASES) +
-              f" {'busy':>8}")
+              f" {'busy':>8} {'steps':>7}")
         for c in concs:
             print_loop("offline", c, rows_off[c].get(key))
             for b in backends:

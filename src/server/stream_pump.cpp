@@ -25,8 +25,8 @@ namespace tandem::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-// How often every stream is looked at whatever the events: stall deadlines, and any body whose
-// notification was lost.
+// How often every stream is looked at whatever the events: stall deadlines, streams adopted or
+// bodies notified whose wake-up was lost.
 constexpr std::chrono::milliseconds kTick{100};
 constexpr uint64_t kWakeKey = 0;  // epoll key of the shard's eventfd; streams are 1, 2, ...
 
@@ -54,10 +54,14 @@ class ReadyQueue {
     const uint64_t one = 1;
     [[maybe_unused]] const ssize_t w = ::write(fd_, &one, sizeof one);
   }
-  void take(std::vector<uint64_t>& out) {
+  // Consumes the wake-ups so far. Call it before looking at what they announced (the queued ids
+  // and the shard's adopted streams): a wake-up that comes after it stays pending.
+  void drain() {
     uint64_t n;
     while (::read(fd_, &n, sizeof n) > 0) {
     }
+  }
+  void take(std::vector<uint64_t>& out) {
     std::lock_guard<std::mutex> g(mu_);
     out.swap(ids_);
   }
@@ -139,6 +143,10 @@ class StreamPump::Shard {
       for (int i = 0; i < n; ++i) {
         const uint64_t key = evs[static_cast<size_t>(i)].data.u64;
         if (key == kWakeKey) {
+          // Drained first: an adoption or a notification after this point wakes us again. (The
+          // other way round, an adoption between take_incoming() and the drain lost its
+          // wake-up, and its stream waited forever: seen under CPU contention.)
+          ready_->drain();
           take_incoming();
           ready_->take(ids);
           for (uint64_t id : ids)
@@ -157,6 +165,7 @@ class StreamPump::Shard {
       }
       const Clock::time_point now = Clock::now();
       if (now >= next_tick) {
+        take_incoming();  // also every tick, whatever happened to the wake-ups
         std::vector<uint64_t> all;
         for (auto& [id, e] : entries_) all.push_back(id);
         for (uint64_t id : all) {
