@@ -394,6 +394,10 @@ Runner add_bench_offline(CLI::App& app) {
       EngineOptions opt;
     };
     std::vector<SpecRun> spec_runs;
+    // The draft vocabulary, read once for every speculative row.
+    const std::vector<int32_t> draft_ids =
+        a->token_map.empty() ? std::vector<int32_t>{}
+                             : read_token_map(a->token_map, model->config().vocab_size);
     for (int64_t s : fixed) {
       EngineOptions sp = plain;
       sp.spec.algorithm = "EAGLE";
@@ -406,8 +410,7 @@ Runner add_bench_offline(CLI::App& app) {
           a->simulate > 0 ? simulated_accept_length(simulated_accept_rate(a->simulate, fixed[0]), s)
                           : 0.0;
       sp.profile_spec_phases = a->profile_phases;
-      if (!a->token_map.empty())
-        sp.spec.token_map = read_token_map(a->token_map, model->config().vocab_size);
+      sp.spec.token_map = draft_ids;
       spec_runs.push_back({fmt::format("MTP S={}", s), sp});
     }
     if (a->adaptive) {
@@ -420,8 +423,7 @@ Runner add_bench_offline(CLI::App& app) {
       spec_runs.push_back({"MTP adapt", sp});
     }
     if (!a->token_map.empty() && !spec_runs.empty())
-      std::printf("draft vocabulary: %zu of %lld tokens (%s)\n",
-                  spec_runs.front().opt.spec.token_map.size(),
+      std::printf("draft vocabulary: %zu of %lld tokens (%s)\n", draft_ids.size(),
                   static_cast<long long>(model->config().vocab_size), a->token_map.c_str());
     std::printf("model %s on %s: %zu prompts, %lld new tokens each, greedy%s\n",
                 a->load_format == "dummy"
