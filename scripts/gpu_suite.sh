@@ -246,11 +246,11 @@ if [ "${HTTP_BENCH:-1}" = "1" ]; then
   step http_bench "${HTTP_TIMEOUT:-300}" python3 scripts/http_bench.py --tandem "$CARRY/tandem" --device cuda
 fi
 # compute-sanitizer over the small op cases: out-of-bounds / misaligned accesses, then
-# shared-memory races in the attention and indexer kernels.
+# shared-memory races in the attention, indexer, MoE and FP8 weight-stream kernels.
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ -x "$SAN" ] && [ "${SANITIZE:-1}" = "1" ]; then
   step memcheck "${MEMCHECK_TIMEOUT:-180}" env TANDEM_OPS_SMALL=1 "$SAN" --tool memcheck --error-exitcode 9 "$CARRY/ops_tests" --gtest_color=no
-  step racecheck "${RACECHECK_TIMEOUT:-90}" env TANDEM_OPS_SMALL=1 "$SAN" --tool racecheck --error-exitcode 9 "$CARRY/ops_tests" --gtest_color=no --gtest_filter='CudaOps.Mla*:CudaOps.Indexer*:CudaOps.Moe*'
+  step racecheck "${RACECHECK_TIMEOUT:-90}" env TANDEM_OPS_SMALL=1 "$SAN" --tool racecheck --error-exitcode 9 "$CARRY/ops_tests" --gtest_color=no --gtest_filter='CudaOps.Mla*:CudaOps.Indexer*:CudaOps.Moe*:CudaQuant.Fp8*'
 fi
 
 ADAPT_STEPS=$(cd "$OUTDIR" && ls adapt_*.log 2>/dev/null | sed 's/\.log$//' | tr '\n' ' ')

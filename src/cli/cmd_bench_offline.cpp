@@ -207,6 +207,7 @@ Runner add_bench_offline(CLI::App& app) {
     double simulate = 0;
     bool profile_phases = false, loop_phases = false, adaptive = false;
     bool no_plain = false, disable_cuda_graph = false, deterministic = false, no_warmup = false;
+    bool weight_only_quant = false;
     std::string device = "cpu", load_format = "auto", preset, quantization, loader_extra,
                 kv_cache_dtype = "auto";
     int64_t num_layers = 0, max_total_tokens = 1 << 16, workspace_mb = EngineOptions{}.workspace_mb;
@@ -268,6 +269,9 @@ Runner add_bench_offline(CLI::App& app) {
   app.add_option("--model-loader-extra-config", a->loader_extra,
                  "JSON, as SGLang: {\"online_quant_config\": {\"global_quant_config\": "
                  "\"ptpc_fp8\", \"exclude_layer\": [globs]}}");
+  app.add_flag("--weight-only-quant", a->weight_only_quant,
+               "Quark / MXFP4 checkpoints: keep activations in bf16 (W4A16) where the checkpoint's "
+               "input_tensors quantize them (W4A4)");
   app.add_option("--kv-cache-dtype", a->kv_cache_dtype,
                  "auto | bf16 | bfloat16 | fp8_e4m3 | fp8 (FP8 KV rows, docs/kv-cache.md)");
   app.add_option("--json-schema", a->json_schema,
@@ -287,6 +291,7 @@ Runner add_bench_offline(CLI::App& app) {
     LoadOptions lo;
     lo.load_mtp = speculate;
     lo.online_quant = parse_online_quant(a->quantization, a->loader_extra);
+    lo.online_quant.weight_only = a->weight_only_quant;
     if (a->device == "cuda") {
       lo.device = Device::cuda();
       lo.dtype = DType::BF16;
@@ -308,6 +313,7 @@ Runner add_bench_offline(CLI::App& app) {
         c.quant = fp8_checkpoint_quant(c);
       else if (a->quantization == "mxfp4" || a->quantization == "quark")
         c.quant = mxfp4_checkpoint_quant(c);
+      if (a->weight_only_quant) c.quant = without_activation_quant(c.quant, "--load-format dummy");
       else if (!a->loader_extra.empty())
         fail("--model-loader-extra-config does not apply to --load-format dummy");
       model = Model::dummy(c, lo);

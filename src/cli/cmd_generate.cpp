@@ -72,6 +72,9 @@ Runner add_generate(CLI::App& app) {
   app.add_option("--model-loader-extra-config", e.model_loader_extra_config,
                  "JSON, as SGLang: {\"online_quant_config\": {\"global_quant_config\": "
                  "\"ptpc_fp8\", \"exclude_layer\": [globs]}}");
+  app.add_flag("--weight-only-quant", e.weight_only_quant,
+               "Quark / MXFP4 checkpoints: keep activations in bf16 (W4A16) where the checkpoint's "
+               "input_tensors quantize them (W4A4)");
   app.add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-sequence tokens");
   app.add_option("--kv-cache-dtype", e.kv_cache_dtype,
                  "auto | bf16 | bfloat16 | fp8_e4m3 | fp8 (FP8 KV rows, docs/kv-cache.md)");
@@ -126,6 +129,7 @@ Runner add_generate(CLI::App& app) {
     lo.dtype = cuda ? DType::BF16 : DType::F32;
     lo.load_mtp = eo.spec.enabled();
     lo.online_quant = parse_online_quant(args.quantization, args.model_loader_extra_config);
+    lo.online_quant.weight_only = args.weight_only_quant;
     device_interface(lo.device.type).make_current(lo.device);
     std::shared_ptr<const Model> model = Model::load(dir, lo);
     if (!a->ignore_eos)

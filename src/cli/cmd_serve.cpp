@@ -100,6 +100,9 @@ Runner add_serve(CLI::App& app) {
   app.add_option("--model-loader-extra-config", a->model_loader_extra_config,
                  "JSON; online_quant_config {global_quant_config: ptpc_fp8, exclude_layer: "
                  "[globs]} quantizes a bf16 checkpoint per output channel while loading");
+  app.add_flag("--weight-only-quant", a->weight_only_quant,
+               "Quark / MXFP4 checkpoints: keep activations in bf16 (W4A16) where the checkpoint's "
+               "input_tensors quantize them (W4A4)");
   app.add_option("--speculative-algorithm", a->speculative_algorithm,
                  "EAGLE or NEXTN: draft with the checkpoint's MTP layer");
   app.add_option("--speculative-num-steps", a->speculative_num_steps,

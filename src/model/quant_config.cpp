@@ -414,9 +414,24 @@ OnlineQuantRequest parse_online_quant(const std::string& quantization_flag,
   return r;
 }
 
-QuantConfig apply_online_quant(const QuantConfig& ck, const OnlineQuantRequest& r,
-                               const std::string& src) {
-  if (r.empty()) return ck;
+QuantConfig without_activation_quant(const QuantConfig& q, const std::string& src) {
+  if (q.method != "quark" && q.method != "mxfp4")
+    throw InvalidArgument(fmt::format(
+        "{}: --weight-only-quant applies to Quark / MXFP4 checkpoints (their input_tensors); this "
+        "one's quant_method is {}",
+        src, q.method.empty() ? "none" : q.method));
+  QuantConfig c = q;
+  c.global.input.reset();
+  for (auto& [pattern, l] : c.layer_rules) l.input.reset();
+  for (auto& [type, l] : c.layer_type_rules) l.input.reset();
+  return c;
+}
+
+namespace {
+
+QuantConfig apply_scheme(const QuantConfig& ck, const OnlineQuantRequest& r,
+                         const std::string& src) {
+  if (r.quantization.empty() && r.scheme.empty()) return ck;
   if (!r.scheme.empty() && !r.quantization.empty())
     throw InvalidArgument(
         fmt::format("--quantization {} and online_quant_config {} both ask for a scheme; give one",
@@ -451,6 +466,14 @@ QuantConfig apply_online_quant(const QuantConfig& ck, const OnlineQuantRequest& 
     c.online_scheme = "fp8";
   }
   return c;
+}
+
+}  // namespace
+
+QuantConfig apply_online_quant(const QuantConfig& ck, const OnlineQuantRequest& r,
+                               const std::string& src) {
+  const QuantConfig c = apply_scheme(ck, r, src);
+  return r.weight_only ? without_activation_quant(c, src) : c;
 }
 
 }  // namespace tandem

@@ -92,7 +92,10 @@ struct OnlineQuantRequest {
   std::string quantization;          // --quantization as given: "" | "fp8" | "quark" | "mxfp4"
   std::string scheme;                // online_quant_config.global_quant_config: "" | "ptpc_fp8"
   std::vector<std::string> exclude;  // online_quant_config.exclude_layer (globs)
-  bool empty() const { return quantization.empty() && scheme.empty(); }
+  // --weight-only-quant: a Quark / MXFP4 checkpoint's weights as stored, its activations left in
+  // bf16 (W4A16) even where input_tensors quantizes them (W4A4, what AMD calibrates for).
+  bool weight_only = false;
+  bool empty() const { return quantization.empty() && scheme.empty() && !weight_only; }
 };
 
 // Parses --quantization and --model-loader-extra-config. Throws InvalidArgument naming the flag
@@ -106,5 +109,10 @@ OnlineQuantRequest parse_online_quant(const std::string& quantization_flag,
 // for anything else (online quantization needs high-precision weights). Throws InvalidArgument.
 QuantConfig apply_online_quant(const QuantConfig& checkpoint, const OnlineQuantRequest& r,
                                const std::string& src);
+
+// A Quark / MXFP4 config with every input_tensors rule (global, per layer, per layer type)
+// dropped: weight-only, as if the checkpoint had said input_tensors null everywhere. A copy: the
+// parsed config is not touched. Throws InvalidArgument for any other method.
+QuantConfig without_activation_quant(const QuantConfig& q, const std::string& src);
 
 }  // namespace tandem

@@ -51,6 +51,7 @@ LoadOptions load_options(const ServerArgs& args, const EngineOptions& eo, bool c
   lo.dtype = cuda ? DType::BF16 : DType::F32;
   lo.load_mtp = eo.spec.enabled();
   lo.online_quant = parse_online_quant(args.quantization, args.model_loader_extra_config);
+  lo.online_quant.weight_only = args.weight_only_quant;
   lo.shard = ShardSpec{rl.rank, args.tp_size, args.ep_size};
   lo.show_progress = rl.rank == 0;
   // Every thread that launches work on the device must have it current (cuda_device.cpp).

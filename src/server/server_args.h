@@ -51,6 +51,7 @@ struct ServerArgs {
   // {"online_quant_config": {"global_quant_config": "ptpc_fp8", "exclude_layer": [...]}}.
   std::string quantization;
   std::string model_loader_extra_config;
+  bool weight_only_quant = false;  // --weight-only-quant: Quark / MXFP4 activations stay bf16
   std::string speculative_algorithm;
   int64_t speculative_num_steps = 3;
   std::string speculative_token_map;  // JSON array of the draft's token ids; empty: all

@@ -393,6 +393,40 @@ TEST(QuantRules, OnlineFlagsRefuseUnknownKeysValuesAndContradictions) {
   EXPECT_TRUE(apply_online_quant(quark, parse_online_quant("quark", ""), "ck") == quark);
 }
 
+TEST(QuantRules, WeightOnlyFlagDropsEveryActivationRule) {
+  // A W4A4 checkpoint (global input_tensors MXFP4) with W4A4 rules per layer and per type too.
+  json w4a4 = {{"weight", mx_spec(false)}, {"input_tensors", mx_spec(true)}};
+  const json q = quark_json({"lm_head"}, {{"model.layers.5.mlp.experts.down_proj", w4a4}},
+                            {{"Linear", w4a4}});
+  ModelConfig c = with_quant("glm5.2", q);
+  const QuantConfig parsed = c.quant;
+  const char* global = "model.layers.77.mlp.experts.5.gate_proj.weight";
+  const char* by_layer = "model.layers.5.mlp.experts.8.down_proj.weight";
+  EXPECT_EQ(scheme(c, global).act, QuantActivation::kMxfp4);
+  EXPECT_EQ(scheme(c, by_layer).act, QuantActivation::kMxfp4);
+  OnlineQuantRequest r = parse_online_quant("", "");
+  r.weight_only = true;
+  EXPECT_FALSE(r.empty());
+  c.quant = apply_online_quant(parsed, r, "ck");
+  for (const char* name : {global, by_layer}) {
+    const QuantScheme s = scheme(c, name);
+    EXPECT_EQ(s.format, WeightFormat::kMxfp4) << name;  // the weights stay as stored
+    EXPECT_EQ(s.act, QuantActivation::kNone) << name;
+  }
+  EXPECT_FALSE(c.quant == parsed);
+  EXPECT_TRUE(parsed == parse_quant_config(q, "test config.json"));  // a copy was changed
+  // With --quantization naming the method too, and refused where there are no input_tensors.
+  r.quantization = "quark";
+  EXPECT_TRUE(apply_online_quant(parsed, r, "ck") == c.quant);
+  const QuantConfig fp8ck =
+      parse_quant_config({{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}}, "ck");
+  r.quantization.clear();
+  EXPECT_TRUE(has(error_of([&] { apply_online_quant(fp8ck, r, "ck"); }),
+                  "--weight-only-quant applies to Quark / MXFP4 checkpoints"));
+  EXPECT_TRUE(has(error_of([&] { apply_online_quant(QuantConfig{}, r, "ck"); }),
+                  "quant_method is none"));
+}
+
 TEST(QuantRules, Fp8ConfigFieldsAreReadAndCheckedByName) {
   const json glm = {{"quant_method", "fp8"},
                     {"activation_scheme", "dynamic"},
