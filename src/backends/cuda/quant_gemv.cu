@@ -34,7 +34,7 @@ __global__ void __launch_bounds__(kQThreads, kQMinBlocks<F>) q_gemv_kernel(QGemv
   typename F::Frag a, b;
   const bool first = ch0 + warp < ch1, second = ch0 + warp + kQWarps < ch1;
   if constexpr (F::kStaged) {
-    q_issue_first<F>(q_smem, wr, ch0, ch1, warp, c, lane);
+    q_issue_first<F>(q_warp_ring<F>(q_smem, warp), wr, ch0, ch1, warp, c, lane);
   } else {
     if (first) F::load(a, wr, ch0 + warp, c);
     if (second) F::load(b, wr, ch0 + warp + kQWarps, c);
@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(kQThreads, kQMinBlocks<F>) q_gemv_kernel(QGemv
   }
   QAcc<NT> acc = {};
   if constexpr (F::kStaged) {
-    q_pass_staged<F, NT>(acc, q_smem, wr, xt, ch0, ch1, warp, c, lane);
+    q_pass_staged<F, NT>(acc, q_warp_ring<F>(q_smem, warp), wr, xt, ch0, ch1, warp, c, lane);
     __syncthreads();  // red reuses the rings
   } else {
     q_pass<F, NT>(acc, a, b, first, second, wr, xt, ch0, ch1, warp, c);

@@ -366,6 +366,12 @@ constexpr int q_ring_bytes() {
 template <class F>
 constexpr int kQMinBlocks = F::kStaged ? 3 : 0;  // 0: no bound (as before staging)
 
+// This warp's ring in the block's dynamic shared memory.
+template <class F>
+__device__ __forceinline__ uint8_t* q_warp_ring(uint8_t* smem, int warp) {
+  return smem + warp * kQStages * F::kStageBytes;
+}
+
 // Starts the copies of this warp's first kQStages - 1 chunks of [ch0, ch1) into its ring (one
 // commit group per stage, empty ones too, so that q_pass_staged's group count holds).
 template <class F>

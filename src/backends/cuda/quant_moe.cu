@@ -34,7 +34,7 @@ __global__ void __launch_bounds__(kQThreads, kQMinBlocks<F>)
   // The first chunks' weights go out before the expert's row count and rows are looked up.
   typename F::Frag a;
   if constexpr (F::kStaged)
-    q_issue_first<F>(q_smem, wr, 0, nch, warp, c, lane);
+    q_issue_first<F>(q_warp_ring<F>(q_smem, warp), wr, 0, nch, warp, c, lane);
   else if (warp < nch)
     F::load(a, wr, warp, c);
   const int cnt = g.counts[e], off = g.offsets[e];
@@ -59,8 +59,8 @@ __global__ void __launch_bounds__(kQThreads, kQMinBlocks<F>)
     }
     QAcc<NT> acc = {};
     if constexpr (F::kStaged) {
-      if (m0 > 0) q_issue_first<F>(q_smem, wr, 0, nch, warp, c, lane);
-      q_pass_staged<F, NT>(acc, q_smem, wr, xt, 0, nch, warp, c, lane);
+      if (m0 > 0) q_issue_first<F>(q_warp_ring<F>(q_smem, warp), wr, 0, nch, warp, c, lane);
+      q_pass_staged<F, NT>(acc, q_warp_ring<F>(q_smem, warp), wr, xt, 0, nch, warp, c, lane);
       __syncthreads();  // red reuses the rings
     } else {
       q_pass<F, NT>(acc, a, m0 == 0, wr, xt, 0, nch, warp, c);
