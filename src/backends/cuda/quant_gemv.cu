@@ -28,7 +28,7 @@ __global__ void __launch_bounds__(kQThreads, kQMinBlocks<F>) q_gemv_kernel(QGemv
   for (int t = 0; t < 2; ++t)
 #pragma unroll
     for (int i = 0; i < 2; ++i) n[t][i] = n0 + 16 * t + 8 * i + g;
-  const typename F::Rows wr = F::rows(w, 0, n, c);
+  const typename F::Rows wr = F::rows(w, 0, n, lane);
   const int64_t nch = (w.K + kQChunk - 1) / kQChunk;
   const int64_t ch0 = split * cps, ch1 = min64(nch, ch0 + cps);
   typename F::Frag a, b;

@@ -154,22 +154,30 @@ struct Fp8Fmt {
     const uint8_t* w[2][2];  // row start + 32c
     const float* ws[2][2];   // the row's scale row (indexed by K block)
     bool ok[2][2];
-    int64_t K, bk;
+    // Staged copies: this lane copies rows lane / 8 + {0, 4, 8, 12} of each tile, 16 bytes at
+    // column 16 (lane % 8): a warp's copy instruction reads four whole 128-byte rows.
+    const uint8_t* cw[2];  // tile t's row lane / 8, at its column
+    int64_t crow[2];       // that row's index
+    int64_t N, K, bk;
   };
   struct Frag {
     uint4 w[2][2][2];  // [tile][row][two 16-byte halves]
     float ws[2][2];
   };
-  // A chunk in a warp's stage: per lane 8 weight slots of 16 bytes ([tile][row][half]) and one
-  // of the four row scales, slot j of lane l at j * 512 + l * 16 (a warp's 16-byte reads of one
-  // slot are 512 contiguous bytes: no bank conflicts).
+  // A chunk in a warp's stage: per reading lane 8 weight slots of 16 bytes ([tile][row][half])
+  // and one of its four row scales, slot j of lane l at j * 512 + l * 16 (a warp's 16-byte reads
+  // of one slot are 512 contiguous bytes: no bank conflicts). The weights are copied by whole
+  // rows (Rows::cw) into the slots of the lanes that read them; the scales by their readers.
   static constexpr bool kStaged = true;
   static constexpr int kStageBytes = 9 * 16 * 32;
+  // n: the rows of the lane's mma fragments, [tile][row g, g + 8] (tile t's first row is
+  // n[t][0] - g).
   static __device__ __forceinline__ Rows rows(const Fp8W& W, int64_t e, const int64_t (&n)[2][2],
-                                              int c) {
+                                              int lane) {
+    const int g = lane >> 2, c = lane & 3;
     Rows r;
 #pragma unroll
-    for (int t = 0; t < 2; ++t)
+    for (int t = 0; t < 2; ++t) {
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         r.ok[t][i] = n[t][i] < W.N;
@@ -177,6 +185,10 @@ struct Fp8Fmt {
         r.w[t][i] = W.w + e * W.w_es + row * W.K + 32 * c;
         r.ws[t][i] = W.s + e * W.s_es + (row / W.bn) * W.s_rs;
       }
+      r.crow[t] = n[t][0] - g + (lane >> 3);
+      r.cw[t] = W.w + e * W.w_es + (r.crow[t] < W.N ? r.crow[t] : 0) * W.K + 16 * (lane & 7);
+    }
+    r.N = W.N;
     r.K = W.K;
     r.bk = W.bk;
     return r;
@@ -196,26 +208,35 @@ struct Fp8Fmt {
         f.ws[t][i] = r.ok[t][i] ? __ldg(r.ws[t][i] + b) : 0.f;
       }
   }
-  // Starts this lane's copies of chunk ch into stage (zeros past K or N, like load).
+  // Starts this lane's copies for chunk ch into stage (zeros past K or N, like load): 16 bytes
+  // of 8 rows, and its own 4 row scales. Row 16t + 8i + 4j + lane / 8 of the 32 is row g =
+  // 4j + lane / 8 of fragment (t, i); column piece lane % 8 is half h = lane % 2 of lane c =
+  // (lane % 8) / 2's 32 bytes, so it goes to slot (t, i, h) of reading lane 4g + c.
   static __device__ __forceinline__ void issue(uint8_t* stage, const Rows& r, int64_t ch, int c,
                                                int lane) {
-    const int64_t k0 = ch * kQChunk + 32 * c;
-    const int64_t b = ch * kQChunk / r.bk;
-    uint8_t* my = stage + 16 * lane;
+    const int k = lane & 7;
+    const bool in_k = ch * kQChunk + 16 * k < r.K;
 #pragma unroll
     for (int t = 0; t < 2; ++t)
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
+      for (int i = 0; i < 2; ++i)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const bool ok = r.ok[t][i] && k0 + 16 * h < r.K;
-          cp_async16(my + ((t * 2 + i) * 2 + h) * 512,
-                     ok ? r.w[t][i] + ch * kQChunk + 16 * h : r.w[t][i], ok);
+        for (int j = 0; j < 2; ++j) {
+          const int dr = 8 * i + 4 * j;  // row offset from the lane's first copy row
+          const bool ok = in_k && r.crow[t] + dr < r.N;
+          const int reader = 4 * (4 * j + (lane >> 3)) + (k >> 1);
+          cp_async16(stage + ((t * 2 + i) * 2 + (k & 1)) * 512 + 16 * reader,
+                     ok ? r.cw[t] + dr * r.K + ch * kQChunk : r.cw[t], ok);
         }
-        cp_async4(my + 8 * 512 + 4 * (t * 2 + i), r.ws[t][i] + (r.ok[t][i] ? b : 0), r.ok[t][i]);
-      }
+    const int64_t b = ch * kQChunk / r.bk;
+    uint8_t* my = stage + 8 * 512 + 16 * lane;
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        cp_async4(my + 4 * (t * 2 + i), r.ws[t][i] + (r.ok[t][i] ? b : 0), r.ok[t][i]);
   }
-  // This lane's chunk from stage, once its copies have landed.
+  // This lane's chunk from stage, once the warp's copies have landed.
   static __device__ __forceinline__ void read(Frag& f, const uint8_t* stage, int lane) {
     const uint8_t* my = stage + 16 * lane;
 #pragma unroll
@@ -274,7 +295,8 @@ struct Mx4Fmt {
   static constexpr bool kStaged = false;
   static constexpr int kStageBytes = 0;
   static __device__ __forceinline__ Rows rows(const Mx4W& W, int64_t e, const int64_t (&n)[2][2],
-                                              int c) {
+                                              int lane) {
+    const int c = lane & 3;
     Rows r;
 #pragma unroll
     for (int t = 0; t < 2; ++t)
@@ -388,8 +410,9 @@ __device__ __forceinline__ void q_issue_first(uint8_t* ring, const typename F::R
 
 // This warp's share of one pass over chunks [ch0, ch1) through its ring (q_issue_first issued the
 // first stages): wait for chunk j, refill the stage chunk j - 1 was read from with chunk
-// j + kQStages - 1, multiply chunk j. Each lane reads only the bytes it copied, so no lane waits
-// for another; the stage refilled was read into registers a whole iteration earlier.
+// j + kQStages - 1, multiply chunk j. Lanes copy for each other, so the warp syncs once the
+// copies have landed; that also orders every lane's reads of the stage refilled next (a whole
+// iteration earlier) before the copies into it.
 template <class F, int NT>
 __device__ __forceinline__ void q_pass_staged(QAcc<NT>& acc, uint8_t* ring,
                                               const typename F::Rows& wr, const XTile<NT>& xt,
@@ -398,6 +421,7 @@ __device__ __forceinline__ void q_pass_staged(QAcc<NT>& acc, uint8_t* ring,
   int st = 0;
   for (int64_t ch = ch0 + warp; ch < ch1; ch += kQWarps) {
     cp_async_wait<kQStages - 2>();
+    __syncwarp();
     typename F::Frag f;
     F::read(f, ring + st * F::kStageBytes, lane);
     const int64_t next = ch + (kQStages - 1) * kQWarps;

@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(kQThreads, kQMinBlocks<F>)
 #pragma unroll
     for (int i = 0; i < 2; ++i)
       n[t][i] = kGateUp ? t * I + r0 + 8 * i + gi : r0 + 16 * t + 8 * i + gi;
-  const typename F::Rows wr = F::rows(w, e, n, c);
+  const typename F::Rows wr = F::rows(w, e, n, lane);
   const int64_t nch = (w.K + kQChunk - 1) / kQChunk;
   // The first chunks' weights go out before the expert's row count and rows are looked up.
   typename F::Frag a;
