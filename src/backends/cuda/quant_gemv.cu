@@ -12,13 +12,12 @@ namespace {
 // grid (ceil(M / 8NT), ceil(N / 32), splits): the activation tile varies fastest, so the blocks
 // that read the same 32 weight rows for different token tiles run side by side (the second
 // read comes from L2). Each block covers chunks [split * cps, split * cps + cps).
-// The warp's first weight chunks (two, or a ring's worth for the staged formats) are requested
-// before pdl_wait(): weights are never written by the kernels of a step, so their fetch overlaps
-// the end of the kernel before (the activation quantizer triggers its dependents early for this).
+// The warp's first two weight chunks are loaded before pdl_wait(): weights are never written by the
+// kernels of a step, so their fetch overlaps the end of the kernel before (the activation
+// quantizer triggers its dependents early for this).
 template <class F, class W, int NT>
-__global__ void __launch_bounds__(kQThreads, kQMinBlocks<F>) q_gemv_kernel(QGemvParams p, W w, int64_t cps) {
-  extern __shared__ __align__(16) uint8_t q_smem[];
-  float* red = reinterpret_cast<float*>(q_smem);
+__global__ void __launch_bounds__(kQThreads) q_gemv_kernel(QGemvParams p, W w, int64_t cps) {
+  __shared__ float red[q_red_floats<NT>()];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
   const int64_t m0 = static_cast<int64_t>(blockIdx.x) * 8 * NT;
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * 32;
@@ -28,17 +27,13 @@ __global__ void __launch_bounds__(kQThreads, kQMinBlocks<F>) q_gemv_kernel(QGemv
   for (int t = 0; t < 2; ++t)
 #pragma unroll
     for (int i = 0; i < 2; ++i) n[t][i] = n0 + 16 * t + 8 * i + g;
-  const typename F::Rows wr = F::rows(w, 0, n, lane);
+  const typename F::Rows wr = F::rows(w, 0, n, c);
   const int64_t nch = (w.K + kQChunk - 1) / kQChunk;
   const int64_t ch0 = split * cps, ch1 = min64(nch, ch0 + cps);
   typename F::Frag a, b;
   const bool first = ch0 + warp < ch1, second = ch0 + warp + kQWarps < ch1;
-  if constexpr (F::kStaged) {
-    q_issue_first<F>(q_warp_ring<F>(q_smem, warp), wr, ch0, ch1, warp, c, lane);
-  } else {
-    if (first) F::load(a, wr, ch0 + warp, c);
-    if (second) F::load(b, wr, ch0 + warp + kQWarps, c);
-  }
+  if (first) F::load(a, wr, ch0 + warp, c);
+  if (second) F::load(b, wr, ch0 + warp + kQWarps, c);
   pdl_wait();
   XTile<NT> xt;
   const auto* x = static_cast<const uint16_t*>(p.x);
@@ -53,12 +48,7 @@ __global__ void __launch_bounds__(kQThreads, kQMinBlocks<F>) q_gemv_kernel(QGemv
     }
   }
   QAcc<NT> acc = {};
-  if constexpr (F::kStaged) {
-    q_pass_staged<F, NT>(acc, q_warp_ring<F>(q_smem, warp), wr, xt, ch0, ch1, warp, c, lane);
-    __syncthreads();  // red reuses the rings
-  } else {
-    q_pass<F, NT>(acc, a, b, first, second, wr, xt, ch0, ch1, warp, c);
-  }
+  q_pass<F, NT>(acc, a, b, first, second, wr, xt, ch0, ch1, warp, c);
   q_stash<NT>(red, acc, warp, lane);
   // 16 output rows x 8 NT columns of each tile, kQThreads / 16 columns at a time.
   const int r = tid & 15;
@@ -87,15 +77,10 @@ void run(const QGemvParams& p, const W& w, cudaStream_t s) {
   const int64_t cps = (nch + p.splits - 1) / p.splits;
   const unsigned ny = cdiv(w.N, 32), nz = static_cast<unsigned>(p.splits);
   // 8 activation rows per pass up to 8 rows, else 16 (more would spill: see quant_mma.cuh).
-  if (p.M <= 8) {
-    constexpr int smem = q_smem_bytes<F, 1>();
-    opt_in_smem<q_gemv_kernel<F, W, 1>>(smem);
-    launch(q_gemv_kernel<F, W, 1>, dim3(cdiv(p.M, 8), ny, nz), kQThreads, smem, s, p, w, cps);
-  } else {
-    constexpr int smem = q_smem_bytes<F, 2>();
-    opt_in_smem<q_gemv_kernel<F, W, 2>>(smem);
-    launch(q_gemv_kernel<F, W, 2>, dim3(cdiv(p.M, 16), ny, nz), kQThreads, smem, s, p, w, cps);
-  }
+  if (p.M <= 8)
+    launch(q_gemv_kernel<F, W, 1>, dim3(cdiv(p.M, 8), ny, nz), kQThreads, 0, s, p, w, cps);
+  else
+    launch(q_gemv_kernel<F, W, 2>, dim3(cdiv(p.M, 16), ny, nz), kQThreads, 0, s, p, w, cps);
   if (p.splits > 1) {
     SkinnyParams sp;
     sp.out = p.out;

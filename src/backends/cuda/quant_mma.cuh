@@ -1,11 +1,9 @@
 // The weight stream shared by the quantized decode kernels (dense and MoE, FP8 and MXFP4).
 // At decode sizes these are weight streams like moe_mma.cu: a block owns 32 weight rows (two
 // 16-row tiles) and 8 x NT activation rows per pass; its 4 warps take 128-wide K chunks
-// round-robin (warp w: chunks w, w + 4, ...), and the warps' partial sums are added in warp order
-// at the end. So every output is reduced in an order fixed by K alone, whatever the number of
-// rows (batch-invariant). FP8 chunks (4 KB per warp) arrive through a ring of kQStages buffers
-// per warp in shared memory (cp.async), kQStages - 1 chunks in flight while one multiplies;
-// MXFP4 chunks through two register buffers, one in flight while the other multiplies.
+// round-robin (warp w: chunks w, w + 4, ...), one chunk's loads in flight while the previous
+// one multiplies, and the warps' partial sums are added in warp order at the end. So every
+// output is reduced in an order fixed by K alone, whatever the number of rows (batch-invariant).
 //
 // Thread (g, c) of a warp (g = lane / 4, c = lane % 4) owns elements [32c, 32c + 32) of each
 // chunk for weight rows g and g + 8 of both tiles and for activation row g of each 8-row tile;
@@ -35,11 +33,6 @@ namespace tandem::cuda::k {
 constexpr int kQWarps = 4;
 constexpr int kQThreads = 32 * kQWarps;
 constexpr int kQChunk = 128;  // K per chunk: one FP8 K block, four MXFP4 groups
-// Chunks per warp in the shared-memory ring of the staged formats. With two chunk buffers in
-// registers (the MXFP4 path) a warp keeps about 1.5 chunks in flight and the FP8 kernels read
-// 58-76% of the copy bandwidth: 4 KB chunks are too few bytes in flight per SM. Four stages of
-// 4 KB per warp are 64 KB per block, three blocks per SM: 36 chunks (144 KB) in flight.
-constexpr int kQStages = 4;
 
 // Weights are read once per pass: keep them out of L1.
 __device__ __forceinline__ uint4 ld_stream16(const void* p) {
@@ -48,18 +41,6 @@ __device__ __forceinline__ uint4 ld_stream16(const void* p) {
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                : "l"(p));
   return r;
-}
-
-// 4-byte asynchronous copy (zero-filled when !valid; src must still be a readable address).
-__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
-  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
-               "r"(valid ? 4 : 0)
-               : "memory");
-}
-
-__device__ __forceinline__ uint4 lds16(const uint8_t* p) {
-  return *reinterpret_cast<const uint4*>(p);
 }
 
 __device__ __forceinline__ uint32_t word4(const uint4& v, int i) {
@@ -154,29 +135,17 @@ struct Fp8Fmt {
     const uint8_t* w[2][2];  // row start + 32c
     const float* ws[2][2];   // the row's scale row (indexed by K block)
     bool ok[2][2];
-    // Staged copies: this lane copies rows lane / 8 + {0, 4, 8, 12} of each tile, 16 bytes at
-    // column 16 (lane % 8): a warp's copy instruction reads four whole 128-byte rows.
-    const uint8_t* cw[2];  // tile t's row lane / 8, at its column
-    int64_t crow[2];       // that row's index
-    int64_t N, K, bk;
+    int64_t K, bk;
   };
   struct Frag {
     uint4 w[2][2][2];  // [tile][row][two 16-byte halves]
     float ws[2][2];
   };
-  // A chunk's weights in a warp's stage: per reading lane 8 slots of 16 bytes ([tile][row][half]),
-  // slot j of lane l at j * 512 + l * 16 (a warp's 16-byte reads of one slot are 512 contiguous
-  // bytes: no bank conflicts), copied by whole rows (Rows::cw) into the slots of their readers.
-  static constexpr bool kStaged = true;
-  static constexpr int kStageBytes = 8 * 16 * 32;
-  // n: the rows of the lane's mma fragments, [tile][row g, g + 8] (tile t's first row is
-  // n[t][0] - g).
   static __device__ __forceinline__ Rows rows(const Fp8W& W, int64_t e, const int64_t (&n)[2][2],
-                                              int lane) {
-    const int g = lane >> 2, c = lane & 3;
+                                              int c) {
     Rows r;
 #pragma unroll
-    for (int t = 0; t < 2; ++t) {
+    for (int t = 0; t < 2; ++t)
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         r.ok[t][i] = n[t][i] < W.N;
@@ -184,10 +153,6 @@ struct Fp8Fmt {
         r.w[t][i] = W.w + e * W.w_es + row * W.K + 32 * c;
         r.ws[t][i] = W.s + e * W.s_es + (row / W.bn) * W.s_rs;
       }
-      r.crow[t] = n[t][0] - g + (lane >> 3);
-      r.cw[t] = W.w + e * W.w_es + (r.crow[t] < W.N ? r.crow[t] : 0) * W.K + 16 * (lane & 7);
-    }
-    r.N = W.N;
     r.K = W.K;
     r.bk = W.bk;
     return r;
@@ -205,43 +170,6 @@ struct Fp8Fmt {
                              ? ld_stream16(r.w[t][i] + ch * kQChunk + 16 * h)
                              : make_uint4(0, 0, 0, 0);
         f.ws[t][i] = r.ok[t][i] ? __ldg(r.ws[t][i] + b) : 0.f;
-      }
-  }
-  // Starts this lane's copies for chunk ch into stage (zeros past K or N, like load): 16 bytes
-  // of 8 rows. Row 16t + 8i + 4j + lane / 8 of the 32 is row g =
-  // 4j + lane / 8 of fragment (t, i); column piece lane % 8 is half h = lane % 2 of lane c =
-  // (lane % 8) / 2's 32 bytes, so it goes to slot (t, i, h) of reading lane 4g + c.
-  static __device__ __forceinline__ void issue(uint8_t* stage, const Rows& r, int64_t ch, int c,
-                                               int lane) {
-    const int k = lane & 7;
-    const bool in_k = ch * kQChunk + 16 * k < r.K;
-#pragma unroll
-    for (int t = 0; t < 2; ++t)
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const int dr = 8 * i + 4 * j;  // row offset from the lane's first copy row
-          const bool ok = in_k && r.crow[t] + dr < r.N;
-          const int reader = 4 * (4 * j + (lane >> 3)) + (k >> 1);
-          cp_async16(stage + ((t * 2 + i) * 2 + (k & 1)) * 512 + 16 * reader,
-                     ok ? r.cw[t] + dr * r.K + ch * kQChunk : r.cw[t], ok);
-        }
-  }
-  // This lane's chunk ch from stage, once the warp's copies have landed. The row scales are
-  // loaded directly: a copy instruction per scale cost an L2 request per lane (the lanes of a
-  // tile share one scale at bn = 128), where a load is one broadcast, mostly from L1.
-  static __device__ __forceinline__ void read(Frag& f, const uint8_t* stage, const Rows& r,
-                                              int64_t ch, int lane) {
-    const uint8_t* my = stage + 16 * lane;
-    const int64_t b = ch * kQChunk / r.bk;
-#pragma unroll
-    for (int t = 0; t < 2; ++t)
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        f.ws[t][i] = r.ok[t][i] ? __ldg(r.ws[t][i] + b) : 0.f;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) f.w[t][i][h] = lds16(my + ((t * 2 + i) * 2 + h) * 512);
       }
   }
   template <int NT>
@@ -287,11 +215,8 @@ struct Mx4Fmt {
     uint4 w[2][2];  // 32 e2m1 per row
     uint32_t s[2][2];
   };
-  static constexpr bool kStaged = false;
-  static constexpr int kStageBytes = 0;
   static __device__ __forceinline__ Rows rows(const Mx4W& W, int64_t e, const int64_t (&n)[2][2],
-                                              int lane) {
-    const int c = lane & 3;
+                                              int c) {
     Rows r;
 #pragma unroll
     for (int t = 0; t < 2; ++t)
@@ -372,63 +297,6 @@ __device__ __forceinline__ void q_pass(QAcc<NT>& acc, typename F::Frag& a, bool 
   q_pass<F, NT>(acc, a, b, a_loaded, false, wr, xt, ch0, ch1, warp, c);
 }
 
-// Staged formats: bytes of shared memory a block's rings take (the warps' rings back to back).
-template <class F>
-constexpr int q_ring_bytes() {
-  return kQWarps * kQStages * F::kStageBytes;
-}
-
-// Blocks per SM the kernels are compiled for: three rings fit an SM's shared memory, and three
-// blocks need at most 168 registers per thread.
-template <class F>
-constexpr int kQMinBlocks = F::kStaged ? 3 : 0;  // 0: no bound (as before staging)
-
-// This warp's ring in the block's dynamic shared memory.
-template <class F>
-__device__ __forceinline__ uint8_t* q_warp_ring(uint8_t* smem, int warp) {
-  return smem + warp * kQStages * F::kStageBytes;
-}
-
-// Starts the copies of this warp's first kQStages - 1 chunks of [ch0, ch1) into its ring (one
-// commit group per stage, empty ones too, so that q_pass_staged's group count holds).
-template <class F>
-__device__ __forceinline__ void q_issue_first(uint8_t* ring, const typename F::Rows& wr,
-                                              int64_t ch0, int64_t ch1, int warp, int c,
-                                              int lane) {
-#pragma unroll
-  for (int st = 0; st < kQStages - 1; ++st) {
-    const int64_t ch = ch0 + warp + st * kQWarps;
-    if (ch < ch1) F::issue(ring + st * F::kStageBytes, wr, ch, c, lane);
-    cp_async_commit();
-  }
-}
-
-// This warp's share of one pass over chunks [ch0, ch1) through its ring (q_issue_first issued the
-// first stages): wait for chunk j, refill the stage chunk j - 1 was read from with chunk
-// j + kQStages - 1, multiply chunk j. Lanes copy for each other, so the warp syncs once the
-// copies have landed; that also orders every lane's reads of the stage refilled next (a whole
-// iteration earlier) before the copies into it.
-template <class F, int NT>
-__device__ __forceinline__ void q_pass_staged(QAcc<NT>& acc, uint8_t* ring,
-                                              const typename F::Rows& wr, const XTile<NT>& xt,
-                                              int64_t ch0, int64_t ch1, int warp, int c,
-                                              int lane) {
-  int st = 0;
-  for (int64_t ch = ch0 + warp; ch < ch1; ch += kQWarps) {
-    cp_async_wait<kQStages - 2>();
-    __syncwarp();
-    typename F::Frag f;
-    F::read(f, ring + st * F::kStageBytes, wr, ch, lane);
-    const int64_t next = ch + (kQStages - 1) * kQWarps;
-    const int refill = st == 0 ? kQStages - 1 : st - 1;
-    if (next < ch1) F::issue(ring + refill * F::kStageBytes, wr, next, c, lane);
-    cp_async_commit();
-    F::template compute<NT>(acc, f, wr, xt, ch, c);
-    st = st + 1 == kQStages ? 0 : st + 1;
-  }
-  cp_async_wait<0>();
-}
-
 // Writes this warp's partial sums to red [warps][tile][16 rows][8 NT cols] and waits for all.
 template <int NT>
 __device__ __forceinline__ void q_stash(float* red, const QAcc<NT>& acc, int warp, int lane) {
@@ -461,14 +329,6 @@ __device__ __forceinline__ float q_reduce(const float* red, int t, int row, int 
 template <int NT>
 constexpr int q_red_floats() {
   return kQWarps * 2 * 16 * 8 * NT;
-}
-
-// Dynamic shared memory of a block: the staged formats' rings, which the reduction buffer red
-// reuses once every warp's pass is over (so red is written only after a __syncthreads).
-template <class F, int NT>
-constexpr int q_smem_bytes() {
-  constexpr int red = q_red_floats<NT>() * 4;
-  return F::kStaged && q_ring_bytes<F>() > red ? q_ring_bytes<F>() : red;
 }
 
 }  // namespace tandem::cuda::k

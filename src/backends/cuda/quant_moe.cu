@@ -13,12 +13,11 @@ namespace {
 // through perm for gate_up, h: [P, I] in sorted order for down), xscale / xs_rs their FP8
 // scales (null for MXFP4).
 template <class F, class W, int NT, bool kGateUp>
-__global__ void __launch_bounds__(kQThreads, kQMinBlocks<F>)
+__global__ void __launch_bounds__(kQThreads)
     q_moe_kernel(const uint16_t* x, int64_t x_rs, const float* xscale, int64_t xs_rs, MoeGroups g,
                  W w, int64_t I, void* out, bool h_f32) {
   pdl_wait();
-  extern __shared__ __align__(16) uint8_t q_smem[];
-  float* red = reinterpret_cast<float*>(q_smem);
+  __shared__ float red[q_red_floats<NT>()];
   if (static_cast<int>(blockIdx.y) >= *g.num_active) return;  // uniform over the block
   const int e = g.active[blockIdx.y];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gi = lane >> 2, c = lane & 3;
@@ -29,14 +28,11 @@ __global__ void __launch_bounds__(kQThreads, kQMinBlocks<F>)
 #pragma unroll
     for (int i = 0; i < 2; ++i)
       n[t][i] = kGateUp ? t * I + r0 + 8 * i + gi : r0 + 16 * t + 8 * i + gi;
-  const typename F::Rows wr = F::rows(w, e, n, lane);
+  const typename F::Rows wr = F::rows(w, e, n, c);
   const int64_t nch = (w.K + kQChunk - 1) / kQChunk;
-  // The first chunks' weights go out before the expert's row count and rows are looked up.
+  // The first chunk's weights go out before the expert's row count and rows are looked up.
   typename F::Frag a;
-  if constexpr (F::kStaged)
-    q_issue_first<F>(q_warp_ring<F>(q_smem, warp), wr, 0, nch, warp, c, lane);
-  else if (warp < nch)
-    F::load(a, wr, warp, c);
+  if (warp < nch) F::load(a, wr, warp, c);
   const int cnt = g.counts[e], off = g.offsets[e];
   for (int m0 = 0; m0 < cnt; m0 += 8 * NT) {
     const int rows = min(8 * NT, cnt - m0);
@@ -58,13 +54,7 @@ __global__ void __launch_bounds__(kQThreads, kQMinBlocks<F>)
       }
     }
     QAcc<NT> acc = {};
-    if constexpr (F::kStaged) {
-      if (m0 > 0) q_issue_first<F>(q_warp_ring<F>(q_smem, warp), wr, 0, nch, warp, c, lane);
-      q_pass_staged<F, NT>(acc, q_warp_ring<F>(q_smem, warp), wr, xt, 0, nch, warp, c, lane);
-      __syncthreads();  // red reuses the rings
-    } else {
-      q_pass<F, NT>(acc, a, m0 == 0, wr, xt, 0, nch, warp, c);
-    }
+    q_pass<F, NT>(acc, a, m0 == 0, wr, xt, 0, nch, warp, c);
     q_stash<NT>(red, acc, warp, lane);
     const int r = tid & 15;
     for (int col = tid >> 4; col < rows; col += kQThreads / 16) {
@@ -97,17 +87,12 @@ void run(const void* x, int64_t x_rs, const float* xscale, int64_t xs_rs, const 
   const int64_t experts_rows = kGateUp ? I / 16 : (w.N + 31) / 32;
   const dim3 grid(static_cast<unsigned>(experts_rows), static_cast<unsigned>(g.max_active));
   const auto* xp = static_cast<const uint16_t*>(x);
-  if (g.pairs < 8 * g.max_active) {
-    constexpr int smem = q_smem_bytes<F, 1>();
-    opt_in_smem<q_moe_kernel<F, W, 1, kGateUp>>(smem);
-    launch(q_moe_kernel<F, W, 1, kGateUp>, grid, kQThreads, smem, s, xp, x_rs, xscale, xs_rs, g, w,
-           I, out, h_f32);
-  } else {
-    constexpr int smem = q_smem_bytes<F, 2>();
-    opt_in_smem<q_moe_kernel<F, W, 2, kGateUp>>(smem);
-    launch(q_moe_kernel<F, W, 2, kGateUp>, grid, kQThreads, smem, s, xp, x_rs, xscale, xs_rs, g, w,
-           I, out, h_f32);
-  }
+  if (g.pairs < 8 * g.max_active)
+    launch(q_moe_kernel<F, W, 1, kGateUp>, grid, kQThreads, 0, s, xp, x_rs, xscale, xs_rs, g, w, I,
+           out, h_f32);
+  else
+    launch(q_moe_kernel<F, W, 2, kGateUp>, grid, kQThreads, 0, s, xp, x_rs, xscale, xs_rs, g, w, I,
+           out, h_f32);
 }
 
 }  // namespace
