@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(kQThreads) q_gemv_kernel(QGemvParams p, W w, i
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
     const int64_t m = m0 + 8 * nt + g;
-    xt.x[nt] = m < p.M ? x + m * p.x_rs + 32 * c : nullptr;
+    xt.x[nt] = m < p.M ? x + m * p.x_rs : nullptr;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int64_t mc = m0 + 8 * nt + 2 * c + i;

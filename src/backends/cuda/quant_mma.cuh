@@ -5,8 +5,8 @@
 // one multiplies, and the warps' partial sums are added in warp order at the end. So every
 // output is reduced in an order fixed by K alone, whatever the number of rows (batch-invariant).
 //
-// Thread (g, c) of a warp (g = lane / 4, c = lane % 4) owns elements [32c, 32c + 32) of each
-// chunk for weight rows g and g + 8 of both tiles and for activation row g of each 8-row tile;
+// Thread (g, c) of a warp (g = lane / 4, c = lane % 4) owns 32 elements of each chunk (see
+// lane_k) for weight rows g and g + 8 of both tiles and for activation row g of each 8-row tile;
 // mma j of the chunk (m16n8k16) takes the thread's elements 4j .. 4j + 3 as its k = {2c, 2c + 1,
 // 2c + 8, 2c + 9}. Weights and activations agree on this permutation, so each mma is a dot
 // product over 16 of the chunk's k in another order, and loads stay 16 bytes wide.
@@ -101,24 +101,35 @@ __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
   return *reinterpret_cast<uint32_t*>(&x);
 }
 
-// Activation rows of one pass: row 8nt + g of each 8-row tile at the thread's element 32c (null:
-// no such row, zeros), and for FP8 the scale rows of the rows 8nt + 2c and 8nt + 2c + 1 (the
-// columns of the thread's accumulators; null: no such row).
+// Where piece q (8 elements) of thread c's 32 elements of a chunk starts, from the chunk's start.
+// MXFP4: [32c, 32c + 32), its e8m0 group. FP8: [16c, 16c + 16) then [64 + 16c, 80 + 16c), so
+// that one 16-byte weight load of the four lanes c reads 64 contiguous bytes of a row, two whole
+// 32-byte sectors: with [32c, 32c + 32) each load used half of four sectors and the L2 moved
+// every FP8 weight sector twice (ncu: 49% of the sectors excessive).
+template <bool kSplit>
+__device__ __forceinline__ int lane_k(int c, int q) {
+  return kSplit ? 16 * c + 8 * (q & 1) + 64 * (q >> 1) : 32 * c + 8 * q;
+}
+
+// Activation rows of one pass: row 8nt + g of each 8-row tile (null: no such row, zeros), and
+// for FP8 the scale rows of the rows 8nt + 2c and 8nt + 2c + 1 (the columns of the thread's
+// accumulators; null: no such row).
 template <int NT>
 struct XTile {
   const uint16_t* x[NT];
   const float* sx[NT][2];
 };
 
-// This thread's 32 activations of chunk ch (f16 or bf16 bits), zero past K or without a row.
-template <int NT>
+// This thread's 32 activations of chunk ch (f16 or bf16 bits) in lane_k's order, zero past K or
+// without a row.
+template <int NT, bool kSplit>
 __device__ __forceinline__ void load_x_slice(uint4 (&v)[4], const XTile<NT>& xt, int nt, int64_t ch,
                                              int c, int64_t K) {
-  const int64_t k0 = ch * kQChunk + 32 * c;
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
-    if (xt.x[nt] && k0 + 8 * q < K)
-      v[q] = __ldg(reinterpret_cast<const uint4*>(xt.x[nt] + ch * kQChunk + 8 * q));
+    const int64_t k = ch * kQChunk + lane_k<kSplit>(c, q);
+    if (xt.x[nt] && k < K)
+      v[q] = __ldg(reinterpret_cast<const uint4*>(xt.x[nt] + k));
     else
       v[q] = make_uint4(0, 0, 0, 0);
   }
@@ -132,7 +143,7 @@ using QAcc = float[2][NT][4];
 struct Fp8Fmt {
   // Where this thread's four weight rows are ([tile][row g, g + 8]).
   struct Rows {
-    const uint8_t* w[2][2];  // row start + 32c
+    const uint8_t* w[2][2];  // row start + 16c (lane_k<true>)
     const float* ws[2][2];   // the row's scale row (indexed by K block)
     bool ok[2][2];
     int64_t K, bk;
@@ -150,7 +161,7 @@ struct Fp8Fmt {
       for (int i = 0; i < 2; ++i) {
         r.ok[t][i] = n[t][i] < W.N;
         const int64_t row = r.ok[t][i] ? n[t][i] : 0;
-        r.w[t][i] = W.w + e * W.w_es + row * W.K + 32 * c;
+        r.w[t][i] = W.w + e * W.w_es + row * W.K + 16 * c;
         r.ws[t][i] = W.s + e * W.s_es + (row / W.bn) * W.s_rs;
       }
     r.K = W.K;
@@ -158,16 +169,16 @@ struct Fp8Fmt {
     return r;
   }
   static __device__ __forceinline__ void load(Frag& f, const Rows& r, int64_t ch, int c) {
-    const int64_t k0 = ch * kQChunk + 32 * c;
+    const int64_t k0 = ch * kQChunk + 16 * c;
     const int64_t b = ch * kQChunk / r.bk;
 #pragma unroll
     for (int t = 0; t < 2; ++t)
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-          f.w[t][i][h] = r.ok[t][i] && k0 + 16 * h < r.K
-                             ? ld_stream16(r.w[t][i] + ch * kQChunk + 16 * h)
+        for (int h = 0; h < 2; ++h)  // pieces lane_k<true>(c, 2h), 16 e4m3 each
+          f.w[t][i][h] = r.ok[t][i] && k0 + 64 * h < r.K
+                             ? ld_stream16(r.w[t][i] + ch * kQChunk + 64 * h)
                              : make_uint4(0, 0, 0, 0);
         f.ws[t][i] = r.ok[t][i] ? __ldg(r.ws[t][i] + b) : 0.f;
       }
@@ -179,7 +190,7 @@ struct Fp8Fmt {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       uint4 xv[4];
-      load_x_slice<NT>(xv, xt, nt, ch, c, r.K);
+      load_x_slice<NT, true>(xv, xt, nt, ch, c, r.K);
       const float s0 = xt.sx[nt][0] ? __ldg(xt.sx[nt][0] + b) : 0.f;
       const float s1 = xt.sx[nt][1] ? __ldg(xt.sx[nt][1] + b) : 0.f;
 #pragma unroll
@@ -246,7 +257,7 @@ struct Mx4Fmt {
                                                  const XTile<NT>& xt, int64_t ch, int c) {
     uint4 xv[NT][4];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) load_x_slice<NT>(xv[nt], xt, nt, ch, c, r.K);
+    for (int nt = 0; nt < NT; ++nt) load_x_slice<NT, false>(xv[nt], xt, nt, ch, c, r.K);
 #pragma unroll
     for (int t = 0; t < 2; ++t) {
       const uint32_t sg = e8m0_bf16x2(f.s[t][0]), sg8 = e8m0_bf16x2(f.s[t][1]);

@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(kQThreads)
       const int64_t row =
           m < rows ? (kGateUp ? g.perm[off + m0 + m] / g.k : static_cast<int64_t>(off + m0 + m))
                    : -1;
-      xt.x[nt] = row >= 0 ? x + row * x_rs + 32 * c : nullptr;
+      xt.x[nt] = row >= 0 ? x + row * x_rs : nullptr;
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         const int mc = 8 * nt + 2 * c + i;
