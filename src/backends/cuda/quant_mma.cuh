@@ -43,13 +43,6 @@ __device__ __forceinline__ uint4 ld_stream16(const void* p) {
   return r;
 }
 
-// Asks the L2 for bytes [p, p + n) (p and n multiples of 16) through the TMA unit: no registers
-// wait for it, so a warp can have many more bytes on their way from HBM than its two register
-// buffers hold; its later loads of them hit the L2.
-__device__ __forceinline__ void prefetch_l2(const void* p, int n) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(n) : "memory");
-}
-
 __device__ __forceinline__ uint32_t word4(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
@@ -190,15 +183,6 @@ struct Fp8Fmt {
         f.ws[t][i] = r.ok[t][i] ? __ldg(r.ws[t][i] + b) : 0.f;
       }
   }
-  // Chunks ahead of the register loads a warp asks the L2 for (4 KB each).
-  static constexpr int kPrefetch = 4;
-  // Lane (g, c) asks for row g of fragment (t, i) = (c / 2, c % 2): the chunk's 32 rows.
-  static __device__ __forceinline__ void prefetch(const Rows& r, int64_t ch, int c) {
-    const int t = c >> 1, i = c & 1;
-    const int64_t k0 = ch * kQChunk;
-    if (r.ok[t][i] && k0 < r.K)
-      prefetch_l2(r.w[t][i] - 16 * c + k0, static_cast<int>(min64(kQChunk, r.K - k0)));
-  }
   template <int NT>
   static __device__ __forceinline__ void compute(QAcc<NT>& acc, const Frag& f, const Rows& r,
                                                  const XTile<NT>& xt, int64_t ch, int c) {
@@ -268,14 +252,6 @@ struct Mx4Fmt {
         f.s[t][i] = ld ? __ldg(r.s[t][i] + ch * (kQChunk / 32)) : 127u;
       }
   }
-  // Chunks ahead of the register loads a warp asks the L2 for (2 KB each).
-  static constexpr int kPrefetch = 8;
-  static __device__ __forceinline__ void prefetch(const Rows& r, int64_t ch, int c) {
-    const int t = c >> 1, i = c & 1;
-    const int64_t k0 = ch * kQChunk;
-    if (r.ok[t][i] && k0 < r.K)
-      prefetch_l2(r.w[t][i] - 16 * c + k0 / 2, static_cast<int>(min64(kQChunk, r.K - k0) / 2));
-  }
   template <int NT>
   static __device__ __forceinline__ void compute(QAcc<NT>& acc, const Frag& f, const Rows& r,
                                                  const XTile<NT>& xt, int64_t ch, int c) {
@@ -311,26 +287,15 @@ __device__ __forceinline__ void q_pass(QAcc<NT>& acc, typename F::Frag& a, typen
                                        bool a_loaded, bool b_loaded, const typename F::Rows& wr,
                                        const XTile<NT>& xt, int64_t ch0, int64_t ch1, int warp,
                                        int c) {
-  // The warp's chunks k = 2 .. kPrefetch + 1 go to the L2 now; from there each register load of
-  // chunk k >= 2 asks for chunk k + kPrefetch.
-  constexpr int64_t ahead = F::kPrefetch * kQWarps;
-  for (int k = 2; k < 2 + F::kPrefetch; ++k)
-    if (ch0 + warp + k * kQWarps < ch1) F::prefetch(wr, ch0 + warp + k * kQWarps, c);
   int64_t ch = ch0 + warp;
   if (ch < ch1 && !a_loaded) F::load(a, wr, ch, c);
   for (; ch < ch1; ch += 2 * kQWarps) {
     const bool more = ch + kQWarps < ch1;
-    if (more && !b_loaded) {
-      F::load(b, wr, ch + kQWarps, c);
-      if (ch > ch0 + warp && ch + kQWarps + ahead < ch1) F::prefetch(wr, ch + kQWarps + ahead, c);
-    }
+    if (more && !b_loaded) F::load(b, wr, ch + kQWarps, c);
     b_loaded = false;
     F::template compute<NT>(acc, a, wr, xt, ch, c);
     if (!more) break;
-    if (ch + 2 * kQWarps < ch1) {
-      F::load(a, wr, ch + 2 * kQWarps, c);
-      if (ch + 2 * kQWarps + ahead < ch1) F::prefetch(wr, ch + 2 * kQWarps + ahead, c);
-    }
+    if (ch + 2 * kQWarps < ch1) F::load(a, wr, ch + 2 * kQWarps, c);
     F::template compute<NT>(acc, b, wr, xt, ch + kQWarps, c);
   }
 }
