@@ -189,6 +189,28 @@ TEST(RandomCheckpoint, AllFormatsLoadAndAgree) {
   // The activation rules really apply: quantized inputs move the logits.
   EXPECT_GT(rel_err(out["fp8"], out["fp8-weight-only"]), 1e-3);
   EXPECT_GT(rel_err(out["mxfp4"], out["mxfp4-weight-only"]), 1e-2);
+
+  // --weight-only-quant: the MXFP4 experts stay quantized but take their inputs unquantized
+  // (W4A16), so the logits are those of the dequantized weights, not W4A4's.
+  LoadOptions lo;
+  lo.show_progress = false;
+  lo.online_quant.weight_only = true;
+  auto model = Model::load(tiny_checkpoint("tiny-glm5.2", "mxfp4", "bf16"), lo);
+  for (const LayerWeights& l : model->weights().layers)
+    if (l.moe) {
+      EXPECT_TRUE(l.moe->experts_gate_up.quantized());
+      EXPECT_EQ(l.moe->experts_gate_up.act, ActQuant::kNone);
+      EXPECT_EQ(l.moe->experts_down.act, ActQuant::kNone);
+    }
+  Generator g(*model, 64, 16);
+  GenerateRequest req;
+  req.prompt = prompt;
+  req.max_new_tokens = 1;
+  const std::vector<float> w4a16 = g.generate(req).logits[0];
+  std::printf("mxfp4 --weight-only-quant against dequantized at load %g, against W4A4 %g\n",
+              rel_err(w4a16, out["mxfp4-weight-only"]), rel_err(w4a16, out["mxfp4"]));
+  EXPECT_LT(rel_err(w4a16, out["mxfp4-weight-only"]), 1e-4);
+  EXPECT_GT(rel_err(w4a16, out["mxfp4"]), 1e-2);
 }
 
 }  // namespace
