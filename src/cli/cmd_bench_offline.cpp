@@ -313,7 +313,8 @@ Runner add_bench_offline(CLI::App& app) {
         c.quant = fp8_checkpoint_quant(c);
       else if (a->quantization == "mxfp4" || a->quantization == "quark")
         c.quant = mxfp4_checkpoint_quant(c);
-      if (a->weight_only_quant) c.quant = without_activation_quant(c.quant, "--load-format dummy");
+      if (a->weight_only_quant)
+        c.quant = without_activation_quant(c.quant, "--load-format dummy");
       else if (!a->loader_extra.empty())
         fail("--model-loader-extra-config does not apply to --load-format dummy");
       model = Model::dummy(c, lo);

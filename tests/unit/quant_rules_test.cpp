@@ -396,8 +396,8 @@ TEST(QuantRules, OnlineFlagsRefuseUnknownKeysValuesAndContradictions) {
 TEST(QuantRules, WeightOnlyFlagDropsEveryActivationRule) {
   // A W4A4 checkpoint (global input_tensors MXFP4) with W4A4 rules per layer and per type too.
   json w4a4 = {{"weight", mx_spec(false)}, {"input_tensors", mx_spec(true)}};
-  const json q = quark_json({"lm_head"}, {{"model.layers.5.mlp.experts.down_proj", w4a4}},
-                            {{"Linear", w4a4}});
+  const json q =
+      quark_json({"lm_head"}, {{"model.layers.5.mlp.experts.down_proj", w4a4}}, {{"Linear", w4a4}});
   ModelConfig c = with_quant("glm5.2", q);
   const QuantConfig parsed = c.quant;
   const char* global = "model.layers.77.mlp.experts.5.gate_proj.weight";
@@ -423,8 +423,8 @@ TEST(QuantRules, WeightOnlyFlagDropsEveryActivationRule) {
   r.quantization.clear();
   EXPECT_TRUE(has(error_of([&] { apply_online_quant(fp8ck, r, "ck"); }),
                   "--weight-only-quant applies to Quark / MXFP4 checkpoints"));
-  EXPECT_TRUE(has(error_of([&] { apply_online_quant(QuantConfig{}, r, "ck"); }),
-                  "quant_method is none"));
+  EXPECT_TRUE(
+      has(error_of([&] { apply_online_quant(QuantConfig{}, r, "ck"); }), "quant_method is none"));
 }
 
 TEST(QuantRules, Fp8ConfigFieldsAreReadAndCheckedByName) {
