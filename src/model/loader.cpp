@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <optional>
 
 #include "core/error.h"
@@ -277,6 +278,33 @@ std::string unstackable(const std::vector<Weight>& parts, bool stack) {
   return "";
 }
 
+// FP8 parts whose row blocks would straddle two parts of the combination get finer row blocks
+// with the same scales: gate and up of 192 rows each (the default model) in 128-row blocks
+// become 64-row blocks, so [gate; up] concatenates without a block spanning both. Exact: every
+// row keeps its scale, block_n just names smaller runs of rows sharing it.
+std::vector<Weight> reblock_rows(const std::vector<Weight>& parts, bool stack) {
+  const Weight& f = parts.front();
+  if (f.format != WeightFormat::kFp8Block || f.block_n <= 1) return parts;
+  int64_t bn = f.block_n;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].format != f.format || parts[i].block_n != f.block_n) return parts;
+    if (stack || i + 1 < parts.size()) bn = std::gcd(bn, parts[i].out_features());
+  }
+  if (bn == f.block_n) return parts;
+  std::vector<Weight> out = parts;
+  for (Weight& p : out) {
+    const Tensor old = p.scale.to_f32().contiguous();  // [nb, kb]
+    const int64_t nb = (p.out_features() + bn - 1) / bn, kb = old.size(1);
+    std::vector<float> v(static_cast<size_t>(nb * kb));
+    const float* o = old.data<float>();
+    for (int64_t r = 0; r < nb; ++r)
+      std::copy_n(o + (r * bn / p.block_n) * kb, kb, v.begin() + r * kb);
+    p.scale = Tensor::from_vector(v, {nb, kb});
+    p.block_n = bn;
+  }
+  return out;
+}
+
 // Linear weights the kernels take FP8 / MXFP4: the projections and MLPs. kv_b_proj is split
 // into the absorbed W_UK / W_UV and the indexer's wk joins the fused bf16 qkv_a GEMM, so both
 // are dequantized, as the reference does; routers, heads and eh_proj are high precision.
@@ -313,7 +341,8 @@ Weight dequantize_stack(const Weight& w) {
 // Combines host weights: rows concatenated ([a; b], stack = false) or stacked under a new
 // expert dim (stack = true). Quantized parts stay quantized where unstackable() allows;
 // otherwise every part is dequantized (and `why` says so).
-Weight combine(const std::vector<Weight>& parts, bool stack, std::string* why) {
+Weight combine(const std::vector<Weight>& given, bool stack, std::string* why) {
+  const std::vector<Weight> parts = reblock_rows(given, stack);
   const bool quantized = parts.front().quantized();
   if (quantized) *why = unstackable(parts, stack);
   std::vector<Tensor> ws, ss;

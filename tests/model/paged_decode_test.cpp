@@ -168,6 +168,15 @@ TEST(RandomCheckpoint, AllFormatsLoadAndAgree) {
       ASSERT_NE(moe, layers.end());
       const Weight& probe = fmt == "mxfp4" ? moe->moe->experts_gate_up : layers[0].attn.q_b_proj;
       EXPECT_EQ(probe.quantized(), keep && fmt != "bf16") << fmt;
+      if (fmt == "fp8" && keep) {
+        // gate and up of 32 rows each: their 128-row scale blocks are re-blocked to 32 rows so
+        // that [gate; up] stays FP8 (a block may not span both).
+        for (const Weight* w : {&moe->moe->experts_gate_up, &moe->moe->shared->gate_up}) {
+          EXPECT_TRUE(w->quantized());
+          EXPECT_EQ(w->block_n, 32);
+        }
+        EXPECT_TRUE(moe->moe->experts_down.quantized());
+      }
       Generator g(*model, 64, 16);
       GenerateRequest req;
       req.prompt = prompt;
@@ -211,6 +220,52 @@ TEST(RandomCheckpoint, AllFormatsLoadAndAgree) {
               rel_err(w4a16, out["mxfp4-weight-only"]), rel_err(w4a16, out["mxfp4"]));
   EXPECT_LT(rel_err(w4a16, out["mxfp4-weight-only"]), 1e-4);
   EXPECT_GT(rel_err(w4a16, out["mxfp4"]), 1e-2);
+}
+
+// Largest |a - b| over two tensors of the same size.
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  const std::vector<float> x = to_float_vector(a), y = to_float_vector(b);
+  if (x.size() != y.size()) return 1e30;
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(double{x[i]} - y[i]));
+  return m;
+}
+
+// The re-blocked FP8 [gate; up] (the loader's reblock_rows) dequantizes to exactly what the
+// parts dequantize to on their own. Experts of 192 rows, as the default model's: each part has
+// a whole and a partial 128-row block, which become three 64-row blocks.
+TEST(RandomCheckpoint, Fp8GateUpReblockedExactly) {
+  init_backends();
+  const std::string dir =
+      (fs::temp_directory_path() / ("tandem_reblock_" + std::to_string(::getpid()))).string();
+  ModelConfig c = preset_config("tiny-glm5.2");
+  c.moe_intermediate_size = 192;
+  RandomCheckpointOptions o;
+  o.seed = 5;
+  o.quant = "fp8";
+  write_random_checkpoint(c, dir, o);
+  LoadOptions kept, dense;
+  kept.show_progress = dense.show_progress = false;
+  dense.keep_quantized = false;
+  const auto q = Model::load(dir, kept), d = Model::load(dir, dense);
+  int checked = 0;
+  for (size_t l = 0; l < q->weights().layers.size(); ++l) {
+    const auto& mq = q->weights().layers[l].moe;
+    const auto& md = d->weights().layers[l].moe;
+    if (!mq) continue;
+    ASSERT_TRUE(mq->shared->gate_up.quantized());
+    EXPECT_EQ(max_abs_diff(dequantize_to_f32(mq->shared->gate_up), md->shared->gate_up.w), 0.0)
+        << "layer " << l;
+    const Weight& gu = mq->experts_gate_up;
+    ASSERT_TRUE(gu.quantized());
+    EXPECT_EQ(gu.block_n, 64);
+    for (int64_t e = 0; e < gu.experts(); ++e, ++checked)
+      EXPECT_EQ(max_abs_diff(dequantize_to_f32(gu.expert(e)), md->experts_gate_up.w.select(0, e)),
+                0.0)
+          << "layer " << l << " expert " << e;
+  }
+  EXPECT_GT(checked, 0);
+  fs::remove_all(dir);
 }
 
 }  // namespace
