@@ -174,10 +174,11 @@ Runner add_serve(CLI::App& app) {
   app.add_option("--log-level", *log_level, "debug, info, warning or error");
   // --help lists SGLang's flags (same names, same meaning) apart from the ones only Tandem has.
   const std::set<std::string> tandem_only = {
-      "--max-queued-requests",   "--dist-timeout",     "--graceful-shutdown-timeout",
-      "--http-threads",          "--allowed-origins",  "--disable-web-page",
-      "--speculative-max-steps", "--max-connections",  "--http-idle-timeout",
-      "--http-header-timeout",   "--http-body-timeout"};
+      "--max-queued-requests",   "--dist-timeout",      "--graceful-shutdown-timeout",
+      "--http-threads",          "--allowed-origins",   "--disable-web-page",
+      "--speculative-max-steps", "--max-connections",   "--http-idle-timeout",
+      "--http-header-timeout",   "--http-body-timeout", "--weight-only-quant",
+      "--stream-threads"};
   for (CLI::Option* o : app.get_options()) {
     const std::string name = o->get_name();
     if (o->get_group().empty() || name == "--help") continue;  // hidden, or help itself
