@@ -207,7 +207,7 @@ Runner add_bench_offline(CLI::App& app) {
     double simulate = 0;
     bool profile_phases = false, loop_phases = false, adaptive = false;
     bool no_plain = false, disable_cuda_graph = false, deterministic = false, no_warmup = false;
-    bool weight_only_quant = false;
+    bool weight_only_quant = false, mixed_chunk = false;
     std::string device = "cpu", load_format = "auto", preset, quantization, loader_extra,
                 kv_cache_dtype = "auto";
     int64_t num_layers = 0, max_total_tokens = 1 << 16, workspace_mb = EngineOptions{}.workspace_mb;
@@ -254,6 +254,8 @@ Runner add_bench_offline(CLI::App& app) {
   app.add_flag("--loop-phases", a->loop_phases,
                "Print under each row the engine thread's microseconds per step in each phase of "
                "its loop (wait, schedule, prepare, device, commit, send, publish)");
+  app.add_flag("--enable-mixed-chunk", a->mixed_chunk,
+               "Plain rows: decoding requests ride along in prefill steps (docs/runtime.md)");
   app.add_flag("--enable-deterministic-inference", a->deterministic,
                "Batch-invariant kernels for every batch shape (GPU)");
   app.add_option("--load-format", a->load_format,
@@ -395,6 +397,7 @@ Runner add_bench_offline(CLI::App& app) {
     plain.workspace_mb = a->workspace_mb;
     plain.deterministic = a->deterministic;
     plain.kv_cache_fp8 = kv_fp8;
+    plain.enable_mixed_chunk = a->mixed_chunk;  // speculative rows turn it off (validate)
     // One engine configuration per speculative row: each fixed depth, then adaptive.
     struct SpecRun {
       std::string label;

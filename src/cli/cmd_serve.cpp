@@ -86,6 +86,9 @@ Runner add_serve(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--max-prefill-tokens", a->max_prefill_tokens, "Prefill token budget per step")
       ->capture_default_str();
+  app.add_flag("--enable-mixed-chunk", a->enable_mixed_chunk,
+               "Decoding requests ride along in prefill steps (one token of the budget each), "
+               "so they keep decoding while prompts are prefilled; plain decoding only");
   app.add_option("--max-total-tokens", a->max_total_tokens, "KV cache capacity in tokens")
       ->capture_default_str();
   app.add_option("--context-length", a->context_length,

@@ -41,6 +41,15 @@ void EngineOptions::validate(std::vector<std::string>* warnings) {
     throw InvalidArgument(
         fmt::format("--context-length must not be negative, got {}", context_length));
   if (!spec.enabled()) return;
+  if (enable_mixed_chunk) {
+    // A speculating sequence decodes in rounds (drafts, verify, draft extend), not as one token
+    // of a prefill step.
+    enable_mixed_chunk = false;
+    if (warnings)
+      warnings->push_back(
+          "--enable-mixed-chunk is off: speculative decoding runs decode rounds, not one-token "
+          "chunks in prefill steps");
+  }
   std::string alg = spec.algorithm;
   std::transform(alg.begin(), alg.end(), alg.begin(),
                  [](unsigned char c) { return std::toupper(c); });

@@ -50,6 +50,11 @@ struct EngineOptions {
   int64_t max_total_tokens = 1 << 16;  // KV capacity in tokens when num_pages is 0
   int64_t chunked_prefill_size = 512;  // largest prefill chunk of one request per step
   int64_t max_prefill_tokens = 2048;   // prefill token budget of one step
+  // SGLang's --enable-mixed-chunk: while prompts are being prefilled, every decoding sequence
+  // rides along in the prefill step with its last token (one token of the step's budget), so
+  // decoding does not stall behind prompts. Plain decoding only (validate() turns it off when
+  // speculating, as SGLang does).
+  bool enable_mixed_chunk = false;
   bool enable_prefix_cache = true;
   int64_t context_length = 0;   // longest prompt + output; 0: the model's max_position_embeddings
   int64_t workspace_mb = 4096;  // activation arena of one step on GPUs

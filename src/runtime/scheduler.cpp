@@ -22,9 +22,13 @@ StepPlan Scheduler::plan() {
   bool prefill_pending = !waiting_.empty();
   for (auto& s : running_) prefill_pending |= !s->prefilled;
   if (prefill_pending) {
-    p.prefill = prefill_chunks();
+    std::vector<ScheduledChunk> decoding;
+    if (opt_.mixed_chunk) decoding = decode_chunks();
+    const int64_t budget = opt_.max_prefill_tokens - static_cast<int64_t>(decoding.size());
+    p.prefill = prefill_chunks(budget);
     if (!p.prefill.empty()) {
       p.kind = StepPlan::Kind::kPrefill;
+      p.prefill.insert(p.prefill.begin(), decoding.begin(), decoding.end());
       return p;
     }
   }
@@ -40,10 +44,9 @@ StepPlan Scheduler::plan() {
 }
 
 // Unfinished prompts first (in admission order), then admissions from the waiting queue, each
-// taking up to chunked_prefill_size tokens of the step's max_prefill_tokens budget.
-std::vector<ScheduledChunk> Scheduler::prefill_chunks() {
+// taking up to chunked_prefill_size tokens of the step's budget.
+std::vector<ScheduledChunk> Scheduler::prefill_chunks(int64_t budget) {
   std::vector<ScheduledChunk> batch;
-  int64_t budget = opt_.max_prefill_tokens;
   auto schedule = [&](Sequence& s) {
     const int64_t n = static_cast<int64_t>(s.tokens.size());
     const int64_t len = std::min({n - s.kv_len, opt_.chunked_prefill_size, budget});
@@ -67,6 +70,24 @@ std::vector<ScheduledChunk> Scheduler::prefill_chunks() {
     schedule(*running_.back());
   }
   return batch;
+}
+
+// Mixed steps: each decoding sequence's last token as a one-token chunk [kv_len, kv_len + 1),
+// after growing its pages for that token (which may preempt, as before a decode step).
+std::vector<ScheduledChunk> Scheduler::decode_chunks() {
+  TD_CHECK(opt_.draft_steps == 0, "mixed prefill and decode steps need plain decoding");
+  const bool decoding = std::any_of(running_.begin(), running_.end(),
+                                    [](const auto& s) { return s->prefilled; });
+  if (!decoding) return {};
+  grow_decode_pages(1);
+  std::vector<ScheduledChunk> out;
+  for (auto& s : running_)
+    if (s->prefilled) {
+      TD_CHECK(static_cast<int64_t>(s->tokens.size()) == s->kv_len + 1,
+               "a decoding sequence holds {} tokens and the KV of {}", s->tokens.size(), s->kv_len);
+      out.push_back({s.get(), s->kv_len, s->kv_len + 1});
+    }
+  return out;
 }
 
 bool Scheduler::allocate(Sequence& s, int64_t tokens) {

@@ -22,7 +22,9 @@ struct ScheduledChunk {
 };
 
 // One step's work. Prefill steps run chunks; decode steps run every prefilled sequence, each
-// with its next token (and, when speculating, a round of draft_steps drafts).
+// with its next token (and, when speculating, a round of draft_steps drafts). With mixed_chunk a
+// prefill step's chunks also hold decoding sequences, each as the one-token chunk of its last
+// token, which is sampled like the end of a prompt.
 struct StepPlan {
   enum class Kind { kIdle, kPrefill, kDecode };
   Kind kind = Kind::kIdle;
@@ -36,6 +38,9 @@ struct SchedulerOptions {
   int64_t page_size = 16;
   int64_t chunked_prefill_size = 512;
   int64_t max_prefill_tokens = 2048;
+  // Prefill steps carry every decoding sequence's next token too (one token of the budget each;
+  // plain decoding only).
+  bool mixed_chunk = false;
   bool enable_prefix_cache = true;
   int64_t draft_steps = 0;        // S when speculating: a round writes S + 1 positions
   bool draft_catches_up = false;  // adaptive depth: the draft reads stashed positions later
@@ -47,9 +52,10 @@ class Scheduler {
 
   void add(std::unique_ptr<Sequence> s);  // joins the back of the waiting queue
   // The next step. Prefill comes first while any prompt is unfinished and a chunk can be
-  // scheduled; otherwise every prefilled sequence decodes, after growing its pages for the step
-  // and preempting the most recently admitted sequences (back to the front of the waiting
-  // queue) while the cache is short. Throws when a request can never fit.
+  // scheduled (with mixed_chunk, the decoding sequences' tokens first); otherwise every
+  // prefilled sequence decodes, after growing its pages for the step and preempting the most
+  // recently admitted sequences (back to the front of the waiting queue) while the cache is
+  // short. Throws when a request can never fit.
   StepPlan plan();
   // Removes finished sequences from the running set, oldest first, returning their pages (the
   // prefix cache keeps their full computed pages).
@@ -74,7 +80,8 @@ class Scheduler {
   bool allocate(Sequence& s, int64_t tokens);
   void release(Sequence& s, bool keep_prefix);
   bool admit(Sequence& s);
-  std::vector<ScheduledChunk> prefill_chunks();
+  std::vector<ScheduledChunk> prefill_chunks(int64_t budget);
+  std::vector<ScheduledChunk> decode_chunks();
   void grow_decode_pages(int64_t extra);
   void preempt_last();
 

@@ -44,6 +44,7 @@ Json ServerArgs::to_json() const {
   j["max_queued_requests"] = max_queued_requests;
   j["page_size"] = page_size;
   j["chunked_prefill_size"] = chunked_prefill_size;
+  j["enable_mixed_chunk"] = enable_mixed_chunk;
   j["max_prefill_tokens"] = max_prefill_tokens;
   j["max_total_tokens"] = max_total_tokens;
   j["context_length"] = context_length > 0 ? Json(context_length) : Json();
@@ -177,6 +178,7 @@ EngineOptions engine_options(const ServerArgs& a, bool cuda_available,
   o.max_total_tokens = a.max_total_tokens;
   o.chunked_prefill_size = a.chunked_prefill_size;
   o.max_prefill_tokens = std::max(a.max_prefill_tokens, a.chunked_prefill_size);
+  o.enable_mixed_chunk = a.enable_mixed_chunk;
   o.enable_prefix_cache = !a.disable_radix_cache;
   o.context_length = a.context_length;
   o.disable_cuda_graph = a.disable_cuda_graph;

@@ -43,6 +43,7 @@ struct ServerArgs {
   int64_t max_queued_requests = EngineOptions{}.max_queued_requests;
   int64_t page_size = 0;  // 0: 64 on CUDA (the attention kernels' tile), 16 on the CPU
   int64_t chunked_prefill_size = EngineOptions{}.chunked_prefill_size;
+  bool enable_mixed_chunk = false;  // decoding sequences ride along in prefill steps
   int64_t max_prefill_tokens = EngineOptions{}.max_prefill_tokens;
   int64_t max_total_tokens = EngineOptions{}.max_total_tokens;
   int64_t context_length = 0;  // 0: the model's max_position_embeddings

@@ -39,6 +39,52 @@ TEST(Engine, ContinuousBatchingMatchesThePlainGenerator) {
   EXPECT_EQ(m.kv_pages_used, m.kv_pages_cached);  // only the prefix cache holds pages now
 }
 
+// --enable-mixed-chunk: decoding sequences ride along in prefill steps as one-token chunks. The
+// output is still the plain generator's, and the engine runs fewer forward steps (a decode step
+// saved wherever prompts were being prefilled).
+TEST(Engine, MixedChunksMatchThePlainGeneratorInFewerSteps) {
+  auto model = load_model("models/tandem-austen", false);
+  EngineOptions o;
+  o.max_running_requests = 5;
+  o.chunked_prefill_size = 24;
+  o.max_prefill_tokens = 40;
+  auto reqs = prompts(model->config(), 9, 10, 90, 20, 1);
+  for (size_t i = 0; i < reqs.size(); ++i) reqs[i].max_new_tokens = 6 + 5 * (i % 4);  // staggered
+  Generator g(*model, 256, 16);
+  std::map<bool, uint64_t> steps;
+  for (bool mixed : {false, true}) {
+    o.enable_mixed_chunk = mixed;
+    Engine e(model, o);
+    const auto got = run_all(e, reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      GenerateRequest gr;
+      gr.prompt = reqs[i].prompt;
+      gr.max_new_tokens = reqs[i].max_new_tokens;
+      EXPECT_EQ(got[i].tokens, g.generate(gr).tokens) << "request " << i << " mixed " << mixed;
+    }
+    const EngineMetrics m = e.metrics();
+    EXPECT_EQ(m.requests_finished, reqs.size());
+    EXPECT_EQ(m.kv_pages_used, m.kv_pages_cached);
+    steps[mixed] = m.forward_steps_total;
+  }
+  std::printf("forward steps: %llu separate, %llu mixed\n",
+              static_cast<unsigned long long>(steps[false]),
+              static_cast<unsigned long long>(steps[true]));
+  EXPECT_LT(steps[true], steps[false]);
+}
+
+// Speculation runs decode rounds, so the options turn mixed chunks off (with a warning).
+TEST(Engine, MixedChunksAreOffWhenSpeculating) {
+  EngineOptions o;
+  o.enable_mixed_chunk = true;
+  o.spec.algorithm = "EAGLE";
+  std::vector<std::string> notes;
+  o.validate(&notes);
+  EXPECT_FALSE(o.enable_mixed_chunk);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("--enable-mixed-chunk"), std::string::npos);
+}
+
 class SpecLossless : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
 // Greedy speculative decoding commits exactly the tokens plain decoding does. The CPU backend's

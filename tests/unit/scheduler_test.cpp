@@ -81,6 +81,42 @@ TEST(Scheduler, ChunkedPrefillUnderTheBudgetThenDecode) {
     EXPECT_GE(static_cast<int64_t>(s->pages.size()) * 4, s->kv_len + 1);
 }
 
+// mixed_chunk: while a prompt is prefilled, the decoding sequences' last tokens ride along as
+// one-token chunks, first, one token of the budget each; without it the decoder waits.
+TEST(Scheduler, MixedChunksCarryEveryDecodingSequence) {
+  for (bool mixed : {false, true}) {
+    SchedulerOptions o = opts();
+    o.mixed_chunk = mixed;
+    Scheduler sch(64, o);
+    sch.add(seq(1, 5));
+    StepPlan p = sch.plan();
+    run(p);  // request 1 is decoding: 6 tokens, the KV of 5
+    sch.add(seq(2, 20));
+    for (int64_t start : {0, 8, 16}) {
+      p = sch.plan();
+      ASSERT_EQ(p.kind, StepPlan::Kind::kPrefill);
+      ASSERT_EQ(p.prefill.size(), mixed ? 2u : 1u);
+      const ScheduledChunk& prompt = p.prefill.back();
+      EXPECT_EQ(prompt.seq->id, 2u);
+      EXPECT_EQ(prompt.start, start);
+      EXPECT_EQ(prompt.end, std::min<int64_t>(start + 8, 20));  // 8 of the 11 left: chunk size
+      if (mixed) {
+        const ScheduledChunk& d = p.prefill.front();
+        EXPECT_EQ(d.seq->id, 1u);
+        EXPECT_EQ(d.end - d.start, 1);
+        EXPECT_EQ(d.end, static_cast<int64_t>(d.seq->tokens.size()));  // its last token
+        EXPECT_GE(static_cast<int64_t>(d.seq->pages.size()) * 4, d.end);
+      }
+      run(p);
+    }
+    p = sch.plan();
+    ASSERT_EQ(p.kind, StepPlan::Kind::kDecode);
+    ASSERT_EQ(p.decode.size(), 2u);
+    // Request 1 decoded through the three prefill steps only when mixed.
+    EXPECT_EQ(p.decode[0]->kv_len, mixed ? 8 : 5);
+  }
+}
+
 TEST(Scheduler, AdmissionWaitsForFreePagesAndNeverOvercommits) {
   SchedulerOptions o = opts();
   o.max_prefill_tokens = 100;
