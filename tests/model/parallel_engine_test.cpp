@@ -147,6 +147,20 @@ TEST_P(ParallelEngine, GreedyMatchesUnshardedWithAndWithoutMtp) {
   }
 }
 
+// Mixed prefill and decode steps reach the other ranks as ordinary chunks (a decoding
+// sequence's one-token chunk of its last token) and change nothing in the output.
+TEST_P(ParallelEngine, MixedChunksMatchUnsharded) {
+  const auto [tp, ep] = GetParam();
+  auto reqs = prompts(6, 24, 5, false);
+  for (size_t i = 0; i < reqs.size(); ++i) reqs[i].max_new_tokens = 8 + 6 * (i % 3);
+  const std::vector<Result> want = run_single(options(0), reqs);
+  EngineOptions o = options(0);
+  o.enable_mixed_chunk = true;
+  const std::vector<Result> mixed = run_parallel(tp, ep, o, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i)
+    EXPECT_EQ(mixed[i].tokens, want[i].tokens) << "tp " << tp << " ep " << ep << " request " << i;
+}
+
 TEST_P(ParallelEngine, SeededSamplingMatchesUnsharded) {
   const auto [tp, ep] = GetParam();
   const auto reqs = prompts(4, 16, 5, true);
