@@ -76,8 +76,8 @@ std::vector<ScheduledChunk> Scheduler::prefill_chunks(int64_t budget) {
 // after growing its pages for that token (which may preempt, as before a decode step).
 std::vector<ScheduledChunk> Scheduler::decode_chunks() {
   TD_CHECK(opt_.draft_steps == 0, "mixed prefill and decode steps need plain decoding");
-  const bool decoding = std::any_of(running_.begin(), running_.end(),
-                                    [](const auto& s) { return s->prefilled; });
+  const bool decoding =
+      std::any_of(running_.begin(), running_.end(), [](const auto& s) { return s->prefilled; });
   if (!decoding) return {};
   grow_decode_pages(1);
   std::vector<ScheduledChunk> out;
