@@ -239,6 +239,16 @@ if [ "${DRAFT_VOCAB:-1}" = "1" ]; then
       --speculative-num-steps 3 --speculative-token-map "$DRAFT_MAP"
   fi
 fi
+# Mixed prefill and decode steps (--enable-mixed-chunk, issue #19): the default model, plain
+# decoding, 512-token prompts arriving as earlier requests finish; TPOT and tok/s with and
+# without (MIXED_CHUNK=1 to run it; measured on the CPU backend so far, docs/benchmarks.md).
+if [ "${MIXED_CHUNK:-0}" = "1" ]; then
+  for MIX in "" "--enable-mixed-chunk"; do
+    step "mixed_chunk${MIX:+_on}" "${SPEC_TIMEOUT:-150}" "$CARRY/tandem" bench-offline --device cuda \
+      --prompts tests/data/austen/heldout_prompts_64.json --num-prompts 64 --prompt-tokens 512 \
+      --max-new-tokens 64 --concurrency 8,32 --speculative-num-steps 0 $MIX
+  done
+fi
 # The HTTP/SSE path against the engine in-process (issue #21: at least 95% at every
 # concurrency): `tandem bench` through a real server and `bench-offline` on the same workload,
 # with CPU time per thread group (scripts/http_bench.py).
@@ -278,7 +288,7 @@ ADAPT_STEPS=$(cd "$OUTDIR" && ls adapt_*.log 2>/dev/null | sed 's/\.log$//' | tr
   sed -n '/^DECODE ATTENTION, bf16 vs FP8/,/^$/p' "$OUTDIR/kernel_bench.log"
   [ -f "$OUTDIR/quant_bench.log" ] && { echo; grep -v "^\[" "$OUTDIR/quant_bench.log"; }
   [ -f "$OUTDIR/hf_baseline.log" ] && { echo; echo "-- hf_baseline (transformers, same GPU, same run)"; cat "$OUTDIR/hf_baseline.log"; }
-  for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det grammar_bench; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
+  for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det mixed_chunk mixed_chunk_on grammar_bench; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
   for n in $ADAPT_STEPS; do echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -40; done
   [ -f "$OUTDIR/http_bench.log" ] && { echo; echo "-- http_bench"; sed -n '/^HTTP vs in-process/,$p' "$OUTDIR/http_bench.log"; }
   grep -h -E "error|Error|what\(\)" "$OUTDIR"/*.log | head -10
