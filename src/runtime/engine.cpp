@@ -62,7 +62,7 @@ SchedulerOptions scheduler_options(const EngineOptions& o) {
   s.page_size = o.page_size;
   s.chunked_prefill_size = o.chunked_prefill_size;
   s.max_prefill_tokens = o.max_prefill_tokens;
-  s.mixed_chunk = o.enable_mixed_chunk && !o.spec.enabled();
+  s.mixed_chunk = o.enable_mixed_chunk;  // validate() turned it off when speculating
   s.enable_prefix_cache = o.enable_prefix_cache;
   s.draft_steps = o.spec.enabled() ? o.spec.max_depth() : 0;
   s.draft_catches_up = o.spec.enabled() && o.spec.adaptive;
