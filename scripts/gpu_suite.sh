@@ -249,6 +249,21 @@ if [ "${MIXED_CHUNK:-0}" = "1" ]; then
       --max-new-tokens 64 --concurrency 8,32 --speculative-num-steps 0 $MIX
   done
 fi
+# Long-prompt TTFT (issue #19): 10,000-token prompts, one at a time, plain decoding, on the
+# 4- and 7-layer GLM-5.2 slices (dummy bf16 weights; 7 - 4 = three MoE layers, the increment
+# that extrapolates to 78 layers), with the default prefill chunks (512 per request, 2048 per
+# step) and with large ones (8192 per request, 16384 per step). PREFILL_TTFT=1 to run it.
+if [ "${PREFILL_TTFT:-0}" = "1" ]; then
+  for NL in ${TTFT_LAYERS:-4 7}; do
+    for CH in "512 2048" "8192 16384"; do
+      read -r CHUNK BUDGET <<< "$CH"
+      step "ttft_${NL}l_$CHUNK" "${SPEC_TIMEOUT:-200}" "$CARRY/tandem" bench-offline --device cuda \
+        --load-format dummy --preset glm5.2 --num-layers $NL --num-prompts 3 --prompt-tokens 10000 \
+        --max-new-tokens 4 --concurrency 1 --speculative-num-steps 0 --max-total-tokens 65536 \
+        --workspace-mb 24576 --chunked-prefill-size $CHUNK --max-prefill-tokens $BUDGET
+    done
+  done
+fi
 # The HTTP/SSE path against the engine in-process (issue #21: at least 95% at every
 # concurrency): `tandem bench` through a real server and `bench-offline` on the same workload,
 # with CPU time per thread group (scripts/http_bench.py).
@@ -288,7 +303,7 @@ ADAPT_STEPS=$(cd "$OUTDIR" && ls adapt_*.log 2>/dev/null | sed 's/\.log$//' | tr
   sed -n '/^DECODE ATTENTION, bf16 vs FP8/,/^$/p' "$OUTDIR/kernel_bench.log"
   [ -f "$OUTDIR/quant_bench.log" ] && { echo; grep -v "^\[" "$OUTDIR/quant_bench.log"; }
   [ -f "$OUTDIR/hf_baseline.log" ] && { echo; echo "-- hf_baseline (transformers, same GPU, same run)"; cat "$OUTDIR/hf_baseline.log"; }
-  for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det mixed_chunk mixed_chunk_on grammar_bench; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
+  for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det mixed_chunk mixed_chunk_on $(cd "$OUTDIR" && ls ttft_*.log 2>/dev/null | sed 's/\.log$//' | tr '\n' ' ') grammar_bench; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
   for n in $ADAPT_STEPS; do echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -40; done
   [ -f "$OUTDIR/http_bench.log" ] && { echo; echo "-- http_bench"; sed -n '/^HTTP vs in-process/,$p' "$OUTDIR/http_bench.log"; }
   grep -h -E "error|Error|what\(\)" "$OUTDIR"/*.log | head -10

@@ -211,6 +211,8 @@ Runner add_bench_offline(CLI::App& app) {
     std::string device = "cpu", load_format = "auto", preset, quantization, loader_extra,
                 kv_cache_dtype = "auto";
     int64_t num_layers = 0, max_total_tokens = 1 << 16, workspace_mb = EngineOptions{}.workspace_mb;
+    int64_t chunked_prefill_size = EngineOptions{}.chunked_prefill_size,
+            max_prefill_tokens = EngineOptions{}.max_prefill_tokens;
   };
   auto a = std::make_shared<Args>();
   app.add_option("--model-path", a->model_path,
@@ -254,6 +256,13 @@ Runner add_bench_offline(CLI::App& app) {
   app.add_flag("--loop-phases", a->loop_phases,
                "Print under each row the engine thread's microseconds per step in each phase of "
                "its loop (wait, schedule, prepare, device, commit, send, publish)");
+  app.add_option("--chunked-prefill-size", a->chunked_prefill_size,
+                 "Largest prefill chunk of one request per step, as tandem serve")
+      ->capture_default_str();
+  app.add_option(
+         "--max-prefill-tokens", a->max_prefill_tokens,
+         "Prefill token budget per step (raised to --chunked-prefill-size), as tandem serve")
+      ->capture_default_str();
   app.add_flag("--enable-mixed-chunk", a->mixed_chunk,
                "Plain rows: decoding requests ride along in prefill steps (docs/runtime.md)");
   app.add_flag("--enable-deterministic-inference", a->deterministic,
@@ -398,6 +407,8 @@ Runner add_bench_offline(CLI::App& app) {
     plain.deterministic = a->deterministic;
     plain.kv_cache_fp8 = kv_fp8;
     plain.enable_mixed_chunk = a->mixed_chunk;  // speculative rows turn it off (validate)
+    plain.chunked_prefill_size = a->chunked_prefill_size;
+    plain.max_prefill_tokens = std::max(a->max_prefill_tokens, a->chunked_prefill_size);
     // One engine configuration per speculative row: each fixed depth, then adaptive.
     struct SpecRun {
       std::string label;

@@ -12,6 +12,11 @@
 
 namespace tandem {
 
+// How attention runs for extend (prefill) batches. kAuto: the absorbed (MQA) form on sparse
+// (DSA) layers and the naive (MHA) form on dense-attention ones (see mla_attention.cpp for
+// why); the other two force one form, for benchmarks and the test that the two agree.
+enum class ExtendAttention { kAuto, kNaive, kAbsorbed };
+
 struct LayerContext {
   const ModelConfig& config;
   const ModelWeights& weights;  // for the shared RoPE tables
@@ -22,6 +27,7 @@ struct LayerContext {
   // (null for an unsharded model).
   const ShardSpec* shard = nullptr;
   Collectives* comm = nullptr;
+  ExtendAttention extend_attention = ExtendAttention::kAuto;
 
   // Row-parallel outputs are partial sums over the ranks: add them up.
   void all_reduce(Tensor& x) const {

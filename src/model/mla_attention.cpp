@@ -91,8 +91,20 @@ Tensor mla_attention(const LayerContext& ctx, const AttentionWeights& w, const T
   Tensor q_pe = q.narrow(2, dn, dr);                                                 // [T, H, dr]
   ops::rope(q_pe, pos, ctx.weights.rope_inv_freq, rope);
 
+  // Decode and verify batches always take the absorbed form. Extend batches of sparse (DSA)
+  // layers take it too: every query token attends to at most index_topk latent rows, the same
+  // rows for all its heads, so the absorbed form reads each selected 576-value row once per
+  // token (MQA, as DeepSeek-V3.2's sparse kernels run prefill) where the naive form expands every
+  // cached latent to per-head keys and values (28,672 values per row at GLM-5.2 sizes) and
+  // reads those per head: 64x the bytes for 2.1x the multiply-adds, and no [sumL, H, dn + dv]
+  // buffer, whose size grows with the context. Dense causal attention keeps the naive form:
+  // there a token attends to every earlier position and the naive form does half the
+  // multiply-adds.
+  const bool naive = ctx.batch.mode == ForwardMode::kExtend &&
+                     (ctx.extend_attention == ExtendAttention::kNaive ||
+                      (ctx.extend_attention == ExtendAttention::kAuto && !c.has_indexer));
   Tensor o;  // [T, H, dv]
-  if (ctx.batch.mode == ForwardMode::kExtend) {
+  if (naive) {
     ops::join_side(a.device());  // the gather reads the rows the branch stored
     // Naive form: expand every cached latent of each sequence to per-head keys and values.
     // [sumL, rkv + dr] in the compute dtype (an FP8 cache's rows come out dequantized)

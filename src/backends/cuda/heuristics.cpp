@@ -73,9 +73,13 @@ int64_t indexer_token_chunk(int64_t T, int64_t max_len) {
 }
 
 int64_t moe_token_chunk(int64_t T, int64_t D, int64_t I, int64_t slots) {
-  // Token chunks bound the intermediates (about 16 KB per (token, slot) at GLM-5 sizes).
+  // Token chunks bound the intermediates (48 KB per (token, slot) at GLM-5.2 sizes). Every
+  // chunk streams all the experts' weights once (19.3 GB per bf16 GLM-5.2 layer, 4.6 ms at the
+  // copy rate), so the bound is set high enough for a whole prefill step of the usual sizes:
+  // 2 GiB is 5,461 tokens at GLM-5.2 sizes (512 MiB was 1,365: a 4,096-token prefill took three
+  // passes over the weights, 26.0 ms for the routed experts).
   const int64_t per_pair = 2 * I * 2 + I * 2 + D * 4 + D * 2;
-  return std::clamp<int64_t>((int64_t{512} << 20) / std::max<int64_t>(1, per_pair * slots), 1, T);
+  return std::clamp<int64_t>((int64_t{2048} << 20) / std::max<int64_t>(1, per_pair * slots), 1, T);
 }
 
 }  // namespace tandem::cuda::heuristics

@@ -119,8 +119,8 @@ constexpr int64_t kMoeHostPathRowsPerExpert = 32;
 // went from 60% to 89% of copy with them).
 constexpr int64_t kMoeTensorCoreRowsPerExpert = 1;
 
-// Tokens per moe_experts chunk: the intermediates (about 16 KB per (token, slot) at GLM-5
-// sizes) stay within 512 MiB.
+// Tokens per moe_experts chunk: the intermediates (48 KB per (token, slot) at GLM-5.2 sizes)
+// stay within 2 GiB, so a prefill step of up to 5,461 tokens reads the expert weights once.
 int64_t moe_token_chunk(int64_t T, int64_t D, int64_t I, int64_t slots);
 
 // The device path's expert kernels: `mode` (TANDEM_MOE_TENSOR_CORES / set_moe_tensor_cores)
