@@ -257,9 +257,10 @@ TEST_F(CudaOps, LinearSkinnyAndCublasLt) {
       {64, 2048, 6144, DType::BF16, DType::BF16, 0},  // cuBLASLt
       {1, 256, 6144, DType::F32, DType::F32, 0},      // fp32 router
       {130, 32, 6144, DType::F32, DType::F32, 0},     // indexer head weights at prefill size
-      {300, 256, 6144, DType::F32, DType::F32,
-       0},                                        // router at prefill size (row tiles in the grid)
-      {5, 13, 100, DType::BF16, DType::BF16, 0},  // K % 8 != 0: scalar path
+      {300, 256, 6144, DType::F32, DType::F32, 0},    // router at prefill size (fp32 cuBLASLt)
+      {127, 256, 640, DType::F32, DType::F32, 0},     // last row count of the f32 skinny path
+      {128, 256, 640, DType::F32, DType::F32, 700},   // first of fp32 cuBLASLt, strided x
+      {5, 13, 100, DType::BF16, DType::BF16, 0},      // K % 8 != 0: scalar path
       {2, 77, 264, DType::BF16, DType::BF16, 300},    // misaligned rows: scalar path
       {4, 640, 512, DType::BF16, DType::BF16, 576},   // latent slice (skinny, strided)
       {20, 640, 512, DType::BF16, DType::BF16, 576},  // latent slice (cuBLASLt, ld 576)
@@ -575,12 +576,15 @@ TEST_F(CudaOps, MoeExpertsDeviceAndHostPaths) {
     int64_t T, E, k, D, I;
   };
   const std::vector<Case> cases = {
-      {1, 16, 4, 256, 128},                        // decode: 4 experts of one token
-      {5, 16, 4, 256, 128},   {37, 8, 2, 64, 32},  // golden dims
-      {3, 16, 8, 6144, 512},                       // GLM hidden size
-      {200, 16, 4, 256, 128},                      // 800 pairs over 16 experts: cuBLASLt per expert
-      {60, 8, 4, 192, 64},  // 30 rows per expert: two passes of the tensor-core kernels
+      {1, 16, 4, 256, 128},  // decode: 4 experts of one token
+      {5, 16, 4, 256, 128},
+      {37, 8, 2, 64, 32},      // golden dims
+      {3, 16, 8, 6144, 512},   // GLM hidden size
+      {200, 16, 4, 256, 128},  // 800 pairs over 16 experts: cuBLASLt per expert
+      {60, 8, 4, 192, 64},     // 30 rows per expert: two passes of the tensor-core kernels
       {9, 16, 8, 512, 320},
+      // 75 rows per expert, uneven: cuBLASLt per expert spread over the expert streams
+      {600, 64, 8, 512, 256},
   };
   for (const Case& c : cases) {
     if (small_only() && c.D == 6144) continue;

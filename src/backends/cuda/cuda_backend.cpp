@@ -46,6 +46,11 @@ CudaBackend::~CudaBackend() {
   for (int* c : split_counters_)
     if (c) cudaFree(c);
   if (side_stream_) cudaStreamDestroy(side_stream_);
+  for (cudaStream_t s : expert_streams_)
+    if (s) cudaStreamDestroy(s);
+  for (cudaEvent_t e : expert_events_)
+    if (e) cudaEventDestroy(e);
+  if (expert_fork_) cudaEventDestroy(expert_fork_);
   if (fork_event_) cudaEventDestroy(fork_event_);
   if (join_event_) cudaEventDestroy(join_event_);
 }

@@ -155,6 +155,13 @@ class CudaBackend final : public Backend {
   cudaStream_t side_stream_ = nullptr;
   cudaStream_t main_stream_ = nullptr;  // the stream a side branch forked from
   cudaEvent_t fork_event_ = nullptr, join_event_ = nullptr;
+  // moe_experts' host path runs its per-expert GEMMs this many at a time, on these streams
+  // (created at first use) with cuBLASLt workspace slots 2.. (cuda_moe.cpp says why).
+  static constexpr int kExpertStreams = 4;
+  cudaStream_t expert_streams_[kExpertStreams] = {};
+  cudaEvent_t expert_events_[kExpertStreams] = {};
+  cudaEvent_t expert_fork_ = nullptr;
+  void create_expert_streams();
   bool in_side_ = false;
   bool side_stream_on_ = true;     // TANDEM_SIDE_STREAM=0: side branches run in order
   bool last_block_reduce_ = true;  // TANDEM_SKINNY_LAST_BLOCK_REDUCE=0: a second reduce kernel

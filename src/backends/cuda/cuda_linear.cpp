@@ -86,6 +86,16 @@ void CudaBackend::linear(const Tensor& x, const Weight& w, Tensor& out) {
         lt_->gemm(x.raw(), x.stride(0), w.w.raw(), K, out.raw(), out.stride(0),
                   out.dtype() == DType::F32, M, N, K, stream_))
       return;
+  } else if (w.w.dtype() == DType::F32 && out.dtype() == DType::F32 &&
+             heuristics::linear_f32_lt_path(M, deterministic_)) {
+    // fp32 weights (router, indexer head weights) at prefill sizes: x widened to f32, then an
+    // fp32 cuBLASLt GEMM (exact fp32 products and sums, as the skinny kernel's).
+    auto* xf = static_cast<float*>(scratch(static_cast<size_t>(M * K) * 4));
+    k::bf16_rows_to_f32(x.raw(), x.stride(0), xf, M, K, stream_);
+    TD_CUDA_LAUNCH_CHECK();
+    if (lt_->gemm_f32(xf, K, w.w.data<float>(), K, out.data<float>(), out.stride(0), M, N, K,
+                      stream_))
+      return;
   }
   skinny(x.raw(), x.stride(0), 0, w.w, 0, out, out.stride(0), 0, M, N, K, 1);
 }

@@ -89,6 +89,15 @@ void CudaBackend::moe_experts(const Tensor& x, const Weight& gate_up_w, const We
   }
 }
 
+void CudaBackend::create_expert_streams() {
+  if (expert_fork_) return;
+  for (int s = 0; s < kExpertStreams; ++s) {
+    TD_CUDA_CHECK(cudaStreamCreateWithFlags(&expert_streams_[s], cudaStreamNonBlocking));
+    TD_CUDA_CHECK(cudaEventCreateWithFlags(&expert_events_[s], cudaEventDisableTiming));
+  }
+  TD_CUDA_CHECK(cudaEventCreateWithFlags(&expert_fork_, cudaEventDisableTiming));
+}
+
 void CudaBackend::moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor& down,
                             const Tensor& idx, const Tensor& weights, Tensor& out, bool host_path) {
   const int64_t T = x.size(0), D = x.size(1), E = gate_up.size(0), I = down.size(2),
@@ -147,24 +156,47 @@ void CudaBackend::moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor
     auto* xs16 = static_cast<uint16_t*>(xs);
     auto* g16 = static_cast<uint16_t*>(g);
     auto* h16 = static_cast<uint16_t*>(h);
+    // One expert's GEMMs are small at prefill sizes (a 4,096-token GLM-5.2 step gives each of
+    // the 256 experts ~128 rows: 32-64 output tiles of [128, 4096] for 132 SMs), so one after
+    // another they leave most of the GPU idle. They run kExpertStreams at a time instead: each
+    // expert's gate_up GEMM, silu_mul and down GEMM in order on one stream, the experts dealt
+    // to the stream with the fewest rows so far, each stream with its own cuBLASLt workspace.
+    // Experts write disjoint rows of g, h and y; moe_combine waits for every stream.
+    create_expert_streams();
+    TD_CUDA_CHECK(cudaEventRecord(expert_fork_, stream_));
+    for (cudaStream_t es : expert_streams_) TD_CUDA_CHECK(cudaStreamWaitEvent(es, expert_fork_, 0));
+    const int slot = lt_->workspace();
+    int64_t load[kExpertStreams] = {};
+    std::vector<int64_t> fallback;  // experts cuBLASLt has no algorithm for: the skinny kernel
     for (int64_t e = 0; e < E; ++e) {
       const int64_t n = cnt[static_cast<size_t>(e)], o = off[static_cast<size_t>(e)];
       if (n == 0) continue;
-      if (!lt_->gemm(xs16 + o * D, D, gu + e * 2 * I * D, D, g16 + o * 2 * I, 2 * I, false, n,
-                     2 * I, D, stream_)) {
-        Tensor ge = Tensor::wrap(g16 + o * 2 * I, {n, 2 * I}, DType::BF16, Device::cuda());
-        skinny(xs16 + o * D, D, 0, gate_up.select(0, e), 0, ge, 2 * I, 0, n, 2 * I, D, 1);
+      const int s = static_cast<int>(std::min_element(load, load + kExpertStreams) - load);
+      load[s] += n;
+      cudaStream_t es = expert_streams_[s];
+      lt_->use_workspace(2 + s);
+      bool ok = lt_->gemm(xs16 + o * D, D, gu + e * 2 * I * D, D, g16 + o * 2 * I, 2 * I, false, n,
+                          2 * I, D, es);
+      if (ok) {
+        k::silu_mul(g16 + o * 2 * I, 2 * I, h16 + o * I, n, I, DT::BF16, es);
+        TD_CUDA_LAUNCH_CHECK();
+        ok = lt_->gemm(h16 + o * I, I, dn + e * D * I, I, y + o * D, D, true, n, D, I, es);
       }
+      if (!ok) fallback.push_back(e);
     }
-    if (valid > 0) k::silu_mul(g, 2 * I, h, valid, I, DT::BF16, stream_);
-    TD_CUDA_LAUNCH_CHECK();
-    for (int64_t e = 0; e < E; ++e) {
+    lt_->use_workspace(slot);
+    for (int s = 0; s < kExpertStreams; ++s) {
+      TD_CUDA_CHECK(cudaEventRecord(expert_events_[s], expert_streams_[s]));
+      TD_CUDA_CHECK(cudaStreamWaitEvent(stream_, expert_events_[s], 0));
+    }
+    for (int64_t e : fallback) {  // whole experts again, on this stream
       const int64_t n = cnt[static_cast<size_t>(e)], o = off[static_cast<size_t>(e)];
-      if (n == 0) continue;
-      if (!lt_->gemm(h16 + o * I, I, dn + e * D * I, I, y + o * D, D, true, n, D, I, stream_)) {
-        Tensor ye = Tensor::wrap(y + o * D, {n, D}, DType::F32, Device::cuda());
-        skinny(h16 + o * I, I, 0, down.select(0, e), 0, ye, D, 0, n, D, I, 1);
-      }
+      Tensor ge = Tensor::wrap(g16 + o * 2 * I, {n, 2 * I}, DType::BF16, Device::cuda());
+      skinny(xs16 + o * D, D, 0, gate_up.select(0, e), 0, ge, 2 * I, 0, n, 2 * I, D, 1);
+      k::silu_mul(g16 + o * 2 * I, 2 * I, h16 + o * I, n, I, DT::BF16, stream_);
+      TD_CUDA_LAUNCH_CHECK();
+      Tensor ye = Tensor::wrap(y + o * D, {n, D}, DType::F32, Device::cuda());
+      skinny(h16 + o * I, I, 0, down.select(0, e), 0, ye, D, 0, n, D, I, 1);
     }
   }
   k::moe_combine(y, DT::F32, inv, weights.data<float>(), T, kk, D, out.raw(), stream_);

@@ -1,4 +1,5 @@
-// Truly elementwise ops: SiLU-and-mul, add. Grid-stride loops, fp32 math on bf16 or f32 storage.
+// Truly elementwise ops: SiLU-and-mul, add, bf16 rows to f32. Grid-stride loops, fp32 math on bf16
+// or f32 storage.
 #include "backends/cuda/common.cuh"
 #include "backends/cuda/elementwise.cuh"
 
@@ -25,7 +26,24 @@ __global__ void add_kernel(const T* a, const T* b, T* out, int64_t n) {
     out[i] = from_f<T>(to_f(a[i]) + to_f(b[i]));
 }
 
+__global__ void bf16_rows_to_f32_kernel(const bf16* x, int64_t xs, float* out, int64_t D) {
+  pdl_wait();
+  const int64_t t = blockIdx.y;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < D;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[t * D + i] = to_f(x[t * xs + i]);
+}
+
 }  // namespace
+
+void bf16_rows_to_f32(const void* x, int64_t xs, float* out, int64_t T, int64_t D, cudaStream_t s) {
+  for (int64_t t0 = 0; t0 < T; t0 += 65535) {  // grid.y is at most 65535 rows
+    const int64_t n = T - t0 < 65535 ? T - t0 : 65535;
+    const dim3 g(cdiv(D, kEwThreads) > 64 ? 64 : cdiv(D, kEwThreads), static_cast<unsigned>(n));
+    launch(bf16_rows_to_f32_kernel, g, kEwThreads, 0, s, static_cast<const bf16*>(x) + t0 * xs, xs,
+           out + t0 * D, D);
+  }
+}
 
 void silu_mul(const void* x, int64_t xs, void* out, int64_t T, int64_t I, DT dt, cudaStream_t s) {
   if (T == 0 || I == 0) return;

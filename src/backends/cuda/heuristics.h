@@ -61,6 +61,14 @@ inline bool gemm_tensor_core_path(bool deterministic) {
 inline bool linear_lt_path(int64_t rows, bool deterministic) {
   return rows > kSkinnyMaxRows && !deterministic;
 }
+// linear on fp32 weights (the router, the indexer's head weights; bf16 x, f32 out): from this
+// many rows in default mode, x widened to f32 and one fp32 cuBLASLt GEMM; below, and always in
+// deterministic mode, the skinny kernel, which is FP32-FMA bound at prefill sizes (the GLM-5.2
+// router at 4,096 rows: 1,371 us, the indexer head weights 195 us, docs/benchmarks.md).
+constexpr int64_t kF32LtMinRows = 128;
+inline bool linear_f32_lt_path(int64_t rows, bool deterministic) {
+  return rows >= kF32LtMinRows && !deterministic;
+}
 // head_matmul: one strided-batched cuBLASLt GEMM (a batch per head) at every token count in
 // default mode: W_UK 64 x 512x128 8.4 us at 1 token and 8.2 at 4, where the skinny kernel takes
 // 13.3 and 28.4 (its warps mostly idle on rows of K = 128 or 512).

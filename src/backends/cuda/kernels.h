@@ -27,6 +27,8 @@ struct PagedMeta {
 // ---- elementwise.cu -------------------------------------------------------------------------
 // out[t, i] = silu(x[t, i]) * x[t, I + i]; x rows strided by xs, out contiguous [T, I].
 void silu_mul(const void* x, int64_t xs, void* out, int64_t T, int64_t I, DT dt, cudaStream_t s);
+// out[t, i] = x[t, i]: bf16 rows strided by xs to contiguous f32 [T, D] (exact).
+void bf16_rows_to_f32(const void* x, int64_t xs, float* out, int64_t T, int64_t D, cudaStream_t s);
 // out = a + b over n contiguous elements.
 void add(const void* a, const void* b, void* out, int64_t n, DT dt, cudaStream_t s);
 

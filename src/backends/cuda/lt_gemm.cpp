@@ -23,7 +23,13 @@ int alignment(const void* p, int64_t ld_bytes) {
 
 LtGemm::LtGemm() {
   TD_LT_CHECK(cublasLtCreate(&handle_));
-  for (void*& w : workspace_) TD_CUDA_CHECK(cudaMalloc(&w, workspace_bytes_));
+  for (int i = 0; i < 2; ++i) TD_CUDA_CHECK(cudaMalloc(&workspace_[i], workspace_bytes_));
+}
+
+void LtGemm::use_workspace(int slot) {
+  if (slot < 0 || slot >= kSlots) fail("cuBLASLt workspace slot {} out of range", slot);
+  if (!workspace_[slot]) TD_CUDA_CHECK(cudaMalloc(&workspace_[slot], workspace_bytes_));
+  slot_ = slot;
 }
 
 LtGemm::~LtGemm() {
@@ -41,7 +47,8 @@ LtGemm::~LtGemm() {
 LtGemm::Plan& LtGemm::plan(const Key& key) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
-  const auto [M, N, K, ldx, ldw, ldd, d_f32, al_x, al_w, al_d, batch, sx, sw, sd] = key;
+  const auto [M, N, K, ldx, ldw, ldd, d_f32, al_x, al_w, al_d, batch, sx, sw, sd, in_f32] = key;
+  const cudaDataType in_type = in_f32 ? CUDA_R_32F : CUDA_R_16BF;
   Plan p;
   // cuBLAS is column-major: A = W viewed as [K, N] (ld ldw), op T -> [N, K]; B = X viewed as
   // [K, M] (ld ldx); D = out viewed as [N, M] (ld ldd). D(N x M) = op(A) . B, i.e. row-major
@@ -50,8 +57,8 @@ LtGemm::Plan& LtGemm::plan(const Key& key) {
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   TD_LT_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   TD_LT_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  TD_LT_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, K, N, ldw));
-  TD_LT_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, K, M, ldx));
+  TD_LT_CHECK(cublasLtMatrixLayoutCreate(&p.a, in_type, K, N, ldw));
+  TD_LT_CHECK(cublasLtMatrixLayoutCreate(&p.b, in_type, K, M, ldx));
   TD_LT_CHECK(cublasLtMatrixLayoutCreate(&p.c, d_f32 ? CUDA_R_32F : CUDA_R_16BF, N, M, ldd));
   if (batch > 1) {
     const int32_t count = static_cast<int32_t>(batch);
@@ -93,7 +100,18 @@ LtGemm::Plan& LtGemm::plan(const Key& key) {
 bool LtGemm::gemm(const void* x, int64_t ldx, const void* w, int64_t ldw, void* d, int64_t ldd,
                   bool d_f32, int64_t M, int64_t N, int64_t K, cudaStream_t s, int64_t batch,
                   int64_t stride_x, int64_t stride_w, int64_t stride_d) {
-  const int64_t de = d_f32 ? 4 : 2;
+  return run(x, ldx, w, ldw, d, ldd, d_f32, false, M, N, K, s, batch, stride_x, stride_w, stride_d);
+}
+
+bool LtGemm::gemm_f32(const float* x, int64_t ldx, const float* w, int64_t ldw, float* d,
+                      int64_t ldd, int64_t M, int64_t N, int64_t K, cudaStream_t s) {
+  return run(x, ldx, w, ldw, d, ldd, true, true, M, N, K, s, 1, 0, 0, 0);
+}
+
+bool LtGemm::run(const void* x, int64_t ldx, const void* w, int64_t ldw, void* d, int64_t ldd,
+                 bool d_f32, bool in_f32, int64_t M, int64_t N, int64_t K, cudaStream_t s,
+                 int64_t batch, int64_t stride_x, int64_t stride_w, int64_t stride_d) {
+  const int64_t de = d_f32 ? 4 : 2, ie = in_f32 ? 4 : 2;
   // Every batch's operands must meet the alignment the algorithm is chosen for.
   const Key key{M,
                 N,
@@ -102,13 +120,14 @@ bool LtGemm::gemm(const void* x, int64_t ldx, const void* w, int64_t ldw, void* 
                 ldw,
                 ldd,
                 d_f32,
-                alignment(x, ldx * 2 | stride_x * 2),
-                alignment(w, ldw * 2 | stride_w * 2),
+                alignment(x, ldx * ie | stride_x * ie),
+                alignment(w, ldw * ie | stride_w * ie),
                 alignment(d, ldd * de | stride_d * de),
                 batch,
                 stride_x,
                 stride_w,
-                stride_d};
+                stride_d,
+                in_f32};
   Plan& p = plan(key);
   if (!p.ok) return false;
   const float alpha = 1.0f, beta = 0.0f;

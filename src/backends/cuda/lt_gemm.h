@@ -27,9 +27,17 @@ class LtGemm {
   bool gemm(const void* x, int64_t ldx, const void* w, int64_t ldw, void* d, int64_t ldd,
             bool d_f32, int64_t M, int64_t N, int64_t K, cudaStream_t s, int64_t batch = 1,
             int64_t stride_x = 0, int64_t stride_w = 0, int64_t stride_d = 0);
-  // Which of the two workspaces the next calls use: GEMMs that may run concurrently (the main
-  // stream and the backend's side branch) must not share one.
-  void use_workspace(int slot) { slot_ = slot; }
+  // f32 x and w, f32 d, in IEEE fp32 arithmetic (CUBLAS_COMPUTE_32F: no TF32): the fp32 router
+  // and indexer head weights at prefill sizes, where the skinny kernel is FP32-FMA bound.
+  bool gemm_f32(const float* x, int64_t ldx, const float* w, int64_t ldw, float* d, int64_t ldd,
+                int64_t M, int64_t N, int64_t K, cudaStream_t s);
+  // Which workspace the next calls use: GEMMs that may run concurrently (the main stream, the
+  // backend's side branch, moe_experts' expert streams) must not share one. Slots 0 and 1 exist
+  // from the start; the others are allocated at their first use (never during a capture: only
+  // moe_experts' host path uses them).
+  static constexpr int kSlots = 6;
+  void use_workspace(int slot);
+  int workspace() const { return slot_; }
 
  private:
   struct Plan {
@@ -38,12 +46,16 @@ class LtGemm {
     cublasLtMatmulAlgo_t algo{};
     bool ok = false;
   };
+  // M, N, K, ldx, ldw, ldd, d_f32, alignments of x, w, d, batch, strides, f32 x and w.
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, int, int, int,
-                         int64_t, int64_t, int64_t, int64_t>;
+                         int64_t, int64_t, int64_t, int64_t, bool>;
   Plan& plan(const Key& key);
+  bool run(const void* x, int64_t ldx, const void* w, int64_t ldw, void* d, int64_t ldd, bool d_f32,
+           bool in_f32, int64_t M, int64_t N, int64_t K, cudaStream_t s, int64_t batch,
+           int64_t stride_x, int64_t stride_w, int64_t stride_d);
 
   cublasLtHandle_t handle_ = nullptr;
-  void* workspace_[2] = {nullptr, nullptr};
+  void* workspace_[kSlots] = {};
   int slot_ = 0;
   size_t workspace_bytes_ = 32u << 20;
   std::map<Key, Plan> plans_;
