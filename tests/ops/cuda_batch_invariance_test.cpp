@@ -3,7 +3,8 @@
 // sequence and other sequences' tokens (verify), or greedy speculation is not lossless. Checked
 // bitwise on fresh random inputs over a sweep of row counts in deterministic mode (the
 // tensor-core GEMM for every bf16 product, fixed mla_decode splits), plus the skinny kernel's
-// f32 products, which are invariant in both modes; and the tensor-core GEMM against the CPU.
+// f32 products, invariant in both modes (in default mode below the rows where f32 products go to
+// cuBLASLt); and the tensor-core GEMM against the CPU.
 #include <cstring>
 
 #include "backends/cuda/cuda_backend.h"
@@ -72,13 +73,17 @@ void check_linear_rows(PoisonWorkspace& ws, const Pair& x, const Tensor& w,
 }
 
 TEST_F(CudaOps, LinearRowsAreBatchInvariant) {
-  // Both modes: f32 weights (router, indexer head weights) on the skinny kernel at any M.
+  // f32 weights (router, indexer head weights): the skinny kernel at any M in deterministic
+  // mode; in default mode below heuristics::kF32LtMinRows (from there an fp32 cuBLASLt GEMM,
+  // whose algorithm depends on M, for prefill-sized batches).
   for (bool det : {false, true}) {
     DeterministicScope scope(det);
-    const std::vector<int64_t> mf = {1, 3, 16, 17, 64, 300};
+    const int64_t top = det ? 300 : cuda::heuristics::kF32LtMinRows - 1;
+    const std::vector<int64_t> mf = {1, 3, 16, 17, 64, top};
     Pair x = rand({300, 6144});
     Pair w = rand({256, 6144}, 0.05f, DType::F32);
-    check_linear_rows(gpu_ws_, x, w.gpu, mf, DType::F32, "f32 router 256x6144");
+    check_linear_rows(gpu_ws_, x, w.gpu, mf, DType::F32,
+                      std::string("f32 router 256x6144, ") + (det ? "deterministic" : "default"));
   }
   // Deterministic mode, bf16 weights: every M, every tile configuration of the kernel, with and
   // without K splits (N = 576: split-K; 16384: none).

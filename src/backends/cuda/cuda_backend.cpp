@@ -30,6 +30,7 @@ CudaBackend::CudaBackend() : lt_(std::make_unique<LtGemm>()) {
   moe_tc_mode_ = sw.moe_tc_mode;
   mla_min_split_ = sw.mla_min_split;
   mla_wide_mode_ = sw.mla_wide_mode;
+  expert_streams_used_ = sw.expert_streams;
   for (int*& c : split_counters_) {
     TD_CUDA_CHECK(cudaMalloc(&c, kSplitCounters * sizeof(int)));
     TD_CUDA_CHECK(cudaMemset(c, 0, kSplitCounters * sizeof(int)));

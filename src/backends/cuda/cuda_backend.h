@@ -95,6 +95,9 @@ class CudaBackend final : public Backend {
   // in deterministic mode (the choice must not depend on the token count there). Also
   // TANDEM_MOE_TENSOR_CORES=0 / 1.
   void set_moe_tensor_cores(int mode) { moe_tc_mode_ = mode; }
+  // How many experts moe_experts' many-token path runs at a time (1-4; also
+  // TANDEM_EXPERT_STREAMS).
+  void set_expert_streams(int n) { expert_streams_used_ = n < 1 ? 1 : n > 4 ? 4 : n; }
   bool moe_tensor_cores(int64_t pairs, int64_t experts) const;
 
   // The side branch runs on a second stream, forked from and joined to the current one with
@@ -155,9 +158,11 @@ class CudaBackend final : public Backend {
   cudaStream_t side_stream_ = nullptr;
   cudaStream_t main_stream_ = nullptr;  // the stream a side branch forked from
   cudaEvent_t fork_event_ = nullptr, join_event_ = nullptr;
-  // moe_experts' host path runs its per-expert GEMMs this many at a time, on these streams
-  // (created at first use) with cuBLASLt workspace slots 2.. (cuda_moe.cpp says why).
+  // moe_experts' host path runs its per-expert GEMMs up to this many at a time
+  // (expert_streams_used_, TANDEM_EXPERT_STREAMS), on these streams (created at first use) with
+  // cuBLASLt workspace slots 2.. (cuda_moe.cpp says why).
   static constexpr int kExpertStreams = 4;
+  int expert_streams_used_ = kExpertStreams;
   cudaStream_t expert_streams_[kExpertStreams] = {};
   cudaEvent_t expert_events_[kExpertStreams] = {};
   cudaEvent_t expert_fork_ = nullptr;

@@ -158,7 +158,7 @@ void CudaBackend::moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor
     auto* h16 = static_cast<uint16_t*>(h);
     // One expert's GEMMs are small at prefill sizes (a 4,096-token GLM-5.2 step gives each of
     // the 256 experts ~128 rows: 32-64 output tiles of [128, 4096] for 132 SMs), so one after
-    // another they leave most of the GPU idle. They run kExpertStreams at a time instead: each
+    // another they leave most of the GPU idle. They run up to four at a time instead: each
     // expert's gate_up GEMM, silu_mul and down GEMM in order on one stream, the experts dealt
     // to the stream with the fewest rows so far, each stream with its own cuBLASLt workspace.
     // Experts write disjoint rows of g, h and y; moe_combine waits for every stream.
@@ -171,7 +171,7 @@ void CudaBackend::moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor
     for (int64_t e = 0; e < E; ++e) {
       const int64_t n = cnt[static_cast<size_t>(e)], o = off[static_cast<size_t>(e)];
       if (n == 0) continue;
-      const int s = static_cast<int>(std::min_element(load, load + kExpertStreams) - load);
+      const int s = static_cast<int>(std::min_element(load, load + expert_streams_used_) - load);
       load[s] += n;
       cudaStream_t es = expert_streams_[s];
       lt_->use_workspace(2 + s);

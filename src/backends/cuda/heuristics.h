@@ -38,6 +38,7 @@ struct Switches {
   int moe_tc_mode = -1;           // TANDEM_MOE_TENSOR_CORES: -1 automatic, 0 off, 1 on
   int64_t mla_min_split = 64;     // TANDEM_MLA_MIN_SPLIT: fewest keys per mla_decode split
   int mla_wide_mode = -1;         // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
+  int expert_streams = 4;         // TANDEM_EXPERT_STREAMS: 1-4 (moe_experts' host path)
 };
 Switches read_switches();
 
