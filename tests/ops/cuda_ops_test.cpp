@@ -587,7 +587,9 @@ TEST_F(CudaOps, MoeExpertsDeviceAndHostPaths) {
       {600, 64, 8, 512, 256},
   };
   for (const Case& c : cases) {
-    if (small_only() && c.D == 6144) continue;
+    // The small set (compute-sanitizer) keeps one many-token case, 200 x 4 over 16 experts:
+    // racecheck spends over a minute in cuBLASLt on the 600-token one.
+    if (small_only() && (c.D == 6144 || c.T * c.k > 1000)) continue;
     Pair logits = rand({c.T, c.E}, 3.0f, DType::F32);
     const RouteParams rp{c.k, 1, 1, true, 2.5f};
     ops::Routing rc = ops::moe_route(cpu_ws_, logits.cpu, Tensor(), rp);
