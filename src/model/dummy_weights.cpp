@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/rng.h"
+#include "model/absorbed_mla.h"
 #include "model/loader.h"
 #include "model/rope.h"
 #include "ops/ops.h"
@@ -122,8 +123,14 @@ LayerWeights layer(const ModelConfig& c, const ShardSpec& sh, Filler& f, bool mo
   a.kv_a_proj = proj(rkv + dr, D);
   a.kv_a_layernorm = f.vec(rkv, 1.0f);
   a.kv_b_proj = f.linear(H * (dn + dv), rkv);
-  a.w_uk_t = f.weight({H, rkv, dn}, a.kv_b_proj.w.dtype());
-  a.w_uv = f.weight({H, dv, rkv}, a.kv_b_proj.w.dtype());
+  {
+    // kv_b_proj's own blocks, as the loader splits them: both MLA forms compute one function.
+    const Tensor kvb = a.kv_b_proj.w.to(Device::cpu()).to_f32();  // [H (dn + dv), rkv]
+    const auto [uk_t, uv] = split_kv_b(kvb, H, dn, dv, rkv);
+    const DType dt = a.kv_b_proj.w.dtype();
+    a.w_uk_t = uk_t.to_dtype(dt).to(a.kv_b_proj.w.device());  // [H, rkv, dn]
+    a.w_uv = uv.to_dtype(dt).to(a.kv_b_proj.w.device());      // [H, dv, rkv]
+  }
   a.o_proj = proj(D, H * dv);
   if (indexer) {
     IndexerWeights& ix = a.indexer.emplace();

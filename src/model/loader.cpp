@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "model/absorbed_mla.h"
 #include "model/online_quant.h"
 #include "model/quant_scheme.h"
 #include "model/rope.h"
@@ -583,16 +584,7 @@ ModelWeights load_weights(const Checkpoint& ck, const ModelConfig& c, const Load
     }
     // Absorbed MLA: split kv_b_proj [H, dn + dv, rkv] into W_UK^T [H, rkv, dn] and W_UV [H, dv,
     // rkv].
-    Tensor uk_t = Tensor::empty({H, rkv, dn}, DType::F32),
-           uv = Tensor::empty({H, dv, rkv}, DType::F32);
-    const float* kvb = p.kvb.data<float>();
-    for (int64_t h = 0; h < H; ++h) {
-      const float* blk = kvb + h * (dn + dv) * rkv;
-      for (int64_t d = 0; d < dn; ++d)
-        for (int64_t r = 0; r < rkv; ++r)
-          uk_t.data<float>()[(h * rkv + r) * dn + d] = blk[d * rkv + r];
-      std::memcpy(uv.data<float>() + h * dv * rkv, blk + dn * rkv, dv * rkv * 4);
-    }
+    const auto [uk_t, uv] = split_kv_b(p.kvb, H, dn, dv, rkv);
     lw.attn.w_uk_t = ld.place(uk_t, o.dtype);
     lw.attn.w_uv = ld.place(uv, o.dtype);
   }
