@@ -562,11 +562,18 @@ int main(int argc, char** argv) {
                               " prefill T=" + std::to_string(T) + ", naive MLA form");
           env.extend_attention = ExtendAttention::kAuto;
           std::printf("  (same prefill with the naive MLA form: %.2f ms)\n", tn.eager_us / 1e3);
-          if (is_moe) {  // the many-token expert path one expert at a time, as before
-            cuda::cuda_backend()->set_expert_streams(1);
+          if (is_moe) {  // the many-token expert path's earlier forms: a GEMM per expert
+            cuda::CudaBackend* be = cuda::cuda_backend();
+            be->set_moe_grouped(false);
+            const Timing t4 = time_layer(env, *L, fb, 3, false);
+            be->set_expert_streams(1);
             const Timing t1 = time_layer(env, *L, fb, 3, false);
-            cuda::cuda_backend()->set_expert_streams(4);
-            std::printf("  (same prefill with one expert at a time: %.2f ms)\n", t1.eager_us / 1e3);
+            be->set_expert_streams(4);
+            be->set_moe_grouped(true);
+            std::printf(
+                "  (same prefill with a GEMM per expert: four experts at a time %.2f ms, one at a "
+                "time %.2f ms)\n",
+                t4.eager_us / 1e3, t1.eager_us / 1e3);
           }
           if (!is_moe) {
             cuda::cuda_backend()->set_mla_tensor_cores(false);

@@ -31,6 +31,7 @@ CudaBackend::CudaBackend() : lt_(std::make_unique<LtGemm>()) {
   mla_min_split_ = sw.mla_min_split;
   mla_wide_mode_ = sw.mla_wide_mode;
   expert_streams_used_ = sw.expert_streams;
+  moe_grouped_ = sw.moe_grouped;
   for (int*& c : split_counters_) {
     TD_CUDA_CHECK(cudaMalloc(&c, kSplitCounters * sizeof(int)));
     TD_CUDA_CHECK(cudaMemset(c, 0, kSplitCounters * sizeof(int)));

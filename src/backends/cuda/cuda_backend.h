@@ -98,6 +98,8 @@ class CudaBackend final : public Backend {
   // How many experts moe_experts' many-token path runs at a time (1-4; also
   // TANDEM_EXPERT_STREAMS).
   void set_expert_streams(int n) { expert_streams_used_ = n < 1 ? 1 : n > 4 ? 4 : n; }
+  // Whether that path groups the experts into batched GEMMs (default; TANDEM_MOE_GROUPED=0 off).
+  void set_moe_grouped(bool on) { moe_grouped_ = on; }
   bool moe_tensor_cores(int64_t pairs, int64_t experts) const;
 
   // The side branch runs on a second stream, forked from and joined to the current one with
@@ -167,6 +169,15 @@ class CudaBackend final : public Backend {
   cudaEvent_t expert_events_[kExpertStreams] = {};
   cudaEvent_t expert_fork_ = nullptr;
   void create_expert_streams();
+  // moe_experts' host path with the experts grouped by padded row count, one pointer-array
+  // batched GEMM per group (cuda_moe.cpp); false (nothing done) when no expert has rows.
+  // TANDEM_MOE_GROUPED=0: the per-expert GEMMs on the expert streams instead.
+  static constexpr int64_t kGroupRows = 16;
+  bool moe_grouped_ = true;
+  bool moe_host_grouped(const std::vector<int32_t>& cnt, const std::vector<int32_t>& off,
+                        const std::vector<int32_t>& inv_h, const std::vector<int32_t>& idx_h,
+                        const uint16_t* xs, const uint16_t* gu, const uint16_t* dn, uint16_t* g,
+                        uint16_t* h, float* y, int32_t* inv_pad, void** ptrs, int64_t D, int64_t I);
   bool in_side_ = false;
   bool side_stream_on_ = true;     // TANDEM_SIDE_STREAM=0: side branches run in order
   bool last_block_reduce_ = true;  // TANDEM_SKINNY_LAST_BLOCK_REDUCE=0: a second reduce kernel

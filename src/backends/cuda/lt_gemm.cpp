@@ -47,7 +47,8 @@ LtGemm::~LtGemm() {
 LtGemm::Plan& LtGemm::plan(const Key& key) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
-  const auto [M, N, K, ldx, ldw, ldd, d_f32, al_x, al_w, al_d, batch, sx, sw, sd, in_f32] = key;
+  const auto [M, N, K, ldx, ldw, ldd, d_f32, al_x, al_w, al_d, batch, sx, sw, sd, in_f32,
+              ptr_array] = key;
   const cudaDataType in_type = in_f32 ? CUDA_R_32F : CUDA_R_16BF;
   Plan p;
   // cuBLAS is column-major: A = W viewed as [K, N] (ld ldw), op T -> [N, K]; B = X viewed as
@@ -60,7 +61,16 @@ LtGemm::Plan& LtGemm::plan(const Key& key) {
   TD_LT_CHECK(cublasLtMatrixLayoutCreate(&p.a, in_type, K, N, ldw));
   TD_LT_CHECK(cublasLtMatrixLayoutCreate(&p.b, in_type, K, M, ldx));
   TD_LT_CHECK(cublasLtMatrixLayoutCreate(&p.c, d_f32 ? CUDA_R_32F : CUDA_R_16BF, N, M, ldd));
-  if (batch > 1) {
+  if (ptr_array) {
+    const int32_t count = static_cast<int32_t>(batch);
+    const uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
+    for (cublasLtMatrixLayout_t l : {p.a, p.b, p.c}) {
+      TD_LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                   sizeof(count)));
+      TD_LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode,
+                                                   sizeof(mode)));
+    }
+  } else if (batch > 1) {
     const int32_t count = static_cast<int32_t>(batch);
     const int64_t strides[3] = {sw, sx, sd};
     cublasLtMatrixLayout_t layouts[3] = {p.a, p.b, p.c};
@@ -103,6 +113,20 @@ bool LtGemm::gemm(const void* x, int64_t ldx, const void* w, int64_t ldw, void* 
   return run(x, ldx, w, ldw, d, ldd, d_f32, false, M, N, K, s, batch, stride_x, stride_w, stride_d);
 }
 
+bool LtGemm::gemm_ptr_array(const void* const* x, int64_t ldx, const void* const* w, int64_t ldw,
+                            void* const* d, int64_t ldd, bool d_f32, int64_t M, int64_t N,
+                            int64_t K, int64_t batch, cudaStream_t s) {
+  const Key key{M, N, K, ldx, ldw, ldd, d_f32, 16, 16, 16, batch, 0, 0, 0, false, true};
+  Plan& p = plan(key);
+  if (!p.ok) return false;
+  const float alpha = 1.0f, beta = 0.0f;
+  // In pointer-array mode the operands are the arrays' addresses.
+  void* darr = const_cast<void**>(d);
+  TD_LT_CHECK(cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, darr, p.c, darr, p.c,
+                             &p.algo, workspace_[slot_], workspace_bytes_, s));
+  return true;
+}
+
 bool LtGemm::gemm_f32(const float* x, int64_t ldx, const float* w, int64_t ldw, float* d,
                       int64_t ldd, int64_t M, int64_t N, int64_t K, cudaStream_t s) {
   return run(x, ldx, w, ldw, d, ldd, true, true, M, N, K, s, 1, 0, 0, 0);
@@ -127,7 +151,8 @@ bool LtGemm::run(const void* x, int64_t ldx, const void* w, int64_t ldw, void* d
                 stride_x,
                 stride_w,
                 stride_d,
-                in_f32};
+                in_f32,
+                false};
   Plan& p = plan(key);
   if (!p.ok) return false;
   const float alpha = 1.0f, beta = 0.0f;

@@ -27,6 +27,12 @@ class LtGemm {
   bool gemm(const void* x, int64_t ldx, const void* w, int64_t ldw, void* d, int64_t ldd,
             bool d_f32, int64_t M, int64_t N, int64_t K, cudaStream_t s, int64_t batch = 1,
             int64_t stride_x = 0, int64_t stride_w = 0, int64_t stride_d = 0);
+  // `batch` GEMMs D_i[M, N] = X_i[M, K] . W_i[N, K]^T in one call, their operands' addresses
+  // read from device arrays of pointers (cuBLASLt's pointer-array batch mode). Every pointer
+  // and row must be 16-byte aligned (the caller's guarantee: the plan is chosen for that).
+  bool gemm_ptr_array(const void* const* x, int64_t ldx, const void* const* w, int64_t ldw,
+                      void* const* d, int64_t ldd, bool d_f32, int64_t M, int64_t N, int64_t K,
+                      int64_t batch, cudaStream_t s);
   // f32 x and w, f32 d, in IEEE fp32 arithmetic (CUBLAS_COMPUTE_32F: no TF32): the fp32 router
   // and indexer head weights at prefill sizes, where the skinny kernel is FP32-FMA bound.
   bool gemm_f32(const float* x, int64_t ldx, const float* w, int64_t ldw, float* d, int64_t ldd,
@@ -46,9 +52,10 @@ class LtGemm {
     cublasLtMatmulAlgo_t algo{};
     bool ok = false;
   };
-  // M, N, K, ldx, ldw, ldd, d_f32, alignments of x, w, d, batch, strides, f32 x and w.
+  // M, N, K, ldx, ldw, ldd, d_f32, alignments of x, w, d, batch, strides, f32 x and w,
+  // pointer-array batch mode.
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, int, int, int,
-                         int64_t, int64_t, int64_t, int64_t, bool>;
+                         int64_t, int64_t, int64_t, int64_t, bool, bool>;
   Plan& plan(const Key& key);
   bool run(const void* x, int64_t ldx, const void* w, int64_t ldw, void* d, int64_t ldd, bool d_f32,
            bool in_f32, int64_t M, int64_t N, int64_t K, cudaStream_t s, int64_t batch,
