@@ -297,9 +297,134 @@ RuleNfa trim(const RuleNfa& r) {
   return out;
 }
 
+// A node's signature under a numbering of the nodes: acceptance, whether it is the start (which
+// keeps its own class so that it stays node 0), then its normalized byte and call edges.
+std::vector<int32_t> signature(uint8_t accept, bool start, const std::vector<ByteEdge>& bytes,
+                               const std::vector<CallEdge>& calls) {
+  std::vector<int32_t> sig{accept, start ? -1 : 0};
+  for (const ByteEdge& e : bytes) sig.insert(sig.end(), {e.lo, e.hi, e.to});
+  sig.push_back(-2);
+  for (const CallEdge& c : calls) sig.insert(sig.end(), {c.rule, c.ret});
+  return sig;
+}
+
+// Strongly connected components of the edge graph (bytes and call returns), iteratively
+// (Tarjan): comp[u] is u's component, numbered in the order Tarjan closes them, so every edge
+// goes to a component numbered no higher than its source's. Also whether each is a cycle.
+void components(const RuleNfa& r, std::vector<int32_t>& comp, std::vector<uint8_t>& cyclic) {
+  const int32_t n = static_cast<int32_t>(r.size());
+  std::vector<int32_t> index(n, -1), low(n, 0), stack, succ;
+  std::vector<uint8_t> on_stack(n, 0);
+  comp.assign(n, -1);
+  cyclic.clear();
+  int32_t next = 0;
+  struct Frame {
+    int32_t u;
+    size_t edge;  // next successor to visit: bytes first, then calls
+  };
+  std::vector<Frame> frames;
+  const auto successor = [&](int32_t u, size_t i) {
+    const size_t nb = r.bytes[u].size();
+    return i < nb ? r.bytes[u][i].to : r.calls[u][i - nb].ret;
+  };
+  for (int32_t root = 0; root < n; ++root) {
+    if (index[root] >= 0) continue;
+    frames.push_back({root, 0});
+    index[root] = low[root] = next++;
+    stack.push_back(root), on_stack[root] = 1;
+    while (!frames.empty()) {
+      Frame& f = frames.back();
+      const int32_t u = f.u;
+      if (f.edge < r.bytes[u].size() + r.calls[u].size()) {
+        const int32_t v = successor(u, f.edge++);
+        if (index[v] < 0) {
+          index[v] = low[v] = next++;
+          stack.push_back(v), on_stack[v] = 1;
+          frames.push_back({v, 0});
+        } else if (on_stack[v]) {
+          low[u] = std::min(low[u], index[v]);
+        }
+        continue;
+      }
+      if (low[u] == index[u]) {  // u roots a component: pop it
+        const int32_t c = static_cast<int32_t>(cyclic.size());
+        bool cycle = false;
+        for (;;) {
+          const int32_t w = stack.back();
+          stack.pop_back(), on_stack[w] = 0;
+          comp[w] = c;
+          if (w == u) break;
+          cycle = true;
+        }
+        if (!cycle)  // a single node is a cycle only through an edge to itself
+          for (size_t i = 0; i < r.bytes[u].size() + r.calls[u].size(); ++i)
+            cycle = cycle || successor(u, i) == u;
+        cyclic.push_back(cycle);
+      }
+      frames.pop_back();
+      if (!frames.empty()) low[frames.back().u] = std::min(low[frames.back().u], low[u]);
+    }
+  }
+}
+
 // Merges nodes with identical acceptance and edges until nothing changes: the copies a bounded
 // repeat or a shared class suffix leaves behind collapse from the end backwards.
+//
+// The fixpoint alone merges one layer of a chain of copies per pass (a pass is a sort of every
+// node's signature), so a long chain cost as many passes as it has nodes. First, one pass over
+// the nodes outside cycles, successors first, merges each into an earlier node with the same
+// signature under the classes found so far (every such merge is one the fixpoint makes too); the
+// fixpoint then runs on that quotient, for the cycles and whatever merges they enable. Classes
+// are numbered by their first node, which is the numbering the fixpoint alone arrives at, so the
+// result is the same automaton, node for node.
 RuleNfa merge_identical(RuleNfa r) {
+  {
+    const size_t n = r.size();
+    std::vector<int32_t> comp;
+    std::vector<uint8_t> cyclic;
+    components(r, comp, cyclic);
+    std::vector<std::vector<int32_t>> members(cyclic.size());
+    for (size_t u = 0; u < n; ++u) members[comp[u]].push_back(static_cast<int32_t>(u));
+    std::vector<int32_t> cls(n, -1);
+    int32_t classes = 0;
+    std::map<std::vector<int32_t>, int32_t> sig_id;
+    std::vector<ByteEdge> bytes;
+    std::vector<CallEdge> calls;
+    for (size_t c = 0; c < cyclic.size(); ++c) {  // successors' components first
+      if (cyclic[c]) {
+        for (int32_t u : members[c]) cls[u] = classes++;
+        continue;
+      }
+      const int32_t u = members[c].front();
+      bytes.clear(), calls.clear();
+      for (const ByteEdge& e : r.bytes[u]) bytes.push_back({e.lo, e.hi, cls[e.to]});
+      for (const CallEdge& e : r.calls[u]) calls.push_back({e.rule, cls[e.ret]});
+      normalize_edges(bytes), normalize_calls(calls);
+      auto [it, fresh] = sig_id.try_emplace(signature(r.accept[u], u == 0, bytes, calls), classes);
+      if (fresh) ++classes;
+      cls[u] = it->second;
+    }
+    if (classes < static_cast<int32_t>(n)) {
+      std::vector<int32_t> id(classes, -1);  // renumbered by first node
+      int32_t m = 0;
+      for (size_t u = 0; u < n; ++u)
+        if (id[cls[u]] < 0) id[cls[u]] = m++;
+      RuleNfa q;
+      q.accept.assign(m, 0);
+      q.bytes.resize(m);
+      q.calls.resize(m);
+      std::vector<uint8_t> done(m, 0);
+      for (size_t u = 0; u < n; ++u) {
+        const int32_t k = id[cls[u]];
+        if (done[k]) continue;
+        done[k] = 1;
+        q.accept[k] = r.accept[u];
+        for (const ByteEdge& e : r.bytes[u]) q.bytes[k].push_back({e.lo, e.hi, id[cls[e.to]]});
+        for (const CallEdge& e : r.calls[u]) q.calls[k].push_back({e.rule, id[cls[e.ret]]});
+      }
+      r = std::move(q);
+    }
+  }
   for (;;) {
     const size_t n = r.size();
     for (size_t u = 0; u < n; ++u) normalize_edges(r.bytes[u]), normalize_calls(r.calls[u]);
@@ -307,13 +432,8 @@ RuleNfa merge_identical(RuleNfa r) {
     std::vector<int32_t> cls(n);
     int32_t classes = 0;
     for (size_t u = 0; u < n; ++u) {
-      std::vector<int32_t> sig{r.accept[u]};
-      // The start keeps its own class so that it stays node 0.
-      sig.push_back(u == 0 ? -1 : 0);
-      for (const ByteEdge& e : r.bytes[u]) sig.insert(sig.end(), {e.lo, e.hi, e.to});
-      sig.push_back(-2);
-      for (const CallEdge& c : r.calls[u]) sig.insert(sig.end(), {c.rule, c.ret});
-      auto [it, fresh] = sig_id.try_emplace(std::move(sig), classes);
+      auto [it, fresh] =
+          sig_id.try_emplace(signature(r.accept[u], u == 0, r.bytes[u], r.calls[u]), classes);
       if (fresh) ++classes;
       cls[u] = it->second;
     }

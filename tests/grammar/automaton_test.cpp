@@ -2,6 +2,8 @@
 // identical nodes, linear bounded repeats), small rules are inlined, dead paths are trimmed.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "grammar/automaton.h"
 #include "grammar/grammar.h"
 #include "grammars.h"
@@ -34,6 +36,20 @@ TEST(Automaton, IdenticalStructureMerges) {
   // A bounded repeat costs a node per copy, not more.
   EXPECT_LE(build("root ::= [a-z]{0,100}").num_nodes(), 102);
   EXPECT_LE(build("root ::= [a-z]{100}").num_nodes(), 102);
+}
+
+TEST(Automaton, LongSharedSuffixesCollapseCompletely) {
+  // Three 1,500-byte literals that differ in their first byte: the three tails are one chain
+  // (start, 1,500 shared nodes, the end). merge_identical's first pass collapses such a chain at
+  // once, where its fixpoint merged one layer per pass (docs/structured-outputs.md).
+  const std::string tail(1500, 'a');
+  const std::string g = "root ::= \"x" + tail + "\" | \"y" + tail + "\" | \"z" + tail + "\"";
+  EXPECT_EQ(build(g.c_str()).num_nodes(), 1 + 1500 + 1);
+  // Behind a loop the tails are one cycle with the start: the fixpoint merges them, a layer per
+  // pass (the first pass only takes nodes outside cycles), to the same size.
+  const std::string short_tail(200, 'a');
+  const std::string h = "root ::= (\"x" + short_tail + "\" | \"y" + short_tail + "\")+";
+  EXPECT_LE(build(h.c_str()).num_nodes(), 1 + 200 + 2);
 }
 
 TEST(Automaton, SmallRulesAreInlined) {
