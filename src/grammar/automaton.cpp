@@ -367,6 +367,25 @@ void components(const RuleNfa& r, std::vector<int32_t>& comp, std::vector<uint8_
   }
 }
 
+// The automaton of the classes cls[u] in [0, classes) of r's nodes, each class taking its first
+// node's acceptance and edges (edges to classes; every member's are the same under cls).
+RuleNfa quotient(const RuleNfa& r, const std::vector<int32_t>& cls, int32_t classes) {
+  RuleNfa out;
+  out.accept.assign(classes, 0);
+  out.bytes.resize(classes);
+  out.calls.resize(classes);
+  std::vector<uint8_t> done(classes, 0);
+  for (size_t u = 0; u < r.size(); ++u) {
+    const int32_t c = cls[u];
+    if (done[c]) continue;
+    done[c] = 1;
+    out.accept[c] = r.accept[u];
+    for (const ByteEdge& e : r.bytes[u]) out.bytes[c].push_back({e.lo, e.hi, cls[e.to]});
+    for (const CallEdge& e : r.calls[u]) out.calls[c].push_back({e.rule, cls[e.ret]});
+  }
+  return out;
+}
+
 // Merges nodes with identical acceptance and edges until nothing changes: the copies a bounded
 // repeat or a shared class suffix leaves behind collapse from the end backwards.
 //
@@ -409,20 +428,8 @@ RuleNfa merge_identical(RuleNfa r) {
       int32_t m = 0;
       for (size_t u = 0; u < n; ++u)
         if (id[cls[u]] < 0) id[cls[u]] = m++;
-      RuleNfa q;
-      q.accept.assign(m, 0);
-      q.bytes.resize(m);
-      q.calls.resize(m);
-      std::vector<uint8_t> done(m, 0);
-      for (size_t u = 0; u < n; ++u) {
-        const int32_t k = id[cls[u]];
-        if (done[k]) continue;
-        done[k] = 1;
-        q.accept[k] = r.accept[u];
-        for (const ByteEdge& e : r.bytes[u]) q.bytes[k].push_back({e.lo, e.hi, id[cls[e.to]]});
-        for (const CallEdge& e : r.calls[u]) q.calls[k].push_back({e.rule, id[cls[e.ret]]});
-      }
-      r = std::move(q);
+      for (int32_t& c : cls) c = id[c];
+      r = quotient(r, cls, m);
     }
   }
   for (;;) {
@@ -438,20 +445,7 @@ RuleNfa merge_identical(RuleNfa r) {
       cls[u] = it->second;
     }
     if (classes == static_cast<int32_t>(n)) return r;
-    RuleNfa out;
-    out.accept.assign(classes, 0);
-    out.bytes.resize(classes);
-    out.calls.resize(classes);
-    std::vector<uint8_t> done(classes, 0);
-    for (size_t u = 0; u < n; ++u) {
-      const int32_t c = cls[u];
-      if (done[c]) continue;
-      done[c] = 1;
-      out.accept[c] = r.accept[u];
-      for (const ByteEdge& e : r.bytes[u]) out.bytes[c].push_back({e.lo, e.hi, cls[e.to]});
-      for (const CallEdge& e : r.calls[u]) out.calls[c].push_back({e.rule, cls[e.ret]});
-    }
-    r = std::move(out);
+    r = quotient(r, cls, classes);
   }
 }
 
