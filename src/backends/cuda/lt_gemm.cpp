@@ -1,5 +1,7 @@
 #include "backends/cuda/lt_gemm.h"
 
+#include <initializer_list>
+
 #include "backends/cuda/cuda_check.h"
 
 namespace tandem::cuda {
@@ -17,6 +19,29 @@ namespace {
 int alignment(const void* p, int64_t ld_bytes) {
   const uint64_t v = reinterpret_cast<uint64_t>(p) | static_cast<uint64_t>(ld_bytes) | 256u;
   return static_cast<int>(v & (~v + 1));
+}
+
+// The three layouts of D[M, N] = X[M, K] . W[N, K]^T in cuBLAS's column-major terms: A = W viewed
+// as [K, N] (ld ldw), op T -> [N, K]; B = X viewed as [K, M] (ld ldx); D = out viewed as [N, M]
+// (ld ldd). D(N x M) = op(A) . B, i.e. row-major out[M, N] = X . W^T.
+void create_layouts(cudaDataType in_type, bool d_f32, int64_t M, int64_t N, int64_t K, int64_t ldx,
+                    int64_t ldw, int64_t ldd, cublasLtMatrixLayout_t& a, cublasLtMatrixLayout_t& b,
+                    cublasLtMatrixLayout_t& c) {
+  TD_LT_CHECK(cublasLtMatrixLayoutCreate(&a, in_type, K, N, ldw));
+  TD_LT_CHECK(cublasLtMatrixLayoutCreate(&b, in_type, K, M, ldx));
+  TD_LT_CHECK(cublasLtMatrixLayoutCreate(&c, d_f32 ? CUDA_R_32F : CUDA_R_16BF, N, M, ldd));
+}
+
+// Pointer-array batch mode with `batch` instances, on each of the layouts.
+void set_pointer_array(std::initializer_list<cublasLtMatrixLayout_t> layouts, int64_t batch) {
+  const int32_t count = static_cast<int32_t>(batch);
+  const uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
+  for (cublasLtMatrixLayout_t l : layouts) {
+    TD_LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                 sizeof(count)));
+    TD_LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode,
+                                                 sizeof(mode)));
+  }
 }
 
 }  // namespace
@@ -51,25 +76,13 @@ LtGemm::Plan& LtGemm::plan(const Key& key) {
               ptr_array] = key;
   const cudaDataType in_type = in_f32 ? CUDA_R_32F : CUDA_R_16BF;
   Plan p;
-  // cuBLAS is column-major: A = W viewed as [K, N] (ld ldw), op T -> [N, K]; B = X viewed as
-  // [K, M] (ld ldx); D = out viewed as [N, M] (ld ldd). D(N x M) = op(A) . B, i.e. row-major
-  // out[M, N] = X . W^T.
   TD_LT_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   TD_LT_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   TD_LT_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  TD_LT_CHECK(cublasLtMatrixLayoutCreate(&p.a, in_type, K, N, ldw));
-  TD_LT_CHECK(cublasLtMatrixLayoutCreate(&p.b, in_type, K, M, ldx));
-  TD_LT_CHECK(cublasLtMatrixLayoutCreate(&p.c, d_f32 ? CUDA_R_32F : CUDA_R_16BF, N, M, ldd));
+  create_layouts(in_type, d_f32, M, N, K, ldx, ldw, ldd, p.a, p.b, p.c);
   if (ptr_array) {
-    const int32_t count = static_cast<int32_t>(batch);
-    const uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
-    for (cublasLtMatrixLayout_t l : {p.a, p.b, p.c}) {
-      TD_LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
-                                                   sizeof(count)));
-      TD_LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode,
-                                                   sizeof(mode)));
-    }
+    set_pointer_array({p.a, p.b, p.c}, batch);
   } else if (batch > 1) {
     const int32_t count = static_cast<int32_t>(batch);
     const int64_t strides[3] = {sw, sx, sd};
@@ -137,17 +150,8 @@ bool LtGemm::gemm_ptr_array(const void* const* x, int64_t ldx, const void* const
     return true;
   }
   cublasLtMatrixLayout_t l[3] = {};
-  TD_LT_CHECK(cublasLtMatrixLayoutCreate(&l[0], CUDA_R_16BF, K, N, ldw));
-  TD_LT_CHECK(cublasLtMatrixLayoutCreate(&l[1], CUDA_R_16BF, K, M, ldx));
-  TD_LT_CHECK(cublasLtMatrixLayoutCreate(&l[2], d_f32 ? CUDA_R_32F : CUDA_R_16BF, N, M, ldd));
-  const int32_t count = static_cast<int32_t>(batch);
-  const uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
-  for (cublasLtMatrixLayout_t li : l) {
-    TD_LT_CHECK(cublasLtMatrixLayoutSetAttribute(li, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
-                                                 sizeof(count)));
-    TD_LT_CHECK(cublasLtMatrixLayoutSetAttribute(li, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode,
-                                                 sizeof(mode)));
-  }
+  create_layouts(CUDA_R_16BF, d_f32, M, N, K, ldx, ldw, ldd, l[0], l[1], l[2]);
+  set_pointer_array({l[0], l[1], l[2]}, batch);
   const cublasStatus_t st = run_with(p, l[0], l[1], l[2]);
   for (cublasLtMatrixLayout_t li : l) cublasLtMatrixLayoutDestroy(li);
   if (st == CUBLAS_STATUS_SUCCESS) return true;
