@@ -213,6 +213,7 @@ Runner add_bench_offline(CLI::App& app) {
     int64_t num_layers = 0, max_total_tokens = 1 << 16, workspace_mb = EngineOptions{}.workspace_mb;
     int64_t chunked_prefill_size = EngineOptions{}.chunked_prefill_size,
             max_prefill_tokens = EngineOptions{}.max_prefill_tokens;
+    double scheduler_delay_factor = EngineOptions{}.scheduler_delay_factor;
   };
   auto a = std::make_shared<Args>();
   app.add_option("--model-path", a->model_path,
@@ -262,6 +263,10 @@ Runner add_bench_offline(CLI::App& app) {
   app.add_option(
          "--max-prefill-tokens", a->max_prefill_tokens,
          "Prefill token budget per step (raised to --chunked-prefill-size), as tandem serve")
+      ->capture_default_str();
+  app.add_option("--scheduler-delay-factor", a->scheduler_delay_factor,
+                 "As tandem serve: while requests decode, admit waiting ones once the oldest has "
+                 "waited this many times the last prefill step")
       ->capture_default_str();
   app.add_flag("--enable-mixed-chunk", a->mixed_chunk,
                "Plain rows: decoding requests ride along in prefill steps (docs/runtime.md)");
@@ -409,6 +414,7 @@ Runner add_bench_offline(CLI::App& app) {
     plain.enable_mixed_chunk = a->mixed_chunk;  // speculative rows turn it off (validate)
     plain.chunked_prefill_size = a->chunked_prefill_size;
     plain.max_prefill_tokens = std::max(a->max_prefill_tokens, a->chunked_prefill_size);
+    plain.scheduler_delay_factor = a->scheduler_delay_factor;
     // One engine configuration per speculative row: each fixed depth, then adaptive.
     struct SpecRun {
       std::string label;

@@ -86,6 +86,11 @@ Runner add_serve(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--max-prefill-tokens", a->max_prefill_tokens, "Prefill token budget per step")
       ->capture_default_str();
+  app.add_option("--scheduler-delay-factor", a->scheduler_delay_factor,
+                 "While requests decode, admit waiting ones once the oldest has waited this "
+                 "many times the last prefill step (vLLM's flag), so close arrivals share a "
+                 "prefill step")
+      ->capture_default_str();
   app.add_flag("--enable-mixed-chunk", a->enable_mixed_chunk,
                "Decoding requests ride along in prefill steps (one token of the budget each), "
                "so they keep decoding while prompts are prefilled; plain decoding only");

@@ -63,6 +63,7 @@ SchedulerOptions scheduler_options(const EngineOptions& o) {
   s.chunked_prefill_size = o.chunked_prefill_size;
   s.max_prefill_tokens = o.max_prefill_tokens;
   s.mixed_chunk = o.enable_mixed_chunk;  // validate() turned it off when speculating
+  s.delay_factor = o.scheduler_delay_factor;
   s.enable_prefix_cache = o.enable_prefix_cache;
   s.draft_steps = o.spec.enabled() ? o.spec.max_depth() : 0;
   s.draft_catches_up = o.spec.enabled() && o.spec.adaptive;

@@ -34,6 +34,9 @@ void EngineOptions::validate(std::vector<std::string>* warnings) {
         fmt::format("--max-queued-requests must not be negative, got {}", max_queued_requests));
   positive("--chunked-prefill-size", chunked_prefill_size);
   positive("--max-prefill-tokens", max_prefill_tokens);
+  if (!(scheduler_delay_factor >= 0 && scheduler_delay_factor <= 100))
+    throw InvalidArgument(fmt::format("--scheduler-delay-factor must be in [0, 100], got {}",
+                                      scheduler_delay_factor));
   if (num_pages < 0) throw InvalidArgument(fmt::format("num_pages must not be negative"));
   if (num_pages == 0) positive("--max-total-tokens", max_total_tokens);
   positive("workspace_mb", workspace_mb);

@@ -55,6 +55,10 @@ struct EngineOptions {
   // decoding does not stall behind prompts. Plain decoding only (validate() turns it off when
   // speculating, as SGLang does).
   bool enable_mixed_chunk = false;
+  // vLLM's --scheduler-delay-factor (SchedulerOptions::delay_factor): while sequences decode,
+  // waiting requests are admitted once the oldest has waited this many times the last prefill
+  // step, so arrivals a few hundred microseconds apart share a prefill step. 0: no delay.
+  double scheduler_delay_factor = 0;
   bool enable_prefix_cache = true;
   int64_t context_length = 0;   // longest prompt + output; 0: the model's max_position_embeddings
   int64_t workspace_mb = 4096;  // activation arena of one step on GPUs

@@ -17,18 +17,24 @@ void Scheduler::add(std::unique_ptr<Sequence> s) {
   waiting_.push_back(std::move(s));
 }
 
-StepPlan Scheduler::plan() {
+StepPlan Scheduler::plan(std::chrono::steady_clock::time_point now) {
+  if (last_plan_prefill_)
+    last_prefill_seconds_ = std::chrono::duration<double>(now - last_plan_).count();
+  last_plan_ = now;
+  last_plan_prefill_ = false;
   StepPlan p;
-  bool prefill_pending = !waiting_.empty();
+  const bool admit_waiting = !waiting_.empty() && admission_due(now);
+  bool prefill_pending = admit_waiting;
   for (auto& s : running_) prefill_pending |= !s->prefilled;
   if (prefill_pending) {
     std::vector<ScheduledChunk> decoding;
     if (opt_.mixed_chunk) decoding = decode_chunks();
     const int64_t budget = opt_.max_prefill_tokens - static_cast<int64_t>(decoding.size());
-    p.prefill = prefill_chunks(budget);
+    p.prefill = prefill_chunks(budget, admit_waiting);
     if (!p.prefill.empty()) {
       p.kind = StepPlan::Kind::kPrefill;
       p.prefill.insert(p.prefill.begin(), decoding.begin(), decoding.end());
+      last_plan_prefill_ = true;
       return p;
     }
   }
@@ -43,9 +49,28 @@ StepPlan Scheduler::plan() {
   return p;
 }
 
-// Unfinished prompts first (in admission order), then admissions from the waiting queue, each
-// taking up to chunked_prefill_size tokens of the step's budget.
-std::vector<ScheduledChunk> Scheduler::prefill_chunks(int64_t budget) {
+// Whether the waiting queue may be admitted now under delay_factor (see SchedulerOptions). The
+// front of the queue is its oldest request: requests join at the back, and preempted ones go to
+// the front in reverse admission order, having been admitted before everything still waiting.
+bool Scheduler::admission_due(std::chrono::steady_clock::time_point now) const {
+  if (opt_.delay_factor <= 0) return true;
+  const bool decoding =
+      std::any_of(running_.begin(), running_.end(), [](const auto& s) { return s->prefilled; });
+  if (!decoding) return true;
+  if (static_cast<int64_t>(running_.size() + waiting_.size()) >= opt_.max_running_requests)
+    return true;  // no later arrival could join the step
+  int64_t tokens = 0;
+  for (const auto& s : waiting_) {
+    tokens += static_cast<int64_t>(s->tokens.size());
+    if (tokens >= opt_.max_prefill_tokens) return true;  // they fill a step already
+  }
+  const double waited = std::chrono::duration<double>(now - waiting_.front()->arrival).count();
+  return waited >= opt_.delay_factor * last_prefill_seconds_;
+}
+
+// Unfinished prompts first (in admission order), then admissions from the waiting queue (when
+// admit_waiting), each taking up to chunked_prefill_size tokens of the step's budget.
+std::vector<ScheduledChunk> Scheduler::prefill_chunks(int64_t budget, bool admit_waiting) {
   std::vector<ScheduledChunk> batch;
   auto schedule = [&](Sequence& s) {
     const int64_t n = static_cast<int64_t>(s.tokens.size());
@@ -56,7 +81,7 @@ std::vector<ScheduledChunk> Scheduler::prefill_chunks(int64_t budget) {
   };
   for (auto& s : running_)
     if (!s->prefilled && budget > 0) schedule(*s);
-  while (!waiting_.empty() && budget > 0 &&
+  while (admit_waiting && !waiting_.empty() && budget > 0 &&
          static_cast<int64_t>(running_.size()) < opt_.max_running_requests) {
     Sequence& s = *waiting_.front();
     if (!admit(s)) {

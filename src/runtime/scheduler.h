@@ -4,6 +4,7 @@
 // tests/unit/scheduler_test.cpp drives it alone.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -44,6 +45,12 @@ struct SchedulerOptions {
   bool enable_prefix_cache = true;
   int64_t draft_steps = 0;        // S when speculating: a round writes S + 1 positions
   bool draft_catches_up = false;  // adaptive depth: the draft reads stashed positions later
+  // vLLM's --scheduler-delay-factor. While sequences decode, a waiting request is admitted only
+  // once the oldest waiting one has waited delay_factor times the last prefill step's duration,
+  // or once the waiting prompts would fill a step's prefill budget or the running set; with
+  // nothing decoding, at once. Requests arriving a few hundred microseconds apart then share one
+  // prefill step instead of each stalling every decoder with a step of its own. 0: no delay.
+  double delay_factor = 0;
 };
 
 class Scheduler {
@@ -55,8 +62,10 @@ class Scheduler {
   // scheduled (with mixed_chunk, the decoding sequences' tokens first); otherwise every
   // prefilled sequence decodes, after growing its pages for the step and preempting the most
   // recently admitted sequences (back to the front of the waiting queue) while the cache is
-  // short. Throws when a request can never fit.
-  StepPlan plan();
+  // short. Throws when a request can never fit. `now` times the prefill steps and the waiting
+  // requests for delay_factor.
+  StepPlan plan(std::chrono::steady_clock::time_point now);
+  StepPlan plan() { return plan(std::chrono::steady_clock::now()); }
   // Removes finished sequences from the running set, oldest first, returning their pages (the
   // prefix cache keeps their full computed pages).
   std::vector<std::unique_ptr<Sequence>> retire_finished();
@@ -80,7 +89,8 @@ class Scheduler {
   bool allocate(Sequence& s, int64_t tokens);
   void release(Sequence& s, bool keep_prefix);
   bool admit(Sequence& s);
-  std::vector<ScheduledChunk> prefill_chunks(int64_t budget);
+  std::vector<ScheduledChunk> prefill_chunks(int64_t budget, bool admit_waiting);
+  bool admission_due(std::chrono::steady_clock::time_point now) const;
   std::vector<ScheduledChunk> decode_chunks();
   void grow_decode_pages(int64_t extra);
   void preempt_last();
@@ -91,6 +101,11 @@ class Scheduler {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;
   uint64_t preemptions_ = 0;
+  // delay_factor's clock: when the last plan was made, whether it was a prefill step, and how
+  // long the last prefill step took (from its plan to the next).
+  std::chrono::steady_clock::time_point last_plan_{};
+  bool last_plan_prefill_ = false;
+  double last_prefill_seconds_ = 0;
 };
 
 int64_t pages_for(int64_t tokens, int64_t page_size);

@@ -46,6 +46,7 @@ Json ServerArgs::to_json() const {
   j["chunked_prefill_size"] = chunked_prefill_size;
   j["enable_mixed_chunk"] = enable_mixed_chunk;
   j["max_prefill_tokens"] = max_prefill_tokens;
+  j["scheduler_delay_factor"] = scheduler_delay_factor;
   j["max_total_tokens"] = max_total_tokens;
   j["context_length"] = context_length > 0 ? Json(context_length) : Json();
   j["kv_cache_dtype"] = kv_cache_dtype;
@@ -179,6 +180,7 @@ EngineOptions engine_options(const ServerArgs& a, bool cuda_available,
   o.chunked_prefill_size = a.chunked_prefill_size;
   o.max_prefill_tokens = std::max(a.max_prefill_tokens, a.chunked_prefill_size);
   o.enable_mixed_chunk = a.enable_mixed_chunk;
+  o.scheduler_delay_factor = a.scheduler_delay_factor;
   o.enable_prefix_cache = !a.disable_radix_cache;
   o.context_length = a.context_length;
   o.disable_cuda_graph = a.disable_cuda_graph;

@@ -45,6 +45,7 @@ struct ServerArgs {
   int64_t chunked_prefill_size = EngineOptions{}.chunked_prefill_size;
   bool enable_mixed_chunk = false;  // decoding sequences ride along in prefill steps
   int64_t max_prefill_tokens = EngineOptions{}.max_prefill_tokens;
+  double scheduler_delay_factor = EngineOptions{}.scheduler_delay_factor;
   int64_t max_total_tokens = EngineOptions{}.max_total_tokens;
   int64_t context_length = 0;  // 0: the model's max_position_embeddings
   std::string kv_cache_dtype = "auto";

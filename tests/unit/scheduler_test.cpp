@@ -228,5 +228,76 @@ TEST(Scheduler, ThePrefixCacheKeepsRetiredPagesUntilFlushed) {
   EXPECT_EQ(sch.pages_used(), 0);
 }
 
+// delay_factor (vLLM's --scheduler-delay-factor): while a sequence decodes, arrivals wait until
+// the oldest has waited delay_factor x the last prefill step, then share one prefill step; with
+// nothing decoding, or when the waiting prompts fill the budget or the running set, at once.
+TEST(Scheduler, DelayFactorGathersArrivalsIntoOnePrefillStep) {
+  using std::chrono::microseconds;
+  const auto t0 = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  auto arriving = [](uint64_t id, int64_t len, std::chrono::steady_clock::time_point at) {
+    auto s = seq(id, len);
+    s->arrival = at;
+    return s;
+  };
+  for (double factor : {0.0, 2.0}) {
+    SchedulerOptions o = opts();
+    o.delay_factor = factor;
+    Scheduler sch(64, o);
+    sch.add(arriving(1, 5, t0));
+    StepPlan p = sch.plan(t0);  // nothing decodes: no delay
+    ASSERT_EQ(p.kind, StepPlan::Kind::kPrefill);
+    run(p);
+    p = sch.plan(t0 + microseconds(1000));  // the prefill step took 1 ms
+    ASSERT_EQ(p.kind, StepPlan::Kind::kDecode);
+    run(p);
+    sch.add(arriving(2, 3, t0 + microseconds(1500)));
+    p = sch.plan(t0 + microseconds(2000));  // request 2 has waited 0.5 ms of 2 x 1 ms
+    if (factor == 0) {
+      ASSERT_EQ(p.kind, StepPlan::Kind::kPrefill);
+      EXPECT_EQ(p.prefill.size(), 1u);
+      continue;
+    }
+    ASSERT_EQ(p.kind, StepPlan::Kind::kDecode);
+    EXPECT_EQ(p.decode.size(), 1u);
+    EXPECT_EQ(sch.num_waiting(), 1);
+    run(p);
+    sch.add(arriving(3, 3, t0 + microseconds(2500)));
+    p = sch.plan(t0 + microseconds(3400));  // 1.9 ms
+    ASSERT_EQ(p.kind, StepPlan::Kind::kDecode);
+    run(p);
+    p = sch.plan(t0 + microseconds(3600));  // 2.1 ms: both in one step
+    ASSERT_EQ(p.kind, StepPlan::Kind::kPrefill);
+    ASSERT_EQ(p.prefill.size(), 2u);
+    EXPECT_EQ(p.prefill[0].seq->id, 2u);
+    EXPECT_EQ(p.prefill[1].seq->id, 3u);
+    run(p);
+    // That step took 0.4 ms: the next wait is 0.8 ms, unless the prompts fill the budget (12).
+    p = sch.plan(t0 + microseconds(4000));
+    ASSERT_EQ(p.kind, StepPlan::Kind::kDecode);
+    run(p);
+    sch.add(arriving(4, 6, t0 + microseconds(4000)));
+    p = sch.plan(t0 + microseconds(4100));
+    EXPECT_EQ(p.kind, StepPlan::Kind::kDecode);
+    run(p);
+    sch.add(arriving(5, 6, t0 + microseconds(4100)));  // 6 + 6 tokens fill the budget
+    p = sch.plan(t0 + microseconds(4200));
+    ASSERT_EQ(p.kind, StepPlan::Kind::kPrefill);
+    EXPECT_EQ(p.prefill.size(), 2u);
+    run(p);
+    p = sch.plan(t0 + microseconds(4300));
+    run(p);
+    // Five running of a running set of 8: three arrivals fill it and go at once.
+    for (uint64_t id : {6, 7}) sch.add(arriving(id, 2, t0 + microseconds(4300)));
+    p = sch.plan(t0 + microseconds(4310));
+    EXPECT_EQ(p.kind, StepPlan::Kind::kDecode);
+    run(p);
+    sch.add(arriving(8, 2, t0 + microseconds(4320)));
+    p = sch.plan(t0 + microseconds(4330));
+    ASSERT_EQ(p.kind, StepPlan::Kind::kPrefill);
+    EXPECT_EQ(p.prefill.size(), 3u);
+    EXPECT_EQ(sch.num_waiting(), 0);
+  }
+}
+
 }  // namespace
 }  // namespace tandem
