@@ -9,7 +9,15 @@ StackEngine::StackEngine(const Automaton& a, bool dense_steps) : a_(a), dense_(d
   state_ids_.emplace(std::vector<int32_t>{}, kDead);
   rows_.push_back(-1);
   bottom_.push_back(0);
-  for (int32_t b : {kEmpty, kBottom, kAny}) parent_set({b});
+  for (int32_t b : {kEmpty, kBottom, kAny}) parent_set_of(b);
+}
+
+int32_t StackEngine::parent_set_of(int32_t member) {
+  auto it = singleton_sets_.find(member);
+  if (it != singleton_sets_.end()) return it->second;
+  const int32_t id = parent_set({member});
+  singleton_sets_.emplace(member, id);
+  return id;
 }
 
 int32_t StackEngine::parent_set(std::vector<int32_t> members) {
@@ -31,13 +39,13 @@ int32_t StackEngine::stack(int32_t node, int32_t parents) {
   return it->second;
 }
 
-int32_t StackEngine::state_of(std::vector<int32_t> stacks) {
+int32_t StackEngine::state_of(const int32_t* stacks, size_t n) {
   ++generation_;
   work_.clear();
   auto add = [&](int32_t s) {
     if (seen_mark_[s] != generation_) seen_mark_[s] = generation_, work_.push_back(s);
   };
-  for (int32_t s : stacks) add(s);
+  for (size_t i = 0; i < n; ++i) add(stacks[i]);
   // Close under popping: a stack whose rule may end here also stands for its parents.
   bool at_end = false, at_bottom = false;
   for (size_t i = 0; i < work_.size(); ++i) {
@@ -60,7 +68,8 @@ int32_t StackEngine::state_of(std::vector<int32_t> stacks) {
     }
   }
   // Merge stacks with the same top node (their parent sets unite).
-  std::vector<int32_t> key(work_);
+  std::vector<int32_t>& key = key_;
+  key.assign(work_.begin(), work_.end());
   std::sort(key.begin(), key.end(), [&](int32_t x, int32_t y) {
     return stacks_[x].node != stacks_[y].node ? stacks_[x].node < stacks_[y].node : x < y;
   });
@@ -71,35 +80,37 @@ int32_t StackEngine::state_of(std::vector<int32_t> stacks) {
     if (j == i + 1) {
       key[out++] = key[i];
     } else {
-      std::vector<int32_t> parents;
+      parents_.clear();
       for (size_t k = i; k < j; ++k) {
         const auto& m = sets_[stacks_[key[k]].parents];
-        parents.insert(parents.end(), m.begin(), m.end());
+        parents_.insert(parents_.end(), m.begin(), m.end());
       }
       const int32_t node = stacks_[key[i]].node;
-      key[out++] = stack(node, parent_set(std::move(parents)));
+      key[out++] = stack(node, parent_set(parents_));
     }
     i = j;
   }
   key.resize(out);
   std::sort(key.begin(), key.end());
   if (key.empty() && !at_end && !at_bottom) return kDead;
-  auto [it, fresh] = state_ids_.try_emplace(std::move(key), static_cast<int32_t>(states_.size()));
-  if (fresh) {
-    states_.push_back({it->first, at_end, at_bottom});
-    rows_.push_back(-1);
-    bottom_.push_back(at_bottom);
-  }
-  return it->second;
+  // Most steps lead to a state seen before: look it up before copying the key.
+  if (auto it = state_ids_.find(key); it != state_ids_.end()) return it->second;
+  const int32_t id = static_cast<int32_t>(states_.size());
+  state_ids_.emplace(key, id);
+  states_.push_back({key, at_end, at_bottom});
+  rows_.push_back(-1);
+  bottom_.push_back(at_bottom);
+  return id;
 }
 
 int32_t StackEngine::compute_step(int32_t state, uint8_t byte) {
   // Expands calls lazily: a stack whose top may call a rule pushes the callee's start (and pops
   // it again if the callee may end at once). No left recursion, so this terminates.
   ++generation_;
-  std::vector<int32_t>& next = scratch_;
+  std::vector<int32_t>& next = next_;
   next.clear();
-  std::vector<int32_t> work = states_[state].stacks;
+  std::vector<int32_t>& work = expand_;
+  work.assign(states_[state].stacks.begin(), states_[state].stacks.end());
   for (int32_t s : work) seen_mark_[s] = generation_;
   const size_t original = work.size();
   for (size_t i = 0; i < work.size(); ++i) {
@@ -111,7 +122,7 @@ int32_t StackEngine::compute_step(int32_t state, uint8_t byte) {
     for (int32_t c = a_.call_begin[st.node]; c < a_.call_begin[st.node + 1]; ++c) {
       const CallEdge& ce = a_.call_edges[c];
       const int32_t ret = stack(ce.ret, st.parents);
-      const int32_t pushed = stack(a_.rule_start[ce.rule], parent_set({ret}));
+      const int32_t pushed = stack(a_.rule_start[ce.rule], parent_set_of(ret));
       if (seen_mark_[pushed] != generation_)
         seen_mark_[pushed] = generation_, work.push_back(pushed);
     }
@@ -124,7 +135,7 @@ int32_t StackEngine::compute_step(int32_t state, uint8_t byte) {
       }
     }
   }
-  return state_of(std::vector<int32_t>(next.begin(), next.end()));
+  return state_of(next.data(), next.size());
 }
 
 }  // namespace tandem::grammar

@@ -42,11 +42,15 @@ class StackEngine {
 
   // A parent set of stack ids and bottoms (any order, duplicates allowed).
   int32_t parent_set(std::vector<int32_t> members);
+  int32_t parent_set_of(int32_t member);  // {member}, without building a vector
   const std::vector<int32_t>& members(int32_t set) const { return sets_[set]; }
   int32_t stack(int32_t node, int32_t parents);
-  int32_t stack_on(int32_t node, int32_t bottom) { return stack(node, parent_set({bottom})); }
+  int32_t stack_on(int32_t node, int32_t bottom) { return stack(node, parent_set_of(bottom)); }
   // The state of these stacks and everything reachable by popping rules that may end.
-  int32_t state_of(std::vector<int32_t> stacks);
+  int32_t state_of(const std::vector<int32_t>& stacks) {
+    return state_of(stacks.data(), stacks.size());
+  }
+  int32_t state_of(const int32_t* stacks, size_t n);
   int32_t step(int32_t state, uint8_t byte) {
     if (state == kDead) return kDead;
     if (dense_) {
@@ -95,14 +99,17 @@ class StackEngine {
   std::unordered_map<uint64_t, int32_t> stack_ids_;
   std::vector<std::vector<int32_t>> sets_;  // [parent sets] sorted members
   std::unordered_map<std::vector<int32_t>, int32_t, VecHash> set_ids_;
+  std::unordered_map<int32_t, int32_t> singleton_sets_;  // member -> id of {member}
   std::vector<State> states_;
   std::unordered_map<std::vector<int32_t>, int32_t, VecHash> state_ids_;
   std::vector<uint8_t> bottom_;      // [states] State::at_bottom, packed for the hot loop
   std::vector<int32_t> rows_;        // [states] dense: offset of the state's row, -1 if none
   std::vector<int32_t> dense_next_;  // [rows * 256]
   std::unordered_map<uint64_t, int32_t> sparse_next_;
-  std::vector<int32_t> scratch_, work_;  // reused by compute_step and state_of
-  std::vector<uint32_t> seen_mark_;      // [stacks] generation marks for visited sets
+  // Reused buffers (the hot loop of compile time otherwise allocates on every step):
+  // compute_step's next stacks and expansion work list, state_of's closure and key.
+  std::vector<int32_t> next_, expand_, work_, key_, parents_;
+  std::vector<uint32_t> seen_mark_;  // [stacks] generation marks for visited sets
   uint32_t generation_ = 0;
 };
 
