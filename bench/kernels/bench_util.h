@@ -28,5 +28,7 @@ void bench_sampling(double copy_gbps, bool quick);
 // Decode attention over a bf16 and an FP8 KV cache at 8k and 32k context
 // (attention_fp8_bench.cpp).
 void bench_mla_decode_fp8(double copy_gbps, bool quick);
+// The indexer's top-2048 selection alone at 8k, 32k and 128k context (topk_bench.cpp).
+void bench_topk_select(double copy_gbps, bool quick);
 
 }  // namespace tandem::bench

@@ -428,6 +428,7 @@ int main(int argc, char** argv) {
     if (linear_only) return 0;
     if (profile_layer.empty()) bench_sampling(copy_gbps, quick);
     if (profile_layer.empty()) bench_mla_decode_fp8(copy_gbps, quick);
+    if (profile_layer.empty()) bench_topk_select(copy_gbps, quick);
 
     Env env;
     env.c = preset_config("glm5.2");

@@ -464,6 +464,11 @@ TEST_F(CudaOps, IndexerTopKExactSelection) {
       {{3000}, {3}, 32, 128, 2048, 1},                   // all-zero scores: first 2048
       {{2600, 70}, {2, 2}, 32, 128, 2048, 2},            // repeated keys: ties by position
       {{700}, {1}, 64, 128, 256, 0},                     // DeepSeek-V3.2: 64 index heads
+      // Long rows: the selection's middle rounds over the threshold bin's keys (33k random
+      // scores), and over the row again when more than its 4,096-key buffer tie there.
+      {{33000, 4100}, {1, 2}, 32, 128, 2048, 0},
+      {{10000}, {1}, 32, 128, 2048, 1},
+      {{20000}, {2}, 32, 128, 2048, 2},
   };
   for (const Case& c : cases) {
     if (small_only() && c.Di == 128) continue;

@@ -1,6 +1,6 @@
 // The DSA lightning indexer: fp32 scores sum_h w[h] * relu(q_h . k_j) for every visible cached
 // key (one thread per key, the key row in registers, q broadcast from shared memory), then an
-// exact top-K per token by 4-pass radix select on the scores' order-preserving bit patterns,
+// exact top-K per token by a 3-round radix select on the scores' order-preserving bit patterns,
 // written in ascending position order (ties at the threshold: earlier positions first), exactly
 // CpuBackend::indexer_topk's selection.
 #include <cfloat>
@@ -204,69 +204,180 @@ __device__ __forceinline__ uint32_t order_key(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+// The selection runs three radix rounds over the keys' bits (11, 11, 10) to find the K-th
+// largest key T, then writes every position above T and the first `need` equal to it in
+// ascending position order. Only the first round reads the whole row: the second and third
+// look at the keys of the first round's threshold bin, kept in shared memory (a row of random
+// scores leaves ~K / 2048 x a few of them; when more than kCandidates tie there, as all-zero
+// rows do, those rounds read the row again).
+constexpr int kRadixBins = 2048;
+constexpr int kCandidates = 4096;
+constexpr int kRowBatch = 8;  // loads in flight per thread in a pass over the row
+
+// Adds each active lane's bin to the histogram, one atomic per distinct bin in the warp (the
+// scores' high bits are mostly equal; plain shared atomics would serialize on one or two bins).
+// Every lane of the warp must call it.
+__device__ __forceinline__ void hist_add(unsigned* hist, bool act, uint32_t bin) {
+  const unsigned same = __match_any_sync(0xffffffffu, act ? bin : 0xffffffffu);
+  if (act && (threadIdx.x & 31) == __ffs(same) - 1)
+    atomicAdd(&hist[bin], static_cast<unsigned>(__popc(same)));
+}
+
+// Histogram of (key >> shift) & (bins - 1) over the visible row's keys whose masked bits equal
+// prefix, kRowBatch loads in flight per thread.
+__device__ __forceinline__ void row_histogram(const float* sc, int visible, uint32_t mask,
+                                              uint32_t prefix, int shift, int bins,
+                                              unsigned* hist) {
+  for (int base = 0; base < visible; base += kSelectThreads * kRowBatch) {
+    uint32_t u[kRowBatch];
+#pragma unroll
+    for (int k = 0; k < kRowBatch; ++k) {
+      const int j = base + k * kSelectThreads + static_cast<int>(threadIdx.x);
+      u[k] = j < visible ? order_key(__ldg(sc + j)) : 0u;
+    }
+#pragma unroll
+    for (int k = 0; k < kRowBatch; ++k) {
+      const int j = base + k * kSelectThreads + static_cast<int>(threadIdx.x);
+      hist_add(hist, j < visible && (u[k] & mask) == prefix,
+               (u[k] >> shift) & static_cast<uint32_t>(bins - 1));
+    }
+  }
+}
+
+// The largest bin d whose suffix count (keys in bins >= d) reaches need, i.e. the bin of the
+// need-th largest key, and the count of keys in the bins above it. bins is 1024 or 2048.
+__device__ void threshold_bin(const unsigned* hist, int bins, int need, int* red, int* s_bin,
+                              int* s_above) {
+  const int per = bins / kSelectThreads;  // bins a thread sums, highest first
+  const int hi = bins - 1 - static_cast<int>(threadIdx.x) * per;
+  int local = 0;
+  for (int k = 0; k < per; ++k) local += static_cast<int>(hist[hi - k]);
+  int total = 0;
+  int above = block_exclusive_scan(local, red, &total);
+  for (int k = 0; k < per; ++k) {
+    const int c = static_cast<int>(hist[hi - k]);
+    if (above < need && above + c >= need) *s_bin = hi - k, *s_above = above;
+    above += c;
+  }
+  __syncthreads();
+}
+
+__device__ __forceinline__ int warp_exclusive_scan(int v) {
+  const int lane = threadIdx.x & 31;
+  int x = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int y = __shfl_up_sync(0xffffffffu, x, o);
+    if (lane >= o) x += y;
+  }
+  return x - v;
+}
+
 // grid (Tc), 1024 threads.
 __global__ void __launch_bounds__(kSelectThreads)
     indexer_select_kernel(IndexerParams p, int64_t t0) {
   pdl_wait();
-  __shared__ unsigned hist[256];
-  __shared__ int red[32];
-  __shared__ uint32_t s_prefix;
-  __shared__ int s_need;
+  __shared__ unsigned hist[kRadixBins];
+  __shared__ uint32_t cand[kCandidates];
+  __shared__ int red[32], warp_gt[32], warp_eq[32];
+  __shared__ int s_bin, s_above, s_ncand;
   const int64_t t = t0 + blockIdx.x;
-  const int64_t visible = static_cast<int64_t>(p.meta.token_pos[t]) + 1;
-  const int64_t K = p.K;
-  int32_t* out = p.out + t * K;
+  const int visible = p.meta.token_pos[t] + 1;
+  const int K = static_cast<int>(p.K);
+  int32_t* out = p.out + t * p.K;
   if (visible <= K) {
-    for (int64_t j = threadIdx.x; j < K; j += kSelectThreads)
-      out[j] = j < visible ? static_cast<int32_t>(j) : -1;
+    for (int j = threadIdx.x; j < K; j += kSelectThreads) out[j] = j < visible ? j : -1;
     return;
   }
   const float* sc = p.scores + static_cast<int64_t>(blockIdx.x) * p.max_len;
-  uint32_t prefix = 0, pmask = 0;
-  int need = static_cast<int>(K);
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int i = threadIdx.x; i < 256; i += kSelectThreads) hist[i] = 0;
-    __syncthreads();
-    // Warp-aggregated: the scores' high bits are mostly equal, so lanes with the same bin add
-    // once (plain shared atomics would serialize on one or two bins).
-    for (int64_t base = 0; base < visible; base += kSelectThreads) {
-      const int64_t j = base + threadIdx.x;
-      const uint32_t u = j < visible ? order_key(sc[j]) : 0u;
-      const bool act = j < visible && (u & pmask) == prefix;
-      const uint32_t bin = act ? (u >> shift) & 255u : 256u;
-      const unsigned same = __match_any_sync(0xffffffffu, bin);
-      if (act && (threadIdx.x & 31) == __ffs(same) - 1)
-        atomicAdd(&hist[bin], static_cast<unsigned>(__popc(same)));
+
+  // Round 1: the top 11 bits over the row.
+  for (int i = threadIdx.x; i < kRadixBins; i += kSelectThreads) hist[i] = 0;
+  if (threadIdx.x == 0) s_ncand = 0;
+  __syncthreads();
+  row_histogram(sc, visible, 0u, 0u, 21, kRadixBins, hist);
+  __syncthreads();
+  int need = K;
+  threshold_bin(hist, kRadixBins, need, red, &s_bin, &s_above);
+  uint32_t prefix = static_cast<uint32_t>(s_bin) << 21, mask = 0xffe00000u;
+  need -= s_above;
+  // The threshold bin's keys.
+  for (int base = 0; base < visible; base += kSelectThreads * kRowBatch) {
+    uint32_t u[kRowBatch];
+#pragma unroll
+    for (int k = 0; k < kRowBatch; ++k) {
+      const int j = base + k * kSelectThreads + static_cast<int>(threadIdx.x);
+      u[k] = j < visible ? order_key(__ldg(sc + j)) : 0u;
     }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      int cum = 0, d = 255;
-      for (; d > 0; --d) {
-        if (cum + static_cast<int>(hist[d]) >= need) break;
-        cum += static_cast<int>(hist[d]);
+#pragma unroll
+    for (int k = 0; k < kRowBatch; ++k) {
+      const int j = base + k * kSelectThreads + static_cast<int>(threadIdx.x);
+      if (j < visible && (u[k] & mask) == prefix) {
+        const int i = atomicAdd(&s_ncand, 1);
+        if (i < kCandidates) cand[i] = u[k];
       }
-      s_prefix = prefix | (static_cast<uint32_t>(d) << shift);
-      s_need = need - cum;
+    }
+  }
+  __syncthreads();
+  const int ncand = s_ncand;
+  // Rounds 2 and 3: bits 20..10, then 9..0.
+  for (int round = 0; round < 2; ++round) {
+    const int shift = round == 0 ? 10 : 0, bins = round == 0 ? kRadixBins : kRadixBins / 2;
+    for (int i = threadIdx.x; i < bins; i += kSelectThreads) hist[i] = 0;
+    __syncthreads();
+    if (ncand <= kCandidates) {
+      for (int base = 0; base < ncand; base += kSelectThreads) {
+        const int i = base + static_cast<int>(threadIdx.x);
+        const uint32_t u = i < ncand ? cand[i] : 0u;
+        hist_add(hist, i < ncand && (u & mask) == prefix,
+                 (u >> shift) & static_cast<uint32_t>(bins - 1));
+      }
+    } else {
+      row_histogram(sc, visible, mask, prefix, shift, bins, hist);
     }
     __syncthreads();
-    prefix = s_prefix;
-    need = s_need;
-    pmask |= 255u << shift;
+    threshold_bin(hist, bins, need, red, &s_bin, &s_above);
+    prefix |= static_cast<uint32_t>(s_bin) << shift;
+    mask |= static_cast<uint32_t>(bins - 1) << shift;
+    need -= s_above;
   }
-  // prefix is the K-th largest key; take every key above it and the first `need` equal to it.
-  int base_tie = 0, base_out = 0;
-  for (int64_t c0 = 0; c0 < visible; c0 += kSelectThreads) {
-    const int64_t j = c0 + threadIdx.x;
-    const bool in = j < visible;
-    const uint32_t u = in ? order_key(sc[j]) : 0u;
-    const int gt = in && u > prefix, eq = in && u == prefix;
-    int tot = 0;
-    const int tie_rank = block_exclusive_scan(eq, red, &tot) + base_tie;
-    base_tie += tot;
-    const int sel = gt || (eq && tie_rank < need);
-    const int o = block_exclusive_scan(sel, red, &tot) + base_out;
-    base_out += tot;
-    if (sel) out[o] = static_cast<int32_t>(j);
+
+  // prefix is the K-th largest key T: take every key above it and the first `need` equal to it,
+  // in position order. Warp w owns the positions [w * chunk, (w + 1) * chunk): a first sweep
+  // counts each warp's keys above and equal to T, a second writes them at the offsets those
+  // counts give.
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const unsigned lower = (1u << lane) - 1u;
+  const int chunk = (visible + kSelectThreads - 1) / kSelectThreads * 32;
+  const int begin = warp * chunk, end = min(begin + chunk, visible);
+  int n_gt = 0, n_eq = 0;
+  for (int j0 = begin; j0 < end; j0 += 32) {
+    const int j = j0 + lane;
+    const uint32_t u = j < end ? order_key(__ldg(sc + j)) : 0u;
+    n_gt += __popc(__ballot_sync(0xffffffffu, j < end && u > prefix));
+    n_eq += __popc(__ballot_sync(0xffffffffu, j < end && u == prefix));
+  }
+  if (lane == 0) warp_gt[warp] = n_gt, warp_eq[warp] = n_eq;
+  __syncthreads();
+  if (warp == 0) {
+    const int eq = warp_eq[lane], eq_before = warp_exclusive_scan(eq);
+    const int take = warp_gt[lane] + min(max(need - eq_before, 0), eq);
+    const int out_before = warp_exclusive_scan(take);
+    warp_eq[lane] = eq_before;
+    warp_gt[lane] = out_before;
+  }
+  __syncthreads();
+  int eq_rank = warp_eq[warp], o = warp_gt[warp];
+  for (int j0 = begin; j0 < end; j0 += 32) {
+    const int j = j0 + lane;
+    const uint32_t u = j < end ? order_key(__ldg(sc + j)) : 0u;
+    const bool gt = j < end && u > prefix, eq = j < end && u == prefix;
+    const unsigned eqm = __ballot_sync(0xffffffffu, eq);
+    const bool sel = gt || (eq && eq_rank + __popc(eqm & lower) < need);
+    const unsigned selm = __ballot_sync(0xffffffffu, sel);
+    if (sel) out[o + __popc(selm & lower)] = j;
+    o += __popc(selm);
+    eq_rank += __popc(eqm);
   }
 }
 
@@ -316,6 +427,11 @@ void indexer_topk(const IndexerParams& p, int64_t t0, int64_t Tc, cudaStream_t s
         break;
     }
   }
+  indexer_select(p, t0, Tc, s);
+}
+
+void indexer_select(const IndexerParams& p, int64_t t0, int64_t Tc, cudaStream_t s) {
+  if (Tc == 0) return;
   launch(indexer_select_kernel, static_cast<unsigned>(Tc), kSelectThreads, 0, s, p, t0);
 }
 

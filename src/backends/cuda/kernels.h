@@ -259,5 +259,8 @@ struct IndexerParams {
 };
 bool indexer_supports_head_dim(int64_t Di);
 void indexer_topk(const IndexerParams& p, int64_t t0, int64_t Tc, cudaStream_t s);
+// The selection alone, over scores already in p.scores (p.out, p.K, p.max_len and
+// p.meta.token_pos): the second half of indexer_topk, exposed for kernel_bench.
+void indexer_select(const IndexerParams& p, int64_t t0, int64_t Tc, cudaStream_t s);
 
 }  // namespace tandem::cuda::k
