@@ -456,7 +456,11 @@ TEST_F(CudaOps, IndexerTopKExactSelection) {
   struct Case {
     std::vector<int32_t> lens, q;
     int64_t Hi, Di, K;
-    int mode;  // 0 random, 1 q = 0 (all scores tie at 0), 2 repeated key rows (exact ties)
+    // 0 random, 1 q = 0 (all scores tie at 0), 2 repeated key rows (exact ties), 3 odd
+    // positions' keys zero: the selection's evenly spaced samples (every other position at 8,192
+    // keys) see only the even ones, so fewer than K keys reach its threshold and it falls back
+    // to rounds over the row.
+    int mode;
   };
   const std::vector<Case> cases = {
       {{3, 30, 50}, {3, 6, 50}, 16, 16, 8, 0},           // tiny golden dims, prefill-like
@@ -469,6 +473,7 @@ TEST_F(CudaOps, IndexerTopKExactSelection) {
       {{33000, 4100}, {1, 2}, 32, 128, 2048, 0},
       {{10000}, {1}, 32, 128, 2048, 1},
       {{20000}, {2}, 32, 128, 2048, 2},
+      {{8192}, {1}, 32, 128, 2048, 3},
   };
   for (const Case& c : cases) {
     if (small_only() && c.Di == 128) continue;
@@ -485,6 +490,17 @@ TEST_F(CudaOps, IndexerTopKExactSelection) {
           std::copy(base.data<float>() + (j * 7 % 5) * c.Di,
                     base.data<float>() + (j * 7 % 5 + 1) * c.Di,
                     pool.cpu.data<float>() + slot * c.Di);
+        }
+      pool.gpu = pool.cpu.to_dtype(DType::BF16).to(Device::cuda());
+    }
+    if (c.mode == 3) {
+      const std::vector<int32_t> table = to_int_vector(m.cpu.page_table);
+      const int64_t mp = m.cpu.page_table.size(1);
+      for (size_t b = 0; b < c.lens.size(); ++b)
+        for (int32_t j = 1; j < c.lens[b]; j += 2) {
+          const int64_t slot = static_cast<int64_t>(table[b * mp + j / 64]) * 64 + j % 64;
+          std::fill(pool.cpu.data<float>() + slot * c.Di,
+                    pool.cpu.data<float>() + (slot + 1) * c.Di, 0.0f);
         }
       pool.gpu = pool.cpu.to_dtype(DType::BF16).to(Device::cuda());
     }

@@ -204,15 +204,18 @@ __device__ __forceinline__ uint32_t order_key(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-// The selection runs three radix rounds over the keys' bits (11, 11, 10) to find the K-th
-// largest key T, then writes every position above T and the first `need` equal to it in
-// ascending position order. Only the first round reads the whole row: the second and third
-// look at the keys of the first round's threshold bin, kept in shared memory (a row of random
-// scores leaves ~K / 2048 x a few of them; when more than kCandidates tie there, as all-zero
-// rows do, those rounds read the row again).
+// The selection finds the K-th largest key T, then writes every position above T and the first
+// `need` equal to it in ascending position order. Finding T without a histogram of the whole
+// row (a shared atomic per key: the shared-memory pipe bounds one block's rate): the keys of
+// up to kSamples evenly spaced positions give a threshold tau, a little below the K-th largest
+// by their count; one pass over the row keeps the keys >= tau in shared memory (a ballot and
+// one atomic per warp and batch), and three radix rounds (11, 11, 10 bits) over those find T.
+// When fewer than K or more than kCandidates keys reach tau (a tie-heavy row, or an unlucky
+// sample), the rounds run over the row instead. Either way T is exact.
 constexpr int kRadixBins = 2048;
-constexpr int kCandidates = 4096;
-constexpr int kRowBatch = 8;  // loads in flight per thread in a pass over the row
+constexpr int kSamples = 4096;
+constexpr int kCandidates = 8192;
+constexpr int kRowBatch = 16;  // loads in flight per thread in a pass over the row
 
 // Adds each active lane's bin to the histogram, one atomic per distinct bin in the warp (the
 // scores' high bits are mostly equal; plain shared atomics would serialize on one or two bins).
@@ -221,27 +224,6 @@ __device__ __forceinline__ void hist_add(unsigned* hist, bool act, uint32_t bin)
   const unsigned same = __match_any_sync(0xffffffffu, act ? bin : 0xffffffffu);
   if (act && (threadIdx.x & 31) == __ffs(same) - 1)
     atomicAdd(&hist[bin], static_cast<unsigned>(__popc(same)));
-}
-
-// Histogram of (key >> shift) & (bins - 1) over the visible row's keys whose masked bits equal
-// prefix, kRowBatch loads in flight per thread.
-__device__ __forceinline__ void row_histogram(const float* sc, int visible, uint32_t mask,
-                                              uint32_t prefix, int shift, int bins,
-                                              unsigned* hist) {
-  for (int base = 0; base < visible; base += kSelectThreads * kRowBatch) {
-    uint32_t u[kRowBatch];
-#pragma unroll
-    for (int k = 0; k < kRowBatch; ++k) {
-      const int j = base + k * kSelectThreads + static_cast<int>(threadIdx.x);
-      u[k] = j < visible ? order_key(__ldg(sc + j)) : 0u;
-    }
-#pragma unroll
-    for (int k = 0; k < kRowBatch; ++k) {
-      const int j = base + k * kSelectThreads + static_cast<int>(threadIdx.x);
-      hist_add(hist, j < visible && (u[k] & mask) == prefix,
-               (u[k] >> shift) & static_cast<uint32_t>(bins - 1));
-    }
-  }
 }
 
 // The largest bin d whose suffix count (keys in bins >= d) reaches need, i.e. the bin of the
@@ -262,6 +244,35 @@ __device__ void threshold_bin(const unsigned* hist, int bins, int need, int* red
   __syncthreads();
 }
 
+struct SelectShared {
+  unsigned hist[kRadixBins];
+  uint32_t keys[kCandidates];  // the samples, then the keys >= tau
+  int red[32], warp_gt[32], warp_eq[32];
+  int bin, above, count;
+};
+
+// The need-th largest key among those that histogram(mask, prefix, shift, bins) visits, by
+// three radix rounds; *need_eq: how many keys equal to it are among the need largest.
+template <class Histogram>
+__device__ uint32_t radix_select(SelectShared& sh, int need, int* need_eq,
+                                 const Histogram& histogram) {
+  uint32_t prefix = 0, mask = 0;
+  for (int round = 0; round < 3; ++round) {
+    const int shift = round == 0 ? 21 : round == 1 ? 10 : 0;
+    const int bins = round == 2 ? kRadixBins / 2 : kRadixBins;
+    for (int i = threadIdx.x; i < bins; i += kSelectThreads) sh.hist[i] = 0;
+    __syncthreads();
+    histogram(mask, prefix, shift, bins);
+    __syncthreads();
+    threshold_bin(sh.hist, bins, need, sh.red, &sh.bin, &sh.above);
+    prefix |= static_cast<uint32_t>(sh.bin) << shift;
+    mask |= static_cast<uint32_t>(bins - 1) << shift;
+    need -= sh.above;
+  }
+  *need_eq = need;
+  return prefix;
+}
+
 __device__ __forceinline__ int warp_exclusive_scan(int v) {
   const int lane = threadIdx.x & 31;
   int x = v;
@@ -277,10 +288,7 @@ __device__ __forceinline__ int warp_exclusive_scan(int v) {
 __global__ void __launch_bounds__(kSelectThreads)
     indexer_select_kernel(IndexerParams p, int64_t t0) {
   pdl_wait();
-  __shared__ unsigned hist[kRadixBins];
-  __shared__ uint32_t cand[kCandidates];
-  __shared__ int red[32], warp_gt[32], warp_eq[32];
-  __shared__ int s_bin, s_above, s_ncand;
+  __shared__ SelectShared sh;
   const int64_t t = t0 + blockIdx.x;
   const int visible = p.meta.token_pos[t] + 1;
   const int K = static_cast<int>(p.K);
@@ -290,18 +298,47 @@ __global__ void __launch_bounds__(kSelectThreads)
     return;
   }
   const float* sc = p.scores + static_cast<int64_t>(blockIdx.x) * p.max_len;
+  // Histograms of the keys in shared memory and of the row's keys.
+  SelectShared* shp = &sh;
+  auto shared_keys = [shp](int n) {
+    return [shp, n](uint32_t mask, uint32_t prefix, int shift, int bins) {
+      for (int base = 0; base < n; base += kSelectThreads) {
+        const int i = base + static_cast<int>(threadIdx.x);
+        const uint32_t u = i < n ? shp->keys[i] : 0u;
+        hist_add(shp->hist, i < n && (u & mask) == prefix,
+                 (u >> shift) & static_cast<uint32_t>(bins - 1));
+      }
+    };
+  };
+  auto row_keys = [&](uint32_t mask, uint32_t prefix, int shift, int bins) {
+    for (int base = 0; base < visible; base += kSelectThreads * kRowBatch) {
+      uint32_t u[kRowBatch];
+#pragma unroll
+      for (int k = 0; k < kRowBatch; ++k) {
+        const int j = base + k * kSelectThreads + static_cast<int>(threadIdx.x);
+        u[k] = j < visible ? order_key(__ldg(sc + j)) : 0u;
+      }
+#pragma unroll
+      for (int k = 0; k < kRowBatch; ++k) {
+        const int j = base + k * kSelectThreads + static_cast<int>(threadIdx.x);
+        hist_add(sh.hist, j < visible && (u[k] & mask) == prefix,
+                 (u[k] >> shift) & static_cast<uint32_t>(bins - 1));
+      }
+    }
+  };
 
-  // Round 1: the top 11 bits over the row.
-  for (int i = threadIdx.x; i < kRadixBins; i += kSelectThreads) hist[i] = 0;
-  if (threadIdx.x == 0) s_ncand = 0;
-  __syncthreads();
-  row_histogram(sc, visible, 0u, 0u, 21, kRadixBins, hist);
-  __syncthreads();
-  int need = K;
-  threshold_bin(hist, kRadixBins, need, red, &s_bin, &s_above);
-  uint32_t prefix = static_cast<uint32_t>(s_bin) << 21, mask = 0xffe00000u;
-  need -= s_above;
-  // The threshold bin's keys.
+  // tau: the r-th largest of S evenly spaced keys, r chosen so that ~1.5 K keys reach it.
+  const int S = min(kSamples, visible);
+  for (int i = threadIdx.x; i < S; i += kSelectThreads)
+    sh.keys[i] = order_key(sc[static_cast<int64_t>(i) * visible / S]);
+  if (threadIdx.x == 0) sh.count = 0;
+  const int r = min(S, static_cast<int>(static_cast<int64_t>(3) * K * S / (2 * visible)) + 8);
+  int unused = 0;
+  const uint32_t tau = radix_select(sh, r, &unused, shared_keys(S));
+  __syncthreads();  // every thread has tau before the samples are overwritten
+  // The keys >= tau, in no particular order.
+  const int lane = threadIdx.x & 31;
+  const unsigned lower = (1u << lane) - 1u;
   for (int base = 0; base < visible; base += kSelectThreads * kRowBatch) {
     uint32_t u[kRowBatch];
 #pragma unroll
@@ -312,72 +349,72 @@ __global__ void __launch_bounds__(kSelectThreads)
 #pragma unroll
     for (int k = 0; k < kRowBatch; ++k) {
       const int j = base + k * kSelectThreads + static_cast<int>(threadIdx.x);
-      if (j < visible && (u[k] & mask) == prefix) {
-        const int i = atomicAdd(&s_ncand, 1);
-        if (i < kCandidates) cand[i] = u[k];
-      }
+      const bool ge = j < visible && u[k] >= tau;
+      const unsigned m = __ballot_sync(0xffffffffu, ge);
+      if (m == 0u) continue;
+      int at = 0;
+      if (lane == __ffs(m) - 1) at = atomicAdd(&sh.count, __popc(m));
+      at = __shfl_sync(0xffffffffu, at, __ffs(m) - 1) + __popc(m & lower);
+      if (ge && at < kCandidates) sh.keys[at] = u[k];
     }
   }
   __syncthreads();
-  const int ncand = s_ncand;
-  // Rounds 2 and 3: bits 20..10, then 9..0.
-  for (int round = 0; round < 2; ++round) {
-    const int shift = round == 0 ? 10 : 0, bins = round == 0 ? kRadixBins : kRadixBins / 2;
-    for (int i = threadIdx.x; i < bins; i += kSelectThreads) hist[i] = 0;
-    __syncthreads();
-    if (ncand <= kCandidates) {
-      for (int base = 0; base < ncand; base += kSelectThreads) {
-        const int i = base + static_cast<int>(threadIdx.x);
-        const uint32_t u = i < ncand ? cand[i] : 0u;
-        hist_add(hist, i < ncand && (u & mask) == prefix,
-                 (u >> shift) & static_cast<uint32_t>(bins - 1));
-      }
-    } else {
-      row_histogram(sc, visible, mask, prefix, shift, bins, hist);
-    }
-    __syncthreads();
-    threshold_bin(hist, bins, need, red, &s_bin, &s_above);
-    prefix |= static_cast<uint32_t>(s_bin) << shift;
-    mask |= static_cast<uint32_t>(bins - 1) << shift;
-    need -= s_above;
-  }
+  const int n = sh.count;
+  int need = 0;
+  const uint32_t prefix = n >= K && n <= kCandidates ? radix_select(sh, K, &need, shared_keys(n))
+                                                     : radix_select(sh, K, &need, row_keys);
 
   // prefix is the K-th largest key T: take every key above it and the first `need` equal to it,
   // in position order. Warp w owns the positions [w * chunk, (w + 1) * chunk): a first sweep
   // counts each warp's keys above and equal to T, a second writes them at the offsets those
   // counts give.
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const unsigned lower = (1u << lane) - 1u;
-  const int chunk = (visible + kSelectThreads - 1) / kSelectThreads * 32;
+  const int warp = threadIdx.x >> 5;
+  const int chunk = (visible + kSelectThreads - 1) / kSelectThreads * 32;  // a multiple of 32
   const int begin = warp * chunk, end = min(begin + chunk, visible);
+  // Both sweeps load kRowBatch keys per lane before using any (positions j0 + 32 k + lane).
+  auto load_batch = [&](int j0, uint32_t* u) {
+#pragma unroll
+    for (int k = 0; k < kRowBatch; ++k) {
+      const int j = j0 + 32 * k + lane;
+      u[k] = j < end ? order_key(__ldg(sc + j)) : 0u;
+    }
+  };
   int n_gt = 0, n_eq = 0;
-  for (int j0 = begin; j0 < end; j0 += 32) {
-    const int j = j0 + lane;
-    const uint32_t u = j < end ? order_key(__ldg(sc + j)) : 0u;
-    n_gt += __popc(__ballot_sync(0xffffffffu, j < end && u > prefix));
-    n_eq += __popc(__ballot_sync(0xffffffffu, j < end && u == prefix));
+  for (int j0 = begin; j0 < end; j0 += 32 * kRowBatch) {
+    uint32_t u[kRowBatch];
+    load_batch(j0, u);
+#pragma unroll
+    for (int k = 0; k < kRowBatch; ++k) {
+      const bool in = j0 + 32 * k + lane < end;
+      n_gt += __popc(__ballot_sync(0xffffffffu, in && u[k] > prefix));
+      n_eq += __popc(__ballot_sync(0xffffffffu, in && u[k] == prefix));
+    }
   }
-  if (lane == 0) warp_gt[warp] = n_gt, warp_eq[warp] = n_eq;
+  if (lane == 0) sh.warp_gt[warp] = n_gt, sh.warp_eq[warp] = n_eq;
   __syncthreads();
   if (warp == 0) {
-    const int eq = warp_eq[lane], eq_before = warp_exclusive_scan(eq);
-    const int take = warp_gt[lane] + min(max(need - eq_before, 0), eq);
+    const int eq = sh.warp_eq[lane], eq_before = warp_exclusive_scan(eq);
+    const int take = sh.warp_gt[lane] + min(max(need - eq_before, 0), eq);
     const int out_before = warp_exclusive_scan(take);
-    warp_eq[lane] = eq_before;
-    warp_gt[lane] = out_before;
+    sh.warp_eq[lane] = eq_before;
+    sh.warp_gt[lane] = out_before;
   }
   __syncthreads();
-  int eq_rank = warp_eq[warp], o = warp_gt[warp];
-  for (int j0 = begin; j0 < end; j0 += 32) {
-    const int j = j0 + lane;
-    const uint32_t u = j < end ? order_key(__ldg(sc + j)) : 0u;
-    const bool gt = j < end && u > prefix, eq = j < end && u == prefix;
-    const unsigned eqm = __ballot_sync(0xffffffffu, eq);
-    const bool sel = gt || (eq && eq_rank + __popc(eqm & lower) < need);
-    const unsigned selm = __ballot_sync(0xffffffffu, sel);
-    if (sel) out[o + __popc(selm & lower)] = j;
-    o += __popc(selm);
-    eq_rank += __popc(eqm);
+  int eq_rank = sh.warp_eq[warp], o = sh.warp_gt[warp];
+  for (int j0 = begin; j0 < end; j0 += 32 * kRowBatch) {
+    uint32_t u[kRowBatch];
+    load_batch(j0, u);
+#pragma unroll
+    for (int k = 0; k < kRowBatch; ++k) {
+      const int j = j0 + 32 * k + lane;
+      const bool gt = j < end && u[k] > prefix, eq = j < end && u[k] == prefix;
+      const unsigned eqm = __ballot_sync(0xffffffffu, eq);
+      const bool sel = gt || (eq && eq_rank + __popc(eqm & lower) < need);
+      const unsigned selm = __ballot_sync(0xffffffffu, sel);
+      if (sel) out[o + __popc(selm & lower)] = j;
+      o += __popc(selm);
+      eq_rank += __popc(eqm);
+    }
   }
 }
 
