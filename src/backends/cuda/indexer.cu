@@ -205,37 +205,33 @@ __device__ __forceinline__ uint32_t order_key(float f) {
 }
 
 // The selection finds the K-th largest key T, then writes every position above T and the first
-// `need` equal to it in ascending position order. Finding T without a histogram of the whole
-// row (a shared atomic per key: the shared-memory pipe bounds one block's rate): the keys of
-// up to kSamples evenly spaced positions give a threshold tau, a little below the K-th largest
-// by their count; one pass over the row keeps the keys >= tau in shared memory (a ballot and
-// one atomic per warp and batch), and three radix rounds (11, 11, 10 bits) over those find T.
-// When fewer than K or more than kCandidates keys reach tau (a tie-heavy row, or an unlucky
-// sample), the rounds run over the row instead. Either way T is exact.
+// `need` equal to it in ascending position order. T is found by narrowing a range of key values:
+// each round takes the minimum and maximum of the keys in the range, splits [min, max] into at
+// most 2,048 equal bins (a power-of-two width), counts the keys per bin with plain shared
+// atomics (bins over the keys' own span spread them, where fixed high bits would pile them into
+// a few bins) and keeps the bin of the need-th largest; at width 1 the range is T. Only keys
+// near the top are narrowed: the keys of up to kSamples evenly spaced positions give, in one
+// round, a threshold tau a little below the K-th largest by their count; one pass over the row
+// keeps the keys >= tau in shared memory (a ballot and one atomic per warp and batch), and the
+// rounds run over those. When fewer than K or more than kCandidates keys reach tau (a tie-heavy
+// row, an unlucky sample) the rounds run over the row instead. Either way T is exact.
 constexpr int kRadixBins = 2048;
 constexpr int kSamples = 4096;
 constexpr int kCandidates = 8192;
 constexpr int kRowBatch = 16;  // loads in flight per thread in a pass over the row
 
-// Adds each active lane's bin to the histogram, one atomic per distinct bin in the warp (the
-// scores' high bits are mostly equal; plain shared atomics would serialize on one or two bins).
-// Every lane of the warp must call it.
-__device__ __forceinline__ void hist_add(unsigned* hist, bool act, uint32_t bin) {
-  const unsigned same = __match_any_sync(0xffffffffu, act ? bin : 0xffffffffu);
-  if (act && (threadIdx.x & 31) == __ffs(same) - 1)
-    atomicAdd(&hist[bin], static_cast<unsigned>(__popc(same)));
-}
-
 // The largest bin d whose suffix count (keys in bins >= d) reaches need, i.e. the bin of the
-// need-th largest key, and the count of keys in the bins above it. bins is 1024 or 2048.
-__device__ void threshold_bin(const unsigned* hist, int bins, int need, int* red, int* s_bin,
+// need-th largest key, and the count of keys in the bins above it.
+__device__ void threshold_bin(const unsigned* hist, int need, int* red, int* s_bin,
                               int* s_above) {
-  const int per = bins / kSelectThreads;  // bins a thread sums, highest first
-  const int hi = bins - 1 - static_cast<int>(threadIdx.x) * per;
+  constexpr int per = kRadixBins / kSelectThreads;  // bins a thread sums, highest first
+  const int hi = kRadixBins - 1 - static_cast<int>(threadIdx.x) * per;
   int local = 0;
+#pragma unroll
   for (int k = 0; k < per; ++k) local += static_cast<int>(hist[hi - k]);
   int total = 0;
   int above = block_exclusive_scan(local, red, &total);
+#pragma unroll
   for (int k = 0; k < per; ++k) {
     const int c = static_cast<int>(hist[hi - k]);
     if (above < need && above + c >= need) *s_bin = hi - k, *s_above = above;
@@ -249,28 +245,39 @@ struct SelectShared {
   uint32_t keys[kCandidates];  // the samples, then the keys >= tau
   int red[32], warp_gt[32], warp_eq[32];
   int bin, above, count;
+  unsigned kmin, kmax;
 };
 
-// The need-th largest key among those that histogram(mask, prefix, shift, bins) visits, by
-// three radix rounds; *need_eq: how many keys equal to it are among the need largest.
-template <class Histogram>
-__device__ uint32_t radix_select(SelectShared& sh, int need, int* need_eq,
-                                 const Histogram& histogram) {
-  uint32_t prefix = 0, mask = 0;
-  for (int round = 0; round < 3; ++round) {
-    const int shift = round == 0 ? 21 : round == 1 ? 10 : 0;
-    const int bins = round == 2 ? kRadixBins / 2 : kRadixBins;
-    for (int i = threadIdx.x; i < bins; i += kSelectThreads) sh.hist[i] = 0;
-    __syncthreads();
-    histogram(mask, prefix, shift, bins);
-    __syncthreads();
-    threshold_bin(sh.hist, bins, need, sh.red, &sh.bin, &sh.above);
-    prefix |= static_cast<uint32_t>(sh.bin) << shift;
-    mask |= static_cast<uint32_t>(bins - 1) << shift;
-    need -= sh.above;
-  }
-  *need_eq = need;
-  return prefix;
+// One round: narrows [lo, hi] to the bin holding the need-th largest key that visit(f) passes
+// to f among those in [lo, hi], and takes the keys above that bin off need.
+template <class Visit>
+__device__ void narrow(SelectShared& sh, const Visit& visit, uint32_t& lo, uint32_t& hi,
+                       int& need) {
+  for (int i = threadIdx.x; i < kRadixBins; i += kSelectThreads) sh.hist[i] = 0;
+  if (threadIdx.x == 0) sh.kmin = 0xffffffffu, sh.kmax = 0u;
+  __syncthreads();
+  uint32_t mn = 0xffffffffu, mx = 0u;
+  const uint32_t a = lo, b = hi;
+  visit([&](uint32_t u) {
+    if (u >= a && u <= b) mn = min(mn, u), mx = max(mx, u);
+  });
+  mn = __reduce_min_sync(0xffffffffu, mn);
+  mx = __reduce_max_sync(0xffffffffu, mx);
+  if ((threadIdx.x & 31) == 0) atomicMin(&sh.kmin, mn), atomicMax(&sh.kmax, mx);
+  __syncthreads();
+  const uint32_t base = sh.kmin, top = sh.kmax, span = top - base;
+  const int shift = span < static_cast<uint32_t>(kRadixBins) ? 0 : 32 - __clz(span) - 11;
+  unsigned* hist = sh.hist;
+  visit([&](uint32_t u) {
+    if (u >= base && u <= top) atomicAdd(&hist[(u - base) >> shift], 1u);
+  });
+  __syncthreads();
+  threshold_bin(sh.hist, need, sh.red, &sh.bin, &sh.above);
+  const uint64_t first = base + (static_cast<uint64_t>(sh.bin) << shift);
+  lo = static_cast<uint32_t>(first);
+  const uint64_t last = first + (uint64_t{1} << shift) - 1;
+  hi = last < top ? static_cast<uint32_t>(last) : top;
+  need -= sh.above;
 }
 
 __device__ __forceinline__ int warp_exclusive_scan(int v) {
@@ -298,19 +305,14 @@ __global__ void __launch_bounds__(kSelectThreads)
     return;
   }
   const float* sc = p.scores + static_cast<int64_t>(blockIdx.x) * p.max_len;
-  // Histograms of the keys in shared memory and of the row's keys.
-  SelectShared* shp = &sh;
+  // Visitors: each thread's share of the keys in shared memory, or of the row's.
+  const SelectShared* shp = &sh;
   auto shared_keys = [shp](int n) {
-    return [shp, n](uint32_t mask, uint32_t prefix, int shift, int bins) {
-      for (int base = 0; base < n; base += kSelectThreads) {
-        const int i = base + static_cast<int>(threadIdx.x);
-        const uint32_t u = i < n ? shp->keys[i] : 0u;
-        hist_add(shp->hist, i < n && (u & mask) == prefix,
-                 (u >> shift) & static_cast<uint32_t>(bins - 1));
-      }
+    return [shp, n](auto&& f) {
+      for (int i = threadIdx.x; i < n; i += kSelectThreads) f(shp->keys[i]);
     };
   };
-  auto row_keys = [&](uint32_t mask, uint32_t prefix, int shift, int bins) {
+  auto row_keys = [sc, visible](auto&& f) {
     for (int base = 0; base < visible; base += kSelectThreads * kRowBatch) {
       uint32_t u[kRowBatch];
 #pragma unroll
@@ -319,22 +321,21 @@ __global__ void __launch_bounds__(kSelectThreads)
         u[k] = j < visible ? order_key(__ldg(sc + j)) : 0u;
       }
 #pragma unroll
-      for (int k = 0; k < kRowBatch; ++k) {
-        const int j = base + k * kSelectThreads + static_cast<int>(threadIdx.x);
-        hist_add(sh.hist, j < visible && (u[k] & mask) == prefix,
-                 (u[k] >> shift) & static_cast<uint32_t>(bins - 1));
-      }
+      for (int k = 0; k < kRowBatch; ++k)
+        if (base + k * kSelectThreads + static_cast<int>(threadIdx.x) < visible) f(u[k]);
     }
   };
 
-  // tau: the r-th largest of S evenly spaced keys, r chosen so that ~1.5 K keys reach it.
+  // tau: the lower edge of the bin of the r-th largest of S evenly spaced keys, r chosen so
+  // that ~1.5 K keys of the row reach it.
   const int S = min(kSamples, visible);
   for (int i = threadIdx.x; i < S; i += kSelectThreads)
     sh.keys[i] = order_key(sc[static_cast<int64_t>(i) * visible / S]);
   if (threadIdx.x == 0) sh.count = 0;
   const int r = min(S, static_cast<int>(static_cast<int64_t>(3) * K * S / (2 * visible)) + 8);
-  int unused = 0;
-  const uint32_t tau = radix_select(sh, r, &unused, shared_keys(S));
+  uint32_t tau = 0u, tau_hi = 0xffffffffu;
+  int r_left = r;
+  narrow(sh, shared_keys(S), tau, tau_hi, r_left);
   __syncthreads();  // every thread has tau before the samples are overwritten
   // The keys >= tau, in no particular order.
   const int lane = threadIdx.x & 31;
@@ -360,9 +361,16 @@ __global__ void __launch_bounds__(kSelectThreads)
   }
   __syncthreads();
   const int n = sh.count;
-  int need = 0;
-  const uint32_t prefix = n >= K && n <= kCandidates ? radix_select(sh, K, &need, shared_keys(n))
-                                                     : radix_select(sh, K, &need, row_keys);
+  int need = K;
+  uint32_t prefix = 0u, prefix_hi = 0xffffffffu;
+  if (n >= K && n <= kCandidates) {
+    const auto candidates = shared_keys(n);
+    do narrow(sh, candidates, prefix, prefix_hi, need);
+    while (prefix != prefix_hi);
+  } else {
+    do narrow(sh, row_keys, prefix, prefix_hi, need);
+    while (prefix != prefix_hi);
+  }
 
   // prefix is the K-th largest key T: take every key above it and the first `need` equal to it,
   // in position order. Warp w owns the positions [w * chunk, (w + 1) * chunk): a first sweep
