@@ -222,8 +222,7 @@ constexpr int kRowBatch = 16;  // loads in flight per thread in a pass over the 
 
 // The largest bin d whose suffix count (keys in bins >= d) reaches need, i.e. the bin of the
 // need-th largest key, and the count of keys in the bins above it.
-__device__ void threshold_bin(const unsigned* hist, int need, int* red, int* s_bin,
-                              int* s_above) {
+__device__ void threshold_bin(const unsigned* hist, int need, int* red, int* s_bin, int* s_above) {
   constexpr int per = kRadixBins / kSelectThreads;  // bins a thread sums, highest first
   const int hi = kRadixBins - 1 - static_cast<int>(threadIdx.x) * per;
   int local = 0;
