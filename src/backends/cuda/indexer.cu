@@ -279,6 +279,17 @@ __device__ void narrow(SelectShared& sh, const Visit& visit, uint32_t& lo, uint3
   need -= sh.above;
 }
 
+// The keys of positions base + k * kSelectThreads + threadIdx.x for k < kRowBatch (0 from
+// visible on), every load issued before any key is used.
+__device__ __forceinline__ void load_row_batch(const float* sc, int visible, int base,
+                                               uint32_t (&u)[kRowBatch]) {
+#pragma unroll
+  for (int k = 0; k < kRowBatch; ++k) {
+    const int j = base + k * kSelectThreads + static_cast<int>(threadIdx.x);
+    u[k] = j < visible ? order_key(__ldg(sc + j)) : 0u;
+  }
+}
+
 __device__ __forceinline__ int warp_exclusive_scan(int v) {
   const int lane = threadIdx.x & 31;
   int x = v;
@@ -314,11 +325,7 @@ __global__ void __launch_bounds__(kSelectThreads)
   auto row_keys = [sc, visible](auto&& f) {
     for (int base = 0; base < visible; base += kSelectThreads * kRowBatch) {
       uint32_t u[kRowBatch];
-#pragma unroll
-      for (int k = 0; k < kRowBatch; ++k) {
-        const int j = base + k * kSelectThreads + static_cast<int>(threadIdx.x);
-        u[k] = j < visible ? order_key(__ldg(sc + j)) : 0u;
-      }
+      load_row_batch(sc, visible, base, u);
 #pragma unroll
       for (int k = 0; k < kRowBatch; ++k)
         if (base + k * kSelectThreads + static_cast<int>(threadIdx.x) < visible) f(u[k]);
@@ -341,11 +348,7 @@ __global__ void __launch_bounds__(kSelectThreads)
   const unsigned lower = (1u << lane) - 1u;
   for (int base = 0; base < visible; base += kSelectThreads * kRowBatch) {
     uint32_t u[kRowBatch];
-#pragma unroll
-    for (int k = 0; k < kRowBatch; ++k) {
-      const int j = base + k * kSelectThreads + static_cast<int>(threadIdx.x);
-      u[k] = j < visible ? order_key(__ldg(sc + j)) : 0u;
-    }
+    load_row_batch(sc, visible, base, u);
 #pragma unroll
     for (int k = 0; k < kRowBatch; ++k) {
       const int j = base + k * kSelectThreads + static_cast<int>(threadIdx.x);
