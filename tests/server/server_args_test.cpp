@@ -2,6 +2,7 @@
 // cannot do.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -19,6 +20,7 @@ TEST(ServerArgs, MapsOntoEngineOptions) {
   a.max_total_tokens = 4096;
   a.context_length = 1024;
   a.disable_radix_cache = true;
+  a.scheduler_delay_factor = 1.5;
   const EngineOptions o = engine_options(a, false);
   EXPECT_EQ(o.max_running_requests, 8);
   EXPECT_EQ(o.page_size, 4);
@@ -26,6 +28,7 @@ TEST(ServerArgs, MapsOntoEngineOptions) {
   EXPECT_EQ(o.max_total_tokens, 4096);
   EXPECT_EQ(o.context_length, 1024);
   EXPECT_FALSE(o.enable_prefix_cache);
+  EXPECT_EQ(o.scheduler_delay_factor, 1.5);
   EXPECT_FALSE(o.spec.enabled());
 }
 
@@ -107,6 +110,11 @@ TEST(ServerArgs, StartupErrors) {
   a = ServerArgs{};
   a.page_size = -1;
   expect_invalid(a, "--page-size");
+  for (double f : {-1.0, 1e9, std::nan("")}) {
+    a = ServerArgs{};
+    a.scheduler_delay_factor = f;
+    expect_invalid(a, "--scheduler-delay-factor");
+  }
   a = ServerArgs{};  // 0 (the default): 16 on the CPU, 64 on CUDA
   EXPECT_EQ(engine_options(a, false).page_size, 16);
   a = ServerArgs{};
