@@ -1,8 +1,8 @@
 // The DSA lightning indexer: fp32 scores sum_h w[h] * relu(q_h . k_j) for every visible cached
 // key (one thread per key, the key row in registers, q broadcast from shared memory), then an
-// exact top-K per token by a 3-round radix select on the scores' order-preserving bit patterns,
-// written in ascending position order (ties at the threshold: earlier positions first), exactly
-// CpuBackend::indexer_topk's selection.
+// exact top-K per token on the scores' order-preserving bit patterns (a sampled threshold, then
+// rounds narrowing a key range; see "The selection" below), written in ascending position order
+// (ties at the threshold: earlier positions first), exactly CpuBackend::indexer_topk's selection.
 #include <cfloat>
 
 #include "backends/cuda/kv_fp8.cuh"
