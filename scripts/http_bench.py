@@ -82,11 +82,14 @@ def median_row(rows):
 
 def offline(args, c, n):
     """bench-offline at concurrency c, --repeats engines (each with its untimed pass); the median."""
+    env = dict(os.environ)
+    if args.step_trace:
+        env["TANDEM_STEP_TRACE"] = os.path.join(args.step_trace, f"offline_c{c}.trace")
     cmd = [args.tandem, "bench-offline", "--device", args.device, "--speculative-num-steps", "0",
            "--concurrency", ",".join([str(c)] * args.repeats), "--num-prompts", str(n),
            "--prompt-tokens", str(args.input_len), "--max-new-tokens", str(args.output_len),
            "--loop-phases"] + args.offline_args.split()
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
     if out.returncode != 0:
         sys.exit(f"bench-offline failed:\n{out.stdout}\n{out.stderr}")
     rows = []
@@ -106,7 +109,7 @@ def offline(args, c, n):
 
 
 def online(args, base, server_pid, backend, c, n):
-    results = []
+    results, windows = [], []  # windows: the timed runs' (start, end), for the step trace
     for attempt in range(1 + args.repeats):  # the first run warms up; the median of the rest
         with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as tf:
             path = tf.name
@@ -123,7 +126,9 @@ def online(args, base, server_pid, backend, c, n):
         dsteps0 = metric(base, "tandem:engine_decode_steps_total")
         cpu0 = thread_cpu(server_pid)
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.time()
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        t1 = time.time()
         ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu1 = thread_cpu(server_pid)
         loop1 = loop_seconds(base)
@@ -163,7 +168,10 @@ def online(args, base, server_pid, backend, c, n):
         result["decode_loop_us"]["steps"] = dsteps
         if attempt > 0:
             results.append(result)
-    return median_row(results)
+            windows.append((t0, t1))
+    row = median_row(results)
+    row["windows"] = windows
+    return row
 
 
 def pin_engine(pid):
@@ -206,11 +214,16 @@ def main():
     ap.add_argument("--pin-engine", action="store_true",
                     help="an experiment: the engine thread alone on one CPU (threads created "
                          "later, such as stream pumps, inherit the rest)")
+    ap.add_argument("--step-trace", default="",
+                    help="a folder: trace every engine step of the server and of bench-offline "
+                         "there (TANDEM_STEP_TRACE) and print where each path's time went")
     ap.add_argument("--repeats", type=int, default=3,
                     help="timed runs per row (after one untimed); the median is printed")
     args = ap.parse_args()
     concs = [int(x) for x in args.concurrency.split(",")]
     backends = args.backends.split(",")
+    if args.step_trace:
+        os.makedirs(args.step_trace, exist_ok=True)
 
     rows_off = {c: offline(args, c, max(8, 4 * c)) for c in concs}
 
@@ -219,6 +232,8 @@ def main():
     log = tempfile.NamedTemporaryFile(prefix="http_bench_server_", suffix=".log", delete=False)
     env = dict(os.environ)
     env.update(kv.split("=", 1) for kv in args.server_env.split())
+    if args.step_trace:
+        env["TANDEM_STEP_TRACE"] = os.path.join(args.step_trace, "serve.trace")
     server = subprocess.Popen([args.tandem, "serve", "--device", args.device, "--host", "127.0.0.1",
                                "--port", str(port)] + args.serve_args.split(),
                               stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -270,6 +285,24 @@ def main():
             print_loop("offline", c, rows_off[c].get(key))
             for b in backends:
                 print_loop(b, c, rows_on[(b, c)].get(key))
+    if args.step_trace:
+        print_step_traces(args, concs, backends, rows_on)
+
+
+def print_step_traces(args, concs, backends, rows_on):
+    """Per 1,000 decoded tokens, from the step traces: bench-offline's whole trace (its untimed
+    and timed passes), the server's over the timed runs of each backend."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import step_trace_summary as sts
+    with open(os.path.join(args.step_trace, "serve.trace")) as f:
+        served = sts.parse(f)
+    print("step traces, per 1,000 decoded tokens (scripts/step_trace_summary.py):")
+    print(f"{'conc':>4} {'path':<9} " + sts.HEADER)
+    for c in concs:
+        with open(os.path.join(args.step_trace, f"offline_c{c}.trace")) as f:
+            print(f"{c:>4} {'offline':<9} " + sts.row(sts.summarize(sts.parse(f))))
+        for b in backends:
+            print(f"{c:>4} {b:<9} " + sts.row(sts.summarize(served, rows_on[(b, c)]["windows"])))
 
 
 if __name__ == "__main__":

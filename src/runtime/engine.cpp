@@ -20,6 +20,7 @@
 #include "runtime/spec_worker.h"
 #include "runtime/step_executor.h"
 #include "runtime/step_message.h"
+#include "runtime/step_trace.h"
 
 namespace tandem {
 
@@ -94,6 +95,7 @@ struct Engine::Impl {
   uint64_t next_id = 1;  // under mu
 
   LoopClock clock;       // the engine thread's own
+  StepTrace trace;       // one line per step when TANDEM_STEP_TRACE names a file
   bool decoded = false;  // this iteration of the loop ran a decode step
   std::thread thread;
 
@@ -226,6 +228,7 @@ struct Engine::Impl {
                  sched.num_waiting() > 0 || !sched.running().empty();
         });
         clock.lap(LoopPhase::kWait);
+        trace.begin();
         if (stopping) break;
         while (!inbox.empty()) {
           sched.add(std::move(inbox.front()));
@@ -285,7 +288,10 @@ struct Engine::Impl {
   void step(bool& sent) {
     runner.begin_step();
     StepPlan plan = sched.plan();
-    if (plan.kind == StepPlan::Kind::kIdle) return clock.lap(LoopPhase::kSchedule);
+    if (plan.kind == StepPlan::Kind::kIdle) {
+      trace.flush();
+      return clock.lap(LoopPhase::kSchedule);
+    }
     int64_t lag = 0;  // positions the draft must read before this step can speculate
     if (depth && plan.kind == StepPlan::Kind::kDecode) {
       const int64_t B = static_cast<int64_t>(plan.decode.size());
@@ -324,6 +330,7 @@ struct Engine::Impl {
     }
     out.send(sched);
     clock.lap(LoopPhase::kSend);
+    trace.end(plan, sched.num_waiting(), static_cast<int64_t>(sched.running().size()));
   }
 };
 
