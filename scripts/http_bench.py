@@ -2,7 +2,8 @@
 """What the HTTP/SSE path costs: `tandem bench` through a real server against `tandem bench-offline`
 (the engine in-process) on the same workload, at each concurrency (issue #21: at least 95%).
 
-For each concurrency c the workload is max(8, 4c) requests of --input-len random token ids and
+For each concurrency c the workload is max(8, 4c) requests of --input-len random token ids (sent as
+ids, --tokenize-prompt, so the server prefills exactly as many tokens as bench-offline) and
 exactly --output-len new tokens (ignore_eos), closed-loop at c in flight, plain decoding unless
 --serve-args/--offline-args say otherwise. The server is started once; each backend's run at each
 concurrency runs once untimed (it captures CUDA graphs and warms the allocator, as
@@ -115,7 +116,8 @@ def online(args, base, server_pid, backend, c, n):
             path = tf.name
         nice = ["nice", "-n", str(args.client_nice)] if args.client_nice else []
         cmd = nice + [args.tandem, "bench", "--base-url", base, "--backend", backend,
-               "--dataset-name", "random-ids", "--random-input-len", str(args.input_len),
+               "--dataset-name", "random-ids", "--tokenize-prompt",
+               "--random-input-len", str(args.input_len),
                "--random-output-len", str(args.output_len), "--random-range-ratio", "1",
                "--num-prompts", str(n), "--max-concurrency", str(c), "--disable-tqdm",
                "--seed", str(attempt + 1), "--flush-cache", "--output-file", path]
@@ -168,7 +170,9 @@ def online(args, base, server_pid, backend, c, n):
         result["decode_loop_us"]["steps"] = dsteps
         if attempt > 0:
             results.append(result)
-            windows.append((t0, t1))
+            # The timed run only: the client's test request, cache flush and 1 s pause before it
+            # are not part of it (the client exits within a few milliseconds of its end).
+            windows.append((max(t0, t1 - j["duration"] - 0.3), t1))
     row = median_row(results)
     row["windows"] = windows
     return row

@@ -53,7 +53,8 @@ std::vector<DatasetRow> random_text_dataset(const Tokenizer& tok, const std::str
     window.resize(static_cast<size_t>(in[i]));
     for (int64_t j = 0; j < in[i]; ++j)
       window[static_cast<size_t>(j)] = ids[static_cast<size_t>((start + j) % n_ids)];
-    rows[i] = {tok.decode(window), in[i], out[i]};
+    rows[i] = {tok.decode(window), in[i], out[i], {}};
+    if (spec.tokenize_prompt) rows[i].prompt_ids = window;
   }
   return rows;
 }
@@ -72,7 +73,8 @@ std::vector<DatasetRow> random_ids_dataset(const Tokenizer& tok, const DatasetSp
     for (int64_t j = 0; j < in[i]; ++j)
       ids[static_cast<size_t>(j)] =
           static_cast<int32_t>((offset + static_cast<int64_t>(i) + j) % vocab);
-    rows[i] = {tok.decode(ids), in[i], out[i]};
+    rows[i] = {tok.decode(ids), in[i], out[i], {}};
+    if (spec.tokenize_prompt) rows[i].prompt_ids = ids;
   }
   return rows;
 }

@@ -32,6 +32,9 @@ struct DatasetSpec {
   int64_t output_len = 1024;
   double range_ratio = 0.0;
   uint64_t seed = 1;
+  // SGLang's --tokenize-prompt: each row keeps its token ids (DatasetRow::prompt_ids), which are
+  // sent instead of the text. The text of a window of ids re-tokenizes to a different count.
+  bool tokenize_prompt = false;
 };
 
 // `random`: real text. The corpus is tokenized once; prompt i is the window of input_len[i]

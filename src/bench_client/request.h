@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "bench_client/types.h"
 
@@ -25,11 +26,17 @@ struct HttpRequestSpec {
 
 HttpRequestSpec build_sglang_request(const std::string& prompt, int64_t output_len,
                                      const RequestOptions& o);
-HttpRequestSpec build_openai_completions_request(const std::string& prompt, int64_t output_len,
+// `prompt`: a string, a list of strings, a list of token ids or a list of such lists.
+HttpRequestSpec build_openai_completions_request(nlohmann::json prompt, int64_t output_len,
                                                  const RequestOptions& o);
 HttpRequestSpec build_openai_chat_request(const std::string& prompt, int64_t output_len,
                                           const RequestOptions& o);
 HttpRequestSpec build_request(Backend b, const std::string& prompt, int64_t output_len,
+                              const RequestOptions& o);
+// The request for a dataset row: its token ids when it has them (--tokenize-prompt; /generate's
+// input_ids, /v1/completions' prompt as a list of ids), else its text. Chat requests take text
+// only: InvalidArgument for a row with ids.
+HttpRequestSpec build_request(Backend b, const DatasetRow& row, int64_t output_len,
                               const RequestOptions& o);
 
 }  // namespace tandem::bench

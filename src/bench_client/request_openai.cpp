@@ -12,11 +12,11 @@ nlohmann::json stream_options() {
 
 }  // namespace
 
-HttpRequestSpec build_openai_completions_request(const std::string& prompt, int64_t output_len,
+HttpRequestSpec build_openai_completions_request(nlohmann::json prompt, int64_t output_len,
                                                  const RequestOptions& o) {
   nlohmann::json body = {
       {"model", o.model},
-      {"prompt", prompt},
+      {"prompt", std::move(prompt)},
       {"temperature", o.temperature},
       {"best_of", 1},
       {"max_tokens", output_len},

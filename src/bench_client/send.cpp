@@ -20,7 +20,7 @@ RequestOutput send_request(const Endpoint& ep, Backend backend, const DatasetRow
                            int64_t output_len, const RequestOptions& opts, Clock::time_point t0) {
   RequestOutput out;
   try {
-    const HttpRequestSpec spec = build_request(backend, row.prompt, output_len, opts);
+    const HttpRequestSpec spec = build_request(backend, row, output_len, opts);
     // replace: a prompt cut mid-character must not abort the request.
     const std::string body =
         spec.body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

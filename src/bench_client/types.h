@@ -18,6 +18,9 @@ struct DatasetRow {
   std::string prompt;
   int64_t prompt_len = 0;  // tokens, as sampled (not re-tokenized; SGLang reports the same)
   int64_t output_len = 0;  // max tokens requested
+  // --tokenize-prompt: the prompt's prompt_len token ids, sent instead of its text so the server
+  // prefills exactly prompt_len tokens (decoded text re-tokenizes to a different length).
+  std::vector<int32_t> prompt_ids;
 };
 
 struct RequestOutput {

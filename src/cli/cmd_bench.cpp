@@ -98,7 +98,7 @@ Runner add_bench(CLI::App& app) {
     uint64_t seed = 1;
     std::string output_file, extra_request_body, svg;
     bool disable_ignore_eos = false, disable_stream = false, disable_tqdm = false,
-         flush_cache = false;
+         flush_cache = false, tokenize_prompt = false;
   };
   auto a = std::make_shared<Args>();
   app.add_option("--backend", a->backend,
@@ -122,6 +122,9 @@ Runner add_bench(CLI::App& app) {
   app.add_option("--random-output-len,--random-output", a->output_len,
                  "Output tokens (upper bound)")
       ->capture_default_str();
+  app.add_flag("--tokenize-prompt", a->tokenize_prompt,
+               "Send prompts as token ids (sglang: input_ids; openai: a list of ids), so the "
+               "server prefills exactly the sampled lengths");
   app.add_option("--random-range-ratio", a->range_ratio,
                  "Lengths are uniform on [max(int(L*r),1), L]; 1 = fixed lengths")
       ->capture_default_str();
@@ -154,6 +157,8 @@ Runner add_bench(CLI::App& app) {
   return [a]() -> int {
     bench::BenchConfig cfg;
     cfg.backend = bench::parse_backend(a->backend);
+    if (a->tokenize_prompt && cfg.backend == bench::Backend::kOpenAIChat)
+      fail("--tokenize-prompt needs --backend sglang or openai (chat messages are text)");
     const std::string base_url =
         a->base_url.empty() ? fmt::format("http://{}:{}", a->host, a->port) : a->base_url;
     cfg.endpoint = bench::parse_base_url(base_url);
@@ -203,6 +208,7 @@ Runner add_bench(CLI::App& app) {
     spec.output_len = a->output_len;
     spec.range_ratio = a->range_ratio;
     spec.seed = a->seed;
+    spec.tokenize_prompt = a->tokenize_prompt;
     std::vector<bench::DatasetRow> rows;
     if (a->dataset_name == "random") {
       const std::string path =

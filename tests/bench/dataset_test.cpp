@@ -119,6 +119,24 @@ TEST(Dataset, RandomIdsFollowSglangsFormula) {
   }
 }
 
+TEST(Dataset, TokenizePromptKeepsTheSampledIds) {
+  const Tokenizer tok = byte_tokenizer();
+  DatasetSpec spec;
+  spec.num_prompts = 9;
+  spec.input_len = 12;
+  spec.output_len = 3;
+  spec.range_ratio = 0.5;  // lengths 6..12: each row's ids must match its own length
+  EXPECT_TRUE(random_ids_dataset(tok, spec)[0].prompt_ids.empty());  // off by default
+  spec.tokenize_prompt = true;
+  for (const auto& rows : {random_ids_dataset(tok, spec),
+                           random_text_dataset(tok, "Call me Ishmael. Some years ago.", spec)}) {
+    for (const auto& r : rows) {
+      ASSERT_EQ(static_cast<int64_t>(r.prompt_ids.size()), r.prompt_len);
+      EXPECT_EQ(tok.decode(r.prompt_ids), r.prompt);  // the ids of the very text kept beside them
+    }
+  }
+}
+
 TEST(Arrivals, PoissonGapsHaveMeanOneOverRate) {
   Rng rng(1);
   const auto t = arrival_times(40001, 4.0, rng);

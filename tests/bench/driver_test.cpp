@@ -29,7 +29,8 @@ BenchConfig quiet_config(const FakeServer& srv, Backend b) {
 
 std::vector<DatasetRow> rows_of(int n, int64_t output_len) {
   std::vector<DatasetRow> rows;
-  for (int i = 0; i < n; ++i) rows.push_back({"prompt " + std::to_string(i), 5 + i, output_len});
+  for (int i = 0; i < n; ++i)
+    rows.push_back({"prompt " + std::to_string(i), 5 + i, output_len, {}});
   return rows;
 }
 
@@ -137,7 +138,7 @@ TEST(Driver, ChatRoleDeltaIsNotTheFirstToken) {
 TEST(Driver, FailedRequestsAreCountedNotFatal) {
   FakeServer srv;
   std::vector<DatasetRow> rows = {
-      {"ok 0", 3, 40}, {"FAIL 1", 3, 40}, {"ok 2", 3, 40}, {"FAIL 3", 3, 40}};
+      {"ok 0", 3, 40, {}}, {"FAIL 1", 3, 40, {}}, {"ok 2", 3, 40, {}}, {"FAIL 3", 3, 40, {}}};
   const BenchResult res = run_benchmark(quiet_config(srv, Backend::kSglang), rows);
   EXPECT_EQ(res.metrics.completed, 2);
   EXPECT_EQ(res.metrics.failed, 2);
@@ -150,7 +151,7 @@ TEST(Driver, FailedRequestsAreCountedNotFatal) {
 
 TEST(Driver, AllWarmupsFailingStopsTheRun) {
   FakeServer srv;
-  EXPECT_THROW(run_benchmark(quiet_config(srv, Backend::kSglang), {{"FAIL", 3, 8}}), Error);
+  EXPECT_THROW(run_benchmark(quiet_config(srv, Backend::kSglang), {{"FAIL", 3, 8, {}}}), Error);
   EXPECT_EQ(srv.generate_calls.load(), 1);
 }
 

@@ -43,6 +43,21 @@ TEST(Request, OpenAIBodies) {
   EXPECT_FALSE(build_openai_chat_request("hi", 9, o).body.contains("stream_options"));
 }
 
+TEST(Request, TokenIdPrompts) {
+  RequestOptions o;
+  DatasetRow row{"ab", 2, 5, {97, 98}};
+  const auto g = build_request(Backend::kSglang, row, 5, o);
+  EXPECT_EQ(g.body["input_ids"], nlohmann::json::array({97, 98}));
+  EXPECT_FALSE(g.body.contains("text"));  // /generate takes exactly one of them
+  const auto c = build_request(Backend::kOpenAI, row, 5, o);
+  EXPECT_EQ(c.body["prompt"], nlohmann::json::array({97, 98}));
+  EXPECT_THROW(build_request(Backend::kOpenAIChat, row, 5, o), InvalidArgument);
+  row.prompt_ids.clear();  // no ids: the text, on every backend
+  EXPECT_EQ(build_request(Backend::kSglang, row, 5, o).body["text"], "ab");
+  EXPECT_EQ(build_request(Backend::kOpenAI, row, 5, o).body["prompt"], "ab");
+  EXPECT_EQ(build_request(Backend::kOpenAIChat, row, 5, o).body["messages"][0]["content"], "ab");
+}
+
 TEST(Request, BackendNames) {
   EXPECT_EQ(parse_backend("sglang"), Backend::kSglang);
   EXPECT_EQ(parse_backend("openai"), Backend::kOpenAI);
