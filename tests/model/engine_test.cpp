@@ -3,6 +3,8 @@
 // sizes and prompts crossing index_topk; forced full acceptance and full rejection; sampling
 // that matches the target distribution.
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -71,6 +73,68 @@ TEST(Engine, MixedChunksMatchThePlainGeneratorInFewerSteps) {
               static_cast<unsigned long long>(steps[false]),
               static_cast<unsigned long long>(steps[true]));
   EXPECT_LT(steps[true], steps[false]);
+}
+
+// TANDEM_STEP_TRACE: one line per forward step, and the lines account for every prompt token and
+// every generated token (mixed steps carry decoding sequences as one-token chunks).
+TEST(Engine, StepTraceAccountsForEveryStepAndToken) {
+  auto model = load_model("models/tandem-austen", false);
+  EngineOptions o;
+  o.max_running_requests = 5;
+  o.chunked_prefill_size = 24;
+  o.max_prefill_tokens = 40;
+  o.enable_mixed_chunk = true;
+  o.enable_prefix_cache = false;  // every prompt token is prefilled
+  auto reqs = prompts(model->config(), 9, 10, 90, 20, 3);
+  int64_t prompt_tokens = 0, later_tokens = 0;  // generated after each prompt's first token
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].max_new_tokens = 6 + 5 * (i % 4);
+    prompt_tokens += static_cast<int64_t>(reqs[i].prompt.size());
+    later_tokens += reqs[i].max_new_tokens - 1;
+  }
+  const std::string path = ::testing::TempDir() + "step_trace_test.txt";
+  std::remove(path.c_str());
+  ::setenv("TANDEM_STEP_TRACE", path.c_str(), 1);
+  uint64_t steps = 0;
+  {
+    Engine e(model, o);
+    run_all(e, reqs);
+    steps = e.metrics().forward_steps_total;
+  }  // the engine closes the file
+  ::unsetenv("TANDEM_STEP_TRACE");
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  char line[256];
+  uint64_t lines = 0, prefills = 0;
+  int64_t traced_prompt = 0, traced_decode = 0, last_start = 0;
+  while (std::fgets(line, sizeof line, f)) {
+    if (line[0] == '#') continue;
+    long long start, pseqs, ptok, dseqs, waiting, running, busy;
+    char kind[16];
+    ASSERT_EQ(std::sscanf(line, "%lld %15s %lld %lld %lld %lld %lld %lld", &start, kind, &pseqs,
+                          &ptok, &dseqs, &waiting, &running, &busy),
+              8)
+        << line;
+    ++lines;
+    EXPECT_GE(start, last_start);
+    EXPECT_GE(busy, 0);
+    EXPECT_LE(running, o.max_running_requests);
+    last_start = start;
+    if (std::string(kind) == "prefill") {
+      ++prefills;
+      EXPECT_LE(ptok + dseqs, o.max_prefill_tokens);
+    } else {
+      EXPECT_EQ(std::string(kind), "decode");
+      EXPECT_EQ(pseqs, 0);
+    }
+    traced_prompt += ptok;
+    traced_decode += dseqs;
+  }
+  std::fclose(f);
+  EXPECT_EQ(lines, steps);
+  EXPECT_GT(prefills, 0u);
+  EXPECT_EQ(traced_prompt, prompt_tokens);
+  EXPECT_EQ(traced_decode, later_tokens);
 }
 
 // Speculation runs decode rounds, so the options turn mixed chunks off (with a warning).
