@@ -7,7 +7,7 @@ prefill step carried. Two runs of one workload (through HTTP and in-process, say
 throughput differ in one of these columns.
 
 Usage: scripts/step_trace_summary.py TRACE [TRACE...]
-       (as a module: summarize(lines, windows) with windows a list of (start, end) Unix seconds)
+       (as a module: summarize(parse(lines), windows), windows a list of (start, end) Unix seconds)
 """
 import sys
 
@@ -29,9 +29,8 @@ def summarize(steps, windows=None):
     if windows:
         steps = [s for s in steps if any(a <= s["t"] < b for a, b in windows)]
     steps.sort(key=lambda s: s["t"])
-    out = {"steps": len(steps)}
     if not steps:
-        return out
+        return {}
     decode = [s for s in steps if s["kind"] == "decode"]
     prefill = [s for s in steps if s["kind"] == "prefill"]
     # A decoded token per decoding sequence in a decode step or a mixed prefill step, plus the first
@@ -44,7 +43,7 @@ def summarize(steps, windows=None):
         if gap > 0 and (not windows or any(w0 <= a["t"] and b["t"] < w1 for w0, w1 in windows)):
             idle += gap
     k = 1000.0 / max(tokens, 1)
-    out.update({
+    return {
         "tokens": tokens,
         "prefill_steps_per_ktok": len(prefill) * k,
         "decode_steps_per_ktok": len(decode) * k,
@@ -55,8 +54,7 @@ def summarize(steps, windows=None):
         "prompts_per_prefill": sum(s["prefill_seqs"] for s in prefill) / max(len(prefill), 1),
         "prefill_step_ms": 1e3 * sum(s["busy"] for s in prefill) / max(len(prefill), 1),
         "decode_step_us": 1e6 * sum(s["busy"] for s in decode) / max(len(decode), 1),
-    })
-    return out
+    }
 
 
 HEADER = (f"{'prefill st':>10} {'decode st':>9} {'prefill ms':>10} {'decode ms':>9} {'idle ms':>8} "

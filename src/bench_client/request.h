@@ -4,7 +4,6 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
-#include <vector>
 
 #include "bench_client/types.h"
 
