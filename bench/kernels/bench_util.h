@@ -30,5 +30,9 @@ void bench_sampling(double copy_gbps, bool quick);
 void bench_mla_decode_fp8(double copy_gbps, bool quick);
 // The indexer's top-2048 selection alone at 8k, 32k and 128k context (topk_bench.cpp).
 void bench_topk_select(double copy_gbps, bool quick);
+// CUB's radix sort of `rows` score rows of `len` keys (descending, with positions), microseconds
+// per call over `launches` calls back to back: the selection's baseline (topk_baseline.cu).
+double cub_sort_rows_us(const float* scores, int64_t rows, int64_t len, int launches,
+                        cudaStream_t stream);
 
 }  // namespace tandem::bench

@@ -9,10 +9,11 @@
 // the KV rows read) as GB/s against the copy bandwidth; the same for a dense layer; and prefill
 // tokens/s with TFLOP/s against the GEMM rate.
 //
-// Usage: kernel_bench [--quick] [--linear-only] [--quant-only]   (--quick: fewer shapes and
-// iterations; --linear-only: the ceilings and the linear-path table only; --quant-only: the
-// ceilings and the quantized-weight tables (FP8 / MXFP4, kept out of the default run: they
-// allocate ~15 GB of experts and add a minute to scripts/gpu_suite.sh's kernel_bench step)
+// Usage: kernel_bench [--quick] [--linear-only] [--quant-only] [--topk-only]   (--quick: fewer
+// shapes and iterations; --linear-only: the ceilings and the linear-path table only;
+// --quant-only: the ceilings and the quantized-weight tables (FP8 / MXFP4, kept out of the
+// default run: they allocate ~15 GB of experts and add a minute to scripts/gpu_suite.sh's
+// kernel_bench step); --topk-only: the ceilings and the indexer selection table)
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
@@ -393,13 +394,14 @@ struct PrefillRow {
 int main(int argc, char** argv) {
   using namespace tandem;
   using namespace tandem::bench;
-  bool quick = false, linear_only = false, quant_only = false;
+  bool quick = false, linear_only = false, quant_only = false, topk_only = false;
   std::string profile_layer;  // --profile-step moe|dense BATCH: one eager step for ncu
   int64_t profile_batch = 1;
   for (int i = 1; i < argc; ++i) {
     quick |= std::strcmp(argv[i], "--quick") == 0;
     linear_only |= std::strcmp(argv[i], "--linear-only") == 0;
     quant_only |= std::strcmp(argv[i], "--quant-only") == 0;
+    topk_only |= std::strcmp(argv[i], "--topk-only") == 0;
     if (std::strcmp(argv[i], "--profile-step") == 0 && i + 2 < argc) {
       profile_layer = argv[i + 1];
       profile_batch = std::atoll(argv[i + 2]);
@@ -422,6 +424,10 @@ int main(int argc, char** argv) {
         copy_gbps, gemm_tf);
     if (quant_only) {
       bench_quant(copy_gbps, quick);
+      return 0;
+    }
+    if (topk_only) {
+      bench_topk_select(copy_gbps, quick);
       return 0;
     }
     if (profile_layer.empty()) bench_linear_paths(copy_gbps, gemm_tf, quick);

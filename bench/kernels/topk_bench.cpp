@@ -1,9 +1,9 @@
 // The indexer's top-2048 selection alone (k::indexer_select), over score rows already in device
 // memory, at the context lengths of long-context decode (one row per token of a decode batch).
-// A row is read by the first radix round and by the two ordered output sweeps (the middle
-// rounds look at a few thousand keys in shared memory unless they tie), so the rate is printed
-// as row bytes over time beside the HBM copy bandwidth; the rows sit in L2 when they fit, as
-// the scoring kernel leaves them.
+// A row is read once after the samples (the rounds look at a few thousand keys in shared memory
+// unless they tie), so the rate is printed as row bytes over time beside the HBM copy
+// bandwidth; the rows sit in L2 when they fit, as the scoring kernel leaves them. The baseline,
+// in the same run: CUB's radix sort of the rows (topk_baseline.cu).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -25,8 +25,8 @@ void bench_topk_select(double copy_gbps, bool quick) {
       "INDEXER TOP-%lld SELECTION (f32 score rows; ceiling: copy %.0f GB/s; goal: under "
       "20 us for one row at 32k)\n",
       static_cast<long long>(K), copy_gbps);
-  std::printf("%-6s %-8s %-22s %10s %10s %8s\n", "rows", "context", "scores", "us", "GB/s",
-              "%copy");
+  std::printf("%-6s %-8s %-22s %10s %10s %8s %14s %8s\n", "rows", "context", "scores", "us", "GB/s",
+              "%copy", "cub sort us", "speedup");
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
@@ -73,8 +73,10 @@ void bench_topk_select(double copy_gbps, bool quick) {
           us.push_back(ms * 1e3 / kLaunches);
         }
         const double t = median(us), gbps = R * L * 4.0 / (t * 1e-6) / 1e9;
-        std::printf("%-6lld %-8lld %-22s %10.1f %10.0f %7.1f%%\n", static_cast<long long>(R),
-                    static_cast<long long>(L), kinds[kind], t, gbps, 100.0 * gbps / copy_gbps);
+        const double sort_us = cub_sort_rows_us(p.scores, R, L, kLaunches, stream);
+        std::printf("%-6lld %-8lld %-22s %10.1f %10.0f %7.1f%% %14.1f %7.1fx\n",
+                    static_cast<long long>(R), static_cast<long long>(L), kinds[kind], t, gbps,
+                    100.0 * gbps / copy_gbps, sort_us, sort_us / t);
       }
     }
   }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/kernels.h"
 #include "ops_test_util.h"
 
 namespace tandem::test {
@@ -457,9 +458,7 @@ TEST_F(CudaOps, IndexerTopKExactSelection) {
     std::vector<int32_t> lens, q;
     int64_t Hi, Di, K;
     // 0 random, 1 q = 0 (all scores tie at 0), 2 repeated key rows (exact ties), 3 odd
-    // positions' keys zero: the selection's evenly spaced samples (every other position at 8,192
-    // keys) see only the even ones, so fewer than K keys reach its threshold and it falls back
-    // to rounds over the row.
+    // positions' keys zero (half the row ties at 0, below the threshold).
     int mode;
   };
   const std::vector<Case> cases = {
@@ -468,8 +467,9 @@ TEST_F(CudaOps, IndexerTopKExactSelection) {
       {{3000}, {3}, 32, 128, 2048, 1},                   // all-zero scores: first 2048
       {{2600, 70}, {2, 2}, 32, 128, 2048, 2},            // repeated keys: ties by position
       {{700}, {1}, 64, 128, 256, 0},                     // DeepSeek-V3.2: 64 index heads
-      // Long rows: the selection's middle rounds over the threshold bin's keys (33k random
-      // scores), and over the row again when more than its 4,096-key buffer tie there.
+      // Long rows: the selection's middle rounds over the keys above its sampled threshold
+      // (33k random scores), and over the row again when more than its 8,192-key buffer tie
+      // there (all zero, repeated keys).
       {{33000, 4100}, {1, 2}, 32, 128, 2048, 0},
       {{10000}, {1}, 32, 128, 2048, 1},
       {{20000}, {2}, 32, 128, 2048, 2},
@@ -522,6 +522,109 @@ TEST_F(CudaOps, IndexerTopKExactSelection) {
                  tc ? "indexer_topk (mma)" : "indexer_topk (simt)", what);
     }
     cuda::cuda_backend()->set_mla_tensor_cores(true);
+  }
+}
+
+// The selection alone (k::indexer_select) on score rows given exactly, against the one tie rule
+// (higher score first, equal scores by earlier position, -0 equal to +0; output ascending): every
+// path of the kernel, with the rows built to reach each.
+TEST_F(CudaOps, IndexerSelectExactOnGivenScores) {
+  struct Row {
+    int len;
+    int kind;
+  };
+  // kinds: 0 normal; 1 relu (half exactly 0); 2 coarse (13 values: thousands tie at the
+  // threshold, among the candidates); 3 fine grid (x / 64: ties among the candidates); 4 all
+  // equal; 5 1/33 positive, 2/33 +0 and -0 mixed, the rest negative (T = 0 at 33k: ties across
+  // both zeros); 6 the
+  // sampled positions high: fewer than K keys reach the sampled threshold; 7 the sampled
+  // positions low: every key reaches it.
+  struct Case {
+    std::vector<Row> rows;
+    int64_t K;
+  };
+  const std::vector<Case> cases = {
+      {{{50, 0}, {9, 0}, {8, 0}, {3, 0}}, 8},
+      {{{2049, 0}, {3000, 0}, {4095, 0}, {4096, 0}, {4097, 0}}, 2048},
+      {{{8191, 0}, {8192, 1}, {8193, 2}, {100, 0}}, 2048},
+      {{{33000, 0}, {33000, 1}, {33000, 2}, {33000, 3}}, 2048},
+      {{{20000, 4}, {33000, 5}, {33000, 6}, {33000, 7}}, 2048},
+      {{{131077, 0}, {131072, 3}, {2100, 0}}, 2048},
+      {{{300000, 0}, {300000, 2}}, 2048},  // past the bitmap: the output by row sweeps
+      {{{9000, 0}, {70000, 1}}, 512},
+  };
+  cudaStream_t stream = cuda::cuda_backend()->stream();
+  for (const Case& c : cases) {
+    const int64_t R = static_cast<int64_t>(c.rows.size());
+    int64_t L = 0;
+    for (const Row& r : c.rows) L = std::max<int64_t>(L, r.len);
+    if (small_only() && L > 40000) continue;  // under compute-sanitizer: the short rows only
+    std::vector<float> scores(static_cast<size_t>(R * L), 1e30f);  // past a row's end: unread
+    std::vector<int32_t> pos, want;
+    std::string what = "K=" + std::to_string(c.K) + " rows";
+    for (int64_t i = 0; i < R; ++i) {
+      const Row& r = c.rows[i];
+      what.append(" ").append(std::to_string(r.len)).append("/").append(std::to_string(r.kind));
+      float* row = scores.data() + i * L;
+      for (int j = 0; j < r.len; ++j) {
+        const float x = static_cast<float>(rng_.normal());
+        switch (r.kind) {
+          case 1:
+            row[j] = std::max(x, 0.0f);
+            break;
+          case 2:
+            row[j] = std::round(x * 2.0f) / 2.0f;
+            break;
+          case 3:
+            row[j] = std::round(x * 64.0f) / 64.0f;
+            break;
+          case 4:
+            row[j] = 0.25f;
+            break;
+          case 5:
+            row[j] = j % 33 == 0  ? std::fabs(x) + 0.1f
+                     : j % 33 < 3 ? (j % 2 ? 0.0f : -0.0f)
+                                  : -std::fabs(x) - 0.1f;
+            break;
+          default:
+            row[j] = x;
+        }
+      }
+      if (r.kind == 6 || r.kind == 7) {
+        // The kernel's samples: runs of 8 keys starting at (run * (len - 8) / 511) & ~7.
+        for (int run = 0; run < 512; ++run) {
+          const int start = static_cast<int>(static_cast<int64_t>(run) * (r.len - 8) / 511) & ~7;
+          for (int e = 0; e < 8; ++e)
+            row[start + e] = r.kind == 6 ? (run < 40 ? 10.0f + e + run : row[start + e]) : -10.0f;
+        }
+      }
+      pos.push_back(r.len - 1);
+      // The reference: the tie rule, then positions ascending, -1 padded.
+      std::vector<int32_t> order(static_cast<size_t>(r.len));
+      std::iota(order.begin(), order.end(), 0);
+      const int64_t take = std::min<int64_t>(c.K, r.len);
+      auto better = [&](int32_t a, int32_t b) {
+        return row[a] > row[b] || (row[a] == row[b] && a < b);
+      };
+      std::nth_element(order.begin(), order.begin() + (take - 1), order.end(), better);
+      std::sort(order.begin(), order.begin() + take);
+      for (int64_t k = 0; k < c.K; ++k) want.push_back(k < take ? order[k] : -1);
+    }
+    Tensor sg = Tensor::from_vector(scores, {R, L}).to(Device::cuda());  // [R, L]
+    Tensor pg = Tensor::from_vector(pos, {R}).to(Device::cuda());        // [R]
+    Tensor og =
+        Tensor::from_vector(std::vector<int32_t>(static_cast<size_t>(R * c.K), -7), {R, c.K})
+            .to(Device::cuda());  // [R, K], poisoned
+    cuda::k::IndexerParams p;
+    p.scores = sg.data<float>();
+    p.meta.token_pos = pg.data<int32_t>();
+    p.out = og.data<int32_t>();
+    p.K = c.K;
+    p.max_len = L;
+    p.T = R;
+    cuda::k::indexer_select(p, 0, R, stream);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    expect_equal_ints(og, Tensor::from_vector(want, {R, c.K}), "indexer_select", what);
   }
 }
 

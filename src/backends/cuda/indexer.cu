@@ -1,8 +1,9 @@
 // The DSA lightning indexer: fp32 scores sum_h w[h] * relu(q_h . k_j) for every visible cached
 // key (one thread per key, the key row in registers, q broadcast from shared memory), then an
 // exact top-K per token on the scores' order-preserving bit patterns (a sampled threshold, then
-// rounds narrowing a key range; see "The selection" below), written in ascending position order
-// (ties at the threshold: earlier positions first), exactly CpuBackend::indexer_topk's selection.
+// rounds narrowing a key range over the keys above it; see "The selection" below), written in
+// ascending position order (ties at the threshold: earlier positions first), exactly
+// CpuBackend::indexer_topk's selection.
 #include <cfloat>
 
 #include "backends/cuda/kv_fp8.cuh"
@@ -209,55 +210,76 @@ __device__ __forceinline__ uint32_t order_key(float f) {
 // each round takes the minimum and maximum of the keys in the range, splits [min, max] into at
 // most 2,048 equal bins (a power-of-two width), counts the keys per bin with plain shared
 // atomics (bins over the keys' own span spread them, where fixed high bits would pile them into
-// a few bins) and keeps the bin of the need-th largest; at width 1 the range is T. Only keys
-// near the top are narrowed: the keys of up to kSamples evenly spaced positions give, in one
-// round, a threshold tau a little below the K-th largest by their count; one pass over the row
-// keeps the keys >= tau in shared memory (a ballot and one atomic per warp and batch), and the
-// rounds run over those. When fewer than K or more than kCandidates keys reach tau (a tie-heavy
-// row, an unlucky sample) the rounds run over the row instead. Either way T is exact.
+// a few bins) and keeps the bin of the need-th largest; at width 1 the range is T.
+//
+// Only keys near the top are narrowed. Samples give, in one round, a threshold tau a little below
+// the K-th largest: 4,096 keys taken as 512 evenly spaced runs of 8 (one 32-byte sector each, so
+// sampling reads 16 KB whatever the row's length). One pass over the row keeps the keys >= tau
+// with their positions in shared memory (a ballot per key, one atomic per warp and 16 keys), and
+// the rounds run over those; a round whose bin is taken whole ends the narrowing early. The
+// positions of the selected candidates go into a bitmap of the row, and one scan over the
+// bitmap's words writes them in position order, so the row is read once after the samples.
+//
+// When fewer than K or more than kCandidates keys reach tau (a tie-heavy row, an unlucky sample),
+// the rounds run over the row instead; then, and for rows too long for the bitmap, two ordered
+// sweeps over the row write the output. Either way T is exact.
 constexpr int kRadixBins = 2048;
 constexpr int kSamples = 4096;
+constexpr int kSampleRun = 8;  // consecutive keys per sample run: one 32-byte sector
 constexpr int kCandidates = 8192;
 constexpr int kRowBatch = 16;  // loads in flight per thread in a pass over the row
+// Rows up to this many keys write their output through the bitmap (two bits per position:
+// 64 KB of shared memory at the limit); longer ones through the row sweeps.
+constexpr int kBitmapKeys = 262144;
+
+struct SelectShared {
+  unsigned hist[kRadixBins];
+  uint32_t keys[kCandidates];  // the samples, then the keys >= tau
+  int32_t pos[kCandidates];    // the candidates' positions
+  int red[32], warp_gt[32], warp_eq[32];
+  int bin, above, bin_count, count;
+  unsigned kmin, kmax;
+};
+
+// Dynamic shared memory of the selection kernel for rows of up to max_len keys: SelectShared,
+// then the two bitmaps (above T, equal to T) when the bitmap output applies.
+size_t select_smem_bytes(int64_t max_len) {
+  const int64_t words = max_len <= kBitmapKeys ? (max_len + 31) / 32 : 0;
+  return sizeof(SelectShared) + 2 * static_cast<size_t>(words) * sizeof(uint32_t);
+}
 
 // The largest bin d whose suffix count (keys in bins >= d) reaches need, i.e. the bin of the
-// need-th largest key, and the count of keys in the bins above it.
-__device__ void threshold_bin(const unsigned* hist, int need, int* red, int* s_bin, int* s_above) {
+// need-th largest key, the count of keys in the bins above it and in it.
+__device__ void threshold_bin(SelectShared& sh, int need) {
   constexpr int per = kRadixBins / kSelectThreads;  // bins a thread sums, highest first
+  const unsigned* hist = sh.hist;
   const int hi = kRadixBins - 1 - static_cast<int>(threadIdx.x) * per;
   int local = 0;
 #pragma unroll
   for (int k = 0; k < per; ++k) local += static_cast<int>(hist[hi - k]);
   int total = 0;
-  int above = block_exclusive_scan(local, red, &total);
+  int above = block_exclusive_scan(local, sh.red, &total);
 #pragma unroll
   for (int k = 0; k < per; ++k) {
     const int c = static_cast<int>(hist[hi - k]);
-    if (above < need && above + c >= need) *s_bin = hi - k, *s_above = above;
+    if (above < need && above + c >= need) sh.bin = hi - k, sh.above = above, sh.bin_count = c;
     above += c;
   }
   __syncthreads();
 }
 
-struct SelectShared {
-  unsigned hist[kRadixBins];
-  uint32_t keys[kCandidates];  // the samples, then the keys >= tau
-  int red[32], warp_gt[32], warp_eq[32];
-  int bin, above, count;
-  unsigned kmin, kmax;
-};
-
 // One round: narrows [lo, hi] to the bin holding the need-th largest key that visit(f) passes
-// to f among those in [lo, hi], and takes the keys above that bin off need.
+// to f among those in [lo, hi], and takes the keys above that bin off need. Returns whether
+// the bin is taken whole (need equals its count): then every key >= the new lo is selected.
 template <class Visit>
-__device__ void narrow(SelectShared& sh, const Visit& visit, uint32_t& lo, uint32_t& hi,
+__device__ bool narrow(SelectShared& sh, const Visit& visit, uint32_t& lo, uint32_t& hi,
                        int& need) {
   for (int i = threadIdx.x; i < kRadixBins; i += kSelectThreads) sh.hist[i] = 0;
   if (threadIdx.x == 0) sh.kmin = 0xffffffffu, sh.kmax = 0u;
   __syncthreads();
   uint32_t mn = 0xffffffffu, mx = 0u;
   const uint32_t a = lo, b = hi;
-  visit([&](uint32_t u) {
+  visit([&](uint32_t u, int) {
     if (u >= a && u <= b) mn = min(mn, u), mx = max(mx, u);
   });
   mn = __reduce_min_sync(0xffffffffu, mn);
@@ -267,16 +289,17 @@ __device__ void narrow(SelectShared& sh, const Visit& visit, uint32_t& lo, uint3
   const uint32_t base = sh.kmin, top = sh.kmax, span = top - base;
   const int shift = span < static_cast<uint32_t>(kRadixBins) ? 0 : 32 - __clz(span) - 11;
   unsigned* hist = sh.hist;
-  visit([&](uint32_t u) {
+  visit([&](uint32_t u, int) {
     if (u >= base && u <= top) atomicAdd(&hist[(u - base) >> shift], 1u);
   });
   __syncthreads();
-  threshold_bin(sh.hist, need, sh.red, &sh.bin, &sh.above);
+  threshold_bin(sh, need);
   const uint64_t first = base + (static_cast<uint64_t>(sh.bin) << shift);
   lo = static_cast<uint32_t>(first);
   const uint64_t last = first + (uint64_t{1} << shift) - 1;
   hi = last < top ? static_cast<uint32_t>(last) : top;
   need -= sh.above;
+  return need == sh.bin_count;
 }
 
 // The keys of positions base + k * kSelectThreads + threadIdx.x for k < kRowBatch (0 from
@@ -301,84 +324,14 @@ __device__ __forceinline__ int warp_exclusive_scan(int v) {
   return x - v;
 }
 
-// grid (Tc), 1024 threads.
-__global__ void __launch_bounds__(kSelectThreads)
-    indexer_select_kernel(IndexerParams p, int64_t t0) {
-  pdl_wait();
-  __shared__ SelectShared sh;
-  const int64_t t = t0 + blockIdx.x;
-  const int visible = p.meta.token_pos[t] + 1;
-  const int K = static_cast<int>(p.K);
-  int32_t* out = p.out + t * p.K;
-  if (visible <= K) {
-    for (int j = threadIdx.x; j < K; j += kSelectThreads) out[j] = j < visible ? j : -1;
-    return;
-  }
-  const float* sc = p.scores + static_cast<int64_t>(blockIdx.x) * p.max_len;
-  // Visitors: each thread's share of the keys in shared memory, or of the row's.
-  const SelectShared* shp = &sh;
-  auto shared_keys = [shp](int n) {
-    return [shp, n](auto&& f) {
-      for (int i = threadIdx.x; i < n; i += kSelectThreads) f(shp->keys[i]);
-    };
-  };
-  auto row_keys = [sc, visible](auto&& f) {
-    for (int base = 0; base < visible; base += kSelectThreads * kRowBatch) {
-      uint32_t u[kRowBatch];
-      load_row_batch(sc, visible, base, u);
-#pragma unroll
-      for (int k = 0; k < kRowBatch; ++k)
-        if (base + k * kSelectThreads + static_cast<int>(threadIdx.x) < visible) f(u[k]);
-    }
-  };
-
-  // tau: the lower edge of the bin of the r-th largest of S evenly spaced keys, r chosen so
-  // that ~1.5 K keys of the row reach it.
-  const int S = min(kSamples, visible);
-  for (int i = threadIdx.x; i < S; i += kSelectThreads)
-    sh.keys[i] = order_key(sc[static_cast<int64_t>(i) * visible / S]);
-  if (threadIdx.x == 0) sh.count = 0;
-  const int r = min(S, static_cast<int>(static_cast<int64_t>(3) * K * S / (2 * visible)) + 8);
-  uint32_t tau = 0u, tau_hi = 0xffffffffu;
-  int r_left = r;
-  narrow(sh, shared_keys(S), tau, tau_hi, r_left);
-  __syncthreads();  // every thread has tau before the samples are overwritten
-  // The keys >= tau, in no particular order.
-  const int lane = threadIdx.x & 31;
+// The output by two sweeps over the row: every key above T and the first `need` equal to it,
+// in position order. Warp w owns the positions [w * chunk, (w + 1) * chunk): the first sweep
+// counts each warp's keys above and equal to T, the second writes them at the offsets those
+// counts give.
+__device__ void write_by_row_sweeps(SelectShared& sh, const float* sc, int visible, uint32_t T,
+                                    int need, int32_t* out) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const unsigned lower = (1u << lane) - 1u;
-  for (int base = 0; base < visible; base += kSelectThreads * kRowBatch) {
-    uint32_t u[kRowBatch];
-    load_row_batch(sc, visible, base, u);
-#pragma unroll
-    for (int k = 0; k < kRowBatch; ++k) {
-      const int j = base + k * kSelectThreads + static_cast<int>(threadIdx.x);
-      const bool ge = j < visible && u[k] >= tau;
-      const unsigned m = __ballot_sync(0xffffffffu, ge);
-      if (m == 0u) continue;
-      int at = 0;
-      if (lane == __ffs(m) - 1) at = atomicAdd(&sh.count, __popc(m));
-      at = __shfl_sync(0xffffffffu, at, __ffs(m) - 1) + __popc(m & lower);
-      if (ge && at < kCandidates) sh.keys[at] = u[k];
-    }
-  }
-  __syncthreads();
-  const int n = sh.count;
-  int need = K;
-  uint32_t prefix = 0u, prefix_hi = 0xffffffffu;
-  if (n >= K && n <= kCandidates) {
-    const auto candidates = shared_keys(n);
-    do narrow(sh, candidates, prefix, prefix_hi, need);
-    while (prefix != prefix_hi);
-  } else {
-    do narrow(sh, row_keys, prefix, prefix_hi, need);
-    while (prefix != prefix_hi);
-  }
-
-  // prefix is the K-th largest key T: take every key above it and the first `need` equal to it,
-  // in position order. Warp w owns the positions [w * chunk, (w + 1) * chunk): a first sweep
-  // counts each warp's keys above and equal to T, a second writes them at the offsets those
-  // counts give.
-  const int warp = threadIdx.x >> 5;
   const int chunk = (visible + kSelectThreads - 1) / kSelectThreads * 32;  // a multiple of 32
   const int begin = warp * chunk, end = min(begin + chunk, visible);
   // Both sweeps load kRowBatch keys per lane before using any (positions j0 + 32 k + lane).
@@ -396,8 +349,8 @@ __global__ void __launch_bounds__(kSelectThreads)
 #pragma unroll
     for (int k = 0; k < kRowBatch; ++k) {
       const bool in = j0 + 32 * k + lane < end;
-      n_gt += __popc(__ballot_sync(0xffffffffu, in && u[k] > prefix));
-      n_eq += __popc(__ballot_sync(0xffffffffu, in && u[k] == prefix));
+      n_gt += __popc(__ballot_sync(0xffffffffu, in && u[k] > T));
+      n_eq += __popc(__ballot_sync(0xffffffffu, in && u[k] == T));
     }
   }
   if (lane == 0) sh.warp_gt[warp] = n_gt, sh.warp_eq[warp] = n_eq;
@@ -417,7 +370,7 @@ __global__ void __launch_bounds__(kSelectThreads)
 #pragma unroll
     for (int k = 0; k < kRowBatch; ++k) {
       const int j = j0 + 32 * k + lane;
-      const bool gt = j < end && u[k] > prefix, eq = j < end && u[k] == prefix;
+      const bool gt = j < end && u[k] > T, eq = j < end && u[k] == T;
       const unsigned eqm = __ballot_sync(0xffffffffu, eq);
       const bool sel = gt || (eq && eq_rank + __popc(eqm & lower) < need);
       const unsigned selm = __ballot_sync(0xffffffffu, sel);
@@ -426,6 +379,154 @@ __global__ void __launch_bounds__(kSelectThreads)
       eq_rank += __popc(eqm);
     }
   }
+}
+
+// The output through the bitmaps: gt_bits holds the positions of the selected keys above the
+// tie key, eq_bits those equal to it (the first `need` of them are selected). Thread i owns the
+// words [i * per, (i + 1) * per); two block scans give its first tie rank and output offset.
+__device__ void write_by_bitmap(SelectShared& sh, const uint32_t* gt_bits, const uint32_t* eq_bits,
+                                int words, int need, int32_t* out) {
+  const int per = (words + kSelectThreads - 1) / kSelectThreads;
+  const int w0 = static_cast<int>(threadIdx.x) * per, w1 = min(w0 + per, words);
+  int n_gt = 0, n_eq = 0;
+  for (int w = w0; w < w1; ++w) n_gt += __popc(gt_bits[w]), n_eq += __popc(eq_bits[w]);
+  int total = 0;
+  int eq_rank = block_exclusive_scan(n_eq, sh.red, &total);
+  const int take = n_gt + min(max(need - eq_rank, 0), n_eq);
+  int o = block_exclusive_scan(take, sh.red, &total);
+  for (int w = w0; w < w1; ++w) {
+    uint32_t e = eq_bits[w];
+    const int left = need - eq_rank;  // ties still to take, in position order
+    eq_rank += __popc(e);
+    if (left <= 0) {
+      e = 0u;
+    } else {
+      for (int drop = __popc(e) - left; drop > 0; --drop) e &= ~(0x80000000u >> __clz(e));
+    }
+    for (uint32_t m = gt_bits[w] | e; m != 0u; m &= m - 1u) out[o++] = w * 32 + __ffs(m) - 1;
+  }
+}
+
+// grid (Tc), 1024 threads, dynamic smem select_smem_bytes(max_len).
+__global__ void __launch_bounds__(kSelectThreads)
+    indexer_select_kernel(IndexerParams p, int64_t t0) {
+  pdl_wait();
+  extern __shared__ __align__(16) unsigned char select_smem[];
+  SelectShared& sh = *reinterpret_cast<SelectShared*>(select_smem);
+  const int64_t t = t0 + blockIdx.x;
+  const int visible = p.meta.token_pos[t] + 1;
+  const int K = static_cast<int>(p.K);
+  int32_t* out = p.out + t * p.K;
+  if (visible <= K) {
+    for (int j = threadIdx.x; j < K; j += kSelectThreads) out[j] = j < visible ? j : -1;
+    return;
+  }
+  const float* sc = p.scores + static_cast<int64_t>(blockIdx.x) * p.max_len;
+  const bool bitmap = p.max_len <= kBitmapKeys;
+  const int words = (visible + 31) / 32;
+  uint32_t* gt_bits = reinterpret_cast<uint32_t*>(select_smem + sizeof(SelectShared));
+  uint32_t* eq_bits = gt_bits + words;
+  // Visitors: each thread's share of the keys in shared memory (with their index there), or of
+  // the row's (with their position).
+  SelectShared* shp = &sh;
+  auto shared_keys = [shp](int n) {
+    return [shp, n](auto&& f) {
+      for (int i = threadIdx.x; i < n; i += kSelectThreads) f(shp->keys[i], i);
+    };
+  };
+  auto row_keys = [sc, visible](auto&& f) {
+    for (int base = 0; base < visible; base += kSelectThreads * kRowBatch) {
+      uint32_t u[kRowBatch];
+      load_row_batch(sc, visible, base, u);
+#pragma unroll
+      for (int k = 0; k < kRowBatch; ++k) {
+        const int j = base + k * kSelectThreads + static_cast<int>(threadIdx.x);
+        if (j < visible) f(u[k], j);
+      }
+    }
+  };
+
+  // tau: the lower edge of the bin of the r-th largest of S samples, r chosen so that ~1.5 K
+  // keys of the row reach it. Sample i is key i % 8 of run i / 8; the runs start at evenly
+  // spaced multiples of 8, the last one ending within 8 keys of the row's end.
+  const int S = min(kSamples, visible);
+  constexpr int kRuns = kSamples / kSampleRun;
+  for (int i = threadIdx.x; i < S; i += kSelectThreads) {
+    const int run = i / kSampleRun;
+    const int start =
+        S < kSamples
+            ? run * kSampleRun
+            : static_cast<int>(static_cast<int64_t>(run) * (visible - kSampleRun) / (kRuns - 1)) &
+                  ~(kSampleRun - 1);
+    sh.keys[i] = order_key(sc[start + i % kSampleRun]);
+  }
+  if (threadIdx.x == 0) sh.count = 0;
+  if (bitmap)
+    for (int i = threadIdx.x; i < 2 * words; i += kSelectThreads) gt_bits[i] = 0u;
+  const int r = min(S, static_cast<int>(static_cast<int64_t>(3) * K * S / (2 * visible)) + 8);
+  uint32_t tau = 0u, tau_hi = 0xffffffffu;
+  int r_left = r;
+  narrow(sh, shared_keys(S), tau, tau_hi, r_left);
+  __syncthreads();  // every thread has tau before the samples are overwritten
+  // The keys >= tau and their positions, in no particular order: per batch of kRowBatch keys a
+  // lane, one atomic per warp reserves the batch's slots.
+  const int lane = threadIdx.x & 31;
+  const unsigned lower = (1u << lane) - 1u;
+  for (int base = 0; base < visible; base += kSelectThreads * kRowBatch) {
+    uint32_t u[kRowBatch];
+    load_row_batch(sc, visible, base, u);
+    unsigned m[kRowBatch];
+    int batch = 0;
+#pragma unroll
+    for (int k = 0; k < kRowBatch; ++k) {
+      const int j = base + k * kSelectThreads + static_cast<int>(threadIdx.x);
+      m[k] = __ballot_sync(0xffffffffu, j < visible && u[k] >= tau);
+      batch += __popc(m[k]);
+    }
+    if (batch == 0) continue;  // uniform over the warp
+    int at = 0;
+    if (lane == 0) at = atomicAdd(&sh.count, batch);
+    at = __shfl_sync(0xffffffffu, at, 0);
+#pragma unroll
+    for (int k = 0; k < kRowBatch; ++k) {
+      const int i = at + __popc(m[k] & lower);
+      if ((m[k] >> lane & 1u) && i < kCandidates) {
+        sh.keys[i] = u[k];
+        sh.pos[i] = base + k * kSelectThreads + static_cast<int>(threadIdx.x);
+      }
+      at += __popc(m[k]);
+    }
+  }
+  __syncthreads();
+  const int n = sh.count;
+  int need = K;
+  uint32_t T = 0u, T_hi = 0xffffffffu;
+  if (n >= K && n <= kCandidates) {
+    const auto candidates = shared_keys(n);
+    bool whole = false;
+    do whole = narrow(sh, candidates, T, T_hi, need);
+    while (!whole && T != T_hi);
+    // A bin taken whole selects every key >= T, i.e. every key above T - 1 and none equal to
+    // it (T > 0 here: were every key >= 0 selected, the row would have no more than K keys).
+    if (whole) T -= 1u, need = 0;
+    if (bitmap) {
+      for (int i = threadIdx.x; i < n; i += kSelectThreads) {
+        const uint32_t u = sh.keys[i];
+        const int j = sh.pos[i];
+        if (u > T)
+          atomicOr(&gt_bits[j >> 5], 1u << (j & 31));
+        else if (u == T)
+          atomicOr(&eq_bits[j >> 5], 1u << (j & 31));
+      }
+      __syncthreads();
+      write_by_bitmap(sh, gt_bits, eq_bits, words, need, out);
+      return;
+    }
+  } else {
+    do narrow(sh, row_keys, T, T_hi, need);
+    while (T != T_hi);
+  }
+  write_by_row_sweeps(sh, sc, visible, T, need, out);
 }
 
 template <int DI>
@@ -479,7 +580,9 @@ void indexer_topk(const IndexerParams& p, int64_t t0, int64_t Tc, cudaStream_t s
 
 void indexer_select(const IndexerParams& p, int64_t t0, int64_t Tc, cudaStream_t s) {
   if (Tc == 0) return;
-  launch(indexer_select_kernel, static_cast<unsigned>(Tc), kSelectThreads, 0, s, p, t0);
+  const size_t smem = select_smem_bytes(p.max_len);
+  opt_in_smem<indexer_select_kernel>(smem);
+  launch(indexer_select_kernel, static_cast<unsigned>(Tc), kSelectThreads, smem, s, p, t0);
 }
 
 }  // namespace tandem::cuda::k
