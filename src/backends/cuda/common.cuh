@@ -137,13 +137,16 @@ __device__ __forceinline__ int block_exclusive_scan(int v, int* red, int* total)
   __syncthreads();
   if (lane == 31) red[warp] = x;
   __syncthreads();
-  int before = 0, all = 0;
-  for (int i = 0; i < nw; ++i) {
-    if (i < warp) before += red[i];
-    all += red[i];
+  // Every warp scans the warp totals itself (shuffles, not a loop of dependent shared loads).
+  const int r = lane < nw ? red[lane] : 0;
+  int incl = r;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int y = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += y;
   }
-  *total = all;
-  return before + x - v;
+  *total = __shfl_sync(0xffffffffu, incl, 31);
+  return __shfl_sync(0xffffffffu, incl - r, warp) + x - v;
 }
 
 // Slot of position pos of sequence seq in the paged cache.

@@ -14,7 +14,10 @@ namespace tandem::cuda::k {
 namespace {
 
 constexpr int kKeysPerBlock = 128;
-constexpr int kSelectThreads = 1024;
+#ifndef TANDEM_SELECT_THREADS  // TEMP A/B
+#define TANDEM_SELECT_THREADS 1024
+#endif
+constexpr int kSelectThreads = TANDEM_SELECT_THREADS;
 
 // grid (ceil(max_len / 128), Tc); dynamic smem q [Hi][DI] f32 + w [Hi].
 template <int DI>
