@@ -550,6 +550,8 @@ TEST_F(CudaOps, IndexerSelectExactOnGivenScores) {
       {{{33000, 0}, {33000, 1}, {33000, 2}, {33000, 3}}, 2048},
       {{{20000, 4}, {33000, 5}, {33000, 6}, {33000, 7}}, 2048},
       {{{131077, 0}, {131072, 3}, {2100, 0}}, 2048},
+      // A stride of a multiple of 4 (the selection's 4-key loads) with rows of other lengths.
+      {{{33003, 0}, {33001, 2}, {40000, 1}, {24579, 3}}, 2048},
       {{{300000, 0}, {300000, 2}}, 2048},  // past the bitmap: the output by row sweeps
       {{{9000, 0}, {70000, 1}}, 512},
   };

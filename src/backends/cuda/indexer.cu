@@ -236,12 +236,14 @@ constexpr int kRowBatch = 16;  // loads in flight per thread in a pass over the 
 constexpr int kBitmapKeys = 262144;
 
 struct SelectShared {
-  unsigned hist[kRadixBins];
+  // Two histograms (and key ranges): a round counts into one while clearing the other for the
+  // next, so a round needs no barrier of its own before it counts.
+  unsigned hist[2][kRadixBins];
   uint32_t keys[kCandidates];  // the samples, then the keys >= tau
   int32_t pos[kCandidates];    // the candidates' positions
   int red[32], warp_gt[32], warp_eq[32];
   int bin, above, bin_count, count;
-  unsigned kmin, kmax;
+  unsigned kmin[2], kmax[2];
 };
 
 // Dynamic shared memory of the selection kernel for rows of up to max_len keys: SelectShared,
@@ -253,9 +255,8 @@ size_t select_smem_bytes(int64_t max_len) {
 
 // The largest bin d whose suffix count (keys in bins >= d) reaches need, i.e. the bin of the
 // need-th largest key, the count of keys in the bins above it and in it.
-__device__ void threshold_bin(SelectShared& sh, int need) {
+__device__ void threshold_bin(SelectShared& sh, const unsigned* hist, int need) {
   constexpr int per = kRadixBins / kSelectThreads;  // bins a thread sums, highest first
-  const unsigned* hist = sh.hist;
   const int hi = kRadixBins - 1 - static_cast<int>(threadIdx.x) * per;
   int local = 0;
 #pragma unroll
@@ -271,32 +272,39 @@ __device__ void threshold_bin(SelectShared& sh, int need) {
   __syncthreads();
 }
 
-// One round: narrows [lo, hi] to the bin holding the need-th largest key that visit(f) passes
-// to f among those in [lo, hi], and takes the keys above that bin off need. Returns whether
-// the bin is taken whole (need equals its count): then every key >= the new lo is selected.
+// Round `round` of the narrowing: narrows [lo, hi] to the bin holding the need-th largest key
+// that visit(f) passes to f among those in [lo, hi], and takes the keys above that bin off need.
+// With `tighten` the bins span the keys' own minimum and maximum in [lo, hi] (one more pass and
+// barrier); without, [lo, hi] itself. Returns whether the bin is taken whole (need equals its
+// count): then every key >= the new lo is selected. Expects hist[round & 1] zero and
+// kmin/kmax[round & 1] reset, and leaves the other buffer so for the next round.
 template <class Visit>
-__device__ bool narrow(SelectShared& sh, const Visit& visit, uint32_t& lo, uint32_t& hi,
-                       int& need) {
-  for (int i = threadIdx.x; i < kRadixBins; i += kSelectThreads) sh.hist[i] = 0;
-  if (threadIdx.x == 0) sh.kmin = 0xffffffffu, sh.kmax = 0u;
-  __syncthreads();
-  uint32_t mn = 0xffffffffu, mx = 0u;
-  const uint32_t a = lo, b = hi;
-  visit([&](uint32_t u, int) {
-    if (u >= a && u <= b) mn = min(mn, u), mx = max(mx, u);
-  });
-  mn = __reduce_min_sync(0xffffffffu, mn);
-  mx = __reduce_max_sync(0xffffffffu, mx);
-  if ((threadIdx.x & 31) == 0) atomicMin(&sh.kmin, mn), atomicMax(&sh.kmax, mx);
-  __syncthreads();
-  const uint32_t base = sh.kmin, top = sh.kmax, span = top - base;
+__device__ bool narrow(SelectShared& sh, int round, const Visit& visit, bool tighten, uint32_t& lo,
+                       uint32_t& hi, int& need) {
+  const int b = round & 1;
+  uint32_t base = lo, top = hi;
+  if (tighten) {
+    uint32_t mn = 0xffffffffu, mx = 0u;
+    const uint32_t a = lo, c = hi;
+    visit([&](uint32_t u, int) {
+      if (u >= a && u <= c) mn = min(mn, u), mx = max(mx, u);
+    });
+    mn = __reduce_min_sync(0xffffffffu, mn);
+    mx = __reduce_max_sync(0xffffffffu, mx);
+    if ((threadIdx.x & 31) == 0) atomicMin(&sh.kmin[b], mn), atomicMax(&sh.kmax[b], mx);
+    __syncthreads();
+    base = sh.kmin[b], top = sh.kmax[b];
+  }
+  const uint32_t span = top - base;
   const int shift = span < static_cast<uint32_t>(kRadixBins) ? 0 : 32 - __clz(span) - 11;
-  unsigned* hist = sh.hist;
+  unsigned* hist = sh.hist[b];
   visit([&](uint32_t u, int) {
     if (u >= base && u <= top) atomicAdd(&hist[(u - base) >> shift], 1u);
   });
+  for (int i = threadIdx.x; i < kRadixBins; i += kSelectThreads) sh.hist[b ^ 1][i] = 0;
+  if (threadIdx.x == 0) sh.kmin[b ^ 1] = 0xffffffffu, sh.kmax[b ^ 1] = 0u;
   __syncthreads();
-  threshold_bin(sh, need);
+  threshold_bin(sh, hist, need);
   const uint64_t first = base + (static_cast<uint64_t>(sh.bin) << shift);
   lo = static_cast<uint32_t>(first);
   const uint64_t last = first + (uint64_t{1} << shift) - 1;
@@ -325,6 +333,35 @@ __device__ __forceinline__ int warp_exclusive_scan(int v) {
     if (lane >= o) x += y;
   }
   return x - v;
+}
+
+// Appends this lane's keys u[e] >= tau (at positions position(e) < visible) and their positions
+// to the candidates: a ballot per key, one shared atomic per warp reserves the batch's slots.
+// Keys past kCandidates are counted, not kept (the caller then runs over the row instead).
+template <int N, class Position>
+__device__ __forceinline__ void keep_candidates(SelectShared& sh, const uint32_t (&u)[N],
+                                                uint32_t tau, int visible,
+                                                const Position& position) {
+  const int lane = threadIdx.x & 31;
+  const unsigned lower = (1u << lane) - 1u;
+  // The ballots are taken twice (count, then place) rather than kept: N more registers would
+  // spill at 1,024 threads.
+  int batch = 0;
+#pragma unroll
+  for (int e = 0; e < N; ++e)
+    batch += __popc(__ballot_sync(0xffffffffu, position(e) < visible && u[e] >= tau));
+  if (batch == 0) return;  // uniform over the warp
+  int at = 0;
+  if (lane == 0) at = atomicAdd(&sh.count, batch);
+  at = __shfl_sync(0xffffffffu, at, 0);
+#pragma unroll
+  for (int e = 0; e < N; ++e) {
+    const bool keep = position(e) < visible && u[e] >= tau;
+    const unsigned m = __ballot_sync(0xffffffffu, keep);
+    const int i = at + __popc(m & lower);
+    if (keep && i < kCandidates) sh.keys[i] = u[e], sh.pos[i] = position(e);
+    at += __popc(m);
+  }
 }
 
 // The output by two sweeps over the row: every key above T and the first `need` equal to it,
@@ -463,41 +500,49 @@ __global__ void __launch_bounds__(kSelectThreads)
                   ~(kSampleRun - 1);
     sh.keys[i] = order_key(sc[start + i % kSampleRun]);
   }
-  if (threadIdx.x == 0) sh.count = 0;
+  if (threadIdx.x == 0) sh.count = 0, sh.kmin[0] = 0xffffffffu, sh.kmax[0] = 0u;
+  for (int i = threadIdx.x; i < kRadixBins; i += kSelectThreads) sh.hist[0][i] = 0;
   if (bitmap)
     for (int i = threadIdx.x; i < 2 * words; i += kSelectThreads) gt_bits[i] = 0u;
+  __syncthreads();
   const int r = min(S, static_cast<int>(static_cast<int64_t>(3) * K * S / (2 * visible)) + 8);
   uint32_t tau = 0u, tau_hi = 0xffffffffu;
-  int r_left = r;
-  narrow(sh, shared_keys(S), tau, tau_hi, r_left);
-  __syncthreads();  // every thread has tau before the samples are overwritten
-  // The keys >= tau and their positions, in no particular order: per batch of kRowBatch keys a
-  // lane, one atomic per warp reserves the batch's slots.
-  const int lane = threadIdx.x & 31;
-  const unsigned lower = (1u << lane) - 1u;
-  for (int base = 0; base < visible; base += kSelectThreads * kRowBatch) {
-    uint32_t u[kRowBatch];
-    load_row_batch(sc, visible, base, u);
-    unsigned m[kRowBatch];
-    int batch = 0;
+  int r_left = r, round = 0;
+  narrow(sh, round++, shared_keys(S), true, tau, tau_hi, r_left);
+  // The keys >= tau and their positions, in no particular order (keep_candidates). Rows whose
+  // start is 16-byte aligned (a stride of a multiple of 4, as the backend allocates them) are
+  // read 4 keys per load: 32 KB per batch of 8 loads a thread in flight, a 32k row in one batch.
+  if ((reinterpret_cast<uintptr_t>(sc) & 15u) == 0 && (p.max_len & 3) == 0) {
+#ifndef TANDEM_SELECT_VEC_BATCH  // TEMP A/B
+#define TANDEM_SELECT_VEC_BATCH 8
+#endif
+    constexpr int kVecBatch = TANDEM_SELECT_VEC_BATCH;
+    for (int base = 0; base < visible; base += kSelectThreads * kVecBatch * 4) {
+      float4 v[kVecBatch];
 #pragma unroll
-    for (int k = 0; k < kRowBatch; ++k) {
-      const int j = base + k * kSelectThreads + static_cast<int>(threadIdx.x);
-      m[k] = __ballot_sync(0xffffffffu, j < visible && u[k] >= tau);
-      batch += __popc(m[k]);
-    }
-    if (batch == 0) continue;  // uniform over the warp
-    int at = 0;
-    if (lane == 0) at = atomicAdd(&sh.count, batch);
-    at = __shfl_sync(0xffffffffu, at, 0);
-#pragma unroll
-    for (int k = 0; k < kRowBatch; ++k) {
-      const int i = at + __popc(m[k] & lower);
-      if ((m[k] >> lane & 1u) && i < kCandidates) {
-        sh.keys[i] = u[k];
-        sh.pos[i] = base + k * kSelectThreads + static_cast<int>(threadIdx.x);
+      for (int k = 0; k < kVecBatch; ++k) {  // visible <= max_len, a multiple of 4: in bounds
+        const int j = base + (k * kSelectThreads + static_cast<int>(threadIdx.x)) * 4;
+        v[k] = j < visible ? __ldg(reinterpret_cast<const float4*>(sc + j))
+                           : make_float4(0.f, 0.f, 0.f, 0.f);
       }
-      at += __popc(m[k]);
+      uint32_t u[4 * kVecBatch];
+#pragma unroll
+      for (int k = 0; k < kVecBatch; ++k) {
+        const float4 f = v[k];
+        u[4 * k] = order_key(f.x), u[4 * k + 1] = order_key(f.y);
+        u[4 * k + 2] = order_key(f.z), u[4 * k + 3] = order_key(f.w);
+      }
+      keep_candidates(sh, u, tau, visible, [&](int e) {
+        return base + ((e / 4) * kSelectThreads + static_cast<int>(threadIdx.x)) * 4 + e % 4;
+      });
+    }
+  } else {
+    for (int base = 0; base < visible; base += kSelectThreads * kRowBatch) {
+      uint32_t u[kRowBatch];
+      load_row_batch(sc, visible, base, u);
+      keep_candidates(sh, u, tau, visible, [&](int e) {
+        return base + e * kSelectThreads + static_cast<int>(threadIdx.x);
+      });
     }
   }
   __syncthreads();
@@ -506,9 +551,9 @@ __global__ void __launch_bounds__(kSelectThreads)
   uint32_t T = 0u, T_hi = 0xffffffffu;
   if (n >= K && n <= kCandidates) {
     const auto candidates = shared_keys(n);
-    bool whole = false;
-    do whole = narrow(sh, candidates, T, T_hi, need);
-    while (!whole && T != T_hi);
+    // The first round spans the candidates' own range; the next ones the bin before them.
+    bool whole = narrow(sh, round, candidates, true, T, T_hi, need);
+    while (!whole && T != T_hi) whole = narrow(sh, ++round, candidates, false, T, T_hi, need);
     // A bin taken whole selects every key >= T, i.e. every key above T - 1 and none equal to
     // it (T > 0 here: were every key >= 0 selected, the row would have no more than K keys).
     if (whole) T -= 1u, need = 0;
@@ -526,7 +571,7 @@ __global__ void __launch_bounds__(kSelectThreads)
       return;
     }
   } else {
-    do narrow(sh, row_keys, T, T_hi, need);
+    do narrow(sh, round++, row_keys, true, T, T_hi, need);
     while (T != T_hi);
   }
   write_by_row_sweeps(sh, sc, visible, T, need, out);
