@@ -423,17 +423,19 @@ __device__ void write_by_row_sweeps(SelectShared& sh, const float* sc, int visib
 
 // The output through the bitmaps: gt_bits holds the positions of the selected keys above the
 // tie key, eq_bits those equal to it (the first `need` of them are selected). Thread i owns the
-// words [i * per, (i + 1) * per); two block scans give its first tie rank and output offset.
+// words [i * per, (i + 1) * per); one block scan gives its first tie rank and output offset.
 __device__ void write_by_bitmap(SelectShared& sh, const uint32_t* gt_bits, const uint32_t* eq_bits,
                                 int words, int need, int32_t* out) {
   const int per = (words + kSelectThreads - 1) / kSelectThreads;
   const int w0 = static_cast<int>(threadIdx.x) * per, w1 = min(w0 + per, words);
   int n_gt = 0, n_eq = 0;
   for (int w = w0; w < w1; ++w) n_gt += __popc(gt_bits[w]), n_eq += __popc(eq_bits[w]);
+  // One scan of both counts, 16 bits each: they count candidates (at most kCandidates).
+  static_assert(kCandidates < 65536);
   int total = 0;
-  int eq_rank = block_exclusive_scan(n_eq, sh.red, &total);
-  const int take = n_gt + min(max(need - eq_rank, 0), n_eq);
-  int o = block_exclusive_scan(take, sh.red, &total);
+  const int before = block_exclusive_scan(n_eq << 16 | n_gt, sh.red, &total);
+  int eq_rank = before >> 16;
+  int o = (before & 0xffff) + min(eq_rank, need);  // ties are taken in position order
   for (int w = w0; w < w1; ++w) {
     uint32_t e = eq_bits[w];
     const int left = need - eq_rank;  // ties still to take, in position order
@@ -525,16 +527,21 @@ __global__ void __launch_bounds__(kSelectThreads)
         v[k] = j < visible ? __ldg(reinterpret_cast<const float4*>(sc + j))
                            : make_float4(0.f, 0.f, 0.f, 0.f);
       }
-      uint32_t u[4 * kVecBatch];
+      // Placed in two halves (two atomics a warp): 32 keys' worth of registers at once spills.
 #pragma unroll
-      for (int k = 0; k < kVecBatch; ++k) {
-        const float4 f = v[k];
-        u[4 * k] = order_key(f.x), u[4 * k + 1] = order_key(f.y);
-        u[4 * k + 2] = order_key(f.z), u[4 * k + 3] = order_key(f.w);
+      for (int h = 0; h < 2; ++h) {
+        uint32_t u[2 * kVecBatch];
+#pragma unroll
+        for (int k = 0; k < kVecBatch / 2; ++k) {
+          const float4 f = v[h * kVecBatch / 2 + k];
+          u[4 * k] = order_key(f.x), u[4 * k + 1] = order_key(f.y);
+          u[4 * k + 2] = order_key(f.z), u[4 * k + 3] = order_key(f.w);
+        }
+        keep_candidates(sh, u, tau, visible, [&](int e) {
+          const int k = h * kVecBatch / 2 + e / 4;
+          return base + (k * kSelectThreads + static_cast<int>(threadIdx.x)) * 4 + e % 4;
+        });
       }
-      keep_candidates(sh, u, tau, visible, [&](int e) {
-        return base + ((e / 4) * kSelectThreads + static_cast<int>(threadIdx.x)) * 4 + e % 4;
-      });
     }
   } else {
     for (int base = 0; base < visible; base += kSelectThreads * kRowBatch) {
