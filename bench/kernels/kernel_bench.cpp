@@ -396,7 +396,7 @@ int main(int argc, char** argv) {
   using namespace tandem::bench;
   bool quick = false, linear_only = false, quant_only = false, topk_only = false;
   std::string profile_layer;  // --profile-step moe|dense BATCH: one eager step for ncu
-  int64_t profile_batch = 1;
+  int64_t profile_batch = 1, profile_ctx = 1024;  // --profile-ctx N: the step's context
   for (int i = 1; i < argc; ++i) {
     quick |= std::strcmp(argv[i], "--quick") == 0;
     linear_only |= std::strcmp(argv[i], "--linear-only") == 0;
@@ -407,6 +407,8 @@ int main(int argc, char** argv) {
       profile_batch = std::atoll(argv[i + 2]);
       i += 2;
     }
+    if (std::strcmp(argv[i], "--profile-ctx") == 0 && i + 1 < argc)
+      profile_ctx = std::atoll(argv[++i]);
   }
   try {
     if (!init_backends()) {
@@ -475,15 +477,15 @@ int main(int argc, char** argv) {
         dense.shared_bytes / 1e6);
 
     if (!profile_layer.empty()) {
-      // One warm eager decode step at context 1024 between cudaProfilerStart/Stop, for
+      // One warm eager decode step at context profile_ctx between cudaProfilerStart/Stop, for
       // `ncu --profile-from-start off`: every kernel's own duration, no launch gaps.
       std::vector<std::vector<int32_t>> pages;
-      ForwardBatch fb = decode_batch(env, profile_batch, 1024, pages);
+      ForwardBatch fb = decode_batch(env, profile_batch, profile_ctx, pages);
       Layer& L = profile_layer == "moe" ? moe : dense;
       const Timing t = time_layer(env, L, fb, 3, true);
-      std::printf("profile-step %s batch %lld ctx 1024: eager %.1f us, graph %.1f us\n",
-                  profile_layer.c_str(), static_cast<long long>(profile_batch), t.eager_us,
-                  t.graph_us);
+      std::printf("profile-step %s batch %lld ctx %lld: eager %.1f us, graph %.1f us\n",
+                  profile_layer.c_str(), static_cast<long long>(profile_batch),
+                  static_cast<long long>(profile_ctx), t.eager_us, t.graph_us);
       Tensor h = dev_rand({fb.num_tokens(), env.c.hidden_size}, 1.0f);
       const LayerContext ctx{env.c, env.mw, fb, *env.cache, env.ws};
       Tensor tk;
