@@ -13,7 +13,8 @@
 // shapes and iterations; --linear-only: the ceilings and the linear-path table only;
 // --quant-only: the ceilings and the quantized-weight tables (FP8 / MXFP4, kept out of the
 // default run: they allocate ~15 GB of experts and add a minute to scripts/gpu_suite.sh's
-// kernel_bench step); --topk-only: the ceilings and the indexer selection table)
+// kernel_bench step); --topk-only: the ceilings and the indexer selection table;
+// --layers-only: the ceilings and the layer tables)
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
@@ -394,7 +395,8 @@ struct PrefillRow {
 int main(int argc, char** argv) {
   using namespace tandem;
   using namespace tandem::bench;
-  bool quick = false, linear_only = false, quant_only = false, topk_only = false;
+  bool quick = false, linear_only = false, quant_only = false, topk_only = false,
+       layers_only = false;
   std::string profile_layer;  // --profile-step moe|dense BATCH: one eager step for ncu
   int64_t profile_batch = 1, profile_ctx = 1024;  // --profile-ctx N: the step's context
   for (int i = 1; i < argc; ++i) {
@@ -402,6 +404,7 @@ int main(int argc, char** argv) {
     linear_only |= std::strcmp(argv[i], "--linear-only") == 0;
     quant_only |= std::strcmp(argv[i], "--quant-only") == 0;
     topk_only |= std::strcmp(argv[i], "--topk-only") == 0;
+    layers_only |= std::strcmp(argv[i], "--layers-only") == 0;
     if (std::strcmp(argv[i], "--profile-step") == 0 && i + 2 < argc) {
       profile_layer = argv[i + 1];
       profile_batch = std::atoll(argv[i + 2]);
@@ -432,11 +435,11 @@ int main(int argc, char** argv) {
       bench_topk_select(copy_gbps, quick);
       return 0;
     }
-    if (profile_layer.empty()) bench_linear_paths(copy_gbps, gemm_tf, quick);
+    if (profile_layer.empty() && !layers_only) bench_linear_paths(copy_gbps, gemm_tf, quick);
     if (linear_only) return 0;
-    if (profile_layer.empty()) bench_sampling(copy_gbps, quick);
-    if (profile_layer.empty()) bench_mla_decode_fp8(copy_gbps, quick);
-    if (profile_layer.empty()) bench_topk_select(copy_gbps, quick);
+    if (profile_layer.empty() && !layers_only) bench_sampling(copy_gbps, quick);
+    if (profile_layer.empty() && !layers_only) bench_mla_decode_fp8(copy_gbps, quick);
+    if (profile_layer.empty() && !layers_only) bench_topk_select(copy_gbps, quick);
 
     Env env;
     env.c = preset_config("glm5.2");
