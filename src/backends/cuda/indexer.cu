@@ -100,23 +100,30 @@ __global__ void __launch_bounds__(kKeysPerBlock)
   cp_async_wait<0>();
   __syncthreads();
 
+  // Fragments by ldmatrix: per 16-wide k step one x4 for the query heads' A fragment and two
+  // for the warp's four key n-tiles (matrices: n-tile nt and nt + 1, k and k + 8 each), where
+  // 32-bit shared loads took six instructions per mma and bound the kernel on the LSU.
   float part[4][2] = {};  // this thread's heads' share of keys n0 + 2c, n0 + 2c + 1 per n-tile
+  const bf16* kb =
+      ks + (warp * 32 + ((lane >> 4) & 1) * 8 + (lane & 7)) * RP + ((lane >> 3) & 1) * 8;
   for (int mt = 0; mt < Hi / 16; ++mt) {
     const bf16* qa = qs + (mt * 16) * RP;
     const float w0 = wsm[mt * 16 + g], w1 = wsm[mt * 16 + g + 8];
+    float d[4][4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < DI; k0 += 16) {
+      uint32_t a0, a1, a2, a3, b[4][2];
+      ldmatrix_a(a0, a1, a2, a3, qa, RP, k0, lane);
+      ldmatrix_x4(b[0][0], b[0][1], b[1][0], b[1][1], kb + k0);
+      ldmatrix_x4(b[2][0], b[2][1], b[3][0], b[3][1], kb + 16 * RP + k0);
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) mma_bf16(d[nt], a0, a1, a2, a3, b[nt][0], b[nt][1]);
+    }
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
-      const bf16* kb = ks + (warp * 32 + nt * 8 + g) * RP;
-      float d[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-      for (int k0 = 0; k0 < DI; k0 += 16) {
-        mma_bf16(d, ld32(qa + g * RP + k0 + 2 * c), ld32(qa + (g + 8) * RP + k0 + 2 * c),
-                 ld32(qa + g * RP + k0 + 8 + 2 * c), ld32(qa + (g + 8) * RP + k0 + 8 + 2 * c),
-                 ld32(kb + k0 + 2 * c), ld32(kb + k0 + 8 + 2 * c));
-      }
-      // d: S[g][2c], S[g][2c + 1], S[g + 8][2c], S[g + 8][2c + 1] of this n-tile
-      part[nt][0] += w0 * fmaxf(d[0], 0.f) + w1 * fmaxf(d[2], 0.f);
-      part[nt][1] += w0 * fmaxf(d[1], 0.f) + w1 * fmaxf(d[3], 0.f);
+      // d: S[g][2c], S[g][2c + 1], S[g + 8][2c], S[g + 8][2c + 1] of n-tile nt
+      part[nt][0] += w0 * fmaxf(d[nt][0], 0.f) + w1 * fmaxf(d[nt][2], 0.f);
+      part[nt][1] += w0 * fmaxf(d[nt][1], 0.f) + w1 * fmaxf(d[nt][3], 0.f);
     }
   }
 #pragma unroll
