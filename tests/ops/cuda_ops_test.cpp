@@ -460,6 +460,7 @@ TEST_F(CudaOps, IndexerTopKExactSelection) {
     // 0 random, 1 q = 0 (all scores tie at 0), 2 repeated key rows (exact ties), 3 odd
     // positions' keys zero (half the row ties at 0, below the threshold).
     int mode;
+    int64_t page_size = 64;
   };
   const std::vector<Case> cases = {
       {{3, 30, 50}, {3, 6, 50}, 16, 16, 8, 0},           // tiny golden dims, prefill-like
@@ -474,10 +475,14 @@ TEST_F(CudaOps, IndexerTopKExactSelection) {
       {{10000}, {1}, 32, 128, 2048, 1},
       {{20000}, {2}, 32, 128, 2048, 2},
       {{8192}, {1}, 32, 128, 2048, 3},
+      // Pages smaller than the scoring kernel's step between one thread's keys (8 at Di = 128,
+      // 64 at Di = 16) and of an odd size.
+      {{5000, 2300}, {2, 1}, 32, 128, 2048, 0, 4},
+      {{2500, 3000}, {1, 2}, 16, 16, 256, 0, 24},
   };
   for (const Case& c : cases) {
     if (small_only() && c.Di == 128) continue;
-    Meta m = make_meta(c.lens, c.q, 64);
+    Meta m = make_meta(c.lens, c.q, c.page_size);
     const int64_t T = m.cpu.num_tokens();
     Pair pool = rand({m.slots, c.Di});
     if (c.mode == 2) {  // every key row is one of 5 rows
@@ -486,7 +491,8 @@ TEST_F(CudaOps, IndexerTopKExactSelection) {
       const int64_t mp = m.cpu.page_table.size(1);
       for (size_t b = 0; b < c.lens.size(); ++b)
         for (int32_t j = 0; j < c.lens[b]; ++j) {
-          const int64_t slot = static_cast<int64_t>(table[b * mp + j / 64]) * 64 + j % 64;
+          const int64_t slot =
+              static_cast<int64_t>(table[b * mp + j / c.page_size]) * c.page_size + j % c.page_size;
           std::copy(base.data<float>() + (j * 7 % 5) * c.Di,
                     base.data<float>() + (j * 7 % 5 + 1) * c.Di,
                     pool.cpu.data<float>() + slot * c.Di);
@@ -498,7 +504,8 @@ TEST_F(CudaOps, IndexerTopKExactSelection) {
       const int64_t mp = m.cpu.page_table.size(1);
       for (size_t b = 0; b < c.lens.size(); ++b)
         for (int32_t j = 1; j < c.lens[b]; j += 2) {
-          const int64_t slot = static_cast<int64_t>(table[b * mp + j / 64]) * 64 + j % 64;
+          const int64_t slot =
+              static_cast<int64_t>(table[b * mp + j / c.page_size]) * c.page_size + j % c.page_size;
           std::fill(pool.cpu.data<float>() + slot * c.Di,
                     pool.cpu.data<float>() + (slot + 1) * c.Di, 0.0f);
         }
@@ -518,7 +525,7 @@ TEST_F(CudaOps, IndexerTopKExactSelection) {
       Tensor g = ops::indexer_topk(gpu_ws_, q.gpu, w.gpu, pool.gpu, m.gpu, c.K);
       check_topk(g, r, to_float_vector(q.cpu), to_float_vector(w.cpu), to_float_vector(pool.cpu),
                  c.mode != 0, m.seq_of, m.pos_of, to_int_vector(m.cpu.page_table),
-                 m.cpu.page_table.size(1), 64, c.Hi, c.Di, c.K,
+                 m.cpu.page_table.size(1), c.page_size, c.Hi, c.Di, c.K,
                  tc ? "indexer_topk (mma)" : "indexer_topk (simt)", what);
     }
     cuda::cuda_backend()->set_mla_tensor_cores(true);

@@ -88,12 +88,20 @@ __global__ void __launch_bounds__(kKeysPerBlock)
     const int h = i / V, v = i - h * V;
     cp_async16(qs + h * RP + v * 8, q + t * p.q_s0 + h * p.q_s1 + v * 8, true);
   }
+  // This thread copies piece v = tid % V of the keys j0 + r * kStep, r < V. Their page and
+  // offset advance by kStep per key (32-bit, no division in the loop: paged_slot's 64-bit
+  // division per copy made the kernel issue-bound).
+  constexpr int kStep = kKeysPerBlock / V;
+  const int v = tid % V, j0 = tid / V, ps = p.meta.page_size;
+  const int32_t* pages = p.meta.page_table + static_cast<int64_t>(seq) * p.meta.max_pages;
+  int page = (static_cast<int>(jb) + j0) / ps, off = (static_cast<int>(jb) + j0) % ps;
 #pragma unroll
-  for (int r = 0; r < V; ++r) {  // key j = i / V, its 16-byte piece v = i % V
-    const int i = tid + r * kKeysPerBlock, j = i / V, v = i - j * V;
+  for (int r = 0; r < V; ++r) {
+    const int j = j0 + r * kStep;
     const bool in = jb + j < visible;
-    const int64_t slot = in ? paged_slot(p.meta, seq, jb + j) : 0;
+    const int64_t slot = in ? static_cast<int64_t>(pages[page]) * ps + off : 0;
     cp_async16(ks + j * RP + v * 8, pool + slot * DI + v * 8, in);  // zeros past visible
+    for (off += kStep; off >= ps; off -= ps) ++page;
   }
   cp_async_commit();
   for (int h = tid; h < Hi; h += kKeysPerBlock) wsm[h] = p.w[t * p.w_s0 + h];
