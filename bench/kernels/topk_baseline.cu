@@ -11,7 +11,7 @@
 
 namespace tandem::bench {
 
-double median(std::vector<double> v);
+double median(std::vector<double> v);  // bench_util.h, which nvcc cannot include (fmt)
 
 namespace {
 // bench_util.h's CK formats with fmt, which nvcc's front end rejects in device-side files.

@@ -302,7 +302,7 @@ __device__ bool narrow(SelectShared& sh, int round, const Visit& visit, bool tig
   if (tighten) {
     uint32_t mn = 0xffffffffu, mx = 0u;
     const uint32_t a = lo, c = hi;
-    visit([&](uint32_t u, int) {
+    visit([&](uint32_t u) {
       if (u >= a && u <= c) mn = min(mn, u), mx = max(mx, u);
     });
     mn = __reduce_min_sync(0xffffffffu, mn);
@@ -314,7 +314,7 @@ __device__ bool narrow(SelectShared& sh, int round, const Visit& visit, bool tig
   const uint32_t span = top - base;
   const int shift = span < static_cast<uint32_t>(kRadixBins) ? 0 : 32 - __clz(span) - 11;
   unsigned* hist = sh.hist[b];
-  visit([&](uint32_t u, int) {
+  visit([&](uint32_t u) {
     if (u >= base && u <= top) atomicAdd(&hist[(u - base) >> shift], 1u);
   });
   for (int i = threadIdx.x; i < kRadixBins; i += kSelectThreads) sh.hist[b ^ 1][i] = 0;
@@ -484,12 +484,11 @@ __global__ void __launch_bounds__(kSelectThreads)
   const int words = (visible + 31) / 32;
   uint32_t* gt_bits = reinterpret_cast<uint32_t*>(select_smem + sizeof(SelectShared));
   uint32_t* eq_bits = gt_bits + words;
-  // Visitors: each thread's share of the keys in shared memory (with their index there), or of
-  // the row's (with their position).
+  // Visitors: each thread's share of the keys in shared memory, or of the row's.
   SelectShared* shp = &sh;
   auto shared_keys = [shp](int n) {
     return [shp, n](auto&& f) {
-      for (int i = threadIdx.x; i < n; i += kSelectThreads) f(shp->keys[i], i);
+      for (int i = threadIdx.x; i < n; i += kSelectThreads) f(shp->keys[i]);
     };
   };
   auto row_keys = [sc, visible](auto&& f) {
@@ -497,10 +496,8 @@ __global__ void __launch_bounds__(kSelectThreads)
       uint32_t u[kRowBatch];
       load_row_batch(sc, visible, base, u);
 #pragma unroll
-      for (int k = 0; k < kRowBatch; ++k) {
-        const int j = base + k * kSelectThreads + static_cast<int>(threadIdx.x);
-        if (j < visible) f(u[k], j);
-      }
+      for (int k = 0; k < kRowBatch; ++k)
+        if (base + k * kSelectThreads + static_cast<int>(threadIdx.x) < visible) f(u[k]);
     }
   };
 
