@@ -4,12 +4,17 @@
 // batches, so each chunk waits out its copy. Here a block stages a token's key rows once for all
 // heads, 32 keys per chunk, in three buffers: chunk i + 2 is copied while chunk i is computed.
 //
-// Warp w owns head tile ht = w % 4 (heads 16 ht .. 16 ht + 15) and half kh = w / 4:
-//   S   scores of its heads for keys [16 kh, 16 kh + 16) of the chunk (two n-tiles, all L dims);
-//   the chunk's row max and row sum combine the two key halves through shared memory;
+// The O accumulator of 64 heads x 512 columns in f32 is half the register file, so a block is
+// the SM's only one and its 8 warps must keep the tensor cores busy by themselves: every warp
+// runs long chains of independent mma with its fragments loaded a step ahead, and a chunk costs
+// two barriers. Warp w owns head tile ht = w % 4 (heads 16 ht .. 16 ht + 15) and half kh = w / 4:
+//   S   partial scores of its heads for all 32 keys over dims [288 kh, 288 kh + 288) of the row
+//       (each q fragment feeds four key tiles); the two halves meet through shared memory, both
+//       warps of a head tile add them (the same sum: f32 addition commutes) and run the same
+//       softmax, so both keep identical running max and sum without another exchange;
 //   P V O[its heads, columns [256 kh, 256 kh + 256)] += P[its heads, 32 keys] V[32 keys, ...],
-//       V being the first 512 dims of the same key rows (read transposed with ldmatrix).
-// Both warps of a head tile keep identical running max and sum (same values, same order).
+//       P straight from the score registers (an m16n8 accumulator pair is an m16k16 A fragment),
+//       V the first 512 dims of the same key rows (read transposed with ldmatrix).
 // Every output depends on its own token's query, keys and split only: batch-invariant.
 //
 // The cache slots of the keys are looked up a span of 32 chunks at a time into a table (two
@@ -24,57 +29,123 @@ namespace tandem::cuda::k {
 
 namespace {
 
-constexpr int WH = 64;       // heads per block
-constexpr int WK = 32;       // keys per chunk
-constexpr int WLC = 512;     // latent (value) columns
-constexpr int WPB = WK + 8;  // padded row of P (bf16)
-constexpr int NB = 3;        // key buffers
-constexpr int SPAN = 32;     // chunks per slot table
+constexpr int WH = 64;    // heads per block
+constexpr int WK = 32;    // keys per chunk
+constexpr int WLC = 512;  // latent (value) columns
+constexpr int WL = 576;   // latent + rope dims of a key row (GLM-5.x, DeepSeek-V3.x)
+constexpr int NB = 3;     // key buffers
+constexpr int SPAN = 32;  // chunks per slot table
 constexpr int kWideThreads = 256;
 static_assert(SPAN * WK == 4 * kWideThreads, "a table fill gives each thread 4 entries");
+static_assert(WL % 32 == 0, "two halves of whole 16-dim k-steps");
 
-size_t wide_smem(int64_t L) {
-  const int64_t LP = L + 8;
-  return (WH + NB * WK) * LP * 2 + WH * WPB * 2 + 4 * WH * 4 + 2 * SPAN * WK * 4 + 2 * SPAN * 4;
+constexpr int LP = WL + 8;           // row stride: 8 rows of an ldmatrix hit distinct banks
+constexpr int kHalfSteps = WL / 32;  // k-steps of 16 dims in half a row (18)
+constexpr int kVecPerRow = WL / 8;   // 16-byte pieces of a bf16 row (72)
+constexpr size_t kWideSmem = (WH + NB * WK) * LP * 2  // q rows, key buffers (bf16)
+                             + 2 * WH * WK * 4        // partial scores, both halves (f32)
+                             + 2 * SPAN * WK * 4      // slot tables
+                             + 2 * SPAN * 4;          // key bits
+
+// Named barrier of the two warps of head tile ht (ids 1-4; 0 is __syncthreads).
+__device__ __forceinline__ void pair_sync(int ht) {
+  asm volatile("bar.sync %0, 64;\n" ::"r"(1 + ht) : "memory");
 }
 
-// grid (T, num_splits), 256 threads. Per chunk i (a block-uniform loop; A to D its barriers):
-//   A  chunk i - 1 is consumed: issue chunk i + 2's copies into its buffer; the first chunk of a
-//      span issues the next span's table lookups; wait for this thread's copies of chunk i
-//   B  everyone's copies of chunk i have landed: S and the per-half row max; the lookups land
-//   C  the row max over both halves, P, per-half row sums
-//   D  the row sums over both halves, rescale, P V
+// Partial scores of 16 heads x 32 keys over kHalfSteps k-steps: sp[nt][e] is head g (e < 2) or
+// g + 8, key 8 nt + 2c + (e & 1). qa, kb: this lane's ldmatrix addresses at the first k-step (A:
+// the head tile's q rows; B: keys 8 (lane / 16) + lane % 8, dims 8 ((lane / 8) % 2) on). The
+// fragments of step s + 1 are loaded while step s multiplies; even and odd steps accumulate
+// apart (eight independent chains), summed in a fixed order at the end.
+__device__ __forceinline__ void qk_half(const bf16* qa, const bf16* kb, float (&sp)[4][4]) {
+  float ev[4][4] = {}, od[4][4] = {};
+  uint32_t fa[2][4], fb[2][8];
+  const auto load = [&](int s, int slot) {
+    ldmatrix_x4(fa[slot][0], fa[slot][1], fa[slot][2], fa[slot][3], qa + 16 * s);
+    ldmatrix_x4(fb[slot][0], fb[slot][1], fb[slot][2], fb[slot][3], kb + 16 * s);
+    ldmatrix_x4(fb[slot][4], fb[slot][5], fb[slot][6], fb[slot][7], kb + 16 * LP + 16 * s);
+  };
+  load(0, 0);
+#pragma unroll
+  for (int s = 0; s < kHalfSteps; ++s) {
+    const int slot = s & 1;
+    if (s + 1 < kHalfSteps) load(s + 1, slot ^ 1);
+    float(&d)[4][4] = slot ? od : ev;
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+      mma_bf16(d[nt], fa[slot][0], fa[slot][1], fa[slot][2], fa[slot][3], fb[slot][2 * nt],
+               fb[slot][2 * nt + 1]);
+  }
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) sp[nt][e] = ev[nt][e] + od[nt][e];
+}
+
+// O[16 heads, 256 columns] += P V for one chunk. pa[kk]: P's A fragments (keys 16 kk ..);
+// vb: this lane's ldmatrix.trans address of V (keys (lane / 8 % 2) 8 + lane % 8, columns
+// 8 (lane / 16) on). A column pair's B fragments are loaded while the previous pair multiplies.
+__device__ __forceinline__ void pv_half(const uint32_t (&pa)[2][4], const bf16* vb,
+                                        float (&acc)[32][4]) {
+  uint32_t b[2][2][4];
+  const auto load = [&](int np, int slot) {
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk)
+      ldmatrix_x4_trans(b[slot][kk][0], b[slot][kk][1], b[slot][kk][2], b[slot][kk][3],
+                        vb + 16 * kk * LP + 16 * np);
+  };
+  load(0, 0);
+#pragma unroll
+  for (int np = 0; np < 16; ++np) {
+    const int slot = np & 1;
+    if (np + 1 < 16) load(np + 1, slot ^ 1);
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      mma_bf16(acc[2 * np], pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3], b[slot][kk][0],
+               b[slot][kk][1]);
+      mma_bf16(acc[2 * np + 1], pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3], b[slot][kk][2],
+               b[slot][kk][3]);
+    }
+  }
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// grid (T, num_splits), 256 threads. Per chunk i (a block-uniform loop):
+//   X  (after this thread's copies of chunk i landed) every copy of chunk i is visible and every
+//      warp is done with chunk i - 1: issue chunk i + 2's copies into i - 1's buffer; the first
+//      chunk of a span issues the next span's table lookups; partial S into shared memory
+//   Y  (the two warps of a head tile) add the halves, softmax, P V; the lookups land
 // Span s's table (s % 2) is filled in iteration 32 s - 32 (before the loop for span 0), read by
 // the copies of its chunks (iterations 32 s - 2 .. 32 s + 29) and their S (32 s .. 32 s + 31),
 // and refilled in iteration 32 s + 32, barriers after the last of those.
 // kFp8: the pool holds FP8 rows (p.kv_fp8); a template parameter so the bf16 instance compiles
-// exactly as it did without the FP8 staging.
+// without the FP8 staging.
 template <bool kFp8>
 __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDecodeParams p) {
   pdl_wait();
   extern __shared__ __align__(16) unsigned char smem[];
-  const int L = static_cast<int>(p.L);       // a multiple of 16 (mla_decode_wide_applies)
-  const int LP = L + 8;                      // row stride: 8 rows of an ldmatrix hit distinct banks
-  bf16* qs = reinterpret_cast<bf16*>(smem);  // [64][LP]
-  bf16* ks = qs + WH * LP;                   // [NB][WK][LP]
-  bf16* pb = ks + NB * WK * LP;              // [64][WPB] probabilities
-  float* pmax = reinterpret_cast<float*>(pb + WH * WPB);       // [2 halves][64] chunk row max
-  float* psum = pmax + 2 * WH;                                 // [2 halves][64] chunk row sum
-  int32_t* table = reinterpret_cast<int32_t*>(psum + 2 * WH);  // [2][SPAN * WK] slot, -1 = none
+  bf16* qs = reinterpret_cast<bf16*>(smem);                 // [64][LP]
+  bf16* ks = qs + WH * LP;                                  // [NB][WK][LP]
+  float* xs = reinterpret_cast<float*>(ks + NB * WK * LP);  // [2 halves][4 tiles][16][32 lanes]
+  int32_t* table = reinterpret_cast<int32_t*>(xs + 2 * WH * WK);  // [2][SPAN * WK] slot, -1 none
   uint32_t* kmask = reinterpret_cast<uint32_t*>(table + 2 * SPAN * WK);  // [2][SPAN] key bits
 
   const int t = blockIdx.x, split = blockIdx.y;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, c = lane & 3;
   const int ht = warp & 3, kh = warp >> 2;
-  const int vpr = L / 8;
   const bf16* q = static_cast<const bf16*>(p.q);
   const bf16* pool = static_cast<const bf16*>(p.pool);
 
-  {  // q [64 heads, L]: 4 threads per row
+  {  // q [64 heads, WL]: 4 threads per row
     const int h = tid >> 2;
     const bf16* src = q + t * p.q_s0 + h * p.q_s1;
-    for (int v = tid & 3; v < vpr; v += 4) cp_async16(qs + h * LP + v * 8, src + v * 8, true);
+    for (int v = tid & 3; v < kVecPerRow; v += 4)
+      cp_async16(qs + h * LP + v * 8, src + v * 8, true);
     cp_async_commit();
   }
 
@@ -112,17 +183,20 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
     const int j = tid >> 3;
     const int32_t sl = table[((ci / SPAN) & 1) * SPAN * WK + (ci % SPAN) * WK + j];
     bf16* dst = ks + ((ci % NB) * WK + j) * LP;
-    const bf16* src = pool + static_cast<int64_t>(sl >= 0 ? sl : 0) * p.L;
-    for (int v = tid & 7; v < vpr; v += 8)
+    const bf16* src = pool + static_cast<int64_t>(sl >= 0 ? sl : 0) * WL;
+#pragma unroll
+    for (int k = 0; k < kVecPerRow / 8; ++k) {
+      const int v = (tid & 7) + 8 * k;
       cp_async16(dst + v * 8, sl >= 0 ? src + v * 8 : pool, sl >= 0);
+    }
   };
 
   // FP8 rows instead: a thread's 9 chunks of its row are loaded into registers when the copies
   // would be issued (fp8_load) and converted to bf16 into the buffer at the end of the same
   // iteration (fp8_store), after that iteration's math: the loads are in flight during it, as the
-  // copies are. The buffer, chunk i + 2's, was last read by chunk i - 1 (before barrier A).
+  // copies are. The buffer, chunk i + 2's, was last read by chunk i - 1 (before barrier X).
   const uint8_t* pool8 = static_cast<const uint8_t*>(p.pool);
-  constexpr int kFp8PerThread = (576 / 8 + 7) / 8;  // chunks of 8 values a thread stages
+  constexpr int kFp8PerThread = kVecPerRow / 8;  // chunks of 8 values a thread stages
   Fp8Chunk raw[kFp8PerThread];
   int32_t raw_slot = -1;
   const auto fp8_load = [&](int ci) {
@@ -130,19 +204,16 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
     const uint8_t* row =
         pool8 + static_cast<int64_t>(raw_slot >= 0 ? raw_slot : 0) * p.kv_row_bytes;
 #pragma unroll
-    for (int k = 0; k < kFp8PerThread; ++k) {
-      const int v = (tid & 7) + 8 * k;
-      if (raw_slot >= 0 && v < vpr) raw[k] = fp8_latent_load(row, v, WLC);
-    }
+    for (int k = 0; k < kFp8PerThread; ++k)
+      if (raw_slot >= 0) raw[k] = fp8_latent_load(row, (tid & 7) + 8 * k, WLC);
   };
   const auto fp8_store = [&](int ci) {
     bf16* dst = ks + ((ci % NB) * WK + (tid >> 3)) * LP;
 #pragma unroll
     for (int k = 0; k < kFp8PerThread; ++k) {
       const int v = (tid & 7) + 8 * k;
-      if (v < vpr)
-        *reinterpret_cast<uint4*>(dst + v * 8) =
-            raw_slot >= 0 ? fp8_latent_convert(raw[k], v * 8 < WLC) : make_uint4(0, 0, 0, 0);
+      *reinterpret_cast<uint4*>(dst + v * 8) =
+          raw_slot >= 0 ? fp8_latent_convert(raw[k], v * 8 < WLC) : make_uint4(0, 0, 0, 0);
     }
   };
 
@@ -166,9 +237,18 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // heads 16 ht + g (+ 8)
   float acc[32][4] = {};  // O[those heads, columns 256 kh + 8 n + 2c (+ 1)]
   const int hr[2] = {16 * ht + g, 16 * ht + g + 8};
+  // This lane's ldmatrix addresses within a buffer (see qk_half and pv_half).
+  const bf16* qa =
+      qs + (16 * ht + (lane & 7) + ((lane >> 3) & 1) * 8) * LP + (lane >> 4) * 8 + kh * (WL / 2);
+  const int kb_off = (8 * (lane >> 4) + (lane & 7)) * LP + ((lane >> 3) & 1) * 8 + kh * (WL / 2);
+  const int vb_off = (((lane >> 3) & 1) * 8 + (lane & 7)) * LP + 256 * kh + (lane >> 4) * 8;
+  // This lane's 16 partial scores in the exchange: [half][tile][element][lane], conflict-free.
+  float* x_mine = xs + (kh * 4 + ht) * 16 * 32 + lane;
+  const float* x_other = xs + ((kh ^ 1) * 4 + ht) * 16 * 32 + lane;
 
   for (int i = 0; i < nchunks; ++i) {
-    __syncthreads();  // A
+    cp_async_wait<NB - 2>();  // this thread's copies of chunk i have landed
+    __syncthreads();          // X
     if (i + NB - 1 < nchunks) {
       if constexpr (kFp8)
         fp8_load(i + NB - 1);  // stored at the end of this iteration
@@ -178,104 +258,68 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
     cp_async_commit();  // possibly empty
     const bool fill = i % SPAN == 0 && i + SPAN < nchunks;
     if (fill) fill_load(i / SPAN + 1);
-    cp_async_wait<NB - 1>();
-    __syncthreads();  // B
     const bf16* kt = ks + (i % NB) * WK * LP;
     const uint32_t bits = chunk_bits(i);
     const bool live = bits != 0;  // a chunk without a key is skipped (no bit would change)
 
-    float s[2][4];  // scores: n-tile nt, keys 16 kh + 8 nt + 2c (+ 1), heads hr[0] (e < 2), hr[1]
+    float s[4][4];  // scores: n-tile nt, keys 8 nt + 2c (+ 1), heads hr[0] (e < 2), hr[1]
     if (live) {
-      // Four accumulator chains per n-tile (k-step mod 4), summed in a fixed order.
-      // Fragments by ldmatrix: A = q rows of the head tile; B = matrices (n-tile 0, k), (0, k + 8),
-      // (1, k), (1, k + 8) of the key rows, lane l addressing row l % 8 of matrix l / 8.
-      float a[2][4][4] = {};
-      const bf16* qa = qs + 16 * ht * LP;
-      const bf16* kb = kt + (16 * kh + 8 * (lane >> 4) + (lane & 7)) * LP + ((lane >> 3) & 1) * 8;
-      for (int k0 = 0; k0 < L; k0 += 64) {
+      qk_half(qa, kt + kb_off, s);
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const int kk = k0 + 16 * u;
-          if (kk >= L) break;
-          uint32_t a0, a1, a2, a3, b00, b01, b10, b11;
-          ldmatrix_a(a0, a1, a2, a3, qa, LP, kk, lane);
-          ldmatrix_x4(b00, b01, b10, b11, kb + kk);
-          mma_bf16(a[0][u], a0, a1, a2, a3, b00, b01);
-          mma_bf16(a[1][u], a0, a1, a2, a3, b10, b11);
-        }
-      }
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x_mine[(4 * nt + e) * 32] = s[nt][e];
+    }
+    if (fill) fill_store(i / SPAN + 1);
+    if (live) {       // block-uniform
+      pair_sync(ht);  // Y
       float mloc[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
+      for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const bool valid = (bits >> (16 * kh + 8 * nt + 2 * c + (e & 1))) & 1u;
-          const float v = (a[nt][0][e] + a[nt][1][e]) + (a[nt][2][e] + a[nt][3][e]);
+          const bool valid = (bits >> (8 * nt + 2 * c + (e & 1))) & 1u;
+          const float v = s[nt][e] + x_other[(4 * nt + e) * 32];
           s[nt][e] = valid ? v * p.scale : -INFINITY;
           mloc[e >> 1] = fmaxf(mloc[e >> 1], s[nt][e]);
         }
+      float corr[2] = {1.f, 1.f};
+      uint32_t pa[2][4];  // P as the A fragments of keys [16 kk, 16 kk + 16)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         mloc[r] = fmaxf(mloc[r], __shfl_xor_sync(0xffffffffu, mloc[r], 1));
         mloc[r] = fmaxf(mloc[r], __shfl_xor_sync(0xffffffffu, mloc[r], 2));
-        if (c == 0) pmax[kh * WH + hr[r]] = mloc[r];
-      }
-    }
-    if (fill) fill_store(i / SPAN + 1);
-    __syncthreads();  // C
-
-    float corr[2] = {1.f, 1.f};
-    if (live) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float m_new = fmaxf(m_run[r], fmaxf(pmax[hr[r]], pmax[WH + hr[r]]));
+        const float m_new = fmaxf(m_run[r], mloc[r]);
         float sum = 0.f;
         if (m_new != -INFINITY) {  // prevents (-inf) - (-inf) = nan
           corr[r] = expf(m_run[r] - m_new);
 #pragma unroll
-          for (int nt = 0; nt < 2; ++nt) {
+          for (int nt = 0; nt < 4; ++nt) {
             const float x0 = s[nt][2 * r], x1 = s[nt][2 * r + 1];
-            const float p0 = x0 == -INFINITY ? 0.f : expf(x0 - m_new);
-            const float p1 = x1 == -INFINITY ? 0.f : expf(x1 - m_new);
-            *reinterpret_cast<__nv_bfloat162*>(pb + hr[r] * WPB + 16 * kh + 8 * nt + 2 * c) =
-                __floats2bfloat162_rn(p0, p1);
-            sum += p0 + p1;
+            s[nt][2 * r] = x0 == -INFINITY ? 0.f : expf(x0 - m_new);
+            s[nt][2 * r + 1] = x1 == -INFINITY ? 0.f : expf(x1 - m_new);
+            sum += s[nt][2 * r] + s[nt][2 * r + 1];
           }
         } else {
 #pragma unroll
-          for (int nt = 0; nt < 2; ++nt)
-            *reinterpret_cast<__nv_bfloat162*>(pb + hr[r] * WPB + 16 * kh + 8 * nt + 2 * c) =
-                __floats2bfloat162_rn(0.f, 0.f);
+          for (int nt = 0; nt < 4; ++nt) s[nt][2 * r] = s[nt][2 * r + 1] = 0.f;
         }
         m_run[r] = m_new;
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
         sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        if (c == 0) psum[kh * WH + hr[r]] = sum;
+        l_run[r] = l_run[r] * corr[r] + sum;
       }
-    }
-    __syncthreads();  // D
-
-    if (live) {
 #pragma unroll
-      for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * corr[r] + (psum[hr[r]] + psum[WH + hr[r]]);
+      for (int kk = 0; kk < 2; ++kk) {
+        pa[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+        pa[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+        pa[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        pa[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      }
 #pragma unroll
       for (int n = 0; n < 32; ++n)
         acc[n][0] *= corr[0], acc[n][1] *= corr[0], acc[n][2] *= corr[1], acc[n][3] *= corr[1];
-      const int m = lane >> 3, r = lane & 7;  // this thread's ldmatrix row: matrix m, row r
-      const bf16* pa = pb + 16 * ht * WPB;
-#pragma unroll
-      for (int kk = 0; kk < WK; kk += 16) {
-        uint32_t a0, a1, a2, a3;
-        ldmatrix_a(a0, a1, a2, a3, pa, WPB, kk, lane);
-        const bf16* vrow = kt + (kk + (m & 1) * 8 + r) * LP + 256 * kh + (m >> 1) * 8;
-#pragma unroll
-        for (int np = 0; np < 16; ++np) {
-          uint32_t b0, b1, b2, b3;
-          ldmatrix_x4_trans(b0, b1, b2, b3, vrow + 16 * np);
-          mma_bf16(acc[2 * np], a0, a1, a2, a3, b0, b1);
-          mma_bf16(acc[2 * np + 1], a0, a1, a2, a3, b2, b3);
-        }
-      }
+      pv_half(pa, kt + vb_off, acc);
     }
     if constexpr (kFp8)
       if (i + NB - 1 < nchunks) fp8_store(i + NB - 1);
@@ -306,19 +350,18 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
 }  // namespace
 
 bool mla_decode_wide_applies(int64_t H, int64_t L, int64_t Lc) {
-  return H == WH && Lc == WLC && L % 16 == 0 && L >= Lc && L <= 576;
+  return H == WH && Lc == WLC && L == WL;
 }
 
 void mla_decode_wide(const MlaDecodeParams& p, cudaStream_t s) {
-  const size_t smem = wide_smem(p.L);
   const dim3 g(static_cast<unsigned>(p.T), static_cast<unsigned>(p.num_splits));
   if (p.kv_fp8) {
-    opt_in_smem<mla_decode_wide_kernel<true>>(smem);
-    launch(mla_decode_wide_kernel<true>, g, kWideThreads, smem, s, p);
+    opt_in_smem<mla_decode_wide_kernel<true>>(kWideSmem);
+    launch(mla_decode_wide_kernel<true>, g, kWideThreads, kWideSmem, s, p);
     return;
   }
-  opt_in_smem<mla_decode_wide_kernel<false>>(smem);
-  launch(mla_decode_wide_kernel<false>, g, kWideThreads, smem, s, p);
+  opt_in_smem<mla_decode_wide_kernel<false>>(kWideSmem);
+  launch(mla_decode_wide_kernel<false>, g, kWideThreads, kWideSmem, s, p);
 }
 
 }  // namespace tandem::cuda::k
