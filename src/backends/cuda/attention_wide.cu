@@ -55,22 +55,24 @@ __device__ __forceinline__ void pair_sync(int ht) {
 // Partial scores of 16 heads x 32 keys over kHalfSteps k-steps: sp[nt][e] is head g (e < 2) or
 // g + 8, key 8 nt + 2c + (e & 1). qa, kb: this lane's ldmatrix addresses at the first k-step (A:
 // the head tile's q rows; B: keys 8 (lane / 16) + lane % 8, dims 8 ((lane / 8) % 2) on). The
-// fragments of step s + 1 are loaded while step s multiplies; even and odd steps accumulate
+// fragments of step s + kAhead are loaded while step s multiplies; even and odd steps accumulate
 // apart (eight independent chains), summed in a fixed order at the end.
+template <int kAhead>
 __device__ __forceinline__ void qk_half(const bf16* qa, const bf16* kb, float (&sp)[4][4]) {
   float ev[4][4] = {}, od[4][4] = {};
-  uint32_t fa[2][4], fb[2][8];
+  uint32_t fa[kAhead + 1][4], fb[kAhead + 1][8];
   const auto load = [&](int s, int slot) {
     ldmatrix_x4(fa[slot][0], fa[slot][1], fa[slot][2], fa[slot][3], qa + 16 * s);
     ldmatrix_x4(fb[slot][0], fb[slot][1], fb[slot][2], fb[slot][3], kb + 16 * s);
     ldmatrix_x4(fb[slot][4], fb[slot][5], fb[slot][6], fb[slot][7], kb + 16 * LP + 16 * s);
   };
-  load(0, 0);
+#pragma unroll
+  for (int s = 0; s < kAhead; ++s) load(s, s);
 #pragma unroll
   for (int s = 0; s < kHalfSteps; ++s) {
-    const int slot = s & 1;
-    if (s + 1 < kHalfSteps) load(s + 1, slot ^ 1);
-    float(&d)[4][4] = slot ? od : ev;
+    const int slot = s % (kAhead + 1);
+    if (s + kAhead < kHalfSteps) load(s + kAhead, (s + kAhead) % (kAhead + 1));
+    float(&d)[4][4] = (s & 1) ? od : ev;
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt)
       mma_bf16(d[nt], fa[slot][0], fa[slot][1], fa[slot][2], fa[slot][3], fb[slot][2 * nt],
@@ -84,21 +86,23 @@ __device__ __forceinline__ void qk_half(const bf16* qa, const bf16* kb, float (&
 
 // O[16 heads, 256 columns] += P V for one chunk. pa[kk]: P's A fragments (keys 16 kk ..);
 // vb: this lane's ldmatrix.trans address of V (keys (lane / 8 % 2) 8 + lane % 8, columns
-// 8 (lane / 16) on). A column pair's B fragments are loaded while the previous pair multiplies.
+// 8 (lane / 16) on). A column pair's B fragments are loaded kAhead pairs ahead.
+template <int kAhead>
 __device__ __forceinline__ void pv_half(const uint32_t (&pa)[2][4], const bf16* vb,
                                         float (&acc)[32][4]) {
-  uint32_t b[2][2][4];
+  uint32_t b[kAhead + 1][2][4];
   const auto load = [&](int np, int slot) {
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk)
       ldmatrix_x4_trans(b[slot][kk][0], b[slot][kk][1], b[slot][kk][2], b[slot][kk][3],
                         vb + 16 * kk * LP + 16 * np);
   };
-  load(0, 0);
+#pragma unroll
+  for (int np = 0; np < kAhead; ++np) load(np, np);
 #pragma unroll
   for (int np = 0; np < 16; ++np) {
-    const int slot = np & 1;
-    if (np + 1 < 16) load(np + 1, slot ^ 1);
+    const int slot = np % (kAhead + 1);
+    if (np + kAhead < 16) load(np + kAhead, (np + kAhead) % (kAhead + 1));
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
       mma_bf16(acc[2 * np], pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3], b[slot][kk][0],
@@ -119,9 +123,9 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 //      warp is done with chunk i - 1: issue chunk i + 2's copies into i - 1's buffer; the first
 //      chunk of a span issues the next span's table lookups; partial S into shared memory
 //   Y  (the two warps of a head tile) add the halves, softmax, P V; the lookups land
-// Span s's table (s % 2) is filled in iteration 32 s - 32 (before the loop for span 0), read by
+// Span s's table (s % 2) is stored in iteration 32 s - 30 (before the loop for span 0), read by
 // the copies of its chunks (iterations 32 s - 2 .. 32 s + 29) and their S (32 s .. 32 s + 31),
-// and refilled in iteration 32 s + 32, barriers after the last of those.
+// and refilled in iteration 32 s + 34, barriers after the last of those.
 // kFp8: the pool holds FP8 rows (p.kv_fp8); a template parameter so the bf16 instance compiles
 // without the FP8 staging.
 template <bool kFp8>
@@ -140,6 +144,9 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
   const int ht = warp & 3, kh = warp >> 2;
   const bf16* q = static_cast<const bf16*>(p.q);
   const bf16* pool = static_cast<const bf16*>(p.pool);
+  // Fragments loaded two k-steps ahead; one with FP8 rows, whose staging registers are live
+  // through the math (two would spill).
+  constexpr int kAhead = kFp8 ? 1 : 2;
 
   {  // q [64 heads, WL]: 4 threads per row
     const int h = tid >> 2;
@@ -156,22 +163,33 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
   const int nchunks = sr.nchunks;
 
   // Span s's lookups: entry e = r * 256 + tid is key e % 32 of chunk e / 32 (= 8 r + warp), so a
-  // warp's ballot is that chunk's key bits. The loads are issued here and land where the
-  // results are stored (fill_store), a barrier or more later.
+  // warp's ballot is that chunk's key bits. Three steps, each in its own chunk iteration so no
+  // warp waits on a load: the key positions (fill_keys), their pages (fill_pages), the slots and
+  // bits into shared memory (fill_store).
   int64_t kp[4];
-  const auto fill_load = [&](int s) {
+  int32_t pg[4];
+  const auto fill_keys = [&](int s) {
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int64_t it = it0 + static_cast<int64_t>(s) * SPAN * WK + r * kWideThreads + tid;
       kp[r] = it >= it1 ? -1 : p.topk ? p.topk[t * p.topk_k + it] : it;
     }
   };
+  const auto fill_pages = [&] {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      if (kp[r] < 0 || kp[r] > pos) kp[r] = -1;
+      pg[r] = kp[r] >= 0 ? p.meta.page_table[seq * p.meta.max_pages + kp[r] / p.meta.page_size] : 0;
+    }
+  };
   const auto fill_store = [&](int s) {
     int32_t* tab = table + (s & 1) * SPAN * WK;
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-      const int32_t sl =
-          kp[r] >= 0 && kp[r] <= pos ? static_cast<int32_t>(paged_slot(p.meta, seq, kp[r])) : -1;
+      const int32_t sl = kp[r] >= 0
+                             ? static_cast<int32_t>(static_cast<int64_t>(pg[r]) * p.meta.page_size +
+                                                    kp[r] % p.meta.page_size)
+                             : -1;
       tab[r * kWideThreads + tid] = sl;
       const uint32_t bits = __ballot_sync(0xffffffffu, sl >= 0);
       if (lane == 0) kmask[(s & 1) * SPAN + 8 * r + warp] = bits;
@@ -218,7 +236,8 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
   };
 
   if (nchunks > 0) {
-    fill_load(0);
+    fill_keys(0);
+    fill_pages();
     fill_store(0);
     __syncthreads();
     for (int ci = 0; ci < NB - 1; ++ci) {  // one commit group per chunk, empty past the end
@@ -256,21 +275,23 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
         copy_keys(i + NB - 1);
     }
     cp_async_commit();  // possibly empty
-    const bool fill = i % SPAN == 0 && i + SPAN < nchunks;
-    if (fill) fill_load(i / SPAN + 1);
+    // The next span's lookups, in iterations 32 s, 32 s + 1 and 32 s + 2 of span s.
+    const int fill = i % SPAN < 3 && i - i % SPAN + SPAN < nchunks ? i % SPAN : -1;
+    if (fill == 0) fill_keys(i / SPAN + 1);
+    if (fill == 1) fill_pages();
     const bf16* kt = ks + (i % NB) * WK * LP;
     const uint32_t bits = chunk_bits(i);
     const bool live = bits != 0;  // a chunk without a key is skipped (no bit would change)
 
     float s[4][4];  // scores: n-tile nt, keys 8 nt + 2c (+ 1), heads hr[0] (e < 2), hr[1]
     if (live) {
-      qk_half(qa, kt + kb_off, s);
+      qk_half<kAhead>(qa, kt + kb_off, s);
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) x_mine[(4 * nt + e) * 32] = s[nt][e];
     }
-    if (fill) fill_store(i / SPAN + 1);
+    if (fill == 2) fill_store(i / SPAN + 1);
     if (live) {       // block-uniform
       pair_sync(ht);  // Y
       float mloc[2] = {-INFINITY, -INFINITY};
@@ -316,10 +337,14 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
         pa[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
         pa[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
       }
+      // Once the running maxima settle most chunks change none of a warp's rows: skip the 128
+      // multiplications by 1 then (exact either way).
+      if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
 #pragma unroll
-      for (int n = 0; n < 32; ++n)
-        acc[n][0] *= corr[0], acc[n][1] *= corr[0], acc[n][2] *= corr[1], acc[n][3] *= corr[1];
-      pv_half(pa, kt + vb_off, acc);
+        for (int n = 0; n < 32; ++n)
+          acc[n][0] *= corr[0], acc[n][1] *= corr[0], acc[n][2] *= corr[1], acc[n][3] *= corr[1];
+      }
+      pv_half<kAhead>(pa, kt + vb_off, acc);
     }
     if constexpr (kFp8)
       if (i + NB - 1 < nchunks) fp8_store(i + NB - 1);
