@@ -113,6 +113,13 @@ __device__ __forceinline__ void pv_half(const uint32_t (&pa)[2][4], const bf16* 
   }
 }
 
+// 2^x in one MUFU instruction (relative error ~2^-22, far below P's bf16 rounding); 2^-inf = 0.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
@@ -147,6 +154,8 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
   // Fragments loaded two k-steps ahead; one with FP8 rows, whose staging registers are live
   // through the math (two would spill).
   constexpr int kAhead = kFp8 ? 1 : 2;
+  // Scores in log2 units (scale * log2 e folded in once), so the softmax runs on exp2.
+  const float scale2 = p.scale * 1.4426950408889634f;
 
   {  // q [64 heads, WL]: 4 threads per row
     const int h = tid >> 2;
@@ -301,7 +310,7 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
         for (int e = 0; e < 4; ++e) {
           const bool valid = (bits >> (8 * nt + 2 * c + (e & 1))) & 1u;
           const float v = s[nt][e] + x_other[(4 * nt + e) * 32];
-          s[nt][e] = valid ? v * p.scale : -INFINITY;
+          s[nt][e] = valid ? v * scale2 : -INFINITY;
           mloc[e >> 1] = fmaxf(mloc[e >> 1], s[nt][e]);
         }
       float corr[2] = {1.f, 1.f};
@@ -311,19 +320,16 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
         mloc[r] = fmaxf(mloc[r], __shfl_xor_sync(0xffffffffu, mloc[r], 1));
         mloc[r] = fmaxf(mloc[r], __shfl_xor_sync(0xffffffffu, mloc[r], 2));
         const float m_new = fmaxf(m_run[r], mloc[r]);
+        // exp2(-inf) = 0 takes care of masked keys and of the first chunk's correction (its
+        // running state is zero); a row without any key so far (m_new = -inf) gets p = 0, not nan.
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;
+        corr[r] = fast_exp2(m_run[r] - m_use);
         float sum = 0.f;
-        if (m_new != -INFINITY) {  // prevents (-inf) - (-inf) = nan
-          corr[r] = expf(m_run[r] - m_new);
 #pragma unroll
-          for (int nt = 0; nt < 4; ++nt) {
-            const float x0 = s[nt][2 * r], x1 = s[nt][2 * r + 1];
-            s[nt][2 * r] = x0 == -INFINITY ? 0.f : expf(x0 - m_new);
-            s[nt][2 * r + 1] = x1 == -INFINITY ? 0.f : expf(x1 - m_new);
-            sum += s[nt][2 * r] + s[nt][2 * r + 1];
-          }
-        } else {
-#pragma unroll
-          for (int nt = 0; nt < 4; ++nt) s[nt][2 * r] = s[nt][2 * r + 1] = 0.f;
+        for (int nt = 0; nt < 4; ++nt) {
+          s[nt][2 * r] = fast_exp2(s[nt][2 * r] - m_use);
+          s[nt][2 * r + 1] = fast_exp2(s[nt][2 * r + 1] - m_use);
+          sum += s[nt][2 * r] + s[nt][2 * r + 1];
         }
         m_run[r] = m_new;
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
@@ -367,8 +373,8 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
             make_float2(o0, o1);
     }
     if (p.num_splits > 1 && kh == 0 && c == 0)
-      p.part_lse[th * p.num_splits + split] =
-          l_run[r] > 0.f ? m_run[r] + logf(l_run[r]) : -INFINITY;
+      p.part_lse[th * p.num_splits + split] =  // natural log, as the merge reads it
+          l_run[r] > 0.f ? m_run[r] * 0.6931471805599453f + logf(l_run[r]) : -INFINITY;
   }
 }
 
