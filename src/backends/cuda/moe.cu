@@ -12,9 +12,8 @@ namespace {
 
 constexpr int kMoeMT = 8;  // activation rows per pass over an expert's weights
 
-// One block per token (more than 512 experts or 32 groups). Mirrors CpuBackend::moe_route step by
-// step (same fp32 expressions, same tie-breaking: groups by stable order of score, experts by value
-// then lower index).
+// One block per token. Mirrors CpuBackend::moe_route step by step (same fp32 expressions, same
+// tie-breaking: groups by stable order of score, experts by value then lower index).
 __global__ void moe_route_kernel(const float* logits, int64_t ls, const float* bias, int E, int k,
                                  int n_group, int topk_group, bool normalize, float scaling,
                                  int local_first, int local_count, int32_t* idx, float* wout) {
@@ -99,111 +98,6 @@ __global__ void moe_route_kernel(const float* logits, int64_t ls, const float* b
       wout[t * k + j] = s[sel[j]] * norm * scaling;
     }
   }
-}
-
-// The same routing with one warp per token (8 tokens per block), for E <= 512 experts in at most
-// 32 groups and k <= 32: lane l holds experts l, l + 32, ... in registers, so the selection
-// rounds are warp shuffles instead of two block barriers each (the block form spent 13 us of a
-// batch-1 MoE layer under ncu). Same fp32 expressions and tie rule as CpuBackend::moe_route.
-constexpr int kRouteWarpMaxE = 512;
-constexpr int kRoutePerLane = kRouteWarpMaxE / 32;
-constexpr int kRouteWarps = 8;
-
-// (va, ia) ranks before (vb, ib): higher value, then lower index; index -1 is "none".
-__device__ __forceinline__ bool route_better(float va, int ia, float vb, int ib) {
-  return ib < 0 || (ia >= 0 && (va > vb || (va == vb && ia < ib)));
-}
-// The best (value, index) over the warp; every lane gets it.
-__device__ __forceinline__ void route_warp_best(float& v, int& i) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, v, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, i, o);
-    if (route_better(ov, oi, v, i)) v = ov, i = oi;
-  }
-}
-
-__global__ void __launch_bounds__(kRouteWarps * 32)
-    moe_route_warp_kernel(const float* logits, int64_t ls, const float* bias, int64_t T, int E,
-                          int k, int n_group, int topk_group, bool normalize, float scaling,
-                          int local_first, int local_count, int32_t* idx, float* wout) {
-  pdl_wait();
-  __shared__ float choice_sm[kRouteWarps][kRouteWarpMaxE];  // group scores read other lanes'
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
-  if (t >= T) return;                         // whole warps; no block barrier below
-  float s[kRoutePerLane], ch[kRoutePerLane];  // expert 32 i + lane: sigmoid, selection score
-#pragma unroll
-  for (int i = 0; i < kRoutePerLane; ++i) {
-    const int e = 32 * i + lane;
-    s[i] = 0.f;
-    ch[i] = -INFINITY;
-    if (e < E) {
-      s[i] = 1.0f / (1.0f + expf(-logits[t * ls + e]));
-      ch[i] = s[i] + (bias ? bias[e] : 0.0f);  // the bias steers selection only
-    }
-  }
-  if (n_group > 1) {
-    // A group scores the sum of its two best experts (lane g scans group g); keep the
-    // topk_group best groups (ties: lower group).
-    float* c = choice_sm[warp];
-#pragma unroll
-    for (int i = 0; i < kRoutePerLane; ++i)
-      if (32 * i + lane < E) c[32 * i + lane] = ch[i];
-    __syncwarp();
-    const int per = E / n_group;
-    float gs = -INFINITY;
-    if (lane < n_group) {
-      float a = -INFINITY, b = -INFINITY;
-      for (int e = lane * per; e < (lane + 1) * per; ++e) {
-        if (c[e] > a)
-          b = a, a = c[e];
-        else if (c[e] > b)
-          b = c[e];
-      }
-      gs = a + b;
-    }
-    bool keep = false;
-    for (int r = 0; r < topk_group; ++r) {
-      float v = gs;
-      int g = lane < n_group && !keep ? lane : -1;
-      route_warp_best(v, g);
-      if (g == lane) keep = true;
-    }
-    const uint32_t kept = __ballot_sync(0xffffffffu, keep);
-#pragma unroll
-    for (int i = 0; i < kRoutePerLane; ++i) {
-      const int e = 32 * i + lane;
-      if (e < E && !((kept >> (e / per)) & 1u)) ch[i] = -INFINITY;
-    }
-  }
-  uint32_t taken = 0;  // bit i: expert 32 i + lane is selected
-  int sel = -1;        // lane j: the j-th expert
-  float sel_s = 0.f, sum = 0.f;
-  for (int j = 0; j < k; ++j) {
-    float bv = -INFINITY;
-    int bi = -1;
-#pragma unroll
-    for (int i = 0; i < kRoutePerLane; ++i) {
-      const int e = 32 * i + lane;
-      if (e < E && !((taken >> i) & 1u) && route_better(ch[i], e, bv, bi)) bv = ch[i], bi = e;
-    }
-    route_warp_best(bv, bi);
-    float mine = 0.f;  // the winner's sigmoid, from its lane (registers indexed statically)
-#pragma unroll
-    for (int i = 0; i < kRoutePerLane; ++i)
-      if (bi == 32 * i + lane) mine = s[i], taken |= 1u << i;
-    const float sw = __shfl_sync(0xffffffffu, mine, bi >= 0 ? bi & 31 : 0);
-    if (lane == j) sel = bi, sel_s = sw;
-    sum += sw;  // in selection order, as the CPU sums
-  }
-  if (lane >= k) return;
-  // transformers adds 1e-20 to the denominator; it only matters for all-zero scores.
-  const float norm = normalize ? 1.0f / (sum + 1e-20f) : 1.0f;
-  idx[t * k + lane] = local_count < 0                                         ? sel
-                      : sel >= local_first && sel < local_first + local_count ? sel - local_first
-                                                                              : -1;
-  wout[t * k + lane] = sel_s * norm * scaling;
 }
 
 // One block, dynamic smem 2E ints. Counting sort of pairs by expert, stable (pair order within
@@ -356,13 +250,6 @@ void moe_route(const float* logits, int64_t ls, const float* bias, int64_t T, in
                int64_t local_first, int64_t local_count, int32_t* idx, float* weights,
                cudaStream_t s) {
   if (T == 0) return;
-  if (E <= kRouteWarpMaxE && k <= 32 && k <= E && n_group <= 32 && E % n_group == 0) {
-    launch(moe_route_warp_kernel, cdiv(T, kRouteWarps), kRouteWarps * 32, 0, s, logits, ls, bias, T,
-           static_cast<int>(E), static_cast<int>(k), static_cast<int>(n_group),
-           static_cast<int>(topk_group), normalize, scaling, static_cast<int>(local_first),
-           static_cast<int>(local_count), idx, weights);
-    return;
-  }
   const size_t smem = (2 * E + n_group) * sizeof(float) + (E + n_group + k) * sizeof(int);
   launch(moe_route_kernel, T, 256, smem, s, logits, ls, bias, static_cast<int>(E),
          static_cast<int>(k), static_cast<int>(n_group), static_cast<int>(topk_group), normalize,

@@ -1,4 +1,0 @@
-tar xJf build-cuda/carry.tar.xz -C build-cuda && export LD_LIBRARY_PATH=$PWD/build-cuda/carry/lib TANDEM_SOURCE_DIR=$PWD; C=build-cuda/carry; cat $C/COMMIT
-$C/ops_tests --gtest_filter='*Mla*:*KvFp8*:*Fp8Kv*:*BatchInv*' 2>&1 | grep -E "^\[  (FAILED|PASSED) |Failure|differs" | head -20
-for ctx in 32768 8192 1024; do $C/kernel_bench --profile-step dense 128 --profile-ctx $ctx 2>&1 | grep profile-step; done
-ncu --profile-from-start off -k regex:mla_decode_wide --set full --import-source no -f -o $OUT/w $C/kernel_bench --profile-step dense 128 --profile-ctx 32768 > /dev/null 2>&1; ncu -i $OUT/w.ncu-rep --page details > $OUT/details.txt 2>&1; ncu -i $OUT/w.ncu-rep --page source --csv --print-source sass > $OUT/sass.csv 2>&1; rm -f $OUT/w.ncu-rep; grep -E "Duration|Issue Slots|Warp Cycles Per Issued|Registers Per" $OUT/details.txt
