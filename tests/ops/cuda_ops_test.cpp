@@ -649,8 +649,7 @@ TEST_F(CudaOps, MoeRouteIdsExact) {
     bool bias;
     bool ties = false;  // logits on a coarse grid: many equal scores (lower index wins)
   };
-  // Ungrouped cases take the warp-per-token kernel (E <= 512), E not a multiple of 32 included;
-  // grouped ones and E = 600 the block kernel.
+  // Expert counts that are not a multiple of 32, groups of 4 and 32 experts, k up to 32, ties.
   const std::vector<Case> cases = {
       {1, 256, 8, 1, 1, true},         {7, 256, 8, 1, 1, true},       {130, 256, 8, 8, 4, true},
       {5, 16, 4, 4, 2, true},          {3, 8, 2, 1, 1, false},        {64, 160, 6, 1, 1, true},
