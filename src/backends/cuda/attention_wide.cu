@@ -6,7 +6,7 @@
 //
 // The O accumulator of 64 heads x 512 columns in f32 is half the register file, so a block is
 // the SM's only one and its 8 warps must keep the tensor cores busy by themselves: every warp
-// runs long chains of independent mma with its fragments loaded a step ahead, and a chunk costs
+// runs long chains of independent mma with its fragments loaded ahead, and a chunk costs
 // two barriers. Warp w owns head tile ht = w % 4 (heads 16 ht .. 16 ht + 15) and half kh = w / 4:
 //   S   partial scores of its heads for all 32 keys over dims [288 kh, 288 kh + 288) of the row
 //       (each q fragment feeds four key tiles); the two halves meet through shared memory, both
