@@ -216,7 +216,7 @@ constexpr int kMlaHeadsPerBlock = 16;
 constexpr int kMlaKeysPerChunk = 64;
 void mla_decode(const MlaDecodeParams& p, cudaStream_t s);
 void mla_decode_mma(const MlaDecodeParams& p, cudaStream_t s);  // the tensor-core kernel only
-// The 64-heads-per-block kernel applies to H = 64, Lc = 512, L a multiple of 16 up to 576.
+// The 64-heads-per-block kernel applies to H = 64, Lc = 512, L = 576 (GLM-5.x, DeepSeek-V3.x).
 bool mla_decode_wide_applies(int64_t H, int64_t L, int64_t Lc);
 void mla_decode_wide(const MlaDecodeParams& p, cudaStream_t s);  // that kernel only
 
