@@ -313,7 +313,7 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
           s[nt][e] = valid ? v * scale2 : -INFINITY;
           mloc[e >> 1] = fmaxf(mloc[e >> 1], s[nt][e]);
         }
-      float corr[2] = {1.f, 1.f};
+      float corr[2];      // e^(old max - new max) per row, set below
       uint32_t pa[2][4];  // P as the A fragments of keys [16 kk, 16 kk + 16)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
