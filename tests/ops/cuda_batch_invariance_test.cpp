@@ -143,9 +143,11 @@ TEST_F(CudaOps, MlaDecodeVerifyEqualsDecodeWhenDeterministic) {
   DeterministicScope scope(true);
   if (small_only()) GTEST_SKIP() << "GLM-5.2 dimensions";
   const int64_t H = 64, L = 576, Lc = 512, Q = 4;
-  for (int wide : {0, 1})  // the 16-head kernel (the automatic choice here) and the 64-head one
+  // The 16-head kernel (the automatic choice here) and the 64-head one on mma.sync and wgmma.
+  for (int wide : {0, 1, 2})
     for (int64_t K : {int64_t{0}, int64_t{2048}}) {
-      cuda::cuda_backend()->set_mla_wide(wide);
+      cuda::cuda_backend()->set_mla_wide(wide > 0);
+      cuda::cuda_backend()->set_mla_wgmma(wide == 2);
       for (int32_t len : {700, 3000}) {
         Meta m = make_meta({len}, {static_cast<int32_t>(Q)}, 64);
         Pair pool = rand({m.slots, L});
@@ -166,13 +168,15 @@ TEST_F(CudaOps, MlaDecodeVerifyEqualsDecodeWhenDeterministic) {
           const Tensor alone =
               ops::mla_decode(gpu_ws_, q.gpu.narrow(0, j, 1), pool.gpu, one, tk, scale, Lc);
           const int64_t bad = first_differing_row(alone, verify.narrow(0, j, 1).contiguous(), 1);
-          EXPECT_EQ(bad, -1) << "mla_decode" << (wide ? " (64 heads)" : "") << " len " << len
+          EXPECT_EQ(bad, -1) << "mla_decode" << (wide == 1 ? " (64 heads)" : "")
+                             << (wide == 2 ? " (wgmma, 64 heads)" : "") << " len " << len
                              << (K ? " sparse" : " dense") << " token " << j
                              << ": alone differs from verify";
         }
       }
     }
   cuda::cuda_backend()->set_mla_wide(-1);
+  cuda::cuda_backend()->set_mla_wgmma(true);
 }
 
 // A top-k row that lists every visible position in order and pads with -1 (what the indexer
@@ -191,10 +195,11 @@ TEST_F(CudaOps, MlaDecodeIdentityTopkEqualsDense) {
   Pair pool = rand({m.slots, L});
   Pair q = rand({T, H, L});
   const float scale = 1.0f / std::sqrt(static_cast<float>(L));
-  const char* names[] = {"mma", "mma 64 heads", "simt"};
-  for (int kernel = 0; kernel < 3; ++kernel) {
-    cuda::cuda_backend()->set_mla_tensor_cores(kernel < 2);
-    cuda::cuda_backend()->set_mla_wide(kernel == 1);
+  const char* names[] = {"mma", "mma 64 heads", "wgmma 64 heads", "simt"};
+  for (int kernel = 0; kernel < 4; ++kernel) {
+    cuda::cuda_backend()->set_mla_tensor_cores(kernel < 3);
+    cuda::cuda_backend()->set_mla_wide(kernel == 1 || kernel == 2);
+    cuda::cuda_backend()->set_mla_wgmma(kernel == 2);
     const Tensor dense = ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, Tensor(), scale, Lc);
     const Tensor sparse = ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, Lc);
     const int64_t bad = first_differing_row(sparse, dense, T);
@@ -203,6 +208,7 @@ TEST_F(CudaOps, MlaDecodeIdentityTopkEqualsDense) {
   }
   cuda::cuda_backend()->set_mla_tensor_cores(true);
   cuda::cuda_backend()->set_mla_wide(-1);
+  cuda::cuda_backend()->set_mla_wgmma(true);
 }
 
 // moe_experts on the device path: a token's output is the same bits alone or among other

@@ -352,16 +352,20 @@ TEST_F(CudaOps, MlaDecodeDenseSparseAndSplit) {
     const std::string what = "H=" + std::to_string(c.H) + " L=" + std::to_string(c.L) +
                              " len0=" + std::to_string(c.lens[0]) + (c.K ? " sparse" : " dense");
     const Tensor want = ops::mla_decode(cpu_ws_, q.cpu, pool.cpu, m.cpu, topk.cpu, scale, c.Lc);
-    // The tensor-core kernels (16 heads per block; all 64, where the dims allow) and the SIMT one.
-    const char* names[] = {"mla_decode (mma)", "mla_decode (mma, 64 heads)", "mla_decode (simt)"};
-    for (int kernel = 0; kernel < 3; ++kernel) {
-      cuda::cuda_backend()->set_mla_tensor_cores(kernel < 2);
-      cuda::cuda_backend()->set_mla_wide(kernel == 1);
+    // The tensor-core kernels (16 heads per block; all 64, where the dims allow, on mma.sync and
+    // on warpgroup MMA) and the SIMT one.
+    const char* names[] = {"mla_decode (mma)", "mla_decode (mma, 64 heads)",
+                           "mla_decode (wgmma, 64 heads)", "mla_decode (simt)"};
+    for (int kernel = 0; kernel < 4; ++kernel) {
+      cuda::cuda_backend()->set_mla_tensor_cores(kernel < 3);
+      cuda::cuda_backend()->set_mla_wide(kernel == 1 || kernel == 2);
+      cuda::cuda_backend()->set_mla_wgmma(kernel == 2);
       expect_close(ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, c.Lc), want,
                    kAttention, names[kernel], what);
     }
     cuda::cuda_backend()->set_mla_tensor_cores(true);
     cuda::cuda_backend()->set_mla_wide(-1);
+    cuda::cuda_backend()->set_mla_wgmma(true);
   }
 }
 

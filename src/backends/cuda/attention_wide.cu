@@ -17,12 +17,11 @@
 //       V the first 512 dims of the same key rows (read transposed with ldmatrix).
 // Every output depends on its own token's query, keys and split only: batch-invariant.
 //
-// The cache slots of the keys are looked up a span of 32 chunks at a time into a table (two
-// tables: the next span's is filled while this one's chunks are copied), with one bit per key
-// saying whether it exists, so no chunk waits on a top-k or page-table load.
+// The cache slots of the keys come from mla_slot_table.cuh (looked up 32 chunks ahead).
 #include <cfloat>
 
 #include "backends/cuda/kv_fp8.cuh"
+#include "backends/cuda/mla_slot_table.cuh"
 #include "backends/cuda/mma.cuh"
 
 namespace tandem::cuda::k {
@@ -34,9 +33,8 @@ constexpr int WK = 32;    // keys per chunk
 constexpr int WLC = 512;  // latent (value) columns
 constexpr int WL = 576;   // latent + rope dims of a key row (GLM-5.x, DeepSeek-V3.x)
 constexpr int NB = 3;     // key buffers
-constexpr int SPAN = 32;  // chunks per slot table
 constexpr int kWideThreads = 256;
-static_assert(SPAN * WK == 4 * kWideThreads, "a table fill gives each thread 4 entries");
+static_assert(WK == MlaSlotTable::kChunk && kWideThreads == MlaSlotTable::kThreads);
 static_assert(WL % 32 == 0, "two halves of whole 16-dim k-steps");
 
 constexpr int LP = WL + 8;           // row stride: 8 rows of an ldmatrix hit distinct banks
@@ -44,8 +42,7 @@ constexpr int kHalfSteps = WL / 32;  // k-steps of 16 dims in half a row (18)
 constexpr int kVecPerRow = WL / 8;   // 16-byte pieces of a bf16 row (72)
 constexpr size_t kWideSmem = (WH + NB * WK) * LP * 2  // q rows, key buffers (bf16)
                              + 2 * WH * WK * 4        // partial scores, both halves (f32)
-                             + 2 * SPAN * WK * 4      // slot tables
-                             + 2 * SPAN * 4;          // key bits
+                             + MlaSlotTable::kSmemBytes;
 
 // Named barrier of the two warps of head tile ht (ids 1-4; 0 is __syncthreads).
 __device__ __forceinline__ void pair_sync(int ht) {
@@ -127,12 +124,9 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 
 // grid (T, num_splits), 256 threads. Per chunk i (a block-uniform loop):
 //   X  (after this thread's copies of chunk i landed) every copy of chunk i is visible and every
-//      warp is done with chunk i - 1: issue chunk i + 2's copies into i - 1's buffer; the first
-//      chunk of a span issues the next span's table lookups; partial S into shared memory
-//   Y  (the two warps of a head tile) add the halves, softmax, P V; the lookups land
-// Span s's table (s % 2) is stored in iteration 32 s - 30 (before the loop for span 0), read by
-// the copies of its chunks (iterations 32 s - 2 .. 32 s + 29) and their S (32 s .. 32 s + 31),
-// and refilled in iteration 32 s + 34, barriers after the last of those.
+//      warp is done with chunk i - 1: issue chunk i + 2's copies into i - 1's buffer and the
+//      slot table's lookups of this iteration; partial S into shared memory
+//   Y  (the two warps of a head tile) add the halves, softmax, P V
 // kFp8: the pool holds FP8 rows (p.kv_fp8); a template parameter so the bf16 instance compiles
 // without the FP8 staging.
 template <bool kFp8>
@@ -142,8 +136,8 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
   bf16* qs = reinterpret_cast<bf16*>(smem);                 // [64][LP]
   bf16* ks = qs + WH * LP;                                  // [NB][WK][LP]
   float* xs = reinterpret_cast<float*>(ks + NB * WK * LP);  // [2 halves][4 tiles][16][32 lanes]
-  int32_t* table = reinterpret_cast<int32_t*>(xs + 2 * WH * WK);  // [2][SPAN * WK] slot, -1 none
-  uint32_t* kmask = reinterpret_cast<uint32_t*>(table + 2 * SPAN * WK);  // [2][SPAN] key bits
+  int32_t* table = reinterpret_cast<int32_t*>(xs + 2 * WH * WK);  // MlaSlotTable's tables
+  uint32_t* kmask = reinterpret_cast<uint32_t*>(table + 2 * MlaSlotTable::kSpan * WK);
 
   const int t = blockIdx.x, split = blockIdx.y;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -165,50 +159,14 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
     cp_async_commit();
   }
 
-  const int seq = p.meta.token_seq[t];
   const int64_t pos = p.meta.token_pos[t];
   const SplitRange sr = split_range(p, pos, split, WK);
-  const int64_t it0 = sr.it0, it1 = sr.it1;
   const int nchunks = sr.nchunks;
-
-  // Span s's lookups: entry e = r * 256 + tid is key e % 32 of chunk e / 32 (= 8 r + warp), so a
-  // warp's ballot is that chunk's key bits. Three steps, each in its own chunk iteration so no
-  // warp waits on a load: the key positions (fill_keys), their pages (fill_pages), the slots and
-  // bits into shared memory (fill_store).
-  int64_t kp[4];
-  int32_t pg[4];
-  const auto fill_keys = [&](int s) {
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int64_t it = it0 + static_cast<int64_t>(s) * SPAN * WK + r * kWideThreads + tid;
-      kp[r] = it >= it1 ? -1 : p.topk ? p.topk[t * p.topk_k + it] : it;
-    }
-  };
-  const auto fill_pages = [&] {
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      if (kp[r] < 0 || kp[r] > pos) kp[r] = -1;
-      pg[r] = kp[r] >= 0 ? p.meta.page_table[seq * p.meta.max_pages + kp[r] / p.meta.page_size] : 0;
-    }
-  };
-  const auto fill_store = [&](int s) {
-    int32_t* tab = table + (s & 1) * SPAN * WK;
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int32_t sl = kp[r] >= 0
-                             ? static_cast<int32_t>(static_cast<int64_t>(pg[r]) * p.meta.page_size +
-                                                    kp[r] % p.meta.page_size)
-                             : -1;
-      tab[r * kWideThreads + tid] = sl;
-      const uint32_t bits = __ballot_sync(0xffffffffu, sl >= 0);
-      if (lane == 0) kmask[(s & 1) * SPAN + 8 * r + warp] = bits;
-    }
-  };
-  const auto chunk_bits = [&](int ci) { return kmask[((ci / SPAN) & 1) * SPAN + ci % SPAN]; };
+  MlaSlotTable slots(p, table, kmask, t, pos, sr.it0, sr.it1);
   // Chunk ci's rows into buffer ci % NB: 8 threads per row; zeros for a missing key.
   const auto copy_keys = [&](int ci) {
     const int j = tid >> 3;
-    const int32_t sl = table[((ci / SPAN) & 1) * SPAN * WK + (ci % SPAN) * WK + j];
+    const int32_t sl = slots.slot(ci, j);
     bf16* dst = ks + ((ci % NB) * WK + j) * LP;
     const bf16* src = pool + static_cast<int64_t>(sl >= 0 ? sl : 0) * WL;
 #pragma unroll
@@ -227,7 +185,7 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
   Fp8Chunk raw[kFp8PerThread];
   int32_t raw_slot = -1;
   const auto fp8_load = [&](int ci) {
-    raw_slot = table[((ci / SPAN) & 1) * SPAN * WK + (ci % SPAN) * WK + (tid >> 3)];
+    raw_slot = slots.slot(ci, tid >> 3);
     const uint8_t* row =
         pool8 + static_cast<int64_t>(raw_slot >= 0 ? raw_slot : 0) * p.kv_row_bytes;
 #pragma unroll
@@ -245,9 +203,7 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
   };
 
   if (nchunks > 0) {
-    fill_keys(0);
-    fill_pages();
-    fill_store(0);
+    slots.fill_first();
     __syncthreads();
     for (int ci = 0; ci < NB - 1; ++ci) {  // one commit group per chunk, empty past the end
       if (ci < nchunks) {
@@ -284,12 +240,9 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
         copy_keys(i + NB - 1);
     }
     cp_async_commit();  // possibly empty
-    // The next span's lookups, in iterations 32 s, 32 s + 1 and 32 s + 2 of span s.
-    const int fill = i % SPAN < 3 && i - i % SPAN + SPAN < nchunks ? i % SPAN : -1;
-    if (fill == 0) fill_keys(i / SPAN + 1);
-    if (fill == 1) fill_pages();
+    slots.before_math(i, nchunks);
     const bf16* kt = ks + (i % NB) * WK * LP;
-    const uint32_t bits = chunk_bits(i);
+    const uint32_t bits = slots.bits(i);
     const bool live = bits != 0;  // a chunk without a key is skipped (no bit would change)
 
     float s[4][4];  // scores: n-tile nt, keys 8 nt + 2c (+ 1), heads hr[0] (e < 2), hr[1]
@@ -300,7 +253,7 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
 #pragma unroll
         for (int e = 0; e < 4; ++e) x_mine[(4 * nt + e) * 32] = s[nt][e];
     }
-    if (fill == 2) fill_store(i / SPAN + 1);
+    slots.after_math(i, nchunks);
     if (live) {       // block-uniform
       pair_sync(ht);  // Y
       float mloc[2] = {-INFINITY, -INFINITY};

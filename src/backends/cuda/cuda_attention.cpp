@@ -57,6 +57,7 @@ void CudaBackend::mla_decode(const Tensor& q, const Tensor& pool, const Attentio
   p.T = T, p.H = H, p.L = L, p.Lc = Lc, p.scale = scale;
   p.tensor_cores = mla_tensor_cores_;
   p.wide = mla_wide(T, H, L, Lc);
+  p.wgmma = mla_wgmma_;
   const MlaDecodePlan plan =
       plan_mla_decode(T, H, topk.defined() ? topk.size(1) : meta.max_seq_len, Lc, p.wide);
   p.split_len = plan.split_len, p.num_splits = plan.num_splits;

@@ -79,6 +79,9 @@ class CudaBackend final : public Backend {
   // mode), -1 restores the automatic choice.
   bool mla_wide(int64_t T, int64_t H, int64_t L, int64_t Lc) const;
   void set_mla_wide(int mode) { mla_wide_mode_ = mode; }
+  // The 64-head kernel on warpgroup MMA (attention_wgmma.cu, bf16 pools) or on mma.sync
+  // (attention_wide.cu, also FP8 pools). TANDEM_MLA_WGMMA=0 starts with mma.sync.
+  void set_mla_wgmma(bool on) { mla_wgmma_ = on; }
 
   // All launches go to this stream (the legacy default stream unless a graph capture set one).
   void set_stream(cudaStream_t s) { stream_ = s; }
@@ -183,6 +186,7 @@ class CudaBackend final : public Backend {
   bool last_block_reduce_ = true;  // TANDEM_SKINNY_LAST_BLOCK_REDUCE=0: a second reduce kernel
   int64_t mla_min_split_ = 64;     // TANDEM_MLA_MIN_SPLIT: fewest keys per mla_decode split
   int mla_wide_mode_ = -1;         // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
+  bool mla_wgmma_ = true;          // TANDEM_MLA_WGMMA
 };
 
 // The backend registered for DeviceType::CUDA (null before init_cuda_backend succeeds).

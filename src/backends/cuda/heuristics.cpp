@@ -30,6 +30,7 @@ Switches read_switches() {
     s.moe_tc_mode = std::atoi(v) != 0;
   if (const char* v = std::getenv("TANDEM_MLA_MIN_SPLIT")) s.mla_min_split = std::atoll(v);
   if (const char* v = std::getenv("TANDEM_MLA_WIDE"); v && *v) s.mla_wide_mode = std::atoi(v) != 0;
+  s.mla_wgmma = !off("TANDEM_MLA_WGMMA");
   if (const char* v = std::getenv("TANDEM_EXPERT_STREAMS"); v && *v)
     s.expert_streams = std::clamp(std::atoi(v), 1, 4);
   return s;

@@ -38,6 +38,7 @@ struct Switches {
   int moe_tc_mode = -1;           // TANDEM_MOE_TENSOR_CORES: -1 automatic, 0 off, 1 on
   int64_t mla_min_split = 64;     // TANDEM_MLA_MIN_SPLIT: fewest keys per mla_decode split
   int mla_wide_mode = -1;         // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
+  bool mla_wgmma = true;          // TANDEM_MLA_WGMMA=0: the 64-head kernel on mma.sync
   int expert_streams = 4;         // TANDEM_EXPERT_STREAMS: 1-4 (moe_experts' host path)
   bool moe_grouped = true;        // TANDEM_MOE_GROUPED=0: per-expert GEMMs on that path
 };

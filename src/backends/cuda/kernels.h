@@ -211,6 +211,7 @@ struct MlaDecodeParams {
   int64_t split_len = 0, num_splits = 1;
   bool tensor_cores = true;  // mma.sync kernel (attention_mma.cu); false: the SIMT kernel
   bool wide = false;         // with tensor_cores: all 64 heads per block (attention_wide.cu)
+  bool wgmma = true;         // with wide: on warpgroup MMA where it applies (attention_wgmma.cu)
 };
 constexpr int kMlaHeadsPerBlock = 16;
 constexpr int kMlaKeysPerChunk = 64;
@@ -219,6 +220,9 @@ void mla_decode_mma(const MlaDecodeParams& p, cudaStream_t s);  // the tensor-co
 // The 64-heads-per-block kernel applies to H = 64, Lc = 512, L = 576 (GLM-5.x, DeepSeek-V3.x).
 bool mla_decode_wide_applies(int64_t H, int64_t L, int64_t Lc);
 void mla_decode_wide(const MlaDecodeParams& p, cudaStream_t s);  // that kernel only
+// Its warpgroup-MMA form: H = 64, Lc = 512, L = 576, bf16 pool.
+bool mla_decode_wgmma_applies(int64_t H, int64_t L, int64_t Lc, bool kv_fp8);
+void mla_decode_wgmma(const MlaDecodeParams& p, cudaStream_t s);  // that kernel only
 
 // Naive MLA prefill. q [T, H, dqk] (strides), kv [sumL, H, dn + dv] contiguous, k_pe [sumL, dr]
 // rows strided by pe_rs; out [T, H, dv] contiguous. topk: null (dense causal) or [T, K] with
