@@ -67,12 +67,12 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 }
 
 // grid (T, num_splits), 256 threads. Per chunk i (a block-uniform loop):
-//   X  (after this thread's copies of chunk i landed and were fenced) chunk i is visible and
-//      every warpgroup is done with chunk i - 1's P V (waited below): issue chunk i + 2's
-//      copies into i - 1's buffer and the slot table's lookups; S of both halves
+//   X  (after this thread's copies of chunk i landed and were fenced, and its warpgroup's P V of
+//      chunk i - 1 finished) chunk i is visible and chunk i - 1's buffer free: issue chunk
+//      i + 2's copies into it and the slot table's lookups; S of both halves
 //   M  row maxima exchanged; softmax; P halves into the exchange tile
-//   P  the other half's P read; O rescaled; P V issued (it runs on while the next chunk's copies
-//      are waited for, and is waited for with the next chunk's S)
+//   P  the other half's P read; O rescaled; P V issued (it runs on through the next
+//      iteration's copy wait)
 __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecodeParams p) {
   pdl_wait();
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -145,7 +145,9 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
   for (int i = 0; i < nchunks; ++i) {
     cp_async_wait<GNB - 2>();  // this thread's copies of chunk i have landed
     fence_proxy_async_smem();  // ... and are visible to wgmma
-    __syncthreads();           // X
+    wgmma_wait<0>();           // chunk i - 1's P V has read its buffer (refilled below)
+    wgmma_fence_operands(o);
+    __syncthreads();  // X
     if (i + GNB - 1 < nchunks) copy_keys(i + GNB - 1);
     cp_async_commit();  // possibly empty
     slots.before_math(i, nchunks);
@@ -163,9 +165,8 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
         wgmma_m64n16k16_ss(sacc, q_desc + off_q, k_desc + off_k, s > 0);
       }
       wgmma_commit();
-      wgmma_wait<0>();  // S, and the previous chunk's P V
+      wgmma_wait<0>();
       wgmma_fence_operands(sacc);
-      wgmma_fence_operands(o);
 
       // sacc[4 j + e]: key 16 wg + 8 j + 2c + (e & 1), head r0 (e < 2) or r1.
       float mloc[2] = {-INFINITY, -INFINITY};
