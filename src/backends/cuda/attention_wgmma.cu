@@ -55,17 +55,6 @@ __device__ __forceinline__ void block_bar(int id) {
   asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory");
 }
 
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
 // grid (T, num_splits), 256 threads. Per chunk i (a block-uniform loop):
 //   X  (after this thread's copies of chunk i landed and were fenced, and its warpgroup's P V of
 //      chunk i - 1 finished) chunk i is visible and chunk i - 1's buffer free: issue chunk

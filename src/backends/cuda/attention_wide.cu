@@ -110,18 +110,6 @@ __device__ __forceinline__ void pv_half(const uint32_t (&pa)[2][4], const bf16* 
   }
 }
 
-// 2^x in one MUFU instruction (relative error ~2^-22, far below P's bf16 rounding); 2^-inf = 0.
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
 // grid (T, num_splits), 256 threads. Per chunk i (a block-uniform loop):
 //   X  (after this thread's copies of chunk i landed) every copy of chunk i is visible and every
 //      warp is done with chunk i - 1: issue chunk i + 2's copies into i - 1's buffer and the

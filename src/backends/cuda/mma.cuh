@@ -49,6 +49,19 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t& r0, uint32_t& r1, ui
                : "r"(a));
 }
 
+// 2^x in one MUFU instruction (relative error ~2^-22, far below P's bf16 rounding); 2^-inf = 0.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Two floats as one bf16x2 fragment register (round to nearest).
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
 // 16 bytes global -> shared without a trip through registers, cached in L2 only (a block reads
 // each row once). valid = false reads nothing and writes zeros (src-size 0); src is still a
 // mapped address then, as a precaution.
