@@ -399,6 +399,8 @@ int main(int argc, char** argv) {
        layers_only = false;
   std::string profile_layer;  // --profile-step moe|dense BATCH: one eager step for ncu
   int64_t profile_batch = 1, profile_ctx = 1024;  // --profile-ctx N: the step's context
+  std::string prefill_layer;  // --profile-prefill moe|dense T: one eager T-token prefill for ncu
+  int64_t prefill_tokens = 4096;
   for (int i = 1; i < argc; ++i) {
     quick |= std::strcmp(argv[i], "--quick") == 0;
     linear_only |= std::strcmp(argv[i], "--linear-only") == 0;
@@ -412,7 +414,13 @@ int main(int argc, char** argv) {
     }
     if (std::strcmp(argv[i], "--profile-ctx") == 0 && i + 1 < argc)
       profile_ctx = std::atoll(argv[++i]);
+    if (std::strcmp(argv[i], "--profile-prefill") == 0 && i + 2 < argc) {
+      prefill_layer = argv[i + 1];
+      prefill_tokens = std::atoll(argv[i + 2]);
+      i += 2;
+    }
   }
+  const bool profiling = !profile_layer.empty() || !prefill_layer.empty();
   try {
     if (!init_backends()) {
       std::fprintf(stderr, "kernel_bench: no CUDA device\n");
@@ -435,11 +443,11 @@ int main(int argc, char** argv) {
       bench_topk_select(copy_gbps, quick);
       return 0;
     }
-    if (profile_layer.empty() && !layers_only) bench_linear_paths(copy_gbps, gemm_tf, quick);
+    if (!profiling && !layers_only) bench_linear_paths(copy_gbps, gemm_tf, quick);
     if (linear_only) return 0;
-    if (profile_layer.empty() && !layers_only) bench_sampling(copy_gbps, quick);
-    if (profile_layer.empty() && !layers_only) bench_mla_decode_fp8(copy_gbps, quick);
-    if (profile_layer.empty() && !layers_only) bench_topk_select(copy_gbps, quick);
+    if (!profiling && !layers_only) bench_sampling(copy_gbps, quick);
+    if (!profiling && !layers_only) bench_mla_decode_fp8(copy_gbps, quick);
+    if (!profiling && !layers_only) bench_topk_select(copy_gbps, quick);
 
     Env env;
     env.c = preset_config("glm5.2");
@@ -489,6 +497,32 @@ int main(int argc, char** argv) {
       std::printf("profile-step %s batch %lld ctx %lld: eager %.1f us, graph %.1f us\n",
                   profile_layer.c_str(), static_cast<long long>(profile_batch),
                   static_cast<long long>(profile_ctx), t.eager_us, t.graph_us);
+      Tensor h = dev_rand({fb.num_tokens(), env.c.hidden_size}, 1.0f);
+      const LayerContext ctx{env.c, env.mw, fb, *env.cache, env.ws};
+      Tensor tk;
+      env.ws.reset();
+      CK(cudaDeviceSynchronize());
+      CK(cudaProfilerStart());
+      decoder_layer(ctx, L.w, 0, true, h, tk);
+      CK(cudaDeviceSynchronize());
+      CK(cudaProfilerStop());
+      return 0;
+    }
+
+    if (!prefill_layer.empty()) {
+      // One warm eager prefill of prefill_tokens fresh tokens between cudaProfilerStart/Stop.
+      std::vector<int32_t> pg;
+      for (int64_t i = 0; i < (prefill_tokens + env.page_size - 1) / env.page_size; ++i)
+        pg.push_back(static_cast<int32_t>(i));
+      std::vector<int32_t> toks(static_cast<size_t>(prefill_tokens));
+      for (int64_t i = 0; i < prefill_tokens; ++i) toks[i] = static_cast<int32_t>(i % 1000);
+      ForwardBatch fb =
+          build_forward_batch(ForwardMode::kExtend, {SequenceChunk{&pg, 0, toks, false}},
+                              env.page_size, Device::cuda());
+      Layer& L = prefill_layer == "moe" ? moe : dense;
+      const Timing t = time_layer(env, L, fb, 2, false);
+      std::printf("profile-prefill %s T=%lld: eager %.2f ms\n", prefill_layer.c_str(),
+                  static_cast<long long>(prefill_tokens), t.eager_us / 1e3);
       Tensor h = dev_rand({fb.num_tokens(), env.c.hidden_size}, 1.0f);
       const LayerContext ctx{env.c, env.mw, fb, *env.cache, env.ws};
       Tensor tk;
