@@ -117,9 +117,13 @@ Tensor mla_attention(const LayerContext& ctx, const AttentionWeights& w, const T
   } else {
     // Absorbed form: q_nope . W_UK turns each head's query into the latent space, attention
     // runs over the 576-dim rows directly, and W_UV maps the attended latent to values.
-    Tensor q_lat = ops::head_matmul(ws, q.narrow(2, 0, dn), w.w_uk_t);  // [T, H, rkv]
-    Tensor q_abs = ops::concat_cols(ws, q_lat.view({T * H, rkv}), q_pe.merge_dims(0))
-                       .view({T, H, rkv + dr});  // [T, H, rkv + dr]
+    // The two parts are written straight into their columns of q_abs (a concatenation pass
+    // over the [T, H, 576] rows took 0.3 ms of a 4,096-token prefill).
+    Tensor q_abs = ws.alloc({T, H, rkv + dr}, q.dtype());  // [T, H, rkv + dr]
+    Tensor q_lat = q_abs.narrow(2, 0, rkv);                // [T, H, rkv], rows of rkv + dr
+    ops::head_matmul_into(q.narrow(2, 0, dn), w.w_uk_t, q_lat);
+    Tensor q_abs_pe = q_abs.narrow(2, rkv, dr).merge_dims(0);  // [T * H, dr], rows of rkv + dr
+    ops::copy(q_pe.merge_dims(0), q_abs_pe);
     ops::join_side(a.device());  // attention reads the stored row and the indexer's top-k
     Tensor z = ops::mla_decode(ws, q_abs, pool, ctx.batch.attn, c.has_indexer ? topk : Tensor(),
                                scale, rkv);  // [T, H, rkv]

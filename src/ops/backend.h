@@ -72,12 +72,21 @@ class Backend {
   virtual void concat_cols(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   // out[i] = src[rows[i]]. src: [N, D], rows: [M] i32, out: [M, D]
   virtual void gather_rows(const Tensor& src, const Tensor& rows, Tensor& out) = 0;
-  // dst = src, both contiguous with the same shape and dtype, on this backend's device. The
-  // default is the device's synchronous copy; backends that capture graphs override it with a
-  // copy on their stream (a synchronous copy cannot be captured).
+  // dst = src, same shape and dtype, on this backend's device: both contiguous, or both [R, C]
+  // with unit last stride and rows at any stride. The default is the device's synchronous copy
+  // (a row at a time for strided rows); backends that capture graphs override it with a copy on
+  // their stream (a synchronous copy cannot be captured).
   virtual void copy(const Tensor& src, Tensor& dst) {
-    device_interface(src.device().type)
-        .copy(dst.raw(), dst.device(), src.raw(), src.device(), static_cast<size_t>(src.nbytes()));
+    DeviceInterface& d = device_interface(src.device().type);
+    if (src.is_contiguous() && dst.is_contiguous()) {
+      d.copy(dst.raw(), dst.device(), src.raw(), src.device(), static_cast<size_t>(src.nbytes()));
+      return;
+    }
+    const int64_t es = dtype_size(src.dtype());
+    for (int64_t r = 0; r < src.size(0); ++r)
+      d.copy(static_cast<char*>(dst.raw()) + r * dst.stride(0) * es, dst.device(),
+             static_cast<const char*>(src.raw()) + r * src.stride(0) * es, src.device(),
+             static_cast<size_t>(src.size(1) * es));
   }
 
   // The KV pools are in the compute dtype or, with an FP8 cache, F8_E4M3 byte rows

@@ -115,12 +115,21 @@ Tensor linear(Workspace& ws, const Tensor& x, const Weight& w, std::optional<DTy
 }
 
 Tensor head_matmul(Workspace& ws, const Tensor& x, const Tensor& w) {
+  Tensor out = ws.alloc({x.size(0), x.size(1), w.size(1)}, x.dtype());
+  head_matmul_into(x, w, out);
+  return out;
+}
+
+void head_matmul_into(const Tensor& x, const Tensor& w, Tensor& out) {
   expect("head_matmul", "x", x, "[T, H, K]", {-1, -1, -1});
   expect("head_matmul", "w", w, "[H, N, K]", {x.size(1), -1, x.size(2)});
+  expect("head_matmul", "out", out, "[T, H, N]", {x.size(0), x.size(1), w.size(1)});
   expect_rows_unit_stride("head_matmul", "x", x);
-  Tensor out = ws.alloc({x.size(0), x.size(1), w.size(1)}, x.dtype());
+  expect_rows_unit_stride("head_matmul", "out", out);
+  expect_same_device("head_matmul", x, out);
+  TD_CHECK(out.dtype() == x.dtype(), "head_matmul: out {} must have x's dtype {}", out.str(),
+           x.str());
   backend_for(x.device()).head_matmul(x, w, out);
-  return out;
 }
 
 Tensor silu_mul(Workspace& ws, const Tensor& x) {
@@ -180,8 +189,13 @@ void copy(const Tensor& src, Tensor& dst) {
   TD_CHECK(src.shape() == dst.shape(), "copy: shapes differ: src {}, dst {}", src.str(), dst.str());
   if (src.dtype() != dst.dtype()) fail("copy: dtypes differ: src {}, dst {}", src.str(), dst.str());
   expect_same_device("copy", src, dst);
-  TD_CHECK(src.is_contiguous() && dst.is_contiguous(),
-           "copy: src and dst must be contiguous, got src {}, dst {}", src.str(), dst.str());
+  const auto rows = [](const Tensor& t) {  // 2-D, unit last stride, rows at any stride
+    return t.ndim() == 2 && t.stride(1) == 1 && t.stride(0) >= t.size(1);
+  };
+  TD_CHECK((src.is_contiguous() && dst.is_contiguous()) || (rows(src) && rows(dst)),
+           "copy: src and dst must be contiguous, or both [R, C] with unit last stride, got src "
+           "{}, dst {}",
+           src.str(), dst.str());
   if (src.numel() == 0) return;
   backend_for(src.device()).copy(src, dst);
 }

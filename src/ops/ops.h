@@ -29,6 +29,8 @@ void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq, const Rope
 Tensor linear(Workspace& ws, const Tensor& x, const Weight& w, std::optional<DType> out_dtype = {});
 // [T, H, K] with per-head [H, N, K] -> [T, H, N]
 Tensor head_matmul(Workspace& ws, const Tensor& x, const Tensor& w);
+// The same into out: [T, H, N] with unit last stride (e.g. the first N columns of wider rows)
+void head_matmul_into(const Tensor& x, const Tensor& w, Tensor& out);
 // [T, 2I] -> [T, I]
 Tensor silu_mul(Workspace& ws, const Tensor& x);
 // a += b
@@ -43,6 +45,7 @@ Tensor concat_cols(Workspace& ws, const Tensor& a, const Tensor& b);
 Tensor gather_rows(Workspace& ws, const Tensor& src, const Tensor& rows);
 // dst = src: same shape and dtype, both contiguous, on one device. Asynchronous on the backend's
 // stream (graph-capturable), unlike Tensor::copy_from.
+// Both contiguous, or both [R, C] with unit last stride (rows at any stride).
 void copy(const Tensor& src, Tensor& dst);
 
 // rows: [T, R] written to pool: [S, R] at meta.slot_mapping (or an FP8 indexer-key pool

@@ -279,6 +279,27 @@ TEST_F(CudaOps, LinearSkinnyAndCublasLt) {
   }
 }
 
+// The absorbed query as the model builds it: head_matmul into the first 512 columns of
+// [T, 64, 576] rows, the rope part copied (row-strided ops::copy) into the last 64; the buffer
+// starts random, so a write past either column range shows. T = 300 takes cuBLASLt.
+TEST_F(CudaOps, HeadMatmulIntoColumnsAndRowStridedCopy) {
+  for (int64_t T : {1, 3, 20, 300}) {
+    if (small_only() && T > 1) continue;
+    Pair q = rand({T, 64, 192});
+    Pair wuk = rand({64, 512, 128}, 0.1f);
+    Pair buf = rand({T, 64, 576});
+    const auto build = [&](const Tensor& qq, const Tensor& w, Tensor b) {
+      Tensor lat = b.narrow(2, 0, 512);
+      ops::head_matmul_into(qq.narrow(2, 0, 128), w, lat);
+      Tensor pe = b.narrow(2, 512, 64).merge_dims(0);
+      ops::copy(qq.narrow(2, 128, 64).merge_dims(0), pe);
+      return b;
+    };
+    expect_close(build(q.gpu, wuk.gpu, buf.gpu), build(q.cpu, wuk.cpu, buf.cpu), kBf16Out,
+                 "head_matmul_into + copy", "T=" + std::to_string(T));
+  }
+}
+
 TEST_F(CudaOps, HeadMatmulAbsorbedShapes) {
   for (int64_t T : {1, 3, 20}) {
     if (small_only() && T > 1) continue;
@@ -684,6 +705,70 @@ TEST_F(CudaOps, MoeRouteIdsExact) {
     ops::Routing gl = ops::moe_route(gpu_ws_, logits.gpu, bias.gpu, lp);
     ops::Routing rl = ops::moe_route(cpu_ws_, logits.cpu, bias.cpu, lp);
     expect_equal_ints(gl.idx, rl.idx, "moe_route ids (ep)", what);
+  }
+}
+
+// moe_prepare's counting sort against a host one: counts, offsets, the stable permutation (pair
+// order within an expert), its inverse (-1 for pairs of no local expert), the active experts in
+// order. Pair counts around the kernel's 1,024-pair tile, a 4,096-token prefill's 32,768 pairs
+// (each warp's lanes mostly distinct experts) and a skewed routing (whole warps on one expert),
+// expert counts that need the per-warp table past 48 KB of shared memory.
+TEST_F(CudaOps, MoePrepareIsAStableCountingSort) {
+  struct Case {
+    int64_t P, E;
+    bool skewed;
+  };
+  const std::vector<Case> cases = {{1, 8, false},      {7, 256, false},    {1023, 256, false},
+                                   {1024, 256, true},  {1025, 256, false}, {32768, 256, false},
+                                   {32768, 256, true}, {5000, 384, false}, {3001, 2048, true}};
+  cudaStream_t stream = cuda::cuda_backend()->stream();
+  for (const Case& c : cases) {
+    std::vector<int32_t> idx(static_cast<size_t>(c.P));
+    for (auto& e : idx) {
+      const uint64_t u = rng_.next_u64() % 100;
+      e = u < 5                ? -1
+          : c.skewed && u < 60 ? static_cast<int32_t>(rng_.next_u64() % 3)
+                               : static_cast<int32_t>(rng_.next_u64() % c.E);
+    }
+    std::vector<int32_t> counts(static_cast<size_t>(c.E), 0), offsets(static_cast<size_t>(c.E + 1)),
+        perm, inv(idx.size(), -1), active;
+    for (int32_t e : idx)
+      if (e >= 0) ++counts[static_cast<size_t>(e)];
+    offsets[0] = 0;
+    for (int64_t e = 0; e < c.E; ++e) {
+      offsets[static_cast<size_t>(e + 1)] =
+          offsets[static_cast<size_t>(e)] + counts[static_cast<size_t>(e)];
+      if (counts[static_cast<size_t>(e)] > 0) active.push_back(static_cast<int32_t>(e));
+    }
+    for (int64_t e = 0; e < c.E; ++e)
+      for (int64_t p = 0; p < c.P; ++p)
+        if (idx[static_cast<size_t>(p)] == e) {
+          inv[static_cast<size_t>(p)] = static_cast<int32_t>(perm.size());
+          perm.push_back(static_cast<int32_t>(p));
+        }
+    const Tensor d_idx = Tensor::from_vector(idx, {c.P}).to(Device::cuda());
+    Tensor d_counts = Tensor::empty({c.E}, DType::I32, Device::cuda()),
+           d_offsets = Tensor::empty({c.E + 1}, DType::I32, Device::cuda()),
+           d_perm = Tensor::empty({c.P}, DType::I32, Device::cuda()),
+           d_inv = Tensor::empty({c.P}, DType::I32, Device::cuda()),
+           d_active = Tensor::empty({c.E}, DType::I32, Device::cuda()),
+           d_num = Tensor::empty({1}, DType::I32, Device::cuda());
+    cuda::k::moe_prepare(d_idx.data<int32_t>(), c.P, c.E, d_counts.data<int32_t>(),
+                         d_offsets.data<int32_t>(), d_perm.data<int32_t>(), d_inv.data<int32_t>(),
+                         d_active.data<int32_t>(), d_num.data<int32_t>(), stream);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    const std::string what =
+        "P=" + std::to_string(c.P) + " E=" + std::to_string(c.E) + (c.skewed ? " skewed" : "");
+    const int64_t n = static_cast<int64_t>(active.size());
+    expect_equal_ints(d_counts, Tensor::from_vector(counts, {c.E}), "moe_prepare counts", what);
+    expect_equal_ints(d_offsets, Tensor::from_vector(offsets, {c.E + 1}), "moe_prepare offsets",
+                      what);
+    expect_equal_ints(d_perm.narrow(0, 0, offsets.back()),
+                      Tensor::from_vector(perm, {offsets.back()}), "moe_prepare perm", what);
+    expect_equal_ints(d_inv, Tensor::from_vector(inv, {c.P}), "moe_prepare inv", what);
+    expect_equal_ints(d_active.narrow(0, 0, n), Tensor::from_vector(active, {n}),
+                      "moe_prepare active", what);
+    EXPECT_EQ(to_int_vector(d_num)[0], n) << what;
   }
 }
 

@@ -72,7 +72,15 @@ void CpuBackend::gather_rows(const Tensor& src, const Tensor& rows, Tensor& out)
 }
 
 void CpuBackend::copy(const Tensor& src, Tensor& dst) {
-  std::memcpy(dst.raw(), src.raw(), static_cast<size_t>(src.nbytes()));
+  if (src.is_contiguous() && dst.is_contiguous()) {
+    std::memcpy(dst.raw(), src.raw(), static_cast<size_t>(src.nbytes()));
+    return;
+  }
+  const int64_t es = dtype_size(src.dtype());  // [R, C] rows with unit last stride (ops::copy)
+  for (int64_t r = 0; r < src.size(0); ++r)
+    std::memcpy(static_cast<char*>(dst.raw()) + r * dst.stride(0) * es,
+                static_cast<const char*>(src.raw()) + r * src.stride(0) * es,
+                static_cast<size_t>(src.size(1) * es));
 }
 
 void CpuBackend::argmax(const Tensor& logits, Tensor& out) {

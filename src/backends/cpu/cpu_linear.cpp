@@ -71,7 +71,8 @@ void CpuBackend::head_matmul(const Tensor& x, const Tensor& w, Tensor& out) {
       const int64_t h = hn / N, n = hn % N;
       const float* wr = wp + (h * N + n) * K;
       for (int64_t t = 0; t < T; ++t)
-        o[(t * H + h) * N + n] = dot(xp + t * x.stride(0) + h * x.stride(1), wr, K);
+        o[t * out.stride(0) + h * out.stride(1) + n] =
+            dot(xp + t * x.stride(0) + h * x.stride(1), wr, K);
     }
   });
 }

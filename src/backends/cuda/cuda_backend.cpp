@@ -375,10 +375,18 @@ void CudaBackend::kv_gather(const Tensor& pool, const AttentionMeta& meta, int64
 void CudaBackend::copy(const Tensor& src, Tensor& dst) {
   need_cuda(src, "copy", "src");
   need_cuda(dst, "copy", "dst");
-  need_contiguous(src, "copy", "src");
-  need_contiguous(dst, "copy", "dst");
-  TD_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), static_cast<size_t>(src.nbytes()),
-                                cudaMemcpyDeviceToDevice, stream_));
+  if (src.is_contiguous() && dst.is_contiguous()) {
+    TD_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), static_cast<size_t>(src.nbytes()),
+                                  cudaMemcpyDeviceToDevice, stream_));
+    return;
+  }
+  need_unit_last(src, "copy", "src");  // [R, C] rows at any stride (ops::copy)
+  need_unit_last(dst, "copy", "dst");
+  const size_t es = static_cast<size_t>(dtype_size(src.dtype()));
+  TD_CUDA_CHECK(cudaMemcpy2DAsync(
+      dst.raw(), static_cast<size_t>(dst.stride(0)) * es, src.raw(),
+      static_cast<size_t>(src.stride(0)) * es, static_cast<size_t>(src.size(1)) * es,
+      static_cast<size_t>(src.size(0)), cudaMemcpyDeviceToDevice, stream_));
 }
 
 namespace {

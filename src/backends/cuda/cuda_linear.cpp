@@ -105,19 +105,20 @@ void CudaBackend::head_matmul(const Tensor& x, const Tensor& w, Tensor& out) {
   need_dtype(w, DType::BF16, "head_matmul", "w");
   need_dtype(out, DType::BF16, "head_matmul", "out");
   need_contiguous(w, "head_matmul", "w");
-  need_contiguous(out, "head_matmul", "out");
+  need_unit_last(out, "head_matmul", "out");
   const int64_t T = x.size(0), H = x.size(1), K = x.size(2), N = w.size(1);
+  const int64_t o_rs = out.stride(0), o_bs = out.stride(1);  // token and head strides
   if (T == 0) return;
   if (heuristics::gemm_tensor_core_path(deterministic_) &&
-      tc(x.raw(), x.stride(0), x.stride(1), w, N * K, out, H * N, N, T, N, K, H))
+      tc(x.raw(), x.stride(0), x.stride(1), w, N * K, out, o_rs, o_bs, T, N, K, H))
     return;
   // One strided-batched cuBLASLt GEMM (a batch per head); the skinny kernel (its fallback) has
   // its warps mostly idle on these short rows (K = 128 or 512).
   if (heuristics::head_matmul_lt_path(deterministic_) &&
-      lt_->gemm(x.raw(), x.stride(0), w.raw(), K, out.raw(), H * N, false, T, N, K, stream_, H,
-                x.stride(1), N * K, N))
+      lt_->gemm(x.raw(), x.stride(0), w.raw(), K, out.raw(), o_rs, false, T, N, K, stream_, H,
+                x.stride(1), N * K, o_bs))
     return;
-  skinny(x.raw(), x.stride(0), x.stride(1), w, N * K, out, H * N, N, T, N, K, H);
+  skinny(x.raw(), x.stride(0), x.stride(1), w, N * K, out, o_rs, o_bs, T, N, K, H);
 }
 
 }  // namespace tandem::cuda
