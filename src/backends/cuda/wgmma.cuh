@@ -55,6 +55,11 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&r)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
+template <int N>
+__device__ __forceinline__ void wgmma_fence_operands(uint32_t (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
+}
 // Makes this thread's generic-proxy writes to shared memory (stores, cp.async) visible to the
 // async proxy that wgmma reads through; then a barrier publishes them to the warpgroup.
 __device__ __forceinline__ void fence_proxy_async_smem() {
@@ -72,6 +77,29 @@ __device__ __forceinline__ void wgmma_m64n16k16_ss(float (&d)[8], uint64_t da, u
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
         "+f"(d[7])
       : "l"(da), "l"(db), "r"(accumulate));
+}
+
+// d[64 x 32] (+)= A[64 x 16] . B[32 x 16]^T, both K-major in shared memory.
+__device__ __forceinline__ void wgmma_m64n32k16_ss(float (&d)[16], uint64_t da, uint64_t db,
+                                                   int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15])
+      : "l"(da), "l"(db), "r"(accumulate));
+}
+
+// A descriptor moved by off16 16-byte units (a k-step, a row group): a 32-bit add on the address
+// field, which cannot carry out of it (shared memory ends below 2^18 bytes).
+__device__ __forceinline__ uint64_t wgmma_desc_add(uint64_t d, uint32_t off16) {
+  uint32_t lo, hi;
+  asm("mov.b64 {%0, %1}, %2;" : "=r"(lo), "=r"(hi) : "l"(d));
+  uint64_t r;
+  asm("mov.b64 %0, {%1, %2};" : "=l"(r) : "r"(lo + off16), "r"(hi));
+  return r;
 }
 
 // d[64 x 256] (+)= A[64 x 16] (registers: this thread's m16k16 fragment of its warp's 16 rows) .
