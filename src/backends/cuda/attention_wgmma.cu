@@ -13,9 +13,8 @@
 //       the same softmax, keeping identical running max and sum (no max or sum exchange);
 //   P V O[64 heads, columns [256 w, 256 w + 256)] += P[64, 32 keys] V[32 keys, ...] (wgmma
 //       m64n256k16, P straight from the score registers, V = the first 512 dims of the same
-//       key rows, read N-major).
-// Chunk i + 1's scores are issued right after chunk i's partial scores are exchanged, so they
-// run on the tensor cores while chunk i's softmax runs on the ALUs.
+//       key rows, read N-major). It is left running into the next chunk: the next wait is the
+//       one after the next chunk's scores.
 // Every output depends on its own token's query, keys and split only: batch-invariant.
 //
 // Shared memory tiles use wgmma's 128-byte swizzle (wgmma.cuh): Q [9 atoms][64 heads][128 B],
@@ -31,17 +30,15 @@ namespace tandem::cuda::k {
 
 namespace {
 
-constexpr int GH = 64;                // heads per block (the M of every wgmma)
-constexpr int GK = 32;                // keys per chunk
-constexpr int GLC = 512;              // latent (value) columns
-constexpr int GL = 576;               // latent + rope dims of a key row
-constexpr int GNB = 3;                // key buffers
-constexpr int kPieces = GL / 8;       // 16-byte pieces of a row (72)
-constexpr int kQBytes = GL * 2 * GH;  // 73,728
-constexpr int kKBytes = GL * 2 * GK;  // 36,864 per buffer
-// Partial scores, [chunk parity][warpgroup][16 floats][128 threads]: two sets, so a warpgroup
-// can write chunk i + 1's while the other still reads chunk i's.
-constexpr int kXBytes = 2 * 2 * 128 * 16 * 4;
+constexpr int GH = 64;                     // heads per block (the M of every wgmma)
+constexpr int GK = 32;                     // keys per chunk
+constexpr int GLC = 512;                   // latent (value) columns
+constexpr int GL = 576;                    // latent + rope dims of a key row
+constexpr int GNB = 3;                     // key buffers
+constexpr int kPieces = GL / 8;            // 16-byte pieces of a row (72)
+constexpr int kQBytes = GL * 2 * GH;       // 73,728
+constexpr int kKBytes = GL * 2 * GK;       // 36,864 per buffer
+constexpr int kXBytes = 2 * 128 * 16 * 4;  // partial scores, [warpgroup][16 floats][128 threads]
 constexpr int kGThreads = 256;
 static_assert(GK == MlaSlotTable::kChunk && kGThreads == MlaSlotTable::kThreads);
 
@@ -50,22 +47,22 @@ constexpr size_t kGSmem = 1024                         // alignment slack for th
                           + kXBytes                    // partial-score exchange
                           + MlaSlotTable::kSmemBytes;  // slot tables
 
+// Named barrier 1 of both warpgroups (0 is __syncthreads).
+__device__ __forceinline__ void block_bar1() {
+  asm volatile("bar.sync 1, 256;\n" ::: "memory");
+}
+
 // k-step s of a warpgroup's first 16 (atoms 4w .. 4w + 3) as a descriptor offset in 16-byte
 // units for a tile of `rows` rows: atom s / 4, byte 32 (s % 4) of its 128-byte rows.
 constexpr uint32_t kstep_off(int s, int rows) {
   return static_cast<uint32_t>(((s >> 2) * rows * 128 + (s & 3) * 32) >> 4);
 }
 
-// grid (T, num_splits), 256 threads. Chunk i + 1's scores are issued before chunk i's softmax,
-// so the tensor cores work through it. Per chunk i (a block-uniform loop), one barrier:
-//   wait  chunk i's partial scores (issued in the previous iteration) and chunk i - 1's P V are
-//         done; the partial scores into the exchange set of chunk i's parity
-//   E     (this thread's copies of chunk i + 1 landed and were fenced) the partial scores and
-//         chunk i + 1 visible; every warpgroup's P V of chunk i - 1 done, so its buffer takes
-//         chunk i + 2's copies; chunk i + 1's scores issued; the halves added; softmax; O
-//         rescaled; P V issued
-// Chunk i + 1's copies are thus issued one iteration before they are read (three buffers: chunk
-// i under P V, chunk i + 1 under S, chunk i + 2 copying).
+// grid (T, num_splits), 256 threads. Per chunk i (a block-uniform loop):
+//   X  (this thread's copies of chunk i landed and were fenced) chunk i visible: S issued; the
+//      wait covers it and the previous chunk's P V
+//   E  partial scores exchanged; every warpgroup's P V of chunk i - 1 is done, so its buffer
+//      takes chunk i + 2's copies; softmax; O rescaled; P V issued
 __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecodeParams p) {
   pdl_wait();
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -128,147 +125,117 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
   float o[128];  // O[heads 16 wq + g (+ 8), columns 256 wg + 8 j + 2c (+ 1)]: o[4 j + e]
 #pragma unroll
   for (int i = 0; i < 128; ++i) o[i] = 0.f;
-  float snext[16] = {};  // the next chunk's partial scores, written by a wgmma in flight
-  // This thread's slot of the exchange and the other warpgroup's thread with the same elements
-  // (of the chunk-parity-0 set; parity 1 is 1,024 float4 on).
+  uint32_t pa[2][4] = {};  // P of keys [0, 16) and [16, 32): read by a P V still in flight
+  // This thread's slot of the exchange and the other warpgroup's thread with the same elements.
   float4* x_mine = xs + wg * 512 + wq * 32 + lane;
   const float4* x_other = xs + (wg ^ 1) * 512 + wq * 32 + lane;
   // The warpgroup's two k-step ranges of Q: atoms 4 wg .. 4 wg + 3, and bytes [64 wg, 64 wg +
   // 64) of atom 8's rows.
   const uint64_t q_desc0 = wgmma_desc(qs + 4 * wg * (GH * 128), 16, 1024);
   const uint64_t q_desc1 = wgmma_desc(qs + 8 * (GH * 128) + 64 * wg, 16, 1024);
-  // This warpgroup's partial scores of chunk ci into snext (issued and committed, not waited).
-  const auto issue_scores = [&](int ci) {
-    unsigned char* kt = ks + (ci % GNB) * kKBytes;
-    const uint64_t k_desc0 = wgmma_desc(kt + 4 * wg * (GK * 128), 16, 1024);
-    const uint64_t k_desc1 = wgmma_desc(kt + 8 * (GK * 128) + 64 * wg, 16, 1024);
-    // O's last ordinary writes (its zeroing, a rescale) stay before the issue: ptxas serializes
-    // every wgmma when an accumulator is written while one is in flight.
-    wgmma_fence_operands(o);
-    wgmma_fence();
-#pragma unroll
-    for (int s = 0; s < 16; ++s)
-      wgmma_m64n32k16_ss(snext, wgmma_desc_add(q_desc0, kstep_off(s, GH)),
-                         wgmma_desc_add(k_desc0, kstep_off(s, GK)), s > 0);
-#pragma unroll
-    for (int s = 0; s < 2; ++s)
-      wgmma_m64n32k16_ss(snext, wgmma_desc_add(q_desc1, 2 * s), wgmma_desc_add(k_desc1, 2 * s), 1);
-    wgmma_commit();
-  };
 
-  if (nchunks > 0) {
-    cp_async_wait<GNB - 2>();  // Q and chunk 0 have landed
-    fence_proxy_async_smem();
-    __syncthreads();
-  }
   for (int i = 0; i < nchunks; ++i) {
-    const uint32_t bits = slots.bits(i);
-    // Chunk 0's scores are issued here rather than before the loop: there, the copies of the
-    // loop-carried accumulator into the loop would sit between the issue and the wait, and
-    // ptxas would serialize every wgmma of the kernel.
-    if (i == 0 && bits != 0) issue_scores(0);
-    wgmma_wait<0>();  // chunk i's scores and chunk i - 1's P V
-    wgmma_fence_operands(snext);
-    wgmma_fence_operands(o);
-    float sacc[16];  // sacc[4 j + e]: key 8 j + 2c + (e & 1), head r0 (e < 2) or r1
-#pragma unroll
-    for (int v = 0; v < 16; ++v) sacc[v] = snext[v];
-    const int par = (i & 1) * 1024;
-    if (bits != 0) {
-#pragma unroll
-      for (int v = 0; v < 4; ++v)
-        x_mine[par + 128 * v] =
-            make_float4(sacc[4 * v], sacc[4 * v + 1], sacc[4 * v + 2], sacc[4 * v + 3]);
-    }
-    cp_async_wait<0>();        // this thread's copies of chunk i + 1 have landed
+    cp_async_wait<GNB - 2>();  // this thread's copies of chunk i have landed
     fence_proxy_async_smem();  // ... and are visible to wgmma
-    __syncthreads();           // E: chunk i's partial scores and chunk i + 1 visible; every
-                               // warpgroup's P V of chunk i - 1 done, so its buffer is free
+    __syncthreads();           // X
     slots.before_math(i, nchunks);
-    if (i + GNB - 1 < nchunks) copy_keys(i + GNB - 1);
-    cp_async_commit();  // possibly empty
-    float corr[2] = {1.f, 1.f}, m_use[2] = {0.f, 0.f};
-    if (bits != 0) {  // block-uniform; a chunk without a key changes nothing
-#pragma unroll
-      for (int v = 0; v < 4; ++v) {
-        const float4 x = x_other[par + 128 * v];
-        sacc[4 * v] += x.x, sacc[4 * v + 1] += x.y, sacc[4 * v + 2] += x.z, sacc[4 * v + 3] += x.w;
-      }
-      float mloc[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const bool valid = (bits >> (8 * j + 2 * c + (e & 1))) & 1u;
-          float& x = sacc[4 * j + e];
-          x = valid ? x * scale2 : -INFINITY;
-          mloc[e >> 1] = fmaxf(mloc[e >> 1], x);
-        }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        mloc[r] = fmaxf(mloc[r], __shfl_xor_sync(0xffffffffu, mloc[r], 1));
-        mloc[r] = fmaxf(mloc[r], __shfl_xor_sync(0xffffffffu, mloc[r], 2));
-        const float m_new = fmaxf(m_run[r], mloc[r]);
-        // exp2(-inf) = 0 takes care of masked keys and of the first chunk's correction (its
-        // state is zero); a row without any key so far (m_new = -inf) gets p = 0, not nan.
-        m_use[r] = m_new == -INFINITY ? 0.f : m_new;
-        corr[r] = fast_exp2(m_run[r] - m_use[r]);
-        m_run[r] = m_new;
-      }
-      // O is rescaled before chunk i + 1's scores are issued (see issue_scores).
-      if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
-#pragma unroll
-        for (int j = 0; j < 32; ++j) {
-          o[4 * j] *= corr[0], o[4 * j + 1] *= corr[0];
-          o[4 * j + 2] *= corr[1], o[4 * j + 3] *= corr[1];
-        }
-      }
+    unsigned char* kt = ks + (i % GNB) * kKBytes;
+    const uint32_t bits = slots.bits(i);
+    if (bits == 0) {    // block-uniform; a chunk without a key changes nothing
+      wgmma_wait<0>();  // the previous P V has read its buffer (refilled below) and its P
+      wgmma_fence_operands(o);
+      __syncthreads();
+      if (i + GNB - 1 < nchunks) copy_keys(i + GNB - 1);
+      cp_async_commit();
+      slots.after_math(i, nchunks);
+      continue;
     }
-    // Chunk i + 1's scores run on the tensor cores through this chunk's exponentials.
-    if (i + 1 < nchunks && slots.bits(i + 1) != 0) issue_scores(i + 1);
-    if (bits != 0) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float sum = 0.f;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          sacc[4 * j + 2 * r] = fast_exp2(sacc[4 * j + 2 * r] - m_use[r]);
-          sacc[4 * j + 2 * r + 1] = fast_exp2(sacc[4 * j + 2 * r + 1] - m_use[r]);
-          sum += sacc[4 * j + 2 * r] + sacc[4 * j + 2 * r + 1];
-        }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        l_run[r] = l_run[r] * corr[r] + sum;
-      }
-      // P [64 heads, 32 keys] into shared memory for the P V wgmma, K-major in the 128-byte
-      // swizzle (keys in bytes [0, 64) of each row): A from registers would be written while
-      // chunk i + 1's scores are in flight, and ptxas then serializes every wgmma. Its place is
-      // the other warpgroup's half of chunk i's exchange set, read above and free until chunk
-      // i + 2 (after the next barrier, by which this P V has finished).
-      unsigned char* pt = reinterpret_cast<unsigned char*>(xs + par + (wg ^ 1) * 512);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        *reinterpret_cast<uint32_t*>(pt + sw128_offset(GH, r0, j) + 4 * c) =
-            pack_bf16(sacc[4 * j], sacc[4 * j + 1]);
-        *reinterpret_cast<uint32_t*>(pt + sw128_offset(GH, r1, j) + 4 * c) =
-            pack_bf16(sacc[4 * j + 2], sacc[4 * j + 3]);
-      }
-      fence_proxy_async_smem();
-      if (wg == 0)  // the warpgroup's 64 rows are written
-        asm volatile("bar.sync 1, 128;\n" ::: "memory");
-      else
-        asm volatile("bar.sync 2, 128;\n" ::: "memory");
-      // P V: the value columns [256 wg, +256) are atoms 4 wg .. 4 wg + 3 of the key rows; keys
-      // [16, 32) start 2048 bytes in (32 bytes into P's rows).
-      const uint64_t p_desc = wgmma_desc(pt, 16, 1024);
-      const uint64_t v_desc =
-          wgmma_desc(ks + (i % GNB) * kKBytes + 4 * wg * (GK * 128), GK * 128, 1024);
+    float sacc[16];  // sacc[4 j + e]: key 8 j + 2c + (e & 1), head r0 (e < 2) or r1
+    {
+      const uint64_t k_desc0 = wgmma_desc(kt + 4 * wg * (GK * 128), 16, 1024);
+      const uint64_t k_desc1 = wgmma_desc(kt + 8 * (GK * 128) + 64 * wg, 16, 1024);
       wgmma_fence();
-      wgmma_m64n256k16_ss_tn(o, p_desc, v_desc, 1);
-      wgmma_m64n256k16_ss_tn(o, wgmma_desc_add(p_desc, 2), wgmma_desc_add(v_desc, 2048 >> 4), 1);
+#pragma unroll
+      for (int s = 0; s < 16; ++s)
+        wgmma_m64n32k16_ss(sacc, wgmma_desc_add(q_desc0, kstep_off(s, GH)),
+                           wgmma_desc_add(k_desc0, kstep_off(s, GK)), s > 0);
+#pragma unroll
+      for (int s = 0; s < 2; ++s)
+        wgmma_m64n32k16_ss(sacc, wgmma_desc_add(q_desc1, 2 * s), wgmma_desc_add(k_desc1, 2 * s), 1);
       wgmma_commit();
     }
+    wgmma_wait<0>();  // these scores, and the previous chunk's P V
+    wgmma_fence_operands(sacc);
+    wgmma_fence_operands(o);
+    wgmma_fence_operands(pa[0]);  // the previous P V's A operand: free from here
+    wgmma_fence_operands(pa[1]);
+#pragma unroll
+    for (int v = 0; v < 4; ++v)
+      x_mine[128 * v] = make_float4(sacc[4 * v], sacc[4 * v + 1], sacc[4 * v + 2], sacc[4 * v + 3]);
+    block_bar1();  // E
+    // Every warpgroup's P V of chunk i - 1 has finished (each waited above): its buffer is free.
+    if (i + GNB - 1 < nchunks) copy_keys(i + GNB - 1);
+    cp_async_commit();  // possibly empty
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      const float4 x = x_other[128 * v];
+      sacc[4 * v] += x.x, sacc[4 * v + 1] += x.y, sacc[4 * v + 2] += x.z, sacc[4 * v + 3] += x.w;
+    }
+    float mloc[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const bool valid = (bits >> (8 * j + 2 * c + (e & 1))) & 1u;
+        float& x = sacc[4 * j + e];
+        x = valid ? x * scale2 : -INFINITY;
+        mloc[e >> 1] = fmaxf(mloc[e >> 1], x);
+      }
+    float corr[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mloc[r] = fmaxf(mloc[r], __shfl_xor_sync(0xffffffffu, mloc[r], 1));
+      mloc[r] = fmaxf(mloc[r], __shfl_xor_sync(0xffffffffu, mloc[r], 2));
+      const float m_new = fmaxf(m_run[r], mloc[r]);
+      // exp2(-inf) = 0 takes care of masked keys and of the first chunk's correction (its
+      // state is zero); a row without any key so far (m_new = -inf) gets p = 0, not nan.
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;
+      corr[r] = fast_exp2(m_run[r] - m_use);
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        sacc[4 * j + 2 * r] = fast_exp2(sacc[4 * j + 2 * r] - m_use);
+        sacc[4 * j + 2 * r + 1] = fast_exp2(sacc[4 * j + 2 * r + 1] - m_use);
+        sum += sacc[4 * j + 2 * r] + sacc[4 * j + 2 * r + 1];
+      }
+      m_run[r] = m_new;
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      l_run[r] = l_run[r] * corr[r] + sum;
+    }
     slots.after_math(i, nchunks);
+    if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        o[4 * j] *= corr[0], o[4 * j + 1] *= corr[0];
+        o[4 * j + 2] *= corr[1], o[4 * j + 3] *= corr[1];
+      }
+    }
+    // The A fragments of keys [16 kk, 16 kk + 16): rows g, g + 8 x keys 2c, 2c + 8 (+ 1).
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      pa[kk][0] = pack_bf16(sacc[8 * kk], sacc[8 * kk + 1]);
+      pa[kk][1] = pack_bf16(sacc[8 * kk + 2], sacc[8 * kk + 3]);
+      pa[kk][2] = pack_bf16(sacc[8 * kk + 4], sacc[8 * kk + 5]);
+      pa[kk][3] = pack_bf16(sacc[8 * kk + 6], sacc[8 * kk + 7]);
+    }
+    // P V: the value columns [256 wg, +256) are atoms 4 wg .. 4 wg + 3 of the key rows; keys
+    // [16, 32) start 2048 bytes in.
+    const uint64_t v_desc = wgmma_desc(kt + 4 * wg * (GK * 128), GK * 128, 1024);
+    wgmma_fence();
+    wgmma_m64n256k16_rs_tn(o, pa[0], v_desc, 1);
+    wgmma_m64n256k16_rs_tn(o, pa[1], wgmma_desc_add(v_desc, 2048 >> 4), 1);
+    wgmma_commit();
   }
   wgmma_wait<0>();
   wgmma_fence_operands(o);
