@@ -186,6 +186,19 @@ class OpTimer final : public Backend {
   void kv_store(const Tensor& r, const Tensor& s, Tensor& p) override {
     time("kv_store", [&] { b_.kv_store(r, s, p); });
   }
+  // Ops with a default in Backend: without these the breakdown timed the defaults (the fused
+  // latent-row store as rms_norm + concat_cols + rope + kv_store on freshly allocated rows, a
+  // row-strided copy as one synchronous copy per row), not what the CUDA backend runs.
+  void copy(const Tensor& s, Tensor& d) override {
+    time("copy", [&] { b_.copy(s, d); });
+  }
+  void add_rms_norm(Tensor& h, const Tensor& b, const Tensor& w, float e, Tensor& o) override {
+    time("add_rms_norm", [&] { b_.add_rms_norm(h, b, w, e, o); });
+  }
+  void mla_kv_store(const Tensor& x, const Tensor& w, float e, const Tensor& pos, const Tensor& f,
+                    const RopeParams& r, const Tensor& sm, Tensor& p) override {
+    time("mla_kv_store", [&] { b_.mla_kv_store(x, w, e, pos, f, r, sm, p); });
+  }
   void kv_gather(const Tensor& p, const AttentionMeta& m, int64_t n, Tensor& o) override {
     time("kv_gather", [&] { b_.kv_gather(p, m, n, o); });
   }
