@@ -391,6 +391,17 @@ ForwardBatch decode_batch(const Env& env, int64_t batch, int64_t ctx,
   return build_forward_batch(ForwardMode::kDecode, chunks, env.page_size, Device::cuda());
 }
 
+// One sequence of T fresh tokens on pages 0, 1, ... (pages: the page list the batch points to).
+ForwardBatch prefill_batch(const Env& env, int64_t T, std::vector<int32_t>& pages) {
+  pages.clear();
+  for (int64_t i = 0; i < (T + env.page_size - 1) / env.page_size; ++i)
+    pages.push_back(static_cast<int32_t>(i));
+  std::vector<int32_t> toks(static_cast<size_t>(T));
+  for (int64_t i = 0; i < T; ++i) toks[i] = static_cast<int32_t>(i % 1000);
+  return build_forward_batch(ForwardMode::kExtend, {SequenceChunk{&pages, 0, toks, false}},
+                             env.page_size, Device::cuda());
+}
+
 struct DecodeRow {
   std::string layer;
   int64_t batch, ctx, experts;
@@ -525,13 +536,7 @@ int main(int argc, char** argv) {
     if (!prefill_layer.empty()) {
       // One warm eager prefill of prefill_tokens fresh tokens between cudaProfilerStart/Stop.
       std::vector<int32_t> pg;
-      for (int64_t i = 0; i < (prefill_tokens + env.page_size - 1) / env.page_size; ++i)
-        pg.push_back(static_cast<int32_t>(i));
-      std::vector<int32_t> toks(static_cast<size_t>(prefill_tokens));
-      for (int64_t i = 0; i < prefill_tokens; ++i) toks[i] = static_cast<int32_t>(i % 1000);
-      ForwardBatch fb =
-          build_forward_batch(ForwardMode::kExtend, {SequenceChunk{&pg, 0, toks, false}},
-                              env.page_size, Device::cuda());
+      ForwardBatch fb = prefill_batch(env, prefill_tokens, pg);
       Layer& L = prefill_layer == "moe" ? moe : dense;
       const Timing t = time_layer(env, L, fb, 2, false);
       std::printf("profile-prefill %s T=%lld: eager %.2f ms\n", prefill_layer.c_str(),
@@ -602,13 +607,7 @@ int main(int argc, char** argv) {
       const bool is_moe = L == &moe;
       for (int64_t T : ptoks) {
         std::vector<int32_t> pg;
-        for (int64_t i = 0; i < (T + env.page_size - 1) / env.page_size; ++i)
-          pg.push_back(static_cast<int32_t>(i));
-        std::vector<int32_t> toks(static_cast<size_t>(T));
-        for (int64_t i = 0; i < T; ++i) toks[i] = static_cast<int32_t>(i % 1000);
-        ForwardBatch fb =
-            build_forward_batch(ForwardMode::kExtend, {SequenceChunk{&pg, 0, toks, false}},
-                                env.page_size, Device::cuda());
+        ForwardBatch fb = prefill_batch(env, T, pg);
         const Timing t = time_layer(env, *L, fb, 3, false);
         if (T == ptoks.back()) {
           print_breakdown(

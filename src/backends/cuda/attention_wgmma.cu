@@ -191,28 +191,8 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
         x = valid ? x * scale2 : -INFINITY;
         mloc[e >> 1] = fmaxf(mloc[e >> 1], x);
       }
-    float corr[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mloc[r] = fmaxf(mloc[r], __shfl_xor_sync(0xffffffffu, mloc[r], 1));
-      mloc[r] = fmaxf(mloc[r], __shfl_xor_sync(0xffffffffu, mloc[r], 2));
-      const float m_new = fmaxf(m_run[r], mloc[r]);
-      // exp2(-inf) = 0 takes care of masked keys and of the first chunk's correction (its
-      // state is zero); a row without any key so far (m_new = -inf) gets p = 0, not nan.
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;
-      corr[r] = fast_exp2(m_run[r] - m_use);
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        sacc[4 * j + 2 * r] = fast_exp2(sacc[4 * j + 2 * r] - m_use);
-        sacc[4 * j + 2 * r + 1] = fast_exp2(sacc[4 * j + 2 * r + 1] - m_use);
-        sum += sacc[4 * j + 2 * r] + sacc[4 * j + 2 * r + 1];
-      }
-      m_run[r] = m_new;
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      l_run[r] = l_run[r] * corr[r] + sum;
-    }
+    float corr[2];  // 2^(old max - new max) per row
+    online_softmax_chunk(*reinterpret_cast<float(*)[4][4]>(&sacc), mloc, m_run, l_run, corr);
     slots.after_math(i, nchunks);
     if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
 #pragma unroll

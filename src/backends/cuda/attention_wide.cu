@@ -254,29 +254,9 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
           s[nt][e] = valid ? v * scale2 : -INFINITY;
           mloc[e >> 1] = fmaxf(mloc[e >> 1], s[nt][e]);
         }
-      float corr[2];      // e^(old max - new max) per row, set below
+      float corr[2];      // 2^(old max - new max) per row, set below
       uint32_t pa[2][4];  // P as the A fragments of keys [16 kk, 16 kk + 16)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        mloc[r] = fmaxf(mloc[r], __shfl_xor_sync(0xffffffffu, mloc[r], 1));
-        mloc[r] = fmaxf(mloc[r], __shfl_xor_sync(0xffffffffu, mloc[r], 2));
-        const float m_new = fmaxf(m_run[r], mloc[r]);
-        // exp2(-inf) = 0 takes care of masked keys and of the first chunk's correction (its
-        // running state is zero); a row without any key so far (m_new = -inf) gets p = 0, not nan.
-        const float m_use = m_new == -INFINITY ? 0.f : m_new;
-        corr[r] = fast_exp2(m_run[r] - m_use);
-        float sum = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-          s[nt][2 * r] = fast_exp2(s[nt][2 * r] - m_use);
-          s[nt][2 * r + 1] = fast_exp2(s[nt][2 * r + 1] - m_use);
-          sum += s[nt][2 * r] + s[nt][2 * r + 1];
-        }
-        m_run[r] = m_new;
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        l_run[r] = l_run[r] * corr[r] + sum;
-      }
+      online_softmax_chunk(s, mloc, m_run, l_run, corr);
 #pragma unroll
       for (int kk = 0; kk < 2; ++kk) {
         pa[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);

@@ -56,6 +56,37 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// One chunk of online softmax for the two rows a thread holds in four m16n8 score tiles: s[nt][e]
+// is key 8 nt + 2c + (e & 1) of row g (e < 2) or g + 8, in log2 units, -inf where masked; mloc
+// the thread's own row maxima of this chunk. Reduces them over the quad, updates the running
+// max and sum (m_run, l_run), turns s into the probabilities and gives each row's correction of
+// the running output (2^(old max - new max)).
+__device__ __forceinline__ void online_softmax_chunk(float (&s)[4][4], float (&mloc)[2],
+                                                     float (&m_run)[2], float (&l_run)[2],
+                                                     float (&corr)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mloc[r] = fmaxf(mloc[r], __shfl_xor_sync(0xffffffffu, mloc[r], 1));
+    mloc[r] = fmaxf(mloc[r], __shfl_xor_sync(0xffffffffu, mloc[r], 2));
+    const float m_new = fmaxf(m_run[r], mloc[r]);
+    // exp2(-inf) = 0 takes care of masked keys and of the first chunk's correction (its running
+    // state is zero); a row without any key so far (m_new = -inf) gets p = 0, not nan.
+    const float m_use = m_new == -INFINITY ? 0.f : m_new;
+    corr[r] = fast_exp2(m_run[r] - m_use);
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      s[nt][2 * r] = fast_exp2(s[nt][2 * r] - m_use);
+      s[nt][2 * r + 1] = fast_exp2(s[nt][2 * r + 1] - m_use);
+      sum += s[nt][2 * r] + s[nt][2 * r + 1];
+    }
+    m_run[r] = m_new;
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    l_run[r] = l_run[r] * corr[r] + sum;
+  }
+}
+
 // Two floats as one bf16x2 fragment register (round to nearest).
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
