@@ -402,6 +402,20 @@ ForwardBatch prefill_batch(const Env& env, int64_t T, std::vector<int32_t>& page
                              env.page_size, Device::cuda());
 }
 
+// One warm eager run of the layer between cudaProfilerStart/Stop, for `ncu --profile-from-start
+// off`: every kernel's own duration, no launch gaps.
+void profile_once(Env& env, Layer& L, const ForwardBatch& fb) {
+  Tensor h = dev_rand({fb.num_tokens(), env.c.hidden_size}, 1.0f);
+  const LayerContext ctx{env.c, env.mw, fb, *env.cache, env.ws};
+  Tensor tk;
+  env.ws.reset();
+  CK(cudaDeviceSynchronize());
+  CK(cudaProfilerStart());
+  decoder_layer(ctx, L.w, 0, true, h, tk);
+  CK(cudaDeviceSynchronize());
+  CK(cudaProfilerStop());
+}
+
 struct DecodeRow {
   std::string layer;
   int64_t batch, ctx, experts;
@@ -512,8 +526,7 @@ int main(int argc, char** argv) {
         dense.shared_bytes / 1e6);
 
     if (!profile_layer.empty()) {
-      // One warm eager decode step at context profile_ctx between cudaProfilerStart/Stop, for
-      // `ncu --profile-from-start off`: every kernel's own duration, no launch gaps.
+      // One warm eager decode step at context profile_ctx (profile_once).
       std::vector<std::vector<int32_t>> pages;
       ForwardBatch fb = decode_batch(env, profile_batch, profile_ctx, pages);
       Layer& L = profile_layer == "moe" ? moe : dense;
@@ -521,35 +534,19 @@ int main(int argc, char** argv) {
       std::printf("profile-step %s batch %lld ctx %lld: eager %.1f us, graph %.1f us\n",
                   profile_layer.c_str(), static_cast<long long>(profile_batch),
                   static_cast<long long>(profile_ctx), t.eager_us, t.graph_us);
-      Tensor h = dev_rand({fb.num_tokens(), env.c.hidden_size}, 1.0f);
-      const LayerContext ctx{env.c, env.mw, fb, *env.cache, env.ws};
-      Tensor tk;
-      env.ws.reset();
-      CK(cudaDeviceSynchronize());
-      CK(cudaProfilerStart());
-      decoder_layer(ctx, L.w, 0, true, h, tk);
-      CK(cudaDeviceSynchronize());
-      CK(cudaProfilerStop());
+      profile_once(env, L, fb);
       return 0;
     }
 
     if (!prefill_layer.empty()) {
-      // One warm eager prefill of prefill_tokens fresh tokens between cudaProfilerStart/Stop.
+      // One warm eager prefill of prefill_tokens fresh tokens (profile_once).
       std::vector<int32_t> pg;
       ForwardBatch fb = prefill_batch(env, prefill_tokens, pg);
       Layer& L = prefill_layer == "moe" ? moe : dense;
       const Timing t = time_layer(env, L, fb, 2, false);
       std::printf("profile-prefill %s T=%lld: eager %.2f ms\n", prefill_layer.c_str(),
                   static_cast<long long>(prefill_tokens), t.eager_us / 1e3);
-      Tensor h = dev_rand({fb.num_tokens(), env.c.hidden_size}, 1.0f);
-      const LayerContext ctx{env.c, env.mw, fb, *env.cache, env.ws};
-      Tensor tk;
-      env.ws.reset();
-      CK(cudaDeviceSynchronize());
-      CK(cudaProfilerStart());
-      decoder_layer(ctx, L.w, 0, true, h, tk);
-      CK(cudaDeviceSynchronize());
-      CK(cudaProfilerStop());
+      profile_once(env, L, fb);
       return 0;
     }
 
