@@ -43,9 +43,9 @@ Tensor add_rms_norm(Workspace& ws, Tensor& h, const Tensor& b, const Tensor& w, 
 Tensor concat_cols(Workspace& ws, const Tensor& a, const Tensor& b);
 // [N, D], rows [M] -> [M, D]
 Tensor gather_rows(Workspace& ws, const Tensor& src, const Tensor& rows);
-// dst = src: same shape and dtype, both contiguous, on one device. Asynchronous on the backend's
-// stream (graph-capturable), unlike Tensor::copy_from.
-// Both contiguous, or both [R, C] with unit last stride (rows at any stride).
+// dst = src: same shape and dtype, on one device; both contiguous, or both [R, C] with unit last
+// stride (rows at any stride). Asynchronous on the backend's stream (graph-capturable), unlike
+// Tensor::copy_from.
 void copy(const Tensor& src, Tensor& dst);
 
 // rows: [T, R] written to pool: [S, R] at meta.slot_mapping (or an FP8 indexer-key pool
