@@ -156,6 +156,20 @@ TEST_F(OpsTest, LinearAndHeadMatmul) {
         want.push_back(s);
       }
   expect_close(ops::head_matmul(ws, x, w), want, 1e-6, "head_matmul");
+  // Into the first N columns of wider rows, the other columns left as they were.
+  Tensor wide = randn({T, H, N + 3});
+  const std::vector<float> before = to_float_vector(wide);
+  Tensor cols = wide.narrow(2, 0, N);
+  ops::head_matmul_into(x, w, cols);
+  const std::vector<float> got = to_float_vector(wide);
+  std::vector<double> got_cols;
+  for (int64_t th = 0; th < T * H; ++th) {
+    for (int64_t n = 0; n < N; ++n) got_cols.push_back(got[th * (N + 3) + n]);
+    for (int64_t n = N; n < N + 3; ++n) EXPECT_EQ(got[th * (N + 3) + n], before[th * (N + 3) + n]);
+  }
+  expect_close(Tensor::from_vector(std::vector<float>(got_cols.begin(), got_cols.end()),
+                                   {static_cast<int64_t>(got_cols.size())}),
+               want, 1e-6, "head_matmul_into");
 }
 
 TEST_F(OpsTest, KvStoreGatherAndAbsorbedAttention) {
@@ -390,6 +404,25 @@ TEST_F(OpsTest, CopyBetweenContiguousTensors) {
   Tensor col = drafts.select(1, 0);  // stride 4
   Tensor three = ints({1, 2, 3});
   EXPECT_NE(error_of([&] { ops::copy(three, col); }).find("contiguous"), std::string::npos);
+}
+
+// Row-strided [R, C] views (the absorbed query's rope columns into its [T * H, 576] rows): every
+// row's C values land in place, the columns around them are untouched.
+TEST_F(OpsTest, CopyBetweenRowStridedViews) {
+  for (int64_t R : {1, 3, 64}) {
+    Tensor src_rows = randn({R, 10}), dst_rows = randn({R, 7});
+    const std::vector<float> before = to_float_vector(dst_rows);
+    Tensor src = src_rows.narrow(1, 6, 4), dst = dst_rows.narrow(1, 2, 4);  // strides 10 and 7
+    ops::copy(src, dst);
+    const std::vector<float> s = to_float_vector(src_rows), d = to_float_vector(dst_rows);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < 7; ++c)
+        EXPECT_EQ(d[r * 7 + c], c >= 2 && c < 6 ? s[r * 10 + 6 + c - 2] : before[r * 7 + c])
+            << "row " << r << " col " << c;
+  }
+  Tensor a = randn({2, 3, 4});
+  Tensor b = Tensor::zeros({2, 3, 8}, DType::F32).narrow(2, 0, 4);  // 3-D, not [R, C]
+  EXPECT_THROW(ops::copy(a, b), Error);
 }
 
 }  // namespace
