@@ -146,8 +146,7 @@ TEST_F(CudaOps, MlaDecodeVerifyEqualsDecodeWhenDeterministic) {
   // The 16-head kernel (the automatic choice here) and the 64-head one on mma.sync and wgmma.
   for (int wide : {0, 1, 2})
     for (int64_t K : {int64_t{0}, int64_t{2048}}) {
-      cuda::cuda_backend()->set_mla_wide(wide > 0);
-      cuda::cuda_backend()->set_mla_wgmma(wide == 2);
+      use_mla_kernel(static_cast<MlaKernel>(wide));
       for (int32_t len : {700, 3000}) {
         Meta m = make_meta({len}, {static_cast<int32_t>(Q)}, 64);
         Pair pool = rand({m.slots, L});
@@ -175,8 +174,7 @@ TEST_F(CudaOps, MlaDecodeVerifyEqualsDecodeWhenDeterministic) {
         }
       }
     }
-  cuda::cuda_backend()->set_mla_wide(-1);
-  cuda::cuda_backend()->set_mla_wgmma(true);
+  use_automatic_mla_kernel();
 }
 
 // A top-k row that lists every visible position in order and pads with -1 (what the indexer
@@ -197,18 +195,14 @@ TEST_F(CudaOps, MlaDecodeIdentityTopkEqualsDense) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(L));
   const char* names[] = {"mma", "mma 64 heads", "wgmma 64 heads", "simt"};
   for (int kernel = 0; kernel < 4; ++kernel) {
-    cuda::cuda_backend()->set_mla_tensor_cores(kernel < 3);
-    cuda::cuda_backend()->set_mla_wide(kernel == 1 || kernel == 2);
-    cuda::cuda_backend()->set_mla_wgmma(kernel == 2);
+    use_mla_kernel(static_cast<MlaKernel>(kernel));
     const Tensor dense = ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, Tensor(), scale, Lc);
     const Tensor sparse = ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, Lc);
     const int64_t bad = first_differing_row(sparse, dense, T);
     EXPECT_EQ(bad, -1) << names[kernel] << ": token " << bad
                        << " with an identity top-k row differs from dense";
   }
-  cuda::cuda_backend()->set_mla_tensor_cores(true);
-  cuda::cuda_backend()->set_mla_wide(-1);
-  cuda::cuda_backend()->set_mla_wgmma(true);
+  use_automatic_mla_kernel();
 }
 
 // moe_experts on the device path: a token's output is the same bits alone or among other

@@ -172,15 +172,14 @@ TEST_F(CudaOps, MlaDecodeFp8AllKernels) {
     const Tensor want = ops::mla_decode(cpu_ws_, q.cpu, pool.cpu, m.cpu, topk.cpu, scale, c.Lc);
     const char* names[] = {"mla_decode fp8 (mma)", "mla_decode fp8 (mma 64h)",
                            "mla_decode fp8 (simt)"};
+    const MlaKernel kernels[] = {MlaKernel::kMma16, MlaKernel::kMma64, MlaKernel::kSimt};
     for (int kernel = 0; kernel < 3; ++kernel) {
       if (kernel == 1 && !(c.H == 64 && c.Lc == 512)) continue;  // the 64-head kernel's dims
-      cuda::cuda_backend()->set_mla_tensor_cores(kernel < 2);
-      cuda::cuda_backend()->set_mla_wide(kernel == 1 ? 1 : 0);
+      use_mla_kernel(kernels[kernel]);
       expect_close(ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, c.Lc), want,
                    kAttentionFp8, names[kernel], what);
     }
-    cuda::cuda_backend()->set_mla_tensor_cores(true);
-    cuda::cuda_backend()->set_mla_wide(-1);
+    use_automatic_mla_kernel();
   }
 }
 

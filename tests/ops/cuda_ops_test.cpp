@@ -378,15 +378,11 @@ TEST_F(CudaOps, MlaDecodeDenseSparseAndSplit) {
     const char* names[] = {"mla_decode (mma)", "mla_decode (mma, 64 heads)",
                            "mla_decode (wgmma, 64 heads)", "mla_decode (simt)"};
     for (int kernel = 0; kernel < 4; ++kernel) {
-      cuda::cuda_backend()->set_mla_tensor_cores(kernel < 3);
-      cuda::cuda_backend()->set_mla_wide(kernel == 1 || kernel == 2);
-      cuda::cuda_backend()->set_mla_wgmma(kernel == 2);
+      use_mla_kernel(static_cast<MlaKernel>(kernel));
       expect_close(ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, c.Lc), want,
                    kAttention, names[kernel], what);
     }
-    cuda::cuda_backend()->set_mla_tensor_cores(true);
-    cuda::cuda_backend()->set_mla_wide(-1);
-    cuda::cuda_backend()->set_mla_wgmma(true);
+    use_automatic_mla_kernel();
   }
 }
 

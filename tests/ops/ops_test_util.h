@@ -14,12 +14,30 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/cuda_backend.h"
 #include "backends/init.h"
 #include "core/device.h"
 #include "core/rng.h"
 #include "ops/ops.h"
 
 namespace tandem::test {
+
+// The mla_decode kernels the tests walk through (docs/cuda-backend.md): 16 heads a block on
+// mma.sync, 64 heads on mma.sync, 64 heads on warpgroup MMA, SIMT.
+enum class MlaKernel { kMma16, kMma64, kWgmma64, kSimt };
+inline void use_mla_kernel(MlaKernel k) {
+  cuda::CudaBackend* b = cuda::cuda_backend();
+  b->set_mla_tensor_cores(k != MlaKernel::kSimt);
+  b->set_mla_wide(k == MlaKernel::kMma64 || k == MlaKernel::kWgmma64 ? 1 : 0);
+  b->set_mla_wgmma(k == MlaKernel::kWgmma64);
+}
+// Back to the automatic choice after a walk.
+inline void use_automatic_mla_kernel() {
+  cuda::CudaBackend* b = cuda::cuda_backend();
+  b->set_mla_tensor_cores(true);
+  b->set_mla_wide(-1);
+  b->set_mla_wgmma(true);
+}
 
 // Every GPU output starts as NaN (floats) or 0x7f7f7f7f (ints): an element the op forgets to
 // write shows up as NaN or as an impossible index.

@@ -72,8 +72,7 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
   unsigned char* qs = smem;                                    // Q, swizzled
   unsigned char* ks = qs + kQBytes;                            // [GNB] key buffers, swizzled
   float4* xs = reinterpret_cast<float4*>(ks + GNB * kKBytes);  // [2][4][128] partial scores
-  int32_t* table = reinterpret_cast<int32_t*>(ks + GNB * kKBytes + kXBytes);
-  uint32_t* kmask = reinterpret_cast<uint32_t*>(table + 2 * MlaSlotTable::kSpan * GK);
+  unsigned char* tables = ks + GNB * kKBytes + kXBytes;        // MlaSlotTable's
 
   const int t = blockIdx.x, split = blockIdx.y;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -96,7 +95,7 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
   const int64_t pos = p.meta.token_pos[t];
   const SplitRange sr = split_range(p, pos, split, GK);
   const int nchunks = sr.nchunks;
-  MlaSlotTable slots(p, table, kmask, t, pos, sr.it0, sr.it1);
+  MlaSlotTable slots(p, tables, t, pos, sr.it0, sr.it1);
 
   // Chunk ci's rows into buffer ci % GNB: 8 threads per row (kr), thread kp its pieces kp,
   // kp + 8, .. (one per 128-byte atom, all at the same swizzled place of their atom's row);

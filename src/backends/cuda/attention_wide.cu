@@ -124,8 +124,7 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
   bf16* qs = reinterpret_cast<bf16*>(smem);                 // [64][LP]
   bf16* ks = qs + WH * LP;                                  // [NB][WK][LP]
   float* xs = reinterpret_cast<float*>(ks + NB * WK * LP);  // [2 halves][4 tiles][16][32 lanes]
-  int32_t* table = reinterpret_cast<int32_t*>(xs + 2 * WH * WK);  // MlaSlotTable's tables
-  uint32_t* kmask = reinterpret_cast<uint32_t*>(table + 2 * MlaSlotTable::kSpan * WK);
+  float* tables = xs + 2 * WH * WK;                         // MlaSlotTable's
 
   const int t = blockIdx.x, split = blockIdx.y;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -150,7 +149,7 @@ __global__ void __launch_bounds__(kWideThreads, 1) mla_decode_wide_kernel(MlaDec
   const int64_t pos = p.meta.token_pos[t];
   const SplitRange sr = split_range(p, pos, split, WK);
   const int nchunks = sr.nchunks;
-  MlaSlotTable slots(p, table, kmask, t, pos, sr.it0, sr.it1);
+  MlaSlotTable slots(p, tables, t, pos, sr.it0, sr.it1);
   // Chunk ci's rows into buffer ci % NB: 8 threads per row; zeros for a missing key.
   const auto copy_keys = [&](int ci) {
     const int j = tid >> 3;

@@ -33,10 +33,11 @@ struct MlaSlotTable {
   int64_t kp[4] = {};
   int32_t pg[4] = {};
 
-  __device__ MlaSlotTable(const MlaDecodeParams& p, int32_t* table_, uint32_t* kmask_, int t,
-                          int64_t pos_, int64_t it0_, int64_t it1_)
-      : table(table_),
-        kmask(kmask_),
+  // smem: the caller's kSmemBytes for the tables (4-byte aligned).
+  __device__ MlaSlotTable(const MlaDecodeParams& p, void* smem, int t, int64_t pos_, int64_t it0_,
+                          int64_t it1_)
+      : table(static_cast<int32_t*>(smem)),
+        kmask(reinterpret_cast<uint32_t*>(table + 2 * kSpan * kChunk)),
         topk_row(p.topk ? p.topk + t * p.topk_k : nullptr),
         pages_row(p.meta.page_table + p.meta.token_seq[t] * p.meta.max_pages),
         page_size(p.meta.page_size),
