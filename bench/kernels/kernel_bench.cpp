@@ -14,7 +14,8 @@
 // --quant-only: the ceilings and the quantized-weight tables (FP8 / MXFP4, kept out of the
 // default run: they allocate ~15 GB of experts and add a minute to scripts/gpu_suite.sh's
 // kernel_bench step); --topk-only: the ceilings and the indexer selection table;
-// --layers-only: the ceilings and the layer tables)
+// --layers-only: the ceilings and the layer tables; --deterministic: the layer tables with the
+// backend in deterministic mode, the batch-invariant kernels of --enable-deterministic-inference)
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
@@ -434,7 +435,7 @@ int main(int argc, char** argv) {
   using namespace tandem;
   using namespace tandem::bench;
   bool quick = false, linear_only = false, quant_only = false, topk_only = false,
-       layers_only = false;
+       layers_only = false, deterministic = false;
   std::string profile_layer;  // --profile-step moe|dense BATCH: one eager step for ncu
   int64_t profile_batch = 1, profile_ctx = 1024;  // --profile-ctx N: the step's context
   std::string prefill_layer;  // --profile-prefill moe|dense T: one eager T-token prefill for ncu
@@ -445,6 +446,7 @@ int main(int argc, char** argv) {
     quant_only |= std::strcmp(argv[i], "--quant-only") == 0;
     topk_only |= std::strcmp(argv[i], "--topk-only") == 0;
     layers_only |= std::strcmp(argv[i], "--layers-only") == 0;
+    deterministic |= std::strcmp(argv[i], "--deterministic") == 0;
     if (std::strcmp(argv[i], "--profile-step") == 0 && i + 2 < argc) {
       profile_layer = argv[i + 1];
       profile_batch = std::atoll(argv[i + 2]);
@@ -487,6 +489,10 @@ int main(int argc, char** argv) {
     if (!profiling && !layers_only) bench_mla_decode_fp8(copy_gbps, quick);
     if (!profiling && !layers_only) bench_topk_select(copy_gbps, quick);
 
+    if (deterministic) {
+      cuda::cuda_backend()->set_deterministic(true);
+      std::printf("deterministic mode: batch-invariant kernels\n\n");
+    }
     Env env;
     env.c = preset_config("glm5.2");
     env.c.num_hidden_layers = 1;

@@ -1,10 +1,11 @@
 // Batch invariance of the CUDA ops that decode and speculative verify share: a token's output row
 // must be bit-identical whether the op runs it alone (decode) or among S + 1 tokens of its
 // sequence and other sequences' tokens (verify), or greedy speculation is not lossless. Checked
-// bitwise on fresh random inputs over a sweep of row counts in deterministic mode (the
-// tensor-core GEMM for every bf16 product, fixed mla_decode splits), plus the skinny kernel's
-// f32 products, invariant in both modes (in default mode below the rows where f32 products go to
-// cuBLASLt); and the tensor-core GEMM against the CPU.
+// bitwise on fresh random inputs over a sweep of row counts in deterministic mode (cuBLASLt's
+// batch-invariant algorithms for every bf16 and f32 product, and their fallbacks, the
+// tensor-core GEMM and the skinny kernel; fixed mla_decode splits), plus the skinny kernel's f32
+// products, invariant in both modes (in default mode below the rows where f32 products go to
+// cuBLASLt); and both deterministic GEMM paths against the CPU.
 #include <cstring>
 
 #include "backends/cuda/cuda_backend.h"
@@ -16,11 +17,19 @@ namespace {
 constexpr double kBf16Out = 5e-3;
 constexpr double kF32Out = 1e-4;
 
-// Restores the default mode whatever a test does.
+// Restores the default mode whatever a test does. lt: deterministic products on cuBLASLt's
+// batch-invariant algorithms (the default) or on the fallback kernels.
 struct DeterministicScope {
-  explicit DeterministicScope(bool on) { cuda::cuda_backend()->set_deterministic(on); }
-  ~DeterministicScope() { cuda::cuda_backend()->set_deterministic(false); }
+  explicit DeterministicScope(bool on, bool lt = true) {
+    cuda::cuda_backend()->set_deterministic(on);
+    cuda::cuda_backend()->set_invariant_cublaslt(lt);
+  }
+  ~DeterministicScope() {
+    cuda::cuda_backend()->set_deterministic(false);
+    cuda::cuda_backend()->set_invariant_cublaslt(true);
+  }
 };
+const char* path_name(bool lt) { return lt ? "cuBLASLt invariant" : "fallback kernels"; }
 
 // Row r of `part` ([rows, N]) equals row r of `full` bit for bit; returns the first bad row or -1.
 int64_t first_differing_row(const Tensor& part, const Tensor& full, int64_t rows) {
@@ -31,7 +40,7 @@ int64_t first_differing_row(const Tensor& part, const Tensor& full, int64_t rows
   return -1;
 }
 
-TEST_F(CudaOps, TensorCoreLinearMatchesCpu) {
+TEST_F(CudaOps, DeterministicLinearMatchesCpu) {
   struct Shape2 {
     int64_t N, K;
   };
@@ -40,21 +49,22 @@ TEST_F(CudaOps, TensorCoreLinearMatchesCpu) {
   const std::vector<Shape2> shapes = {{2048, 6144}, {576, 6144}, {6144, 2048}, {1000, 640},
                                       {77, 264},    {13, 40},    {300, 8}};
   const std::vector<int64_t> ms = {1, 2, 5, 8, 9, 16, 17, 31, 32, 33, 63, 64, 65, 130};
-  {
-    DeterministicScope scope(true);
+  for (bool lt : {true, false}) {
+    DeterministicScope scope(true, lt);
     for (const Shape2& s : shapes)
       for (int64_t M : ms) {
         if (small_only() && M * s.N * s.K > (int64_t{16} << 20)) continue;
         Pair x = rand({M, s.K});
         Pair w = rand({s.N, s.K}, 0.05f);
-        const std::string what =
-            std::to_string(M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K);
+        const std::string what = std::string(path_name(lt)) + " " + std::to_string(M) + "x" +
+                                 std::to_string(s.N) + "x" + std::to_string(s.K);
         const Tensor want =
             ops::linear(cpu_ws_, x.cpu, Weight{w.cpu, {}, WeightFormat::kDense}, DType::F32);
         for (DType out : {DType::BF16, DType::F32})
           expect_close(ops::linear(gpu_ws_, x.gpu, Weight{w.gpu, {}, WeightFormat::kDense}, out),
                        want, out == DType::F32 ? kF32Out : kBf16Out,
-                       out == DType::F32 ? "linear tc f32 out" : "linear tc", what);
+                       out == DType::F32 ? "deterministic linear f32 out" : "deterministic linear",
+                       what);
       }
   }
 }
@@ -73,11 +83,11 @@ void check_linear_rows(PoisonWorkspace& ws, const Pair& x, const Tensor& w,
 }
 
 TEST_F(CudaOps, LinearRowsAreBatchInvariant) {
-  // f32 weights (router, indexer head weights): the skinny kernel at any M in deterministic
-  // mode; in default mode below heuristics::kF32LtMinRows (from there an fp32 cuBLASLt GEMM,
-  // whose algorithm depends on M, for prefill-sized batches).
+  // f32 weights (router, indexer head weights): the skinny kernel, in default mode below
+  // heuristics::kF32LtMinRows (from there an fp32 cuBLASLt GEMM, whose algorithm depends on M,
+  // for prefill-sized batches) and at any M as deterministic mode's fallback.
   for (bool det : {false, true}) {
-    DeterministicScope scope(det);
+    DeterministicScope scope(det, false);
     const int64_t top = det ? 300 : cuda::heuristics::kF32LtMinRows - 1;
     const std::vector<int64_t> mf = {1, 3, 16, 17, 64, top};
     Pair x = rand({300, 6144});
@@ -85,27 +95,39 @@ TEST_F(CudaOps, LinearRowsAreBatchInvariant) {
     check_linear_rows(gpu_ws_, x, w.gpu, mf, DType::F32,
                       std::string("f32 router 256x6144, ") + (det ? "deterministic" : "default"));
   }
-  // Deterministic mode, bf16 weights: every M, every tile configuration of the kernel, with and
-  // without K splits (N = 576: split-K; 16384: none).
+  // Deterministic mode, f32 weights on cuBLASLt's invariant algorithms, through prefill sizes.
   {
-    DeterministicScope scope(true);
-    const std::vector<int64_t> ms = {1, 2, 4, 5, 8, 12, 16, 17, 32, 33, 64, 65, 128, 200, 300};
+    DeterministicScope scope(true, true);
+    Pair x = rand({1100, 6144});
+    Pair w = rand({256, 6144}, 0.05f, DType::F32);
+    check_linear_rows(gpu_ws_, x, w.gpu, {1, 2, 5, 16, 64, 129, 300, 1100}, DType::F32,
+                      "f32 router 256x6144, deterministic, cuBLASLt invariant");
+  }
+  // Deterministic mode, bf16 weights, on both paths: every M, and for cuBLASLt every row bucket
+  // (each times its own candidates and may run a different tile: the bits must not change); for
+  // the tensor-core kernel every tile configuration, with and without K splits (N = 576:
+  // split-K; 16384: none); GLM-5.2's o_proj (K = 16384, where the default pick splits K).
+  for (bool lt : {true, false}) {
+    DeterministicScope scope(true, lt);
+    const std::vector<int64_t> ms =
+        lt ? std::vector<int64_t>{1, 2, 3, 4, 5, 8, 12, 16, 17, 32, 33, 64, 65, 128, 200, 300, 700}
+           : std::vector<int64_t>{1, 2, 4, 5, 8, 12, 16, 17, 32, 33, 64, 65, 128, 200, 300};
     for (auto [N, K] : std::vector<std::pair<int64_t, int64_t>>{
-             {1536, 2048}, {576, 6144}, {16384, 512}, {77, 264}}) {
-      Pair x = rand({300, K});
+             {1536, 2048}, {576, 6144}, {16384, 512}, {77, 264}, {6144, 16384}}) {
+      if (!lt && K == 16384) continue;
+      Pair x = rand({ms.back(), K});
       Pair w = rand({N, K}, 0.05f);
-      check_linear_rows(gpu_ws_, x, w.gpu, ms, DType::BF16,
-                        "deterministic bf16 " + std::to_string(N) + "x" + std::to_string(K));
-      check_linear_rows(
-          gpu_ws_, x, w.gpu, ms, DType::F32,
-          "deterministic bf16, f32 out " + std::to_string(N) + "x" + std::to_string(K));
+      const std::string what = std::string("deterministic, ") + path_name(lt) + ", bf16 " +
+                               std::to_string(N) + "x" + std::to_string(K);
+      check_linear_rows(gpu_ws_, x, w.gpu, ms, DType::BF16, what);
+      check_linear_rows(gpu_ws_, x, w.gpu, ms, DType::F32, what + ", f32 out");
     }
   }
 }
 
 TEST_F(CudaOps, HeadMatmulRowsAreBatchInvariant) {
-  {
-    DeterministicScope scope(true);
+  for (bool lt : {true, false}) {
+    DeterministicScope scope(true, lt);
     const std::vector<int64_t> ts = {1, 4, 17, 33, 100};
     const int64_t Tmax = ts.back();
     Pair q = rand({Tmax, 64, 256});
@@ -115,10 +137,10 @@ TEST_F(CudaOps, HeadMatmulRowsAreBatchInvariant) {
       const Tensor part =
           ops::head_matmul(gpu_ws_, q.gpu.narrow(0, 0, T).narrow(2, 0, 192), wuk.gpu);
       const int64_t bad = first_differing_row(part, full.narrow(0, 0, T).contiguous(), T);
-      EXPECT_EQ(bad, -1) << "head_matmul W_UK T=" << T << " deterministic";
+      EXPECT_EQ(bad, -1) << "head_matmul W_UK T=" << T << " deterministic, " << path_name(lt);
       expect_close(part,
                    ops::head_matmul(cpu_ws_, q.cpu.narrow(0, 0, T).narrow(2, 0, 192), wuk.cpu),
-                   kBf16Out, "head_matmul tc", "T=" + std::to_string(T));
+                   kBf16Out, "head_matmul deterministic", "T=" + std::to_string(T));
     }
   }
 }

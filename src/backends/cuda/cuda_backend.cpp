@@ -58,6 +58,11 @@ CudaBackend::~CudaBackend() {
   if (join_event_) cudaEventDestroy(join_event_);
 }
 
+void CudaBackend::set_deterministic(bool on) {
+  deterministic_ = on;
+  lt_->set_batch_invariant(on);
+}
+
 void CudaBackend::begin_side() {
   TD_CHECK(!in_side_, "cuda backend: side branches do not nest");
   if (!side_stream_on_) return;

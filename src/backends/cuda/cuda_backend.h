@@ -12,6 +12,8 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/heuristics.h"
@@ -112,8 +114,12 @@ class CudaBackend final : public Backend {
   void end_side() override;
   void join_side() override;
 
-  void set_deterministic(bool on) override { deterministic_ = on; }
+  void set_deterministic(bool on) override;
   bool deterministic() const { return deterministic_; }
+  // Deterministic mode's bf16 and f32 linears and head_matmul: cuBLASLt's batch-invariant
+  // algorithms (default, true) or, with false, the tensor-core kernel of gemm_tc.cu and the
+  // skinny kernel, the fallbacks (tests run both; kernel_bench compares them).
+  void set_invariant_cublaslt(bool on) { invariant_cublaslt_ = on; }
 
   // The kernel-choice thresholds live in heuristics.h, with the measurements behind them.
   static constexpr int64_t kSkinnyMaxRows = heuristics::kSkinnyMaxRows;
@@ -138,6 +144,8 @@ class CudaBackend final : public Backend {
   // The tensor-core kernel for bf16 weights; false (nothing done) where it does not apply.
   bool tc(const void* x, int64_t x_rs, int64_t x_bs, const Tensor& w, int64_t w_bs, Tensor& out,
           int64_t o_rs, int64_t o_bs, int64_t M, int64_t N, int64_t K, int64_t batch);
+  // Deterministic mode, a shape cuBLASLt has no batch-invariant algorithm for: warns once.
+  void invariant_fallback(const char* op, int64_t N, int64_t K);
   void fp8_linear(const Tensor& x, const Weight& w, Tensor& out);
   void mxfp4_linear(const Tensor& x, const Weight& w, Tensor& out);
   // The FP8 cuBLASLt GEMMs (created at first use), on this line's workspace.
@@ -150,7 +158,9 @@ class CudaBackend final : public Backend {
   bool mla_tensor_cores_ = true;
   int moe_tc_mode_ = -1;  // TANDEM_MOE_TENSOR_CORES: -1 automatic, 0 off, 1 on
   bool deterministic_ = false;
+  bool invariant_cublaslt_ = true;
   std::unique_ptr<LtGemm> lt_;
+  std::set<std::pair<int64_t, int64_t>> warned_fallback_;
   std::unique_ptr<LtFp8> lt8_;
   // Scratch of the main line [0] and of the side branch [1].
   void* scratch_[2] = {nullptr, nullptr};

@@ -9,6 +9,7 @@
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/lt_gemm.h"
 #include "core/error.h"
+#include "core/log.h"
 
 namespace tandem::cuda {
 
@@ -66,6 +67,17 @@ bool CudaBackend::tc(const void* x, int64_t x_rs, int64_t x_bs, const Tensor& w,
   return true;
 }
 
+void CudaBackend::invariant_fallback(const char* op, int64_t N, int64_t K) {
+  // A shape without an invariant cuBLASLt algorithm takes the tensor-core kernel (bf16) or the
+  // skinny kernel (f32) at every M: still batch-invariant, slower, and different bits from
+  // cuBLASLt's, which is why the choice must never depend on M (it does not: cuBLASLt's
+  // algorithm ids support every row count at 16-byte alignment).
+  if (warned_fallback_.insert({N, K}).second)
+    log_warn("deterministic {} {}x{}: no batch-invariant cuBLASLt algorithm; using the slower "
+             "invariant kernel",
+             op, N, K);
+}
+
 void CudaBackend::linear(const Tensor& x, const Weight& w, Tensor& out) {
   if (w.format != WeightFormat::kDense) {
     // FP8 block and MXFP4 weights stay quantized (cuda_quant.cpp).
@@ -78,15 +90,18 @@ void CudaBackend::linear(const Tensor& x, const Weight& w, Tensor& out) {
   need_unit_last(out, "linear", "out");
   const int64_t M = x.size(0), K = x.size(1), N = w.out_features();
   if (M == 0) return;
+  // Deterministic mode with the fallbacks forced (tests): no cuBLASLt.
+  const bool lt_ok = !deterministic_ || invariant_cublaslt_;
   if (w.w.dtype() == DType::BF16) {
-    if (heuristics::gemm_tensor_core_path(deterministic_) &&
-        tc(x.raw(), x.stride(0), 0, w.w, 0, out, out.stride(0), 0, M, N, K, 1))
-      return;
-    if (heuristics::linear_lt_path(M, deterministic_) &&
+    if (lt_ok && heuristics::linear_lt_path(M, deterministic_) &&
         lt_->gemm(x.raw(), x.stride(0), w.w.raw(), K, out.raw(), out.stride(0),
                   out.dtype() == DType::F32, M, N, K, stream_))
       return;
-  } else if (w.w.dtype() == DType::F32 && out.dtype() == DType::F32 &&
+    if (deterministic_) {
+      if (lt_ok) invariant_fallback("linear", N, K);
+      if (tc(x.raw(), x.stride(0), 0, w.w, 0, out, out.stride(0), 0, M, N, K, 1)) return;
+    }
+  } else if (lt_ok && w.w.dtype() == DType::F32 && out.dtype() == DType::F32 &&
              heuristics::linear_f32_lt_path(M, deterministic_)) {
     // fp32 weights (router, indexer head weights) at prefill sizes: x widened to f32, then an
     // fp32 cuBLASLt GEMM (exact fp32 products and sums, as the skinny kernel's).
@@ -96,6 +111,7 @@ void CudaBackend::linear(const Tensor& x, const Weight& w, Tensor& out) {
     if (lt_->gemm_f32(xf, K, w.w.data<float>(), K, out.data<float>(), out.stride(0), M, N, K,
                       stream_))
       return;
+    if (deterministic_) invariant_fallback("linear f32", N, K);
   }
   skinny(x.raw(), x.stride(0), 0, w.w, 0, out, out.stride(0), 0, M, N, K, 1);
 }
@@ -109,15 +125,16 @@ void CudaBackend::head_matmul(const Tensor& x, const Tensor& w, Tensor& out) {
   const int64_t T = x.size(0), H = x.size(1), K = x.size(2), N = w.size(1);
   const int64_t o_rs = out.stride(0), o_bs = out.stride(1);  // token and head strides
   if (T == 0) return;
-  if (heuristics::gemm_tensor_core_path(deterministic_) &&
-      tc(x.raw(), x.stride(0), x.stride(1), w, N * K, out, o_rs, o_bs, T, N, K, H))
-    return;
   // One strided-batched cuBLASLt GEMM (a batch per head); the skinny kernel (its fallback) has
   // its warps mostly idle on these short rows (K = 128 or 512).
-  if (heuristics::head_matmul_lt_path(deterministic_) &&
-      lt_->gemm(x.raw(), x.stride(0), w.raw(), K, out.raw(), o_rs, false, T, N, K, stream_, H,
-                x.stride(1), N * K, o_bs))
+  const bool lt_ok = !deterministic_ || invariant_cublaslt_;
+  if (lt_ok && lt_->gemm(x.raw(), x.stride(0), w.raw(), K, out.raw(), o_rs, false, T, N, K, stream_,
+                         H, x.stride(1), N * K, o_bs))
     return;
+  if (deterministic_) {
+    if (lt_ok) invariant_fallback("head_matmul", N, K);
+    if (tc(x.raw(), x.stride(0), x.stride(1), w, N * K, out, o_rs, o_bs, T, N, K, H)) return;
+  }
   skinny(x.raw(), x.stride(0), x.stride(1), w, N * K, out, o_rs, o_bs, T, N, K, H);
 }
 

@@ -52,32 +52,28 @@ Switches read_switches();
 // (docs/benchmarks.md). Not batch-invariant across the switch (hence deterministic mode below).
 constexpr int64_t kSkinnyMaxRows = 1;
 
-// Deterministic mode: every bf16 linear and head_matmul runs the tensor-core kernel of
-// gemm_tc.cu (one reduction order at every M) where it applies, else the skinny kernel; never
-// cuBLASLt, whose algorithm depends on the row count. Cost: at one row it reads 49-68% of copy
-// against 58-104% for the default paths; at 16 rows it is 1.2-2x faster than the skinny kernel;
-// at 64 rows and above 3-12x slower than cuBLASLt (docs/cuda-backend.md).
-inline bool gemm_tensor_core_path(bool deterministic) {
-  return deterministic;
-}
-// linear: cuBLASLt (the caller falls back to the skinny kernel where it has no algorithm).
+// Deterministic mode: every bf16 linear and head_matmul, and the fp32 linear, runs cuBLASLt in
+// its batch-invariant mode (LtGemm::set_batch_invariant: no split-K, one algorithm id per shape,
+// the fastest member timed per row bucket) at every M, one row included. On the H200 the
+// fastest such algorithm is within 0-3% of the fastest cuBLASLt algorithm at every M from 1 to
+// 256 on the GLM-5.2 projections (bench/kernels/lt_algo_survey.cpp; docs/benchmarks.md), where
+// the tensor-core kernel of gemm_tc.cu read 49-68% of copy at one row and was 3-12x slower from
+// 64 rows. That kernel (one reduction order at every M, but not cuBLASLt's) is the fallback for
+// a shape cuBLASLt has no invariant algorithm for, decided per shape (never per M).
 inline bool linear_lt_path(int64_t rows, bool deterministic) {
-  return rows > kSkinnyMaxRows && !deterministic;
+  return deterministic || rows > kSkinnyMaxRows;
 }
 // linear on fp32 weights (the router, the indexer's head weights; bf16 x, f32 out): from this
-// many rows in default mode, x widened to f32 and one fp32 cuBLASLt GEMM; below, and always in
-// deterministic mode, the skinny kernel, which is FP32-FMA bound at prefill sizes (the GLM-5.2
+// many rows in default mode, and at every M in deterministic mode, x widened to f32 and one fp32
+// cuBLASLt GEMM; below, the skinny kernel, which is FP32-FMA bound at prefill sizes (the GLM-5.2
 // router at 4,096 rows: 1,371 us, the indexer head weights 195 us, docs/benchmarks.md).
 constexpr int64_t kF32LtMinRows = 128;
 inline bool linear_f32_lt_path(int64_t rows, bool deterministic) {
-  return rows >= kF32LtMinRows && !deterministic;
+  return deterministic || rows >= kF32LtMinRows;
 }
-// head_matmul: one strided-batched cuBLASLt GEMM (a batch per head) at every token count in
-// default mode: W_UK 64 x 512x128 8.4 us at 1 token and 8.2 at 4, where the skinny kernel takes
-// 13.3 and 28.4 (its warps mostly idle on rows of K = 128 or 512).
-inline bool head_matmul_lt_path(bool deterministic) {
-  return !deterministic;
-}
+// head_matmul: one strided-batched cuBLASLt GEMM (a batch per head) at every token count: W_UK
+// 64 x 512x128 8.4 us at 1 token and 8.2 at 4, where the skinny kernel takes 13.3 and 28.4 (its
+// warps mostly idle on rows of K = 128 or 512). Batch-invariant mode in deterministic mode.
 
 // Skinny split-K: the partials are summed by each output tile's last block to arrive (an arrival
 // counter per tile, no second kernel) when that is switched on and the counters suffice;

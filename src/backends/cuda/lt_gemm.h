@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <tuple>
+#include <vector>
 
 namespace tandem::cuda {
 
@@ -45,18 +46,41 @@ class LtGemm {
   void use_workspace(int slot);
   int workspace() const { return slot_; }
 
+  // Batch-invariant mode (deterministic inference): gemm and gemm_f32 then only run algorithms
+  // without split-K, all of one algorithm id per shape (the heuristic's first pick at
+  // kReferenceRows rows). Measured on the H200 (bench/kernels/lt_algo_survey.cpp): every such
+  // algorithm gives a row of D the same bits at any M and whatever its tile, so a token's row is
+  // the same alone and among others; only split-K changes the sums (and each split count is its
+  // own family). Which member runs is chosen per row-count bucket by timing the candidates once
+  // (not while capturing): any of them gives the same bits, so the choice is free to chase speed.
+  void set_batch_invariant(bool on) { invariant_ = on; }
+  bool batch_invariant() const { return invariant_; }
+  static constexpr int64_t kReferenceRows = 64;
+
  private:
   struct Plan {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
     bool ok = false;
+    // Batch-invariant plans: the interchangeable candidates (same bits), fastest first once
+    // timed.
+    std::vector<cublasLtMatmulAlgo_t> candidates;
+    bool timed = false;
   };
   // M, N, K, ldx, ldw, ldd, d_f32, alignments of x, w, d, batch, strides, f32 x and w,
-  // pointer-array batch mode.
+  // pointer-array batch mode, batch-invariant mode.
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, int, int, int,
-                         int64_t, int64_t, int64_t, int64_t, bool, bool>;
+                         int64_t, int64_t, int64_t, int64_t, bool, bool, bool>;
   Plan& plan(const Key& key);
+  // The heuristic's algorithms for the key's shape, best first.
+  std::vector<cublasLtMatmulAlgo_t> heuristic(const Plan& p, const Key& key, int count);
+  // Batch-invariant mode: the candidates for p (split-K forced off, the shape's algorithm id).
+  void invariant_candidates(Plan& p, const Key& key);
+  // Times p's candidates on this call's operands (the output is rewritten by the real run) and
+  // moves the fastest first; the choice is shared by every M of the same power-of-two bucket.
+  void time_candidates(Plan& p, const Key& key, const void* x, const void* w, void* d,
+                       cudaStream_t s);
   bool run(const void* x, int64_t ldx, const void* w, int64_t ldw, void* d, int64_t ldd, bool d_f32,
            bool in_f32, int64_t M, int64_t N, int64_t K, cudaStream_t s, int64_t batch,
            int64_t stride_x, int64_t stride_w, int64_t stride_d);
@@ -66,6 +90,10 @@ class LtGemm {
   int slot_ = 0;
   size_t workspace_bytes_ = 32u << 20;
   std::map<Key, Plan> plans_;
+  bool invariant_ = false;
+  std::map<Key, int32_t> reference_id_;             // M zeroed: the shape's algorithm id
+  std::map<Key, cublasLtMatmulAlgo_t> bucket_best_;  // M rounded up to a power of two
+  void* flush_ = nullptr;                            // evicts the L2 between timed runs
 };
 
 }  // namespace tandem::cuda
