@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <initializer_list>
+#include <optional>
+#include <vector>
 
 #include "backends/cuda/cuda_check.h"
 
@@ -172,45 +174,51 @@ int64_t row_bucket(int64_t m) {
 }  // namespace
 
 void LtGemm::invariant_candidates(Plan& p, const Key& key) {
-  // The shape's algorithm id: the heuristic's first pick at a reference row count, fixed for
-  // every M, so that M never moves a row to another kernel family.
+  // The shape's anchor: the heuristic's first pick at a reference row count with split-K turned
+  // off, one fixed kernel configuration for every M. Other algorithms of its id join as
+  // candidates; timing admits only those whose output equals the anchor's bit for bit (kernels
+  // that split K inside a block, as some small tiles of other ids do, would not).
   Key shape_key = key;
   std::get<0>(shape_key) = 0;
-  auto ref = reference_id_.find(shape_key);
-  if (ref == reference_id_.end()) {
+  auto ref = anchor_.find(shape_key);
+  if (ref == anchor_.end()) {
     Key ref_key = key;
     std::get<0>(ref_key) = kReferenceRows;
     std::get<16>(ref_key) = false;
     const Plan& rp = plan(ref_key);
-    ref = reference_id_.emplace(shape_key, rp.ok ? algo_id(rp.algo) : -1).first;
+    std::optional<cublasLtMatmulAlgo_t> anchor;
+    if (rp.ok) anchor = without_split_k(rp.algo);
+    ref = anchor_.emplace(shape_key, anchor).first;
   }
-  if (ref->second < 0) return;
-  for (const cublasLtMatmulAlgo_t& h : heuristic(p, key, 16)) {
-    if (algo_id(h) != ref->second) continue;
-    const cublasLtMatmulAlgo_t a = without_split_k(h);
+  if (!ref->second) return;
+  const cublasLtMatmulAlgo_t& anchor = *ref->second;
+  const auto accepted = [&](const cublasLtMatmulAlgo_t& a) {
     cublasLtMatmulHeuristicResult_t r{};
-    if (cublasLtMatmulAlgoCheck(handle_, p.op, p.a, p.b, p.c, p.c, &a, &r) !=
-            CUBLAS_STATUS_SUCCESS ||
-        r.workspaceSize > workspace_bytes_)
-      continue;
+    return cublasLtMatmulAlgoCheck(handle_, p.op, p.a, p.b, p.c, p.c, &a, &r) ==
+               CUBLAS_STATUS_SUCCESS &&
+           r.workspaceSize <= workspace_bytes_;
+  };
+  // Without the anchor at this M there is nothing to check the others against: no plan (the
+  // caller's invariant fallback then runs at this M, and warns).
+  if (!accepted(anchor)) return;
+  p.candidates.push_back(anchor);
+  const int32_t id = algo_id(anchor);
+  for (const cublasLtMatmulAlgo_t& h : heuristic(p, key, 16)) {
+    if (algo_id(h) != id) continue;
+    const cublasLtMatmulAlgo_t a = without_split_k(h);
     bool seen = false;
     for (const auto& c : p.candidates) seen = seen || same_algo(c, a);
-    if (!seen) p.candidates.push_back(a);
+    if (!seen && accepted(a)) p.candidates.push_back(a);
   }
-  if (p.candidates.empty()) return;
-  // A bucket already timed: its winner first, if this M accepts it.
+  // A bucket already timed: its (checked) winner, if this M accepts it.
   Key bucket_key = key;
   std::get<0>(bucket_key) = row_bucket(std::get<0>(key));
-  if (auto b = bucket_best_.find(bucket_key); b != bucket_best_.end()) {
-    cublasLtMatmulHeuristicResult_t r{};
-    if (cublasLtMatmulAlgoCheck(handle_, p.op, p.a, p.b, p.c, p.c, &b->second, &r) ==
-            CUBLAS_STATUS_SUCCESS &&
-        r.workspaceSize <= workspace_bytes_) {
-      p.candidates.insert(p.candidates.begin(), b->second);
-      p.timed = true;
-    }
+  if (auto b = bucket_best_.find(bucket_key); b != bucket_best_.end() && accepted(b->second)) {
+    p.algo = b->second;
+    p.timed = true;
+  } else {
+    p.algo = anchor;
   }
-  p.algo = p.candidates.front();
   p.ok = true;
 }
 
@@ -221,9 +229,11 @@ void LtGemm::time_candidates(Plan& p, const Key& key, const void* x, const void*
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   TD_CUDA_CHECK(cudaStreamIsCapturing(s, &capturing));
   if (capturing != cudaStreamCaptureStatusNone) {
-    p.timed = false;  // time it at the next eager call
+    p.timed = false;  // the anchor runs; timed at the next eager call
     return;
   }
+  const auto [M, N, K, ldx, ldw, ldd, d_f32, al_x, al_w, al_d, batch, sx, sw, sd, in_f32,
+              ptr_array, invariant] = key;
   // Weights are read cold in a real step: evict the L2 (63 MB on the H200) before each run.
   constexpr size_t kFlushBytes = size_t{96} << 20;
   if (!flush_) TD_CUDA_CHECK(cudaMalloc(&flush_, kFlushBytes));
@@ -231,15 +241,28 @@ void LtGemm::time_candidates(Plan& p, const Key& key, const void* x, const void*
   TD_CUDA_CHECK(cudaEventCreate(&e0));
   TD_CUDA_CHECK(cudaEventCreate(&e1));
   const float alpha = 1.0f, beta = 0.0f;
+  // The rows compared against the anchor's: the first 64 of the first batch.
+  const size_t row_bytes = static_cast<size_t>(N) * (d_f32 ? 4 : 2);
+  const size_t rows = static_cast<size_t>(std::min<int64_t>(M, 64));
+  std::vector<uint8_t> want(rows * row_bytes), got(rows * row_bytes);
   float best = 0;
   size_t best_i = 0;
   for (size_t i = 0; i < p.candidates.size(); ++i) {
+    const auto run_once = [&] {
+      TD_LT_CHECK(cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, d, p.c, d, p.c,
+                                 &p.candidates[i], workspace_[slot_], workspace_bytes_, s));
+    };
+    run_once();
+    TD_CUDA_CHECK(cudaMemcpy2DAsync(i == 0 ? want.data() : got.data(), row_bytes, d,
+                                    static_cast<size_t>(ldd) * (d_f32 ? 4 : 2), row_bytes, rows,
+                                    cudaMemcpyDeviceToHost, s));
+    TD_CUDA_CHECK(cudaStreamSynchronize(s));
+    if (i > 0 && got != want) continue;  // other bits: not interchangeable with the anchor
     float times[3];
     for (float& t : times) {
       TD_CUDA_CHECK(cudaMemsetAsync(flush_, static_cast<int>(i), kFlushBytes, s));
       TD_CUDA_CHECK(cudaEventRecord(e0, s));
-      TD_LT_CHECK(cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, d, p.c, d, p.c,
-                                 &p.candidates[i], workspace_[slot_], workspace_bytes_, s));
+      run_once();
       TD_CUDA_CHECK(cudaEventRecord(e1, s));
       TD_CUDA_CHECK(cudaEventSynchronize(e1));
       TD_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
@@ -249,10 +272,9 @@ void LtGemm::time_candidates(Plan& p, const Key& key, const void* x, const void*
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
-  std::swap(p.candidates[0], p.candidates[best_i]);
-  p.algo = p.candidates[0];
+  p.algo = p.candidates[best_i];
   Key bucket_key = key;
-  std::get<0>(bucket_key) = row_bucket(std::get<0>(key));
+  std::get<0>(bucket_key) = row_bucket(M);
   bucket_best_[bucket_key] = p.algo;
 }
 

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -47,12 +48,17 @@ class LtGemm {
   int workspace() const { return slot_; }
 
   // Batch-invariant mode (deterministic inference): gemm and gemm_f32 then only run algorithms
-  // without split-K, all of one algorithm id per shape (the heuristic's first pick at
-  // kReferenceRows rows). Measured on the H200 (bench/kernels/lt_algo_survey.cpp): every such
-  // algorithm gives a row of D the same bits at any M and whatever its tile, so a token's row is
-  // the same alone and among others; only split-K changes the sums (and each split count is its
-  // own family). Which member runs is chosen per row-count bucket by timing the candidates once
-  // (not while capturing): any of them gives the same bits, so the choice is free to chase speed.
+  // without split-K whose output equals the shape's anchor bit for bit: the anchor is the
+  // heuristic's first pick at kReferenceRows rows with split-K turned off, one kernel
+  // configuration for every M (its K loop does not depend on M, so neither do a row's bits).
+  // Measured on the H200 (bench/kernels/lt_algo_survey.cpp): on the GLM-5.2 projections every
+  // algorithm of the anchor's id without split-K gives the same bits whatever its tile, at every
+  // M from 1 to 256 (only the split count changes the sums), and the fastest of them is within
+  // 3% of the fastest algorithm at every M. So per row-count bucket the candidates (the
+  // heuristic's algorithms of the anchor's id, split-K off) are run once on the call's own
+  // operands (not while capturing: then the anchor runs), those whose rows differ from the
+  // anchor's are dropped (kernels that split K inside a block would), and the fastest of the
+  // rest runs from then on.
   void set_batch_invariant(bool on) { invariant_ = on; }
   bool batch_invariant() const { return invariant_; }
   static constexpr int64_t kReferenceRows = 64;
@@ -63,8 +69,8 @@ class LtGemm {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
     bool ok = false;
-    // Batch-invariant plans: the interchangeable candidates (same bits), fastest first once
-    // timed.
+    // Batch-invariant plans: the anchor, then the other candidates (checked against it when
+    // timed).
     std::vector<cublasLtMatmulAlgo_t> candidates;
     bool timed = false;
   };
@@ -75,10 +81,12 @@ class LtGemm {
   Plan& plan(const Key& key);
   // The heuristic's algorithms for the key's shape, best first.
   std::vector<cublasLtMatmulAlgo_t> heuristic(const Plan& p, const Key& key, int count);
-  // Batch-invariant mode: the candidates for p (split-K forced off, the shape's algorithm id).
+  // Batch-invariant mode: the anchor and the candidates for p (split-K forced off, the anchor's
+  // algorithm id); no plan where this M does not accept the anchor.
   void invariant_candidates(Plan& p, const Key& key);
-  // Times p's candidates on this call's operands (the output is rewritten by the real run) and
-  // moves the fastest first; the choice is shared by every M of the same power-of-two bucket.
+  // Runs p's candidates on this call's operands (the output is rewritten by the real run), keeps
+  // those whose rows equal the anchor's and picks the fastest; the choice is shared by every M of
+  // the same power-of-two bucket.
   void time_candidates(Plan& p, const Key& key, const void* x, const void* w, void* d,
                        cudaStream_t s);
   bool run(const void* x, int64_t ldx, const void* w, int64_t ldw, void* d, int64_t ldd, bool d_f32,
@@ -91,7 +99,7 @@ class LtGemm {
   size_t workspace_bytes_ = 32u << 20;
   std::map<Key, Plan> plans_;
   bool invariant_ = false;
-  std::map<Key, int32_t> reference_id_;             // M zeroed: the shape's algorithm id
+  std::map<Key, std::optional<cublasLtMatmulAlgo_t>> anchor_;  // M zeroed: the shape's anchor
   std::map<Key, cublasLtMatmulAlgo_t> bucket_best_;  // M rounded up to a power of two
   void* flush_ = nullptr;                            // evicts the L2 between timed runs
 };
