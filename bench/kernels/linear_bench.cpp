@@ -155,8 +155,8 @@ void bench_linear_paths(double copy_gbps, double gemm_tf, bool quick) {
                 nullptr, H, sh.K, sh.N * sh.K, sh.N);
       });
       const double t_inv = time_it([&] {
-        TD_CHECK(lt_inv.gemm(x.raw(), H * sh.K, w.raw(), sh.K, out.raw(), H * sh.N, false, M,
-                             sh.N, sh.K, nullptr, H, sh.K, sh.N * sh.K, sh.N),
+        TD_CHECK(lt_inv.gemm(x.raw(), H * sh.K, w.raw(), sh.K, out.raw(), H * sh.N, false, M, sh.N,
+                             sh.K, nullptr, H, sh.K, sh.N * sh.K, sh.N),
                  "no batch-invariant cuBLASLt algorithm for {}", sh.name);
       });
       const double t_best = M == 1 ? std::min(t_sk, t_lt) : t_lt;

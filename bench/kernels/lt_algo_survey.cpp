@@ -29,21 +29,21 @@
 #include <tuple>
 #include <vector>
 
-#define CK(x)                                                                              \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));      \
-      std::exit(1);                                                                        \
-    }                                                                                      \
+#define CK(x)                                                                         \
+  do {                                                                                \
+    cudaError_t e_ = (x);                                                             \
+    if (e_ != cudaSuccess) {                                                          \
+      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                   \
+    }                                                                                 \
   } while (0)
-#define LK(x)                                                                              \
-  do {                                                                                     \
-    cublasStatus_t s_ = (x);                                                               \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                     \
-      std::fprintf(stderr, "%s:%d cublasLt status %d\n", __FILE__, __LINE__, int(s_));     \
-      std::exit(1);                                                                        \
-    }                                                                                      \
+#define LK(x)                                                                          \
+  do {                                                                                 \
+    cublasStatus_t s_ = (x);                                                           \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                 \
+      std::fprintf(stderr, "%s:%d cublasLt status %d\n", __FILE__, __LINE__, int(s_)); \
+      std::exit(1);                                                                    \
+    }                                                                                  \
   } while (0)
 
 // Device helpers (lt_algo_survey_kernels.cu): random fill and per-row hashes.
@@ -119,11 +119,12 @@ struct Problem {
     layouts(M, l);
     cublasLtMatmulPreference_t pref;
     LK(cublasLtMatmulPreferenceCreate(&pref));
-    LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
-                                            sizeof(ws_bytes)));
+    LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                            &ws_bytes, sizeof(ws_bytes)));
     const uint32_t al = 16;
-    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    for (auto attr :
+         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
       LK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof(al)));
     std::vector<cublasLtMatmulHeuristicResult_t> res(count);
     int found = 0;
@@ -139,9 +140,9 @@ struct Problem {
     cublasLtMatrixLayout_t l[3];
     layouts(M, l);
     cublasLtMatmulHeuristicResult_t r{};
-    const bool ok = cublasLtMatmulAlgoCheck(lt, op, l[0], l[1], l[2], l[2], &a, &r) ==
-                        CUBLAS_STATUS_SUCCESS &&
-                    r.workspaceSize <= ws_bytes;
+    const bool ok =
+        cublasLtMatmulAlgoCheck(lt, op, l[0], l[1], l[2], l[2], &a, &r) == CUBLAS_STATUS_SUCCESS &&
+        r.workspaceSize <= ws_bytes;
     for (auto& li : l) cublasLtMatrixLayoutDestroy(li);
     return ok;
   }
@@ -150,7 +151,8 @@ struct Problem {
     cublasLtMatrixLayout_t l[3];
     layouts(M, l);
     const float one = 1, zero = 0;
-    LK(cublasLtMatmul(lt, op, &one, w, l[0], x, l[1], &zero, d, l[2], d, l[2], &a, ws, ws_bytes, s));
+    LK(cublasLtMatmul(lt, op, &one, w, l[0], x, l[1], &zero, d, l[2], d, l[2], &a, ws, ws_bytes,
+                      s));
     for (auto& li : l) cublasLtMatrixLayoutDestroy(li);
   }
 };
@@ -195,9 +197,9 @@ void survey(cublasLtHandle_t lt, const Shape& shape, const std::vector<int64_t>&
       for (int32_t sk : {1, 2, 4, 8}) {
         cublasLtMatmulAlgo_t a = hs[j];
         set_cfg<int32_t>(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, sk);
-        set_cfg<uint32_t>(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
-                          sk == 1 ? CUBLASLT_REDUCTION_SCHEME_NONE
-                                  : CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE);
+        set_cfg<uint32_t>(
+            a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+            sk == 1 ? CUBLASLT_REDUCTION_SCHEME_NONE : CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE);
         bool any = false;
         for (int64_t m : ms) any = any || p.supports(a, m);
         if (any) cands.emplace(read_config(a), a);
@@ -306,7 +308,8 @@ void survey(cublasLtHandle_t lt, const Shape& shape, const std::vector<int64_t>&
     }
     double worst = 0;
     char head[64];
-    std::snprintf(head, sizeof head, "family %zu (%zu members) time / fastest", f, families[f].size());
+    std::snprintf(head, sizeof head, "family %zu (%zu members) time / fastest", f,
+                  families[f].size());
     std::printf("%-86s", head);
     for (size_t i = 0; i < ms.size(); ++i) {
       if (fb[i] >= 1e30) {
@@ -350,9 +353,10 @@ int main(int argc, char** argv) {
     }
   }
   if (shapes.empty())
-    shapes = {{"q_b", 16384, 2048},      {"o_proj", 6144, 16384},    {"dense_gate_up", 24576, 6144},
-              {"dense_down", 6144, 12288}, {"q_a_kv_a_wk", 2752, 6144}, {"shared_gate_up", 4096, 6144},
-              {"shared_down", 6144, 2048},  {"lm_head", 154880, 6144}};
+    shapes = {{"q_b", 16384, 2048},           {"o_proj", 6144, 16384},
+              {"dense_gate_up", 24576, 6144}, {"dense_down", 6144, 12288},
+              {"q_a_kv_a_wk", 2752, 6144},    {"shared_gate_up", 4096, 6144},
+              {"shared_down", 6144, 2048},    {"lm_head", 154880, 6144}};
   const std::vector<int64_t> ms =
       quick ? std::vector<int64_t>{1, 4, 16, 64, 256}
             : std::vector<int64_t>{1, 2, 3, 4, 5, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};

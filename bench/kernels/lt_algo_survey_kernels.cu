@@ -45,7 +45,9 @@ __global__ void hash_rows(const __nv_bfloat16* d, int64_t N, uint64_t* out) {
 
 }  // namespace
 
-void survey_fill_bf16(__nv_bfloat16* p, size_t n, uint64_t seed) { fill_bf16<<<1024, 256>>>(p, n, seed); }
+void survey_fill_bf16(__nv_bfloat16* p, size_t n, uint64_t seed) {
+  fill_bf16<<<1024, 256>>>(p, n, seed);
+}
 void survey_hash_rows(const __nv_bfloat16* d, int64_t M, int64_t N, uint64_t* out) {
   hash_rows<<<static_cast<unsigned>(M), 256>>>(d, N, out);
 }

@@ -29,7 +29,9 @@ struct DeterministicScope {
     cuda::cuda_backend()->set_invariant_cublaslt(true);
   }
 };
-const char* path_name(bool lt) { return lt ? "cuBLASLt invariant" : "fallback kernels"; }
+const char* path_name(bool lt) {
+  return lt ? "cuBLASLt invariant" : "fallback kernels";
+}
 
 // Row r of `part` ([rows, N]) equals row r of `full` bit for bit; returns the first bad row or -1.
 int64_t first_differing_row(const Tensor& part, const Tensor& full, int64_t rows) {

@@ -73,9 +73,10 @@ void CudaBackend::invariant_fallback(const char* op, int64_t N, int64_t K) {
   // cuBLASLt's, which is why the choice must never depend on M (it does not: cuBLASLt's
   // algorithm ids support every row count at 16-byte alignment).
   if (warned_fallback_.insert({N, K}).second)
-    log_warn("deterministic {} {}x{}: no batch-invariant cuBLASLt algorithm; using the slower "
-             "invariant kernel",
-             op, N, K);
+    log_warn(
+        "deterministic {} {}x{}: no batch-invariant cuBLASLt algorithm; using the slower "
+        "invariant kernel",
+        op, N, K);
 }
 
 void CudaBackend::linear(const Tensor& x, const Weight& w, Tensor& out) {

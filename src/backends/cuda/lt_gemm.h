@@ -100,8 +100,8 @@ class LtGemm {
   std::map<Key, Plan> plans_;
   bool invariant_ = false;
   std::map<Key, std::optional<cublasLtMatmulAlgo_t>> anchor_;  // M zeroed: the shape's anchor
-  std::map<Key, cublasLtMatmulAlgo_t> bucket_best_;  // M rounded up to a power of two
-  void* flush_ = nullptr;                            // evicts the L2 between timed runs
+  std::map<Key, cublasLtMatmulAlgo_t> bucket_best_;            // M rounded up to a power of two
+  void* flush_ = nullptr;                                      // evicts the L2 between timed runs
 };
 
 }  // namespace tandem::cuda
