@@ -97,13 +97,17 @@ TEST_F(CudaOps, LinearRowsAreBatchInvariant) {
     check_linear_rows(gpu_ws_, x, w.gpu, mf, DType::F32,
                       std::string("f32 router 256x6144, ") + (det ? "deterministic" : "default"));
   }
-  // Deterministic mode, f32 weights on cuBLASLt's invariant algorithms, through prefill sizes.
+  // Deterministic mode, f32 weights (the router's and the indexer's head weights' shapes) on
+  // cuBLASLt's invariant algorithms, through prefill sizes.
   {
     DeterministicScope scope(true, true);
-    Pair x = rand({1100, 6144});
-    Pair w = rand({256, 6144}, 0.05f, DType::F32);
-    check_linear_rows(gpu_ws_, x, w.gpu, {1, 2, 5, 16, 64, 129, 300, 1100}, DType::F32,
-                      "f32 router 256x6144, deterministic, cuBLASLt invariant");
+    // (2,100 rows: three row chunks of LtGemm::kInvariantF32Rows.)
+    Pair x = rand({2100, 6144});
+    for (int64_t N : {256, 32}) {
+      Pair w = rand({N, 6144}, 0.05f, DType::F32);
+      check_linear_rows(gpu_ws_, x, w.gpu, {1, 2, 5, 16, 64, 129, 300, 1100, 2100}, DType::F32,
+                        "f32 " + std::to_string(N) + "x6144, deterministic, cuBLASLt invariant");
+    }
   }
   // Deterministic mode, bf16 weights, on both paths: every M, and for cuBLASLt every row bucket
   // (each times its own candidates and may run a different tile: the bits must not change); for

@@ -23,7 +23,7 @@ bool CudaBackend::mla_wide(int64_t T, int64_t H, int64_t L, int64_t Lc) const {
 MlaDecodePlan CudaBackend::plan_mla_decode(int64_t T, int64_t H, int64_t range, int64_t Lc,
                                            bool wide) const {
   return heuristics::plan_mla_decode(T, H, range, Lc, wide, num_sms_, deterministic_,
-                                     mla_min_split_);
+                                     mla_min_split_, mla_det_split_);
 }
 
 void CudaBackend::mla_decode(const Tensor& q, const Tensor& pool, const AttentionMeta& meta,

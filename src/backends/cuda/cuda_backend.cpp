@@ -29,6 +29,7 @@ CudaBackend::CudaBackend() : lt_(std::make_unique<LtGemm>()) {
   last_block_reduce_ = sw.last_block_reduce;
   moe_tc_mode_ = sw.moe_tc_mode;
   mla_min_split_ = sw.mla_min_split;
+  mla_det_split_ = sw.mla_det_split;
   mla_wide_mode_ = sw.mla_wide_mode;
   mla_wgmma_ = sw.mla_wgmma;
   expert_streams_used_ = sw.expert_streams;

@@ -29,6 +29,8 @@ Switches read_switches() {
   if (const char* v = std::getenv("TANDEM_MOE_TENSOR_CORES"); v && *v)
     s.moe_tc_mode = std::atoi(v) != 0;
   if (const char* v = std::getenv("TANDEM_MLA_MIN_SPLIT")) s.mla_min_split = std::atoll(v);
+  if (const char* v = std::getenv("TANDEM_MLA_DET_SPLIT"); v && std::atoll(v) > 0)
+    s.mla_det_split = std::atoll(v);
   if (const char* v = std::getenv("TANDEM_MLA_WIDE"); v && *v) s.mla_wide_mode = std::atoi(v) != 0;
   s.mla_wgmma = !off("TANDEM_MLA_WGMMA");
   if (const char* v = std::getenv("TANDEM_EXPERT_STREAMS"); v && *v)
@@ -43,7 +45,8 @@ bool mla_wide(bool tensor_cores, bool applies, int mode, bool deterministic, int
 }
 
 MlaDecodePlan plan_mla_decode(int64_t T, int64_t H, int64_t range, int64_t Lc, bool wide,
-                              int64_t num_sms, bool deterministic, int64_t min_split_keys) {
+                              int64_t num_sms, bool deterministic, int64_t min_split_keys,
+                              int64_t det_split) {
   constexpr int64_t NK = k::kMlaKeysPerChunk;
   range = std::max<int64_t>(range, 1);
   // Enough blocks for two per SM (the 16-head kernel) or about one (the wide kernel, 201 KB of
@@ -54,7 +57,7 @@ MlaDecodePlan plan_mla_decode(int64_t T, int64_t H, int64_t range, int64_t Lc, b
   MlaDecodePlan plan;
   if (deterministic) {
     // Split boundaries fixed by the key range alone: the same for 1 or S + 1 query tokens.
-    plan.split_len = round_up(kDeterministicMlaSplit, NK);
+    plan.split_len = round_up(det_split, NK);
     plan.num_splits = (range + plan.split_len - 1) / plan.split_len;
     if (plan.num_splits > 1)
       plan.scratch_bytes = static_cast<size_t>(T * H * plan.num_splits) * (Lc + 1) * sizeof(float);

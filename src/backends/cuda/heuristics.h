@@ -37,6 +37,7 @@ struct Switches {
   bool last_block_reduce = true;  // TANDEM_SKINNY_LAST_BLOCK_REDUCE=0: a second reduce kernel
   int moe_tc_mode = -1;           // TANDEM_MOE_TENSOR_CORES: -1 automatic, 0 off, 1 on
   int64_t mla_min_split = 64;     // TANDEM_MLA_MIN_SPLIT: fewest keys per mla_decode split
+  int64_t mla_det_split = 512;    // TANDEM_MLA_DET_SPLIT: keys per split in deterministic mode
   int mla_wide_mode = -1;         // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
   bool mla_wgmma = true;          // TANDEM_MLA_WGMMA=0: the 64-head kernel on mma.sync
   int expert_streams = 4;         // TANDEM_EXPERT_STREAMS: 1-4 (moe_experts' host path)
@@ -109,7 +110,8 @@ bool mla_wide(bool tensor_cores, bool applies, int mode, bool deterministic, int
 // (TANDEM_MLA_MIN_SPLIT, default 64: 128 measured the same on whole layers, 512 about 30 us
 // slower per layer, 1024 60-70 us). Deterministic mode: kDeterministicMlaSplit whatever T is.
 MlaDecodePlan plan_mla_decode(int64_t T, int64_t H, int64_t range, int64_t Lc, bool wide,
-                              int64_t num_sms, bool deterministic, int64_t min_split);
+                              int64_t num_sms, bool deterministic, int64_t min_split,
+                              int64_t det_split = kDeterministicMlaSplit);
 
 // ---- indexer_topk ------------------------------------------------------------------------------
 // Query tokens per launch: the scores scratch [tokens, max_len] f32 stays within 64M floats.

@@ -141,12 +141,27 @@ std::vector<cublasLtMatmulAlgo_t> LtGemm::heuristic(const Plan& p, const Key& ke
 
 namespace {
 
-int32_t algo_id(const cublasLtMatmulAlgo_t& a) {
-  int32_t id = -1;
+template <class T>
+T config(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  T v{};
   size_t written = 0;
-  TD_LT_CHECK(
-      cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), &written));
-  return id;
+  TD_LT_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, sizeof(v), &written));
+  return v;
+}
+
+int32_t algo_id(const cublasLtMatmulAlgo_t& a) {
+  return config<int32_t>(a, CUBLASLT_ALGO_CONFIG_ID);
+}
+
+// The algorithm with `like`'s K splits: their count and how the partial sums are added.
+cublasLtMatmulAlgo_t with_splits_of(cublasLtMatmulAlgo_t a, const cublasLtMatmulAlgo_t& like) {
+  const auto splits = config<int32_t>(like, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+  const auto scheme = config<uint32_t>(like, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME);
+  TD_LT_CHECK(cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                                   sizeof(splits)));
+  TD_LT_CHECK(cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                                   &scheme, sizeof(scheme)));
+  return a;
 }
 
 // The algorithm with its K splits turned off (one pass over K per output tile).
@@ -186,8 +201,13 @@ void LtGemm::invariant_candidates(Plan& p, const Key& key) {
     std::get<0>(ref_key) = kReferenceRows;
     std::get<16>(ref_key) = false;
     const Plan& rp = plan(ref_key);
+    // bf16: split-K off (the survey's split-free family is within 3% of the fastest algorithm
+    // at every M). fp32 weights (the router, 256 x 6144, and the indexer's head weights,
+    // 32 x 6144) have two or one output tiles: without the reference pick's K splits a row
+    // took 458 and 251 us (the skinny kernel: ~5), so they keep that pick's split count and
+    // reduction, fixed for every M as well (a split count is a family of its own).
     std::optional<cublasLtMatmulAlgo_t> anchor;
-    if (rp.ok) anchor = without_split_k(rp.algo);
+    if (rp.ok) anchor = std::get<14>(key) ? rp.algo : without_split_k(rp.algo);
     ref = anchor_.emplace(shape_key, anchor).first;
   }
   if (!ref->second) return;
@@ -205,7 +225,7 @@ void LtGemm::invariant_candidates(Plan& p, const Key& key) {
   const int32_t id = algo_id(anchor);
   for (const cublasLtMatmulAlgo_t& h : heuristic(p, key, 16)) {
     if (algo_id(h) != id) continue;
-    const cublasLtMatmulAlgo_t a = without_split_k(h);
+    const cublasLtMatmulAlgo_t a = with_splits_of(h, anchor);
     bool seen = false;
     for (const auto& c : p.candidates) seen = seen || same_algo(c, a);
     if (!seen && accepted(a)) p.candidates.push_back(a);
@@ -322,6 +342,17 @@ bool LtGemm::gemm_ptr_array(const void* const* x, int64_t ldx, const void* const
 
 bool LtGemm::gemm_f32(const float* x, int64_t ldx, const float* w, int64_t ldw, float* d,
                       int64_t ldd, int64_t M, int64_t N, int64_t K, cudaStream_t s) {
+  // Batch-invariant mode keeps the anchor's K splits here, whose workspace grows with M: rows go
+  // in chunks of at most kInvariantF32Rows (a row's bits do not depend on its chunk; the
+  // weights, 32 or 256 rows of fp32, are re-read per chunk at no real cost).
+  if (invariant_ && M > kInvariantF32Rows) {
+    for (int64_t r = 0; r < M; r += kInvariantF32Rows) {
+      const int64_t m = std::min(kInvariantF32Rows, M - r);
+      if (!run(x + r * ldx, ldx, w, ldw, d + r * ldd, ldd, true, true, m, N, K, s, 1, 0, 0, 0))
+        return false;
+    }
+    return true;
+  }
   return run(x, ldx, w, ldw, d, ldd, true, true, M, N, K, s, 1, 0, 0, 0);
 }
 
@@ -329,7 +360,15 @@ bool LtGemm::run(const void* x, int64_t ldx, const void* w, int64_t ldw, void* d
                  bool d_f32, bool in_f32, int64_t M, int64_t N, int64_t K, cudaStream_t s,
                  int64_t batch, int64_t stride_x, int64_t stride_w, int64_t stride_d) {
   const int64_t de = d_f32 ? 4 : 2, ie = in_f32 ? 4 : 2;
-  // Every batch's operands must meet the alignment the algorithm is chosen for.
+  // Every batch's operands must meet the alignment the algorithm is chosen for. Batch-invariant
+  // mode plans every call for 16 bytes, so that a better-aligned view never gets another anchor
+  // (narrower views have no plan: the caller's fallback runs).
+  int al_x = alignment(x, ldx * ie | stride_x * ie), al_w = alignment(w, ldw * ie | stride_w * ie),
+      al_d = alignment(d, ldd * de | stride_d * de);
+  if (invariant_) {
+    if (std::min({al_x, al_w, al_d}) < kInvariantAlignment) return false;
+    al_x = al_w = al_d = kInvariantAlignment;
+  }
   const Key key{M,
                 N,
                 K,
@@ -337,9 +376,9 @@ bool LtGemm::run(const void* x, int64_t ldx, const void* w, int64_t ldw, void* d
                 ldw,
                 ldd,
                 d_f32,
-                alignment(x, ldx * ie | stride_x * ie),
-                alignment(w, ldw * ie | stride_w * ie),
-                alignment(d, ldd * de | stride_d * de),
+                al_x,
+                al_w,
+                al_d,
                 batch,
                 stride_x,
                 stride_w,

@@ -62,6 +62,8 @@ class LtGemm {
   void set_batch_invariant(bool on) { invariant_ = on; }
   bool batch_invariant() const { return invariant_; }
   static constexpr int64_t kReferenceRows = 64;
+  static constexpr int kInvariantAlignment = 16;
+  static constexpr int64_t kInvariantF32Rows = 1024;
 
  private:
   struct Plan {
