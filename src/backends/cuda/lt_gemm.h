@@ -58,7 +58,9 @@ class LtGemm {
   // heuristic's algorithms of the anchor's id, split-K off) are run once on the call's own
   // operands (not while capturing: then the anchor runs), those whose rows differ from the
   // anchor's are dropped (kernels that split K inside a block would), and the fastest of the
-  // rest runs from then on.
+  // rest runs from then on. gemm_f32 (fp32 weights with one or two output tiles) keeps the
+  // reference pick's K splits instead of turning them off, the same count at every M, in row
+  // chunks of kInvariantF32Rows (the split workspace grows with M).
   void set_batch_invariant(bool on) { invariant_ = on; }
   bool batch_invariant() const { return invariant_; }
   static constexpr int64_t kReferenceRows = 64;
