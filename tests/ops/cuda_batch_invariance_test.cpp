@@ -101,7 +101,7 @@ TEST_F(CudaOps, LinearRowsAreBatchInvariant) {
   // cuBLASLt's invariant algorithms, through prefill sizes.
   {
     DeterministicScope scope(true, true);
-    // (2,100 rows: three row chunks of LtGemm::kInvariantF32Rows.)
+    // (Up to 2,100 rows: an anchor whose K-split workspace outgrows one call runs in row chunks.)
     Pair x = rand({2100, 6144});
     for (int64_t N : {256, 32}) {
       Pair w = rand({N, 6144}, 0.05f, DType::F32);

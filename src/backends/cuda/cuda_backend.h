@@ -196,8 +196,8 @@ class CudaBackend final : public Backend {
   bool last_block_reduce_ = true;  // TANDEM_SKINNY_LAST_BLOCK_REDUCE=0: a second reduce kernel
   int64_t mla_min_split_ = 64;     // TANDEM_MLA_MIN_SPLIT: fewest keys per mla_decode split
   int64_t mla_det_split_ = heuristics::kDeterministicMlaSplit;  // TANDEM_MLA_DET_SPLIT
-  int mla_wide_mode_ = -1;         // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
-  bool mla_wgmma_ = true;          // TANDEM_MLA_WGMMA
+  int mla_wide_mode_ = -1;  // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
+  bool mla_wgmma_ = true;   // TANDEM_MLA_WGMMA
 };
 
 // The backend registered for DeviceType::CUDA (null before init_cuda_backend succeeds).

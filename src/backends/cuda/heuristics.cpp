@@ -41,7 +41,7 @@ Switches read_switches() {
 bool mla_wide(bool tensor_cores, bool applies, int mode, bool deterministic, int64_t tokens) {
   if (!tensor_cores || !applies) return false;
   if (mode >= 0) return mode == 1;
-  return !deterministic && tokens >= kMlaWideMinTokens;
+  return deterministic || tokens >= kMlaWideMinTokens;
 }
 
 MlaDecodePlan plan_mla_decode(int64_t T, int64_t H, int64_t range, int64_t Lc, bool wide,

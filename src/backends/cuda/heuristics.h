@@ -85,7 +85,8 @@ inline bool skinny_last_block_reduce(bool on, int64_t tiles, int64_t counters) {
 
 // ---- mla_decode --------------------------------------------------------------------------------
 // Keys per split in deterministic mode: a fixed split length makes the split boundaries (and so
-// the merge's rounding) independent of the number of query tokens.
+// the merge's rounding) independent of the number of query tokens (TANDEM_MLA_DET_SPLIT; the
+// choice among 256, 512 and 1024 is measured at mla_wide below).
 constexpr int64_t kDeterministicMlaSplit = 512;
 // Default mode: the 64-heads-per-block kernel from this many query tokens (dense GLM-5.2 layer
 // at ctx 1k: 18 / 11 us slower per layer at 1 / 4 tokens, 1 / 10 / 14 / 160 us faster at 16 /
@@ -98,9 +99,12 @@ constexpr int64_t kMlaWideMinSplit = 128;
 
 // Whether mla_decode runs the 64-heads-per-block kernel: only on the tensor cores and where its
 // shapes apply; `mode` (TANDEM_MLA_WIDE / set_mla_wide: 0 / 1) forces it off / on in either
-// mode; automatically (-1) from kMlaWideMinTokens tokens and never in deterministic mode (the
-// kernel must not depend on the token count there, and the 16-head kernel is the faster one at
-// decode sizes).
+// mode; automatically (-1) from kMlaWideMinTokens tokens, and at every token count in
+// deterministic mode (the kernel must not depend on the token count there). Measured on one
+// GLM-5.2 layer, deterministic over default decode step time, geometric mean of the 24
+// kernel_bench steps (batch 1-128, ctx 1k-32k): 1.040 with the 64-head kernel and splits of
+// 512 keys, 1.130 with the 16-head kernel (worst step 1.195 against 1.732: dense b=128; 256-key
+// splits 1.041 / 1.349, 1024-key 1.072 / 1.212; docs/benchmarks.md).
 bool mla_wide(bool tensor_cores, bool applies, int mode, bool deterministic, int64_t tokens);
 
 // The split plan: enough splits of the key list (multiples of 64 entries, at most 128 splits)

@@ -342,17 +342,6 @@ bool LtGemm::gemm_ptr_array(const void* const* x, int64_t ldx, const void* const
 
 bool LtGemm::gemm_f32(const float* x, int64_t ldx, const float* w, int64_t ldw, float* d,
                       int64_t ldd, int64_t M, int64_t N, int64_t K, cudaStream_t s) {
-  // Batch-invariant mode keeps the anchor's K splits here, whose workspace grows with M: rows go
-  // in chunks of at most kInvariantF32Rows (a row's bits do not depend on its chunk; the
-  // weights, 32 or 256 rows of fp32, are re-read per chunk at no real cost).
-  if (invariant_ && M > kInvariantF32Rows) {
-    for (int64_t r = 0; r < M; r += kInvariantF32Rows) {
-      const int64_t m = std::min(kInvariantF32Rows, M - r);
-      if (!run(x + r * ldx, ldx, w, ldw, d + r * ldd, ldd, true, true, m, N, K, s, 1, 0, 0, 0))
-        return false;
-    }
-    return true;
-  }
   return run(x, ldx, w, ldw, d, ldd, true, true, M, N, K, s, 1, 0, 0, 0);
 }
 
@@ -369,25 +358,23 @@ bool LtGemm::run(const void* x, int64_t ldx, const void* w, int64_t ldw, void* d
     if (std::min({al_x, al_w, al_d}) < kInvariantAlignment) return false;
     al_x = al_w = al_d = kInvariantAlignment;
   }
-  const Key key{M,
-                N,
-                K,
-                ldx,
-                ldw,
-                ldd,
-                d_f32,
-                al_x,
-                al_w,
-                al_d,
-                batch,
-                stride_x,
-                stride_w,
-                stride_d,
-                in_f32,
-                false,
-                invariant_};
+  const Key key{M,    N,     K,        ldx,      ldw,      ldd,    d_f32, al_x,      al_w,
+                al_d, batch, stride_x, stride_w, stride_d, in_f32, false, invariant_};
   Plan& p = plan(key);
-  if (!p.ok) return false;
+  if (!p.ok) {
+    // Batch-invariant mode: an anchor the reference row count accepted but this M does not
+    // (a split-K workspace grows with M) runs in row chunks; a row's bits do not depend on the
+    // chunk it is in.
+    if (!invariant_ || M <= kReferenceRows) return false;
+    int64_t m1 = kReferenceRows;
+    while (2 * m1 < M) m1 *= 2;
+    const auto* xb = static_cast<const char*>(x);
+    auto* db = static_cast<char*>(d);
+    return run(x, ldx, w, ldw, d, ldd, d_f32, in_f32, m1, N, K, s, batch, stride_x, stride_w,
+               stride_d) &&
+           run(xb + m1 * ldx * ie, ldx, w, ldw, db + m1 * ldd * de, ldd, d_f32, in_f32, M - m1, N,
+               K, s, batch, stride_x, stride_w, stride_d);
+  }
   if (invariant_ && !p.timed) time_candidates(p, key, x, w, d, s);
   const float alpha = 1.0f, beta = 0.0f;
   TD_LT_CHECK(cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, d, p.c, d, p.c, &p.algo,

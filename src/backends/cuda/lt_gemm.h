@@ -59,13 +59,12 @@ class LtGemm {
   // operands (not while capturing: then the anchor runs), those whose rows differ from the
   // anchor's are dropped (kernels that split K inside a block would), and the fastest of the
   // rest runs from then on. gemm_f32 (fp32 weights with one or two output tiles) keeps the
-  // reference pick's K splits instead of turning them off, the same count at every M, in row
-  // chunks of kInvariantF32Rows (the split workspace grows with M).
+  // reference pick's K splits instead of turning them off, the same count at every M. An M the
+  // anchor does not accept (a split workspace grows with M) runs in row chunks.
   void set_batch_invariant(bool on) { invariant_ = on; }
   bool batch_invariant() const { return invariant_; }
   static constexpr int64_t kReferenceRows = 64;
   static constexpr int kInvariantAlignment = 16;
-  static constexpr int64_t kInvariantF32Rows = 1024;
 
  private:
   struct Plan {
