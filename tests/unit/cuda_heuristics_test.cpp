@@ -1,0 +1,55 @@
+// The CUDA backend's host-side kernel choices that deterministic mode relies on (heuristics.h is
+// host-only, so CI checks these without a GPU): in deterministic mode nothing a token's row goes
+// through may change with the number of query tokens in the step, or greedy speculation (a
+// verify of S + 1 tokens per sequence against a decode of one) stops being lossless.
+#ifdef TANDEM_WITH_CUDA
+#include "backends/cuda/heuristics.h"
+
+#include <gtest/gtest.h>
+
+namespace tandem::cuda {
+namespace {
+
+constexpr int64_t kSms = 132;  // the H200's
+
+TEST(CudaHeuristics, DeterministicMlaDecodeChoiceIgnoresTheTokenCount) {
+  // GLM-5.2's 64 heads (the 64-head kernel applies), dense and top-2048 key ranges.
+  for (int64_t range : {700, 2048, 32768}) {
+    MlaDecodePlan first;
+    for (int64_t T : {1, 2, 4, 15, 16, 17, 64, 128, 512, 4096}) {
+      const bool wide = heuristics::mla_wide(true, true, -1, true, T);
+      EXPECT_TRUE(wide) << "T=" << T << ": the 64-head kernel at every token count";
+      const MlaDecodePlan p = heuristics::plan_mla_decode(T, 64, range, 512, wide, kSms, true, 64);
+      EXPECT_EQ(p.split_len, heuristics::kDeterministicMlaSplit) << "T=" << T;
+      if (T == 1) first = p;
+      EXPECT_EQ(p.num_splits, first.num_splits) << "T=" << T << " range " << range;
+    }
+  }
+  // Where the 64-head kernel does not apply (other head counts), never, whatever T.
+  for (int64_t T : {1, 16, 128}) EXPECT_FALSE(heuristics::mla_wide(true, false, -1, true, T));
+}
+
+TEST(CudaHeuristics, DefaultModeMlaDecodeFollowsTheTokenCount) {
+  // Default mode may change kernel and splits with T (and does): the 16-head kernel below
+  // kMlaWideMinTokens, more splits for fewer tokens.
+  EXPECT_FALSE(heuristics::mla_wide(true, true, -1, false, heuristics::kMlaWideMinTokens - 1));
+  EXPECT_TRUE(heuristics::mla_wide(true, true, -1, false, heuristics::kMlaWideMinTokens));
+  const auto one = heuristics::plan_mla_decode(1, 64, 2048, 512, false, kSms, false, 64);
+  const auto many = heuristics::plan_mla_decode(128, 64, 2048, 512, true, kSms, false, 64);
+  EXPECT_GT(one.num_splits, many.num_splits);
+}
+
+TEST(CudaHeuristics, DeterministicLinearsTakeOnePathAtEveryRowCount) {
+  // bf16 and fp32 weights: cuBLASLt's batch-invariant algorithms at every M, one row included
+  // (default mode: the skinny kernel at one row for bf16, below kF32LtMinRows for fp32).
+  for (int64_t M : {1, 2, 64, 127, 128, 4096}) {
+    EXPECT_TRUE(heuristics::linear_lt_path(M, true)) << M;
+    EXPECT_TRUE(heuristics::linear_f32_lt_path(M, true)) << M;
+  }
+  EXPECT_FALSE(heuristics::linear_lt_path(1, false));
+  EXPECT_FALSE(heuristics::linear_f32_lt_path(heuristics::kF32LtMinRows - 1, false));
+}
+
+}  // namespace
+}  // namespace tandem::cuda
+#endif  // TANDEM_WITH_CUDA
