@@ -7,14 +7,15 @@
 // but a kernel whose reduction along K does not depend on M may be, and several kernels may share
 // one reduction order. This tool measures that on the machine it runs on:
 //   1. for each shape (N, K), the union of the heuristic's candidates over a sweep of M, each also
-//      with split-K 1, 2, 4, 8 (reduction in the compute type);
+//      with split-K 1, 2, 4, 8 (reduction in the compute type); bf16 operands, or fp32 ones in
+//      fp32 arithmetic for the shapes marked f32 (the router and the indexer's head weights);
 //   2. every candidate run at every M it accepts on the same random X and W, every output row
 //      hashed on the device;
 //   3. a candidate is self-invariant when row r hashes the same at every M > r; self-invariant
 //      candidates with equal rows form a family (same bits, interchangeable);
 //   4. per family and M: the fastest member's time against the fastest candidate overall and the
 //      heuristic's first pick (L2 flushed before every timed run, median of 5).
-// Usage: lt_algo_survey [--quick] [--shape NAME:N:K ...]
+// Usage: lt_algo_survey [--quick] [--shape NAME:N:K[:f32] ...]
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -47,8 +48,8 @@
   } while (0)
 
 // Device helpers (lt_algo_survey_kernels.cu): random fill and per-row hashes.
-void survey_fill_bf16(__nv_bfloat16* p, size_t n, uint64_t seed);
-void survey_hash_rows(const __nv_bfloat16* d, int64_t M, int64_t N, uint64_t* out);
+void survey_fill(void* p, bool f32, size_t n, uint64_t seed);
+void survey_hash_rows(const void* d, bool f32, int64_t M, int64_t N, uint64_t* out);
 
 namespace {
 
@@ -100,6 +101,7 @@ struct Result {
 struct Shape {
   std::string name;
   int64_t N, K;
+  bool f32 = false;  // fp32 x, w and d in fp32 arithmetic (the router, the indexer's head weights)
 };
 
 struct Problem {
@@ -108,11 +110,12 @@ struct Problem {
   void* ws;
   size_t ws_bytes;
   int64_t N, K;
+  cudaDataType type;
   // Layouts of D[M, N] = X[M, K] . W[N, K]^T in column-major terms (as LtGemm builds them).
   void layouts(int64_t M, cublasLtMatrixLayout_t l[3]) const {
-    LK(cublasLtMatrixLayoutCreate(&l[0], CUDA_R_16BF, K, N, K));
-    LK(cublasLtMatrixLayoutCreate(&l[1], CUDA_R_16BF, K, M, K));
-    LK(cublasLtMatrixLayoutCreate(&l[2], CUDA_R_16BF, N, M, N));
+    LK(cublasLtMatrixLayoutCreate(&l[0], type, K, N, K));
+    LK(cublasLtMatrixLayoutCreate(&l[1], type, K, M, K));
+    LK(cublasLtMatrixLayoutCreate(&l[2], type, N, M, N));
   }
   std::vector<cublasLtMatmulAlgo_t> heuristic(int64_t M, int count) const {
     cublasLtMatrixLayout_t l[3];
@@ -167,18 +170,19 @@ std::string describe(const Config& c) {
 
 void survey(cublasLtHandle_t lt, const Shape& shape, const std::vector<int64_t>& ms) {
   const int64_t N = shape.N, K = shape.K, Mmax = ms.back();
-  __nv_bfloat16 *w, *x, *d;
+  const int64_t eb = shape.f32 ? 4 : 2;  // element bytes
+  void *w, *x, *d;
   uint64_t* hashes;
-  CK(cudaMalloc(&w, N * K * 2));
-  CK(cudaMalloc(&x, Mmax * K * 2));
-  CK(cudaMalloc(&d, Mmax * N * 2));
+  CK(cudaMalloc(&w, N * K * eb));
+  CK(cudaMalloc(&x, Mmax * K * eb));
+  CK(cudaMalloc(&d, Mmax * N * eb));
   CK(cudaMalloc(&hashes, Mmax * 8));
-  survey_fill_bf16(w, N * K, 7);
-  survey_fill_bf16(x, Mmax * K, 11);
+  survey_fill(w, shape.f32, N * K, 7);
+  survey_fill(x, shape.f32, Mmax * K, 11);
   const size_t flush_bytes = size_t{256} << 20;
   void* flush;
   CK(cudaMalloc(&flush, flush_bytes));
-  Problem p{lt, nullptr, nullptr, size_t{64} << 20, N, K};
+  Problem p{lt, nullptr, nullptr, size_t{64} << 20, N, K, shape.f32 ? CUDA_R_32F : CUDA_R_16BF};
   CK(cudaMalloc(&p.ws, p.ws_bytes));
   LK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -219,9 +223,9 @@ void survey(cublasLtHandle_t lt, const Shape& shape, const std::vector<int64_t>&
     for (size_t i = 0; i < ms.size(); ++i) {
       const int64_t M = ms[i];
       if (!p.supports(algo, M)) continue;
-      CK(cudaMemset(d, 0xff, M * N * 2));
+      CK(cudaMemset(d, 0xff, M * N * eb));
       p.run(algo, M, x, w, d, nullptr);
-      survey_hash_rows(d, M, N, hashes);
+      survey_hash_rows(d, shape.f32, M, N, hashes);
       r.rows[i].resize(M);
       CK(cudaMemcpy(r.rows[i].data(), hashes, M * 8, cudaMemcpyDeviceToHost));
       std::vector<float> t;
@@ -292,7 +296,7 @@ void survey(cublasLtHandle_t lt, const Shape& shape, const std::vector<int64_t>&
   std::printf("\n%-86s", "fastest candidate (us)");
   for (double u : best) std::printf(" %7.1f", u);
   std::printf("\n%-86s", "  weight GB/s of the fastest");
-  for (double u : best) std::printf(" %7.0f", N * K * 2 / (u * 1e-6) / 1e9);
+  for (double u : best) std::printf(" %7.0f", N * K * eb / (u * 1e-6) / 1e9);
   std::printf("\n");
   // Per family: its fastest member per M as a ratio of the fastest candidate (>= 1).
   for (size_t f = 0; f < families.size(); ++f) {
@@ -340,23 +344,29 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--quick")) {
       quick = true;
     } else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
-      char name[64];
+      char name[64], kind[8] = "";
       long long n, k;
-      if (std::sscanf(argv[++i], "%63[^:]:%lld:%lld", name, &n, &k) != 3) {
-        std::fprintf(stderr, "--shape NAME:N:K\n");
+      if (std::sscanf(argv[++i], "%63[^:]:%lld:%lld:%7s", name, &n, &k, kind) < 3) {
+        std::fprintf(stderr, "--shape NAME:N:K[:f32]\n");
         return 2;
       }
-      shapes.push_back({name, n, k});
+      shapes.push_back({name, n, k, std::strcmp(kind, "f32") == 0});
     } else {
-      std::fprintf(stderr, "usage: lt_algo_survey [--quick] [--shape NAME:N:K ...]\n");
+      std::fprintf(stderr, "usage: lt_algo_survey [--quick] [--shape NAME:N:K[:f32] ...]\n");
       return 2;
     }
   }
   if (shapes.empty())
-    shapes = {{"q_b", 16384, 2048},           {"o_proj", 6144, 16384},
-              {"dense_gate_up", 24576, 6144}, {"dense_down", 6144, 12288},
-              {"q_a_kv_a_wk", 2752, 6144},    {"shared_gate_up", 4096, 6144},
-              {"shared_down", 6144, 2048},    {"lm_head", 154880, 6144}};
+    shapes = {{"q_b", 16384, 2048},
+              {"o_proj", 6144, 16384},
+              {"dense_gate_up", 24576, 6144},
+              {"dense_down", 6144, 12288},
+              {"q_a_kv_a_wk", 2752, 6144},
+              {"shared_gate_up", 4096, 6144},
+              {"shared_down", 6144, 2048},
+              {"lm_head", 154880, 6144},
+              {"router_f32", 256, 6144, true},
+              {"indexer_weights_f32", 32, 6144, true}};
   const std::vector<int64_t> ms =
       quick ? std::vector<int64_t>{1, 4, 16, 64, 256}
             : std::vector<int64_t>{1, 2, 3, 4, 5, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
