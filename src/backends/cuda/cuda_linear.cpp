@@ -68,10 +68,11 @@ bool CudaBackend::tc(const void* x, int64_t x_rs, int64_t x_bs, const Tensor& w,
 }
 
 void CudaBackend::invariant_fallback(const char* op, int64_t N, int64_t K) {
-  // A shape without an invariant cuBLASLt algorithm takes the tensor-core kernel (bf16) or the
-  // skinny kernel (f32) at every M: still batch-invariant, slower, and different bits from
-  // cuBLASLt's, which is why the choice must never depend on M (it does not: cuBLASLt's
-  // algorithm ids support every row count at 16-byte alignment).
+  // A call cuBLASLt's invariant mode refuses (no anchor for the shape, operands under 16-byte
+  // alignment) takes the tensor-core kernel (bf16) or the skinny kernel (f32): still
+  // batch-invariant, slower, and other bits than cuBLASLt's, so the refusal must not depend on
+  // M. It does not: an M the anchor does not accept runs in row chunks (LtGemm::run), and row
+  // strides and bases keep their alignment whatever the row count.
   if (warned_fallback_.insert({N, K}).second)
     log_warn(
         "deterministic {} {}x{}: no batch-invariant cuBLASLt algorithm; using the slower "

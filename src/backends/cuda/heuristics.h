@@ -54,8 +54,9 @@ Switches read_switches();
 constexpr int64_t kSkinnyMaxRows = 1;
 
 // Deterministic mode: every bf16 linear and head_matmul, and the fp32 linear, runs cuBLASLt in
-// its batch-invariant mode (LtGemm::set_batch_invariant: no split-K, one algorithm id per shape,
-// the fastest member timed per row bucket) at every M, one row included. On the H200 the
+// its batch-invariant mode (LtGemm::set_batch_invariant: one anchor configuration per shape, bf16
+// without split-K, the fastest bit-identical member timed per row bucket) at every M, one row
+// included. On the H200 the
 // fastest such algorithm is within 0-3% of the fastest cuBLASLt algorithm at every M from 1 to
 // 256 on the GLM-5.2 projections (bench/kernels/lt_algo_survey.cpp; docs/benchmarks.md), where
 // the tensor-core kernel of gemm_tc.cu read 49-68% of copy at one row and was 3-12x slower from
