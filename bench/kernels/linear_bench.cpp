@@ -174,6 +174,67 @@ void bench_linear_paths(double copy_gbps, double gemm_tf, bool quick) {
     }
   }
   std::printf("(GEMM ceiling %.0f TFLOP/s)\n\n", gemm_tf);
+
+  // fp32 weights (bf16 x, f32 out): the router and the indexer's head weights, decode to prefill
+  // row counts. The skinny kernel (batch-invariant: K splits fixed by the shape) against
+  // cuBLASLt's fp32 GEMM, invariant and default, each timed with the widening of x to f32 it
+  // needs.
+  struct ShapeF {
+    const char* name;
+    int64_t N, K;
+  };
+  const std::vector<ShapeF> f32_shapes = {{"router 256x6144 f32", 256, 6144},
+                                          {"indexer w 32x6144 f32", 32, 6144}};
+  const std::vector<int64_t> fms = quick ? std::vector<int64_t>{1, 64, 4096}
+                                         : std::vector<int64_t>{1, 4, 16, 64, 128, 256, 1024, 4096};
+  std::printf("linear paths (fp32 weights, f32 out): us, and weight GB/s as %% of copy\n");
+  std::printf("%-26s %5s %16s %16s %16s %9s %9s\n", "shape", "M", "skinny", "Lt invariant",
+              "cuBLASLt", "sk/best", "inv/best");
+  for (const ShapeF& sh : f32_shapes) {
+    const int64_t Mmax = fms.back();
+    Tensor x = Tensor::empty({Mmax, sh.K}, DType::BF16, Device::cuda());   // [M, K]
+    Tensor xf = Tensor::empty({Mmax, sh.K}, DType::F32, Device::cuda());   // [M, K] widened
+    Tensor w = Tensor::empty({sh.N, sh.K}, DType::F32, Device::cuda());    // [N, K]
+    Tensor out = Tensor::empty({Mmax, sh.N}, DType::F32, Device::cuda());  // [M, N]
+    cuda::fill_random(x, 13, 1.0f);
+    cuda::fill_random(w, 14, 0.05f);
+    const double wb = static_cast<double>(sh.N * sh.K * 4);
+    for (int64_t M : fms) {
+      cuda::k::SkinnyParams p;
+      p.x = x.raw(), p.x_rs = sh.K;
+      p.w = w.raw();
+      p.out = out.raw(), p.o_rs = sh.N;
+      p.M = M, p.N = sh.N, p.K = sh.K;
+      p.splits = cuda::k::skinny_splits(p, cuda::k::DT::F32, num_sms);
+      Tensor part;
+      if (p.splits > 1) {
+        part = Tensor::empty({p.splits * M * sh.N}, DType::F32, Device::cuda());
+        p.partial = part.data<float>();
+      }
+      const double t_sk =
+          time_it([&] { cuda::k::skinny_gemm(p, cuda::k::DT::F32, cuda::k::DT::F32, nullptr); });
+      auto lt_f32 = [&](cuda::LtGemm& g) {
+        cuda::k::bf16_rows_to_f32(x.raw(), sh.K, xf.data<float>(), M, sh.K, nullptr);
+        TD_CHECK(g.gemm_f32(xf.data<float>(), sh.K, w.data<float>(), sh.K, out.data<float>(), sh.N,
+                            M, sh.N, sh.K, nullptr),
+                 "no cuBLASLt fp32 algorithm for {}", sh.name);
+      };
+      const double t_inv = time_it([&] { lt_f32(lt_inv); });
+      const double t_lt = time_it([&] { lt_f32(lt); });
+      const double t_best = std::min({t_sk, t_inv, t_lt});
+      auto cell = [&](double us) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%7.1f %5.1f%%", us,
+                      100.0 * wb / (us * 1e-6) / 1e9 / copy_gbps);
+        return std::string(buf);
+      };
+      std::printf("%-26s %5lld %16s %16s %16s %9.3f %9.3f\n", sh.name, static_cast<long long>(M),
+                  cell(t_sk).c_str(), cell(t_inv).c_str(), cell(t_lt).c_str(), t_sk / t_best,
+                  t_inv / t_best);
+      std::fflush(stdout);
+    }
+  }
+  std::printf("\n");
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
 }

@@ -205,6 +205,46 @@ TEST_F(CudaOps, MlaDecodeVerifyEqualsDecodeWhenDeterministic) {
   use_automatic_mla_kernel();
 }
 
+// The wgmma kernel's column parts (blocks that own 512, 256 or 128 of the value columns; in
+// deterministic mode the plan picks more parts for fewer tokens) give the same bits: every part
+// computes the same scores and softmax. Both modes, dense and top-2048 sparse, one to 150 query
+// tokens (the automatic choice changes from 4 parts to 1 across that range).
+TEST_F(CudaOps, MlaDecodeColumnPartsGiveTheSameBits) {
+  if (small_only()) GTEST_SKIP() << "GLM-5.2 dimensions";
+  const int64_t H = 64, L = 576, Lc = 512;
+  use_mla_kernel(MlaKernel::kWgmma64);
+  cuda::CudaBackend* b = cuda::cuda_backend();
+  struct Case {
+    std::vector<int32_t> lens, q;
+  };
+  const std::vector<Case> cases = {{{3000}, {1}}, {{700, 2600}, {4, 4}}, {{2500, 1200}, {75, 75}}};
+  for (bool det : {true, false}) {
+    DeterministicScope scope(det);
+    for (const Case& c : cases)
+      for (int64_t K : {int64_t{0}, int64_t{2048}}) {
+        Meta m = make_meta(c.lens, c.q, 64);
+        const int64_t T = m.cpu.num_tokens();
+        Pair pool = rand({m.slots, L});
+        Pair q = rand({T, H, L});
+        Pair topk;
+        if (K) topk = ints(random_topk_rows(rng_, m.pos_of, K), {T, K});
+        const float scale = 1.0f / std::sqrt(static_cast<float>(L));
+        b->set_mla_column_parts(1);
+        const Tensor one = ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, Lc);
+        for (int parts : {2, 4, 0}) {
+          b->set_mla_column_parts(parts);
+          const Tensor got = ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, Lc);
+          EXPECT_EQ(first_differing_row(got, one, T), -1)
+              << (det ? "deterministic" : "default") << " T=" << T << (K ? " sparse" : " dense")
+              << ": " << (parts ? std::to_string(parts) : std::string("automatic"))
+              << " column parts differ from one";
+        }
+      }
+  }
+  b->set_mla_column_parts(0);
+  use_automatic_mla_kernel();
+}
+
 // A top-k row that lists every visible position in order and pads with -1 (what the indexer
 // writes while a sequence is shorter than K) gives the same bits as dense attention: the kernels
 // skip the chunks of the -1 tail, which must leave the running softmax and output unchanged.

@@ -23,8 +23,15 @@ TEST(CudaHeuristics, DeterministicMlaDecodeChoiceIgnoresTheTokenCount) {
       EXPECT_EQ(p.split_len, heuristics::kDeterministicMlaSplit) << "T=" << T;
       if (T == 1) first = p;
       EXPECT_EQ(p.num_splits, first.num_splits) << "T=" << T << " range " << range;
+      // Column parts may follow T (they do not change the bits): more for fewer blocks, never
+      // past one wave.
+      EXPECT_TRUE(p.column_parts == 1 || p.column_parts == 2 || p.column_parts == 4);
+      if (p.column_parts > 1) EXPECT_LE(T * p.num_splits * p.column_parts, kSms) << "T=" << T;
     }
   }
+  // Batch-1 decode over top-2048: four 512-key splits, each on four blocks of 128 columns.
+  EXPECT_EQ(heuristics::plan_mla_decode(1, 64, 2048, 512, true, kSms, true, 64).column_parts, 4);
+  EXPECT_EQ(heuristics::plan_mla_decode(128, 64, 2048, 512, true, kSms, true, 64).column_parts, 1);
   // Where the 64-head kernel does not apply (other head counts), never, whatever T.
   for (int64_t T : {1, 16, 128}) EXPECT_FALSE(heuristics::mla_wide(true, false, -1, true, T));
 }
@@ -37,6 +44,7 @@ TEST(CudaHeuristics, DefaultModeMlaDecodeFollowsTheTokenCount) {
   const auto one = heuristics::plan_mla_decode(1, 64, 2048, 512, false, kSms, false, 64);
   const auto many = heuristics::plan_mla_decode(128, 64, 2048, 512, true, kSms, false, 64);
   EXPECT_GT(one.num_splits, many.num_splits);
+  EXPECT_EQ(many.column_parts, 1);  // default mode shortens splits instead
 }
 
 TEST(CudaHeuristics, DeterministicLinearsTakeOnePathAtEveryRowCount) {

@@ -17,6 +17,13 @@
 //       one after the next chunk's scores.
 // Every output depends on its own token's query, keys and split only: batch-invariant.
 //
+// Column parts (NP = 1, 2, 4; grid z): a block may own only 512 / NP of the value columns, each
+// warpgroup 256 / NP of them (P V on m64n{256,128,64}k16). Every part computes the same scores
+// and softmax (the same code on the same data: the same bits), so a column's output does not
+// depend on NP. With few query tokens (a batch-1 decode has one token and 2,048 / split keys, so
+// four blocks for 132 SMs) the parts put more SMs to work without shortening the splits, whose
+// length fixes the reduction order that deterministic mode keeps for every batch size.
+//
 // Shared memory tiles use wgmma's 128-byte swizzle (wgmma.cuh): Q [9 atoms][64 heads][128 B],
 // each key buffer [9 atoms][32 keys][128 B]. The copies (cp.async) write the generic proxy;
 // each thread fences them to the async proxy before the barrier that publishes a chunk.
@@ -58,12 +65,14 @@ constexpr uint32_t kstep_off(int s, int rows) {
   return static_cast<uint32_t>(((s >> 2) * rows * 128 + (s & 3) * 32) >> 4);
 }
 
-// grid (T, num_splits), 256 threads. Per chunk i (a block-uniform loop):
+// grid (T, num_splits, NP), 256 threads. Per chunk i (a block-uniform loop):
 //   X  (this thread's copies of chunk i landed and were fenced) chunk i visible: S issued; the
 //      wait covers it and the previous chunk's P V
 //   E  partial scores exchanged; every warpgroup's P V of chunk i - 1 is done, so its buffer
 //      takes chunk i + 2's copies; softmax; O rescaled; P V issued
+template <int NP>
 __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecodeParams p) {
+  constexpr int WN = 256 / NP;  // value columns per warpgroup
   pdl_wait();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* smem =
@@ -74,7 +83,7 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
   float4* xs = reinterpret_cast<float4*>(ks + GNB * kKBytes);  // [2][4][128] partial scores
   unsigned char* tables = ks + GNB * kKBytes + kXBytes;        // MlaSlotTable's
 
-  const int t = blockIdx.x, split = blockIdx.y;
+  const int t = blockIdx.x, split = blockIdx.y, part = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, c = lane & 3;
   const int wg = warp >> 2, wq = warp & 3;  // warpgroup, warp within it (rows 16 wq ..)
@@ -121,9 +130,11 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
   }
 
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // heads r0, r1
-  float o[128];  // O[heads 16 wq + g (+ 8), columns 256 wg + 8 j + 2c (+ 1)]: o[4 j + e]
+  // This warpgroup's value columns: [col0, col0 + WN), whole 64-column atoms of the key rows.
+  const int col0 = 2 * WN * part + WN * wg;
+  float o[WN / 2];  // O[heads 16 wq + g (+ 8), columns col0 + 8 j + 2c (+ 1)]: o[4 j + e]
 #pragma unroll
-  for (int i = 0; i < 128; ++i) o[i] = 0.f;
+  for (int i = 0; i < WN / 2; ++i) o[i] = 0.f;
   uint32_t pa[2][4] = {};  // P of keys [0, 16) and [16, 32): read by a P V still in flight
   // This thread's slot of the exchange and the other warpgroup's thread with the same elements.
   float4* x_mine = xs + wg * 512 + wq * 32 + lane;
@@ -195,7 +206,7 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
     slots.after_math(i, nchunks);
     if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
 #pragma unroll
-      for (int j = 0; j < 32; ++j) {
+      for (int j = 0; j < WN / 8; ++j) {
         o[4 * j] *= corr[0], o[4 * j + 1] *= corr[0];
         o[4 * j + 2] *= corr[1], o[4 * j + 3] *= corr[1];
       }
@@ -208,12 +219,12 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
       pa[kk][2] = pack_bf16(sacc[8 * kk + 4], sacc[8 * kk + 5]);
       pa[kk][3] = pack_bf16(sacc[8 * kk + 6], sacc[8 * kk + 7]);
     }
-    // P V: the value columns [256 wg, +256) are atoms 4 wg .. 4 wg + 3 of the key rows; keys
+    // P V: the value columns [col0, col0 + WN) are atoms col0 / 64 .. of the key rows; keys
     // [16, 32) start 2048 bytes in.
-    const uint64_t v_desc = wgmma_desc(kt + 4 * wg * (GK * 128), GK * 128, 1024);
+    const uint64_t v_desc = wgmma_desc(kt + (col0 / 64) * (GK * 128), GK * 128, 1024);
     wgmma_fence();
-    wgmma_m64n256k16_rs_tn(o, pa[0], v_desc, 1);
-    wgmma_m64n256k16_rs_tn(o, pa[1], wgmma_desc_add(v_desc, 2048 >> 4), 1);
+    wgmma_rs_tn<WN>(o, pa[0], v_desc, 1);
+    wgmma_rs_tn<WN>(o, pa[1], wgmma_desc_add(v_desc, 2048 >> 4), 1);
     wgmma_commit();
   }
   wgmma_wait<0>();
@@ -227,8 +238,8 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
     const int64_t th = static_cast<int64_t>(t) * GH + h;
     const float inv = l > 0.f ? 1.0f / l : 0.f;
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int col = 256 * wg + 8 * j + 2 * c;
+    for (int j = 0; j < WN / 8; ++j) {
+      const int col = col0 + 8 * j + 2 * c;
       const float o0 = o[4 * j + 2 * r] * inv, o1 = o[4 * j + 2 * r + 1] * inv;
       if (p.num_splits == 1)
         *reinterpret_cast<__nv_bfloat162*>(static_cast<bf16*>(p.out) + th * GLC + col) =
@@ -237,7 +248,7 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
         *reinterpret_cast<float2*>(p.part_o + (th * p.num_splits + split) * GLC + col) =
             make_float2(o0, o1);
     }
-    if (p.num_splits > 1 && wg == 0 && c == 0)  // natural log, as the merge reads it
+    if (p.num_splits > 1 && part == 0 && wg == 0 && c == 0)  // natural log, as the merge reads it
       p.part_lse[th * p.num_splits + split] =
           l > 0.f ? m_run[r] * 0.6931471805599453f + logf(l) : -INFINITY;
   }
@@ -249,10 +260,22 @@ bool mla_decode_wgmma_applies(int64_t H, int64_t L, int64_t Lc, bool kv_fp8) {
   return H == GH && Lc == GLC && L == GL && !kv_fp8;
 }
 
+namespace {
+template <int NP>
+void launch_parts(const MlaDecodeParams& p, cudaStream_t s) {
+  const dim3 g(static_cast<unsigned>(p.T), static_cast<unsigned>(p.num_splits), NP);
+  opt_in_smem<mla_decode_wgmma_kernel<NP>>(kGSmem);
+  launch(mla_decode_wgmma_kernel<NP>, g, kGThreads, kGSmem, s, p);
+}
+}  // namespace
+
 void mla_decode_wgmma(const MlaDecodeParams& p, cudaStream_t s) {
-  const dim3 g(static_cast<unsigned>(p.T), static_cast<unsigned>(p.num_splits));
-  opt_in_smem<mla_decode_wgmma_kernel>(kGSmem);
-  launch(mla_decode_wgmma_kernel, g, kGThreads, kGSmem, s, p);
+  if (p.column_parts == 4)
+    launch_parts<4>(p, s);
+  else if (p.column_parts == 2)
+    launch_parts<2>(p, s);
+  else
+    launch_parts<1>(p, s);
 }
 
 }  // namespace tandem::cuda::k

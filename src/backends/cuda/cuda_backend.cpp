@@ -32,6 +32,7 @@ CudaBackend::CudaBackend() : lt_(std::make_unique<LtGemm>()) {
   mla_det_split_ = sw.mla_det_split;
   mla_wide_mode_ = sw.mla_wide_mode;
   mla_wgmma_ = sw.mla_wgmma;
+  mla_column_parts_ = sw.mla_column_parts;
   expert_streams_used_ = sw.expert_streams;
   moe_grouped_ = sw.moe_grouped;
   for (int*& c : split_counters_) {

@@ -84,6 +84,9 @@ class CudaBackend final : public Backend {
   // The 64-head kernel on warpgroup MMA (attention_wgmma.cu, bf16 pools) or on mma.sync
   // (attention_wide.cu, also FP8 pools). TANDEM_MLA_WGMMA=0 starts with mma.sync.
   void set_mla_wgmma(bool on) { mla_wgmma_ = on; }
+  // Column parts of the wgmma kernel (1, 2, 4; 0: the plan's choice, which is 1 outside
+  // deterministic mode). TANDEM_MLA_COLUMN_PARTS sets the starting value.
+  void set_mla_column_parts(int parts) { mla_column_parts_ = parts; }
 
   // All launches go to this stream (the legacy default stream unless a graph capture set one).
   void set_stream(cudaStream_t s) { stream_ = s; }
@@ -196,8 +199,9 @@ class CudaBackend final : public Backend {
   bool last_block_reduce_ = true;  // TANDEM_SKINNY_LAST_BLOCK_REDUCE=0: a second reduce kernel
   int64_t mla_min_split_ = 64;     // TANDEM_MLA_MIN_SPLIT: fewest keys per mla_decode split
   int64_t mla_det_split_ = heuristics::kDeterministicMlaSplit;  // TANDEM_MLA_DET_SPLIT
-  int mla_wide_mode_ = -1;  // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
-  bool mla_wgmma_ = true;   // TANDEM_MLA_WGMMA
+  int mla_wide_mode_ = -1;    // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
+  bool mla_wgmma_ = true;     // TANDEM_MLA_WGMMA
+  int mla_column_parts_ = 0;  // TANDEM_MLA_COLUMN_PARTS: 0 the plan's choice, else forced
 };
 
 // The backend registered for DeviceType::CUDA (null before init_cuda_backend succeeds).

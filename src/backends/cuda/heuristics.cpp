@@ -12,6 +12,10 @@ namespace {
 int64_t round_up(int64_t a, int64_t b) {
   return (a + b - 1) / b * b;
 }
+// A forced mla_decode column-part count: 1, 2 or 4; anything else is the automatic choice (0).
+int column_parts_or_auto(int v) {
+  return v == 1 || v == 2 || v == 4 ? v : 0;
+}
 }  // namespace
 
 Switches read_switches() {
@@ -32,6 +36,8 @@ Switches read_switches() {
   if (const char* v = std::getenv("TANDEM_MLA_DET_SPLIT"); v && std::atoll(v) > 0)
     s.mla_det_split = std::atoll(v);
   if (const char* v = std::getenv("TANDEM_MLA_WIDE"); v && *v) s.mla_wide_mode = std::atoi(v) != 0;
+  if (const char* v = std::getenv("TANDEM_MLA_COLUMN_PARTS"); v && *v)
+    s.mla_column_parts = column_parts_or_auto(std::atoi(v));
   s.mla_wgmma = !off("TANDEM_MLA_WGMMA");
   if (const char* v = std::getenv("TANDEM_EXPERT_STREAMS"); v && *v)
     s.expert_streams = std::clamp(std::atoi(v), 1, 4);
@@ -61,6 +67,14 @@ MlaDecodePlan plan_mla_decode(int64_t T, int64_t H, int64_t range, int64_t Lc, b
     plan.num_splits = (range + plan.split_len - 1) / plan.split_len;
     if (plan.num_splits > 1)
       plan.scratch_bytes = static_cast<size_t>(T * H * plan.num_splits) * (Lc + 1) * sizeof(float);
+    // Few blocks (one per token and split): more of them, each on fewer value columns, up to one
+    // wave. The splits stay as they are: their length is the reduction order.
+    if (wide)
+      for (int parts : {4, 2})
+        if (T * plan.num_splits * parts <= num_sms) {
+          plan.column_parts = parts;
+          break;
+        }
     return plan;
   }
   int64_t want = blocks >= target ? 1 : (target + blocks - 1) / blocks;

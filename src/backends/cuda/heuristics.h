@@ -25,6 +25,10 @@ struct MlaDecodePlan {
   int64_t split_len = 0;   // key-list entries per split (a multiple of 64)
   int64_t num_splits = 1;  // 1: no merge pass, no scratch
   size_t scratch_bytes = 0;
+  // The 64-head kernel on warpgroup MMA: blocks per (token, split), each owning 512 / parts of
+  // the value columns (1, 2 or 4). The output does not depend on it (attention_wgmma.cu), so
+  // deterministic mode may choose it from the token count.
+  int column_parts = 1;
 };
 
 namespace heuristics {
@@ -38,6 +42,7 @@ struct Switches {
   int moe_tc_mode = -1;           // TANDEM_MOE_TENSOR_CORES: -1 automatic, 0 off, 1 on
   int64_t mla_min_split = 64;     // TANDEM_MLA_MIN_SPLIT: fewest keys per mla_decode split
   int64_t mla_det_split = 512;    // TANDEM_MLA_DET_SPLIT: keys per split in deterministic mode
+  int mla_column_parts = 0;       // TANDEM_MLA_COLUMN_PARTS: 1 / 2 / 4 forced, 0 automatic
   int mla_wide_mode = -1;         // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
   bool mla_wgmma = true;          // TANDEM_MLA_WGMMA=0: the 64-head kernel on mma.sync
   int expert_streams = 4;         // TANDEM_EXPERT_STREAMS: 1-4 (moe_experts' host path)

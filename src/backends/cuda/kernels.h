@@ -212,6 +212,7 @@ struct MlaDecodeParams {
   bool tensor_cores = true;  // mma.sync kernel (attention_mma.cu); false: the SIMT kernel
   bool wide = false;         // with tensor_cores: all 64 heads per block (attention_wide.cu)
   bool wgmma = true;         // with wide: on warpgroup MMA where it applies (attention_wgmma.cu)
+  int column_parts = 1;      // wgmma only: blocks per (token, split), each 512 / parts columns
 };
 constexpr int kMlaHeadsPerBlock = 16;
 constexpr int kMlaKeysPerChunk = 64;
