@@ -32,6 +32,9 @@ TEST(CudaHeuristics, DeterministicMlaDecodeChoiceIgnoresTheTokenCount) {
   // Batch-1 decode over top-2048: four 512-key splits, each on four blocks of 128 columns.
   EXPECT_EQ(heuristics::plan_mla_decode(1, 64, 2048, 512, true, kSms, true, 64).column_parts, 4);
   EXPECT_EQ(heuristics::plan_mla_decode(128, 64, 2048, 512, true, kSms, true, 64).column_parts, 1);
+  // ... whose 2,048 key rows (2.4 MB) are prefetched into L2; 128 tokens' (302 MB) are not.
+  EXPECT_TRUE(heuristics::plan_mla_decode(1, 64, 2048, 512, true, kSms, true, 64).prefetch_l2);
+  EXPECT_FALSE(heuristics::plan_mla_decode(128, 64, 2048, 512, true, kSms, true, 64).prefetch_l2);
   // Where the 64-head kernel does not apply (other head counts), never, whatever T.
   for (int64_t T : {1, 16, 128}) EXPECT_FALSE(heuristics::mla_wide(true, false, -1, true, T));
 }
@@ -45,17 +48,22 @@ TEST(CudaHeuristics, DefaultModeMlaDecodeFollowsTheTokenCount) {
   const auto many = heuristics::plan_mla_decode(128, 64, 2048, 512, true, kSms, false, 64);
   EXPECT_GT(one.num_splits, many.num_splits);
   EXPECT_EQ(many.column_parts, 1);  // default mode shortens splits instead
+  EXPECT_FALSE(one.prefetch_l2);
 }
 
 TEST(CudaHeuristics, DeterministicLinearsTakeOnePathAtEveryRowCount) {
-  // bf16 and fp32 weights: cuBLASLt's batch-invariant algorithms at every M, one row included
-  // (default mode: the skinny kernel at one row for bf16, below kF32LtMinRows for fp32).
+  // bf16 weights and wide fp32 ones: cuBLASLt's batch-invariant algorithms at every M, one row
+  // included; narrow fp32 ones the skinny kernel at every M (default mode: the skinny kernel at
+  // one row for bf16, below kF32LtMinRows for fp32).
   for (int64_t M : {1, 2, 64, 127, 128, 4096}) {
     EXPECT_TRUE(heuristics::linear_lt_path(M, true)) << M;
-    EXPECT_TRUE(heuristics::linear_f32_lt_path(M, true)) << M;
+    // fp32: cuBLASLt for the router's 256 features, the skinny kernel for the indexer's 32.
+    EXPECT_TRUE(heuristics::linear_f32_lt_path(M, 256, true)) << M;
+    EXPECT_FALSE(heuristics::linear_f32_lt_path(M, 32, true)) << M;
   }
   EXPECT_FALSE(heuristics::linear_lt_path(1, false));
-  EXPECT_FALSE(heuristics::linear_f32_lt_path(heuristics::kF32LtMinRows - 1, false));
+  EXPECT_FALSE(heuristics::linear_f32_lt_path(heuristics::kF32LtMinRows - 1, 256, false));
+  EXPECT_TRUE(heuristics::linear_f32_lt_path(heuristics::kF32LtMinRows, 32, false));
 }
 
 }  // namespace

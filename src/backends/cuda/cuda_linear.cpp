@@ -104,7 +104,7 @@ void CudaBackend::linear(const Tensor& x, const Weight& w, Tensor& out) {
       if (tc(x.raw(), x.stride(0), 0, w.w, 0, out, out.stride(0), 0, M, N, K, 1)) return;
     }
   } else if (lt_ok && w.w.dtype() == DType::F32 && out.dtype() == DType::F32 &&
-             heuristics::linear_f32_lt_path(M, deterministic_)) {
+             heuristics::linear_f32_lt_path(M, N, deterministic_)) {
     // fp32 weights (router, indexer head weights) at prefill sizes: x widened to f32, then an
     // fp32 cuBLASLt GEMM (exact fp32 products and sums, as the skinny kernel's).
     auto* xf = static_cast<float*>(scratch(static_cast<size_t>(M * K) * 4));

@@ -29,6 +29,9 @@ struct MlaDecodePlan {
   // the value columns (1, 2 or 4). The output does not depend on it (attention_wgmma.cu), so
   // deterministic mode may choose it from the token count.
   int column_parts = 1;
+  // The wgmma kernel asks for its split's key rows in L2 before its loop (where the rows of all
+  // blocks fit well within the L2: few tokens x splits).
+  bool prefetch_l2 = false;
 };
 
 namespace heuristics {
@@ -43,6 +46,7 @@ struct Switches {
   int64_t mla_min_split = 64;     // TANDEM_MLA_MIN_SPLIT: fewest keys per mla_decode split
   int64_t mla_det_split = 512;    // TANDEM_MLA_DET_SPLIT: keys per split in deterministic mode
   int mla_column_parts = 0;       // TANDEM_MLA_COLUMN_PARTS: 1 / 2 / 4 forced, 0 automatic
+  int mla_prefetch_mode = -1;     // TANDEM_MLA_PREFETCH: -1 automatic, 0 off, 1 on (wgmma kernel)
   int mla_wide_mode = -1;         // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
   bool mla_wgmma = true;          // TANDEM_MLA_WGMMA=0: the 64-head kernel on mma.sync
   int expert_streams = 4;         // TANDEM_EXPERT_STREAMS: 1-4 (moe_experts' host path)
@@ -58,7 +62,7 @@ Switches read_switches();
 // (docs/benchmarks.md). Not batch-invariant across the switch (hence deterministic mode below).
 constexpr int64_t kSkinnyMaxRows = 1;
 
-// Deterministic mode: every bf16 linear and head_matmul, and the fp32 linear, runs cuBLASLt in
+// Deterministic mode: every bf16 linear and head_matmul, and the wide fp32 linears, run cuBLASLt in
 // its batch-invariant mode (LtGemm::set_batch_invariant: one anchor configuration per shape, bf16
 // without split-K, the fastest bit-identical member timed per row bucket) at every M, one row
 // included. On the H200 the
@@ -71,12 +75,19 @@ inline bool linear_lt_path(int64_t rows, bool deterministic) {
   return deterministic || rows > kSkinnyMaxRows;
 }
 // linear on fp32 weights (the router, the indexer's head weights; bf16 x, f32 out): from this
-// many rows in default mode, and at every M in deterministic mode, x widened to f32 and one fp32
-// cuBLASLt GEMM; below, the skinny kernel, which is FP32-FMA bound at prefill sizes (the GLM-5.2
-// router at 4,096 rows: 1,371 us, the indexer head weights 195 us, docs/benchmarks.md).
+// many rows in default mode, x widened to f32 and one fp32 cuBLASLt GEMM; below, the skinny
+// kernel, which is FP32-FMA bound at prefill sizes (the GLM-5.2 router at 4,096 rows: 1,285 us
+// against cuBLASLt's 337, docs/benchmarks.md).
 constexpr int64_t kF32LtMinRows = 128;
-inline bool linear_f32_lt_path(int64_t rows, bool deterministic) {
-  return deterministic || rows >= kF32LtMinRows;
+// Deterministic mode takes one of the two batch-invariant paths per shape, at every M: the
+// skinny kernel for at most this many output features, cuBLASLt's invariant fp32 GEMM above.
+// Measured on the H200 (kernel_bench's fp32 table): the indexer's head weights (32 x 6144) run
+// 7.7 / 18.4 / 184 us at 1 / 64 / 4,096 rows on the skinny kernel and 13.8 / 17.4 / 257 us on
+// invariant cuBLASLt; the router (256 x 6144) 9.1 / 36.2 / 1,285 us against 19.8 / 24.1 / 601.
+constexpr int64_t kF32SkinnyMaxFeatures = 64;
+inline bool linear_f32_lt_path(int64_t rows, int64_t features, bool deterministic) {
+  if (deterministic) return features > kF32SkinnyMaxFeatures;
+  return rows >= kF32LtMinRows;
 }
 // head_matmul: one strided-batched cuBLASLt GEMM (a batch per head) at every token count: W_UK
 // 64 x 512x128 8.4 us at 1 token and 8.2 at 4, where the skinny kernel takes 13.3 and 28.4 (its
@@ -102,6 +113,11 @@ constexpr int64_t kMlaWideMinTokens = 16;
 // Fewest keys per split of the 64-heads-per-block kernel: each block stages its token's 64 query
 // rows (74 KB at L = 576), as many bytes as 64 keys.
 constexpr int64_t kMlaWideMinSplit = 128;
+// Deterministic mode, few tokens: the 64-head wgmma kernel pulls its key rows (bf16, 1,152 bytes
+// each) into L2 before its loop when all the step's rows (tokens x keys) take at most this much,
+// a third of the H200's L2, so the prefetched rows stay there until their copies.
+constexpr int64_t kMlaRowBytes = 576 * 2;
+constexpr int64_t kMlaPrefetchBytes = int64_t{16} << 20;
 
 // Whether mla_decode runs the 64-heads-per-block kernel: only on the tensor cores and where its
 // shapes apply; `mode` (TANDEM_MLA_WIDE / set_mla_wide: 0 / 1) forces it off / on in either
