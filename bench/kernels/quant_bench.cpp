@@ -247,10 +247,11 @@ struct DecodeExperts {
   void bf16(const Tensor& gu, const Tensor& dn, cudaStream_t s) const {
     prepare(s);
     if (cuda::heuristics::moe_tensor_cores(-1, false, P, E)) {
+      const int groups = cuda::heuristics::moe_row_groups(0, P, E);
       k::moe_gate_up_mma(x.raw(), D, kk, gu.raw(), g.counts, g.offsets, g.perm, g.active,
-                         g.num_active, g.max_active, I, D, h.raw(), s);
+                         g.num_active, g.max_active, I, D, h.raw(), groups, s);
       k::moe_down_mma(h.raw(), dn.raw(), g.counts, g.offsets, g.active, g.num_active, g.max_active,
-                      I, D, y.data<float>(), s);
+                      I, D, y.data<float>(), groups, s);
     } else {
       k::moe_gate_up(x.raw(), D, kk, gu.raw(), g.counts, g.offsets, g.perm, g.active, g.num_active,
                      g.max_active, I, D, h.raw(), s);

@@ -301,5 +301,40 @@ TEST_F(CudaOps, MoeExpertsRowsAreBatchInvariant) {
   cuda::cuda_backend()->set_moe_tensor_cores(-1);
 }
 
+// The tensor-core expert kernels with four 16-row groups per pass over the weights (prefill
+// sizes) give each row the bits of one-group passes, and so of decode: deterministic mode (the
+// device path at every size), experts with 0 to ~150 rows, every row of a 400-token step
+// checked against the same step with one group, and its first rows against a decode-sized step.
+TEST_F(CudaOps, MoeExpertRowGroupsGiveTheSameBits) {
+  const int64_t E = 16, k = 4, D = 512, I = 256, T = 400;
+  Pair logits = rand({T, E}, 3.0f, DType::F32);
+  ops::Routing r = ops::moe_route(cpu_ws_, logits.cpu, Tensor(), RouteParams{k, 1, 1, true, 2.5f});
+  const Tensor idx = r.idx.to(Device::cuda()), w = r.weights.to(Device::cuda());
+  Pair x = rand({T, D});
+  Pair gu = rand({E, 2 * I, D}, 0.08f), dn = rand({E, D, I}, 0.08f);
+  DeterministicScope scope(true);
+  cuda::CudaBackend* b = cuda::cuda_backend();
+  b->set_moe_row_groups(1);
+  const Tensor one = ops::moe_experts(gpu_ws_, x.gpu, gu.gpu, dn.gpu, ops::Routing{idx, w});
+  for (int groups : {4, 0}) {
+    b->set_moe_row_groups(groups);
+    const Tensor got = ops::moe_experts(gpu_ws_, x.gpu, gu.gpu, dn.gpu, ops::Routing{idx, w});
+    EXPECT_EQ(first_differing_row(got, one, T), -1)
+        << (groups ? "four row groups" : "the automatic choice") << " differ from one group";
+  }
+  b->set_moe_row_groups(0);
+  const int64_t few = 5;  // 20 pairs over 16 experts: one group
+  const Tensor part = ops::moe_experts(gpu_ws_, x.gpu.narrow(0, 0, few), gu.gpu, dn.gpu,
+                                       ops::Routing{idx.narrow(0, 0, few), w.narrow(0, 0, few)});
+  EXPECT_EQ(first_differing_row(part, one.narrow(0, 0, few).contiguous(), few), -1)
+      << "a decode-sized step differs from the prefill-sized one";
+  // And the four-group result against the CPU.
+  const Tensor want = ops::moe_experts(cpu_ws_, x.cpu, gu.cpu, dn.cpu, r);
+  b->set_moe_row_groups(4);
+  expect_close(ops::moe_experts(gpu_ws_, x.gpu, gu.gpu, dn.gpu, ops::Routing{idx, w}), want, 1.5e-2,
+               "moe_experts", "four row groups");  // bf16 h as well
+  b->set_moe_row_groups(0);
+}
+
 }  // namespace
 }  // namespace tandem::test

@@ -34,6 +34,7 @@ CudaBackend::CudaBackend() : lt_(std::make_unique<LtGemm>()) {
   mla_wgmma_ = sw.mla_wgmma;
   mla_column_parts_ = sw.mla_column_parts;
   mla_prefetch_mode_ = sw.mla_prefetch_mode;
+  moe_row_groups_ = sw.moe_row_groups;
   expert_streams_used_ = sw.expert_streams;
   moe_grouped_ = sw.moe_grouped;
   for (int*& c : split_counters_) {

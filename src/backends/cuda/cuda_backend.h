@@ -106,6 +106,9 @@ class CudaBackend final : public Backend {
   // in deterministic mode (the choice must not depend on the token count there). Also
   // TANDEM_MOE_TENSOR_CORES=0 / 1.
   void set_moe_tensor_cores(int mode) { moe_tc_mode_ = mode; }
+  // 16-row groups per pass of the tensor-core expert kernels (heuristics::moe_row_groups): 0
+  // automatic, 1 or 4 forced. TANDEM_MOE_ROW_GROUPS sets the starting value.
+  void set_moe_row_groups(int groups) { moe_row_groups_ = groups; }
   // How many experts moe_experts' many-token path runs at a time (1-4; also
   // TANDEM_EXPERT_STREAMS).
   void set_expert_streams(int n) { expert_streams_used_ = n < 1 ? 1 : n > 4 ? 4 : n; }
@@ -206,6 +209,7 @@ class CudaBackend final : public Backend {
   bool mla_wgmma_ = true;       // TANDEM_MLA_WGMMA
   int mla_column_parts_ = 0;    // TANDEM_MLA_COLUMN_PARTS: 0 the plan's choice, else forced
   int mla_prefetch_mode_ = -1;  // TANDEM_MLA_PREFETCH: -1 the plan's choice, 0 off, 1 on
+  int moe_row_groups_ = 0;      // TANDEM_MOE_ROW_GROUPS: 0 automatic, 1 / 4 forced
 };
 
 // The backend registered for DeviceType::CUDA (null before init_cuda_backend succeeds).

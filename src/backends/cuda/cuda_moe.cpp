@@ -234,11 +234,12 @@ void CudaBackend::moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor
   if (!host_path) {
     const int64_t max_active = std::min(E, P);
     if (k::moe_mma_applies(I, D) && moe_tensor_cores(P, E)) {
+      const int groups = heuristics::moe_row_groups(moe_row_groups_, P, E);
       k::moe_gate_up_mma(x.raw(), x.stride(0), kk, gate_up.raw(), counts, offsets, perm, active,
-                         num_active, max_active, I, D, h, stream_);
+                         num_active, max_active, I, D, h, groups, stream_);
       TD_CUDA_LAUNCH_CHECK();
       k::moe_down_mma(h, down.raw(), counts, offsets, active, num_active, max_active, I, D, y,
-                      stream_);
+                      groups, stream_);
     } else {
       k::moe_gate_up(x.raw(), x.stride(0), kk, gate_up.raw(), counts, offsets, perm, active,
                      num_active, max_active, I, D, h, stream_);

@@ -38,6 +38,8 @@ Switches read_switches() {
   if (const char* v = std::getenv("TANDEM_MLA_WIDE"); v && *v) s.mla_wide_mode = std::atoi(v) != 0;
   if (const char* v = std::getenv("TANDEM_MLA_COLUMN_PARTS"); v && *v)
     s.mla_column_parts = column_parts_or_auto(std::atoi(v));
+  if (const char* v = std::getenv("TANDEM_MOE_ROW_GROUPS"); v && *v)
+    s.moe_row_groups = std::atoi(v);
   if (const char* v = std::getenv("TANDEM_MLA_PREFETCH"); v && *v)
     s.mla_prefetch_mode = std::atoi(v) != 0;
   s.mla_wgmma = !off("TANDEM_MLA_WGMMA");

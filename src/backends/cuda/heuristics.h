@@ -47,6 +47,7 @@ struct Switches {
   int64_t mla_det_split = 512;    // TANDEM_MLA_DET_SPLIT: keys per split in deterministic mode
   int mla_column_parts = 0;       // TANDEM_MLA_COLUMN_PARTS: 1 / 2 / 4 forced, 0 automatic
   int mla_prefetch_mode = -1;     // TANDEM_MLA_PREFETCH: -1 automatic, 0 off, 1 on (wgmma kernel)
+  int moe_row_groups = 0;         // TANDEM_MOE_ROW_GROUPS: 1 / 4 forced, 0 automatic
   int mla_wide_mode = -1;         // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
   bool mla_wgmma = true;          // TANDEM_MLA_WGMMA=0: the 64-head kernel on mma.sync
   int expert_streams = 4;         // TANDEM_EXPERT_STREAMS: 1-4 (moe_experts' host path)
@@ -164,6 +165,16 @@ int64_t moe_token_chunk(int64_t T, int64_t D, int64_t I, int64_t slots);
 inline bool moe_tensor_cores(int mode, bool deterministic, int64_t pairs, int64_t experts) {
   if (mode >= 0) return mode == 1;
   return deterministic || pairs >= kMoeTensorCoreRowsPerExpert * experts;
+}
+
+// Row groups per pass of the tensor-core expert kernels (moe_mma.cu): four 16-row groups share
+// each weight fragment from this many rows per expert on average (a quarter of the weight
+// traffic; the same bits as one group, so deterministic mode may choose by row count too).
+// `forced` (TANDEM_MOE_ROW_GROUPS / set_moe_row_groups): 1 or 4; 0 automatic.
+constexpr int64_t kMoeGroupedPassRowsPerExpert = 32;
+inline int moe_row_groups(int forced, int64_t pairs, int64_t experts) {
+  if (forced == 1 || forced == 4) return forced;
+  return pairs >= kMoeGroupedPassRowsPerExpert * experts ? 4 : 1;
 }
 
 // The host path (cuBLASLt per expert): many rows per expert, never while capturing (it syncs),

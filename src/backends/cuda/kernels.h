@@ -173,15 +173,16 @@ void moe_down(const void* h, const void* down, const int32_t* counts, const int3
               const int32_t* active, const int32_t* num_active, int64_t max_active, int64_t I,
               int64_t D, float* y, cudaStream_t s);
 // The same two products on the tensor cores (moe_mma.cu), batch-invariant like the SIMT ones;
-// they need I and D multiples of 64 (moe_mma_applies).
+// they need I and D multiples of 64 (moe_mma_applies). groups: 16-row groups per pass over the
+// weights (1 or 4; the same bits either way).
 bool moe_mma_applies(int64_t I, int64_t D);
 void moe_gate_up_mma(const void* x, int64_t xs, int64_t k, const void* gate_up,
                      const int32_t* counts, const int32_t* offsets, const int32_t* perm,
                      const int32_t* active, const int32_t* num_active, int64_t max_active,
-                     int64_t I, int64_t D, void* h, cudaStream_t s);
+                     int64_t I, int64_t D, void* h, int groups, cudaStream_t s);
 void moe_down_mma(const void* h, const void* down, const int32_t* counts, const int32_t* offsets,
                   const int32_t* active, const int32_t* num_active, int64_t max_active, int64_t I,
-                  int64_t D, float* y, cudaStream_t s);
+                  int64_t D, float* y, int groups, cudaStream_t s);
 // xs[sorted] = x[perm[sorted] / k] (bf16 rows).
 void moe_gather_x(const void* x, int64_t xs, int64_t k, const int32_t* perm, int64_t pairs,
                   int64_t D, void* out, cudaStream_t s);
