@@ -379,16 +379,13 @@ TEST_F(CudaOps, MlaDecodeDenseSparseAndSplit) {
                            "mla_decode (wgmma, 64 heads)", "mla_decode (simt)"};
     for (int kernel = 0; kernel < 4; ++kernel) {
       use_mla_kernel(static_cast<MlaKernel>(kernel));
-      // The wgmma kernel also with 2 and 4 column parts (blocks on 256 / 128 value columns) and
-      // its L2 prefetch of the key rows.
+      // The wgmma kernel also with 2 and 4 column parts (blocks on 256 / 128 value columns).
       for (int parts : kernel == 2 ? std::vector<int>{0, 2, 4} : std::vector<int>{0}) {
         cuda::cuda_backend()->set_mla_column_parts(parts);
-        cuda::cuda_backend()->set_mla_prefetch(parts == 0 ? -1 : 1);
         expect_close(ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, c.Lc), want,
                      kAttention, names[kernel], what + " column parts " + std::to_string(parts));
       }
       cuda::cuda_backend()->set_mla_column_parts(0);
-      cuda::cuda_backend()->set_mla_prefetch(-1);
     }
     use_automatic_mla_kernel();
   }

@@ -32,9 +32,6 @@ TEST(CudaHeuristics, DeterministicMlaDecodeChoiceIgnoresTheTokenCount) {
   // Batch-1 decode over top-2048: four 512-key splits, each on four blocks of 128 columns.
   EXPECT_EQ(heuristics::plan_mla_decode(1, 64, 2048, 512, true, kSms, true, 64).column_parts, 4);
   EXPECT_EQ(heuristics::plan_mla_decode(128, 64, 2048, 512, true, kSms, true, 64).column_parts, 1);
-  // ... whose 2,048 key rows (2.4 MB) are prefetched into L2; 128 tokens' (302 MB) are not.
-  EXPECT_TRUE(heuristics::plan_mla_decode(1, 64, 2048, 512, true, kSms, true, 64).prefetch_l2);
-  EXPECT_FALSE(heuristics::plan_mla_decode(128, 64, 2048, 512, true, kSms, true, 64).prefetch_l2);
   // Where the 64-head kernel does not apply (other head counts), never, whatever T.
   for (int64_t T : {1, 16, 128}) EXPECT_FALSE(heuristics::mla_wide(true, false, -1, true, T));
 }
@@ -48,7 +45,6 @@ TEST(CudaHeuristics, DefaultModeMlaDecodeFollowsTheTokenCount) {
   const auto many = heuristics::plan_mla_decode(128, 64, 2048, 512, true, kSms, false, 64);
   EXPECT_GT(one.num_splits, many.num_splits);
   EXPECT_EQ(many.column_parts, 1);  // default mode shortens splits instead
-  EXPECT_FALSE(one.prefetch_l2);
 }
 
 TEST(CudaHeuristics, DeterministicLinearsTakeOnePathAtEveryRowCount) {

@@ -127,16 +127,6 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
       if (ci < nchunks) copy_keys(ci);
       cp_async_commit();
     }
-    // With few blocks each one's loop waits on its copies, two chunks ahead (all the buffers
-    // allow): the latency of a gather from HBM per chunk. The plan then asks for the split's
-    // rows (its first span of the table) to be pulled into L2 first, so later copies hit L2.
-    if (p.prefetch_l2) {
-      const int keys = min(nchunks, MlaSlotTable::kSpan) * GK;
-      for (int e = tid; e < keys * 9; e += kGThreads) {  // 9 lines of 128 bytes a row
-        const int32_t sl = slots.slot(e / 9 / GK, e / 9 % GK);
-        if (sl >= 0) prefetch_l2(pool + static_cast<int64_t>(sl) * GL + (e % 9) * 64);
-      }
-    }
   }
 
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // heads r0, r1

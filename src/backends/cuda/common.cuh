@@ -155,11 +155,6 @@ __device__ __forceinline__ int64_t paged_slot(const PagedMeta& m, int seq, int64
          pos % m.page_size;
 }
 
-// Asks for the 128-byte line at p to be brought into L2 (no register result, nothing to wait on).
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
-}
-
 __host__ __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) {
   return a < b ? a : b;
 }

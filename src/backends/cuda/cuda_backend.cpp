@@ -33,7 +33,6 @@ CudaBackend::CudaBackend() : lt_(std::make_unique<LtGemm>()) {
   mla_wide_mode_ = sw.mla_wide_mode;
   mla_wgmma_ = sw.mla_wgmma;
   mla_column_parts_ = sw.mla_column_parts;
-  mla_prefetch_mode_ = sw.mla_prefetch_mode;
   moe_row_groups_ = sw.moe_row_groups;
   expert_streams_used_ = sw.expert_streams;
   moe_grouped_ = sw.moe_grouped;

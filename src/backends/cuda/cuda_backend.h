@@ -87,9 +87,6 @@ class CudaBackend final : public Backend {
   // Column parts of the wgmma kernel (1, 2, 4; 0: the plan's choice, which is 1 outside
   // deterministic mode). TANDEM_MLA_COLUMN_PARTS sets the starting value.
   void set_mla_column_parts(int parts) { mla_column_parts_ = parts; }
-  // The wgmma kernel's L2 prefetch of its key rows (MlaDecodePlan::prefetch_l2): -1 the plan's
-  // choice, 0 off, 1 on. TANDEM_MLA_PREFETCH sets the starting value.
-  void set_mla_prefetch(int mode) { mla_prefetch_mode_ = mode; }
 
   // All launches go to this stream (the legacy default stream unless a graph capture set one).
   void set_stream(cudaStream_t s) { stream_ = s; }
@@ -205,11 +202,10 @@ class CudaBackend final : public Backend {
   bool last_block_reduce_ = true;  // TANDEM_SKINNY_LAST_BLOCK_REDUCE=0: a second reduce kernel
   int64_t mla_min_split_ = 64;     // TANDEM_MLA_MIN_SPLIT: fewest keys per mla_decode split
   int64_t mla_det_split_ = heuristics::kDeterministicMlaSplit;  // TANDEM_MLA_DET_SPLIT
-  int mla_wide_mode_ = -1;      // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
-  bool mla_wgmma_ = true;       // TANDEM_MLA_WGMMA
-  int mla_column_parts_ = 0;    // TANDEM_MLA_COLUMN_PARTS: 0 the plan's choice, else forced
-  int mla_prefetch_mode_ = -1;  // TANDEM_MLA_PREFETCH: -1 the plan's choice, 0 off, 1 on
-  int moe_row_groups_ = 0;      // TANDEM_MOE_ROW_GROUPS: 0 automatic, 1 / 4 forced
+  int mla_wide_mode_ = -1;    // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
+  bool mla_wgmma_ = true;     // TANDEM_MLA_WGMMA
+  int mla_column_parts_ = 0;  // TANDEM_MLA_COLUMN_PARTS: 0 the plan's choice, else forced
+  int moe_row_groups_ = 0;    // TANDEM_MOE_ROW_GROUPS: 0 automatic, 1 / 4 forced
 };
 
 // The backend registered for DeviceType::CUDA (null before init_cuda_backend succeeds).

@@ -40,8 +40,6 @@ Switches read_switches() {
     s.mla_column_parts = column_parts_or_auto(std::atoi(v));
   if (const char* v = std::getenv("TANDEM_MOE_ROW_GROUPS"); v && *v)
     s.moe_row_groups = std::atoi(v);
-  if (const char* v = std::getenv("TANDEM_MLA_PREFETCH"); v && *v)
-    s.mla_prefetch_mode = std::atoi(v) != 0;
   s.mla_wgmma = !off("TANDEM_MLA_WGMMA");
   if (const char* v = std::getenv("TANDEM_EXPERT_STREAMS"); v && *v)
     s.expert_streams = std::clamp(std::atoi(v), 1, 4);
@@ -79,9 +77,6 @@ MlaDecodePlan plan_mla_decode(int64_t T, int64_t H, int64_t range, int64_t Lc, b
           plan.column_parts = parts;
           break;
         }
-    plan.prefetch_l2 =
-        wide &&
-        T * std::min(range, plan.num_splits * plan.split_len) * kMlaRowBytes <= kMlaPrefetchBytes;
     return plan;
   }
   int64_t want = blocks >= target ? 1 : (target + blocks - 1) / blocks;

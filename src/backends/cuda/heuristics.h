@@ -29,9 +29,6 @@ struct MlaDecodePlan {
   // the value columns (1, 2 or 4). The output does not depend on it (attention_wgmma.cu), so
   // deterministic mode may choose it from the token count.
   int column_parts = 1;
-  // The wgmma kernel asks for its split's key rows in L2 before its loop (where the rows of all
-  // blocks fit well within the L2: few tokens x splits).
-  bool prefetch_l2 = false;
 };
 
 namespace heuristics {
@@ -46,7 +43,6 @@ struct Switches {
   int64_t mla_min_split = 64;     // TANDEM_MLA_MIN_SPLIT: fewest keys per mla_decode split
   int64_t mla_det_split = 512;    // TANDEM_MLA_DET_SPLIT: keys per split in deterministic mode
   int mla_column_parts = 0;       // TANDEM_MLA_COLUMN_PARTS: 1 / 2 / 4 forced, 0 automatic
-  int mla_prefetch_mode = -1;     // TANDEM_MLA_PREFETCH: -1 automatic, 0 off, 1 on (wgmma kernel)
   int moe_row_groups = 0;         // TANDEM_MOE_ROW_GROUPS: 1 / 4 forced, 0 automatic
   int mla_wide_mode = -1;         // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
   bool mla_wgmma = true;          // TANDEM_MLA_WGMMA=0: the 64-head kernel on mma.sync
@@ -114,11 +110,6 @@ constexpr int64_t kMlaWideMinTokens = 16;
 // Fewest keys per split of the 64-heads-per-block kernel: each block stages its token's 64 query
 // rows (74 KB at L = 576), as many bytes as 64 keys.
 constexpr int64_t kMlaWideMinSplit = 128;
-// Deterministic mode, few tokens: the 64-head wgmma kernel pulls its key rows (bf16, 1,152 bytes
-// each) into L2 before its loop when all the step's rows (tokens x keys) take at most this much,
-// a third of the H200's L2, so the prefetched rows stay there until their copies.
-constexpr int64_t kMlaRowBytes = 576 * 2;
-constexpr int64_t kMlaPrefetchBytes = int64_t{16} << 20;
 
 // Whether mla_decode runs the 64-heads-per-block kernel: only on the tensor cores and where its
 // shapes apply; `mode` (TANDEM_MLA_WIDE / set_mla_wide: 0 / 1) forces it off / on in either

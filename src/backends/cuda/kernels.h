@@ -214,7 +214,6 @@ struct MlaDecodeParams {
   bool wide = false;         // with tensor_cores: all 64 heads per block (attention_wide.cu)
   bool wgmma = true;         // with wide: on warpgroup MMA where it applies (attention_wgmma.cu)
   int column_parts = 1;      // wgmma only: blocks per (token, split), each 512 / parts columns
-  bool prefetch_l2 = false;  // wgmma only: each block first pulls its split's key rows into L2
 };
 constexpr int kMlaHeadsPerBlock = 16;
 constexpr int kMlaKeysPerChunk = 64;
