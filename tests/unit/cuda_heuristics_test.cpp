@@ -62,6 +62,20 @@ TEST(CudaHeuristics, DeterministicLinearsTakeOnePathAtEveryRowCount) {
   EXPECT_TRUE(heuristics::linear_f32_lt_path(heuristics::kF32LtMinRows, 32, false));
 }
 
+TEST(CudaHeuristics, MoeRowGroupsFollowTheRowsPerExpert) {
+  // Four 16-row groups per pass from 32 rows per expert on average (a 4,096-token GLM-5.2
+  // prefill: 128), one below (decode: a handful); forced values win; the bits are the same
+  // either way (CudaOps.MoeExpertRowGroupsGiveTheSameBits), so deterministic mode may choose.
+  const int64_t E = 256;
+  EXPECT_EQ(heuristics::moe_row_groups(0, 4096 * 8, E), 4);
+  EXPECT_EQ(heuristics::moe_row_groups(0, 32 * E, E), 4);
+  EXPECT_EQ(heuristics::moe_row_groups(0, 32 * E - 1, E), 1);
+  EXPECT_EQ(heuristics::moe_row_groups(0, 128 * 8, E), 1);
+  EXPECT_EQ(heuristics::moe_row_groups(1, 4096 * 8, E), 1);
+  EXPECT_EQ(heuristics::moe_row_groups(4, 8, E), 4);
+  EXPECT_EQ(heuristics::moe_row_groups(3, 4096 * 8, E), 4);  // not 1 or 4: automatic
+}
+
 }  // namespace
 }  // namespace tandem::cuda
 #endif  // TANDEM_WITH_CUDA
