@@ -188,9 +188,8 @@ void bench_linear_paths(double copy_gbps, double gemm_tf, bool quick) {
   const std::vector<int64_t> fms = quick ? std::vector<int64_t>{1, 64, 4096}
                                          : std::vector<int64_t>{1, 4, 16, 64, 128, 256, 1024, 4096};
   std::printf("linear paths (fp32 weights, f32 out): us, and weight GB/s as %% of copy\n");
-  // skinny: the automatic variant (8 weight rows per warp from 9 rows); rw2 / rw4: 2 or 4.
-  std::printf("%-26s %5s %16s %9s %9s %16s %16s %9s %9s\n", "shape", "M", "skinny", "rw2 us",
-              "rw4 us", "Lt invariant", "cuBLASLt", "sk/best", "inv/best");
+  std::printf("%-26s %5s %16s %16s %16s %9s %9s\n", "shape", "M", "skinny", "Lt invariant",
+              "cuBLASLt", "sk/best", "inv/best");
   for (const ShapeF& sh : f32_shapes) {
     const int64_t Mmax = fms.back();
     Tensor x = Tensor::empty({Mmax, sh.K}, DType::BF16, Device::cuda());   // [M, K]
@@ -212,13 +211,8 @@ void bench_linear_paths(double copy_gbps, double gemm_tf, bool quick) {
         part = Tensor::empty({p.splits * M * sh.N}, DType::F32, Device::cuda());
         p.partial = part.data<float>();
       }
-      const auto skinny_rw = [&](int rw) {
-        cuda::k::SkinnyParams q = p;
-        q.rows_per_warp = rw;
-        return time_it(
-            [&] { cuda::k::skinny_gemm(q, cuda::k::DT::F32, cuda::k::DT::F32, nullptr); });
-      };
-      const double t_sk = skinny_rw(0), t_sk2 = skinny_rw(2), t_sk4 = skinny_rw(4);
+      const double t_sk =
+          time_it([&] { cuda::k::skinny_gemm(p, cuda::k::DT::F32, cuda::k::DT::F32, nullptr); });
       auto lt_f32 = [&](cuda::LtGemm& g) {
         cuda::k::bf16_rows_to_f32(x.raw(), sh.K, xf.data<float>(), M, sh.K, nullptr);
         TD_CHECK(g.gemm_f32(xf.data<float>(), sh.K, w.data<float>(), sh.K, out.data<float>(), sh.N,
@@ -234,9 +228,9 @@ void bench_linear_paths(double copy_gbps, double gemm_tf, bool quick) {
                       100.0 * wb / (us * 1e-6) / 1e9 / copy_gbps);
         return std::string(buf);
       };
-      std::printf("%-26s %5lld %16s %9.1f %9.1f %16s %16s %9.3f %9.3f\n", sh.name,
-                  static_cast<long long>(M), cell(t_sk).c_str(), t_sk2, t_sk4, cell(t_inv).c_str(),
-                  cell(t_lt).c_str(), t_sk / t_best, t_inv / t_best);
+      std::printf("%-26s %5lld %16s %16s %16s %9.3f %9.3f\n", sh.name, static_cast<long long>(M),
+                  cell(t_sk).c_str(), cell(t_inv).c_str(), cell(t_lt).c_str(), t_sk / t_best,
+                  t_inv / t_best);
       std::fflush(stdout);
     }
   }

@@ -46,7 +46,7 @@ void CudaBackend::skinny(const void* x, int64_t x_rs, int64_t x_bs, const Tensor
   if (p.splits > 1) {
     p.partial = static_cast<float*>(scratch(split_bytes(p)));
     // The tile's last block reduces (no second launch) where the counters suffice.
-    if (heuristics::skinny_last_block_reduce(last_block_reduce_, k::skinny_tiles(p, wdt),
+    if (heuristics::skinny_last_block_reduce(last_block_reduce_, k::skinny_tiles(p),
                                              kSplitCounters))
       p.counters = split_counters_[in_side_ ? 1 : 0];
   }

@@ -15,29 +15,16 @@ namespace {
 constexpr int kRowsPerWarp = 2;
 constexpr int kRowsPerBlock = 8 * kRowsPerWarp;
 constexpr int64_t kSplitAlign = 256;  // split boundaries: a multiple of every warp step
-// fp32 weights at more than 8 activation rows (a prefill through the router or the indexer's
-// head weights, which deterministic mode keeps on this kernel): 8 weight rows per warp, one
-// weight step loaded ahead, so each staged activation element feeds 32 FMAs instead of 8 (the
-// 2-row kernel is bound by its shared-memory reads there). Every output's sum is the same
-// sequence of FMAs per lane, the same warp reduction and the same K splits (chosen with 16
-// weight rows per block whatever the variant), so the bits do not change.
-// (SkinnyParams::rows_per_warp 4 or 8 forces a variant where MT = 16, for measurements.)
-int rows_per_warp(const SkinnyParams& p, DT w_dt) {
-  if (p.M <= 8) return kRowsPerWarp;
-  if (p.rows_per_warp == 2 || p.rows_per_warp == 4 || p.rows_per_warp == 8) return p.rows_per_warp;
-  return w_dt == DT::F32 ? 8 : kRowsPerWarp;
-}
 
 template <typename TO>
 __device__ __forceinline__ void store(TO* p, float v) {
   *p = from_f<TO>(v);
 }
 
-// grid (ceil(N / (8 RW)), batch, splits * ceil(M / MT)): a block owns 8 RW weight rows (RW per
-// warp), one K split and one tile of MT activation rows.
-template <typename TW, typename TO, int MT, int RW = kRowsPerWarp, int U = kSkinnyUnroll>
+// grid (ceil(N / 16), batch, splits * ceil(M / MT)): a block owns 16 weight rows, one K split
+// and one tile of MT activation rows.
+template <typename TW, typename TO, int MT>
 __global__ void __launch_bounds__(kSkinnyThreads) skinny_kernel(SkinnyParams p, int64_t ks) {
-  constexpr int kRowsPerWarp = RW, kRowsPerBlock = 8 * RW;  // this instance's
   pdl_wait();
   constexpr int KC = skinny_chunk<TW, MT>();
   __shared__ __align__(16) bf16 xs[MT * KC];
@@ -64,7 +51,7 @@ __global__ void __launch_bounds__(kSkinnyThreads) skinny_kernel(SkinnyParams p, 
       const TW* wr[kRowsPerWarp];
 #pragma unroll
       for (int r = 0; r < kRowsPerWarp; ++r) wr[r] = wrow[r] + kc0;
-      skinny_chunk_dot<TW, MT, kRowsPerWarp, U>(wr, ok, xs, KC, mt, kcl, lane, acc);
+      skinny_chunk_dot<TW, MT, kRowsPerWarp>(wr, ok, xs, KC, mt, kcl, lane, acc);
     }
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r)
@@ -147,12 +134,12 @@ int64_t split_len(const SkinnyParams& p) {
          ((p.K + p.splits - 1) / p.splits % kSplitAlign ? kSplitAlign : 0);
 }
 
-template <typename TW, typename TO, int MT, int RW = kRowsPerWarp, int U = kSkinnyUnroll>
+template <typename TW, typename TO, int MT>
 void launch(const SkinnyParams& p, cudaStream_t s) {
   const int64_t ks = p.splits == 1 ? p.K : split_len(p);
-  const dim3 g(cdiv(p.N, 8 * RW), static_cast<unsigned>(p.batch),
+  const dim3 g(cdiv(p.N, kRowsPerBlock), static_cast<unsigned>(p.batch),
                static_cast<unsigned>(p.splits) * cdiv(p.M, MT));
-  launch(skinny_kernel<TW, TO, MT, RW, U>, g, kSkinnyThreads, 0, s, p, ks);
+  launch(skinny_kernel<TW, TO, MT>, g, kSkinnyThreads, 0, s, p, ks);
   if (p.splits > 1 && !p.counters)
     skinny_split_reduce(p, std::is_same_v<TO, float> ? DT::F32 : DT::BF16, s);
 }
@@ -172,10 +159,6 @@ void dispatch_mt(const SkinnyParams& p, cudaStream_t s) {
     launch<TW, TO, 4>(p, s);
   else if (p.M <= 8)
     launch<TW, TO, 8>(p, s);
-  else if (const int rw = rows_per_warp(p, std::is_same_v<TW, float> ? DT::F32 : DT::BF16); rw == 8)
-    launch<TW, TO, 16, 8, 1>(p, s);
-  else if (rw == 4)
-    launch<TW, TO, 16, 4, 2>(p, s);
   else
     launch<TW, TO, 16>(p, s);
 }
@@ -191,10 +174,9 @@ void skinny_split_reduce(const SkinnyParams& p, DT out_dt, cudaStream_t s) {
     launch(split_reduce_kernel<float>, blocks, 256, 0, s, p);
 }
 
-int64_t skinny_tiles(const SkinnyParams& p, DT w_dt) {
+int64_t skinny_tiles(const SkinnyParams& p) {
   const int64_t mt = p.M <= 1 ? 1 : p.M <= 2 ? 2 : p.M <= 4 ? 4 : p.M <= 8 ? 8 : 16;  // dispatch_mt
-  return static_cast<int64_t>(cdiv(p.N, 8 * rows_per_warp(p, w_dt))) * p.batch *
-         ((p.M + mt - 1) / mt);
+  return static_cast<int64_t>(cdiv(p.N, kRowsPerBlock)) * p.batch * ((p.M + mt - 1) / mt);
 }
 
 int64_t skinny_splits(const SkinnyParams& p, DT w_dt, int num_sms) {

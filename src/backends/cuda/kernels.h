@@ -130,12 +130,9 @@ struct SkinnyParams {
   // is not launched. Each launch leaves them zeroed again. Kernels that may run at the same
   // time need separate counters.
   int* counters = nullptr;
-  // skinny_gemm from 9 activation rows: weight rows per warp (2, 4 or 8; 0 automatic: 8 for
-  // fp32 weights, else 2). The bits do not depend on it.
-  int rows_per_warp = 0;
 };
 // Output tiles of the skinny kernel for p (the counters it needs).
-int64_t skinny_tiles(const SkinnyParams& p, DT w_dt);
+int64_t skinny_tiles(const SkinnyParams& p);
 // How many K splits the kernel should use for this shape (1 when the N blocks fill the GPU or
 // the vector path does not apply); the caller provides splits * batch * M * N floats of scratch.
 int64_t skinny_splits(const SkinnyParams& p, DT w_dt, int num_sms);

@@ -53,13 +53,12 @@ constexpr int skinny_chunk() {
 
 // acc[r][m] += sum over k in [0, kcl) of w_r[k] * xs[m * KC + k], lanes striding the k range.
 // w[r] points at row r's element kc0 (the chunk start); ok[r] = row exists.
-// U: weight steps loaded ahead (the order of the sums does not depend on it).
-template <typename TW, int MT, int RW, int U = kSkinnyUnroll>
+template <typename TW, int MT, int RW>
 __device__ __forceinline__ void skinny_chunk_dot(const TW* const (&w)[RW], const bool (&ok)[RW],
                                                  const bf16* xs, int KC, int mt, int kcl, int lane,
                                                  float (&acc)[RW][MT]) {
   using V = WeightVec<TW>;
-  constexpr int E = V::kElems, STEP = 32 * E;
+  constexpr int E = V::kElems, STEP = 32 * E, U = kSkinnyUnroll;
   for (int k = lane * E; k < kcl; k += STEP * U) {
     typename V::Raw raw[U][RW];
 #pragma unroll
