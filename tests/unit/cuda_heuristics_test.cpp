@@ -62,6 +62,12 @@ TEST(CudaHeuristics, DeterministicLinearsTakeOnePathAtEveryRowCount) {
   EXPECT_TRUE(heuristics::linear_f32_lt_path(heuristics::kF32LtMinRows, 32, false));
 }
 
+TEST(CudaHeuristics, ForcedMlaColumnPartsAreOneTwoOrFour) {
+  EXPECT_EQ(heuristics::mla_column_parts(2, 4), 2);
+  EXPECT_EQ(heuristics::mla_column_parts(0, 4), 4);
+  EXPECT_EQ(heuristics::mla_column_parts(3, 1), 1);  // not 1, 2 or 4: the plan's
+}
+
 TEST(CudaHeuristics, MoeRowGroupsFollowTheRowsPerExpert) {
   // Four 16-row groups per pass from 32 rows per expert on average (a 4,096-token GLM-5.2
   // prefill: 128), one below (decode: a handful); forced values win; the bits are the same

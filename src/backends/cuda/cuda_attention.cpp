@@ -62,7 +62,7 @@ void CudaBackend::mla_decode(const Tensor& q, const Tensor& pool, const Attentio
       plan_mla_decode(T, H, topk.defined() ? topk.size(1) : meta.max_seq_len, Lc, p.wide);
   p.split_len = plan.split_len, p.num_splits = plan.num_splits;
   if (p.wide && p.wgmma && k::mla_decode_wgmma_applies(H, L, Lc, fp8))
-    p.column_parts = mla_column_parts_ > 0 ? mla_column_parts_ : plan.column_parts;
+    p.column_parts = heuristics::mla_column_parts(mla_column_parts_, plan.column_parts);
   if (plan.num_splits > 1) {
     auto* s = static_cast<float*>(scratch(plan.scratch_bytes));
     p.part_o = s;

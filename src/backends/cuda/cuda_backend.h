@@ -204,7 +204,7 @@ class CudaBackend final : public Backend {
   int64_t mla_det_split_ = heuristics::kDeterministicMlaSplit;  // TANDEM_MLA_DET_SPLIT
   int mla_wide_mode_ = -1;    // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
   bool mla_wgmma_ = true;     // TANDEM_MLA_WGMMA
-  int mla_column_parts_ = 0;  // TANDEM_MLA_COLUMN_PARTS: 0 the plan's choice, else forced
+  int mla_column_parts_ = 0;  // TANDEM_MLA_COLUMN_PARTS: 1 / 2 / 4 forced, else the plan's choice
   int moe_row_groups_ = 0;    // TANDEM_MOE_ROW_GROUPS: 0 automatic, 1 / 4 forced
 };
 

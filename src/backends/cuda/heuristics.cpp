@@ -12,10 +12,6 @@ namespace {
 int64_t round_up(int64_t a, int64_t b) {
   return (a + b - 1) / b * b;
 }
-// A forced mla_decode column-part count: 1, 2 or 4; anything else is the automatic choice (0).
-int column_parts_or_auto(int v) {
-  return v == 1 || v == 2 || v == 4 ? v : 0;
-}
 }  // namespace
 
 Switches read_switches() {
@@ -37,7 +33,7 @@ Switches read_switches() {
     s.mla_det_split = std::atoll(v);
   if (const char* v = std::getenv("TANDEM_MLA_WIDE"); v && *v) s.mla_wide_mode = std::atoi(v) != 0;
   if (const char* v = std::getenv("TANDEM_MLA_COLUMN_PARTS"); v && *v)
-    s.mla_column_parts = column_parts_or_auto(std::atoi(v));
+    s.mla_column_parts = std::atoi(v);
   if (const char* v = std::getenv("TANDEM_MOE_ROW_GROUPS"); v && *v)
     s.moe_row_groups = std::atoi(v);
   s.mla_wgmma = !off("TANDEM_MLA_WGMMA");

@@ -42,8 +42,8 @@ struct Switches {
   int moe_tc_mode = -1;           // TANDEM_MOE_TENSOR_CORES: -1 automatic, 0 off, 1 on
   int64_t mla_min_split = 64;     // TANDEM_MLA_MIN_SPLIT: fewest keys per mla_decode split
   int64_t mla_det_split = 512;    // TANDEM_MLA_DET_SPLIT: keys per split in deterministic mode
-  int mla_column_parts = 0;       // TANDEM_MLA_COLUMN_PARTS: 1 / 2 / 4 forced, 0 automatic
-  int moe_row_groups = 0;         // TANDEM_MOE_ROW_GROUPS: 1 / 4 forced, 0 automatic
+  int mla_column_parts = 0;       // TANDEM_MLA_COLUMN_PARTS: 1 / 2 / 4 forced, else automatic
+  int moe_row_groups = 0;         // TANDEM_MOE_ROW_GROUPS: 1 / 4 forced, else automatic
   int mla_wide_mode = -1;         // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
   bool mla_wgmma = true;          // TANDEM_MLA_WGMMA=0: the 64-head kernel on mma.sync
   int expert_streams = 4;         // TANDEM_EXPERT_STREAMS: 1-4 (moe_experts' host path)
@@ -130,6 +130,11 @@ bool mla_wide(bool tensor_cores, bool applies, int mode, bool deterministic, int
 MlaDecodePlan plan_mla_decode(int64_t T, int64_t H, int64_t range, int64_t Lc, bool wide,
                               int64_t num_sms, bool deterministic, int64_t min_split,
                               int64_t det_split = kDeterministicMlaSplit);
+// The wgmma kernel's column parts: `forced` (TANDEM_MLA_COLUMN_PARTS / set_mla_column_parts) when
+// it is 1, 2 or 4, else the plan's.
+inline int mla_column_parts(int forced, int planned) {
+  return forced == 1 || forced == 2 || forced == 4 ? forced : planned;
+}
 
 // ---- indexer_topk ------------------------------------------------------------------------------
 // Query tokens per launch: the scores scratch [tokens, max_len] f32 stays within 64M floats.
