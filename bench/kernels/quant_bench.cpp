@@ -29,6 +29,13 @@ namespace {
 
 namespace k = cuda::k;
 
+// TANDEM_QUANT_RING (2, 3, 4 or 6): the decode kernels' ring depth, as the backend reads it; 0
+// leaves each format its own.
+int ring_depth() {
+  static const int r = cuda::heuristics::read_switches().quant_ring;
+  return r;
+}
+
 Tensor dev_bytes(int64_t n) {
   return Tensor::empty({n}, DType::U8, Device::cuda());
 }
@@ -174,6 +181,7 @@ struct DecodeLinear {
     p.x = xq.raw(), p.x_rs = K, p.xscale = xs.data<float>(), p.xs_rs = kb;
     p.out = out.raw(), p.o_rs = N, p.out_dt = k::DT::BF16, p.M = M;
     p.splits = k::quant_gemv_splits(N, K, num_sms);
+    p.ring = ring_depth();
     if (p.splits > 1) {
       part = Tensor::empty({p.splits * M * N}, DType::F32, Device::cuda());  // [splits, M, N]
       p.partial = part.data<float>();
@@ -236,10 +244,12 @@ struct DecodeExperts {
     prepare(s);
     k::act_quant_fp8(x.raw(), D, k::DT::BF16, T, D, 128, false, xq.raw(), D, k::QStore::F16,
                      xs.data<float>(), D / 128, 1, s);
-    k::fp8_moe_gate_up(xq.raw(), D, xs.data<float>(), D / 128, g, gu.v, I, h.raw(), k::DT::F32, s);
+    k::fp8_moe_gate_up(xq.raw(), D, xs.data<float>(), D / 128, g, gu.v, I, h.raw(), k::DT::F32, s,
+                       ring_depth());
     k::act_quant_fp8(h.raw(), I, k::DT::F32, P, I, 128, false, hq.raw(), I, k::QStore::F16,
                      hs.data<float>(), I / 128, 1, s);
-    k::fp8_moe_down(hq.raw(), I, hs.data<float>(), I / 128, g, dn.v, y.data<float>(), s);
+    k::fp8_moe_down(hq.raw(), I, hs.data<float>(), I / 128, g, dn.v, y.data<float>(), s,
+                    ring_depth());
     combine(s);
   }
   // The bf16 experts through moe_experts' device path as the backend picks it (SIMT kernels
@@ -264,9 +274,9 @@ struct DecodeExperts {
     prepare(s);
     if (w4a4) k::act_qdq_mxfp4(x.raw(), D, k::DT::BF16, T, D, xq.raw(), D, s);
     k::mxfp4_moe_gate_up(w4a4 ? xq.raw() : x.raw(), D, g, gu.v, I, h.raw(),
-                         w4a4 ? k::DT::F32 : k::DT::BF16, s);
+                         w4a4 ? k::DT::F32 : k::DT::BF16, s, ring_depth());
     if (w4a4) k::act_qdq_mxfp4(h.raw(), I, k::DT::F32, P, I, hq.raw(), I, s);
-    k::mxfp4_moe_down(w4a4 ? hq.raw() : h.raw(), I, g, dn.v, y.data<float>(), s);
+    k::mxfp4_moe_down(w4a4 ? hq.raw() : h.raw(), I, g, dn.v, y.data<float>(), s, ring_depth());
     combine(s);
   }
 };
@@ -303,6 +313,8 @@ void bench_quant(double copy_gbps, bool quick) {
       "FP8 block decode linears (128x128 scales, per-token-group activations): us, weight GB/s as "
       "%% of copy %.0f GB/s, HBM floor us\n",
       copy_gbps);
+  if (ring_depth() != 0)
+    std::printf("decode kernels' ring depth forced to %d (TANDEM_QUANT_RING)\n", ring_depth());
   std::printf("%-26s %4s %27s %27s %9s\n", "shape", "M", "quant + gemv", "gemv alone", "quant us");
   for (size_t i = 0; i < attn.size() + shared.size(); ++i) {
     const Lin& l = i < attn.size() ? attn[i] : shared[i - attn.size()];

@@ -551,6 +551,94 @@ float silu(float v) {
   return v / (1.0f + std::exp(-v));
 }
 
+// The ring depth (chunks each warp keeps loading) changes when loads are issued, never the order
+// in which a warp adds its chunks: every depth gives the bits of depth 2, dense (one and two
+// activation tiles, with and without K splits, K shorter than a ring) and grouped experts.
+TEST_F(CudaQuant, RingDepthGivesTheSameBits) {
+  const int depths[] = {2, 3, 4, 6};
+  for (const int64_t K : {int64_t{4096}, int64_t{384}}) {
+    const int64_t N = 200, M = 20;
+    const Fp8Host w8 = make_fp8(rng_, 1, N, K, 128, 128);
+    const Mx4Host w4 = make_mx4(rng_, 1, N, K);
+    Dev<uint8_t> dw8(w8.w), dw4(w4.w), ds4(w4.s);
+    Dev<float> ds8(w8.s);
+    const std::vector<float> x = activations(rng_, M, K);
+    Dev<uint16_t> dx(to_bf16(x)), xq(static_cast<size_t>(M * K));
+    Dev<float> xs(static_cast<size_t>(M * w8.kb));
+    k::act_quant_fp8(dx.p, K, k::DT::BF16, M, K, 128, false, xq.p, K, k::QStore::F16, xs.p, w8.kb,
+                     1, nullptr);
+    const int64_t splits = k::quant_gemv_splits(N, K, sms_);
+    Dev<float> part(static_cast<size_t>(splits * M * N));
+    for (int fmt = 0; fmt < 2; ++fmt)
+      for (const int64_t rows : {int64_t{1}, int64_t{9}, M}) {
+        auto run = [&](int ring) {
+          Dev<float> out(static_cast<size_t>(rows * N));
+          k::QGemvParams p;
+          p.x = fmt == 0 ? static_cast<const void*>(xq.p) : dx.p;
+          p.x_rs = K, p.xscale = fmt == 0 ? xs.p : nullptr, p.xs_rs = w8.kb;
+          p.M = rows, p.splits = splits, p.partial = part.p, p.ring = ring;
+          p.out = out.p, p.o_rs = N, p.out_dt = k::DT::F32;
+          if (fmt == 0)
+            k::fp8_gemv(p, fp8_view(w8, dw8, ds8), nullptr);
+          else
+            k::mxfp4_gemv(p, mx4_view(w4, dw4, ds4), nullptr);
+          return out.get();
+        };
+        const std::vector<float> base = run(2);
+        for (int r : depths)
+          EXPECT_EQ(std::memcmp(run(r).data(), base.data(), base.size() * sizeof(float)), 0)
+              << (fmt == 0 ? "fp8" : "mxfp4") << " gemv K " << K << " M " << rows << " ring " << r;
+      }
+  }
+  // Grouped experts: 40 tokens top-3 over 6 experts (several passes per block) and one token.
+  const int64_t E = 6, D = 1536, I = 256, kk = 3;
+  const Fp8Host gu8 = make_fp8(rng_, E, 2 * I, D, 128, 128), dn8 = make_fp8(rng_, E, D, I, 128, 128);
+  const Mx4Host gu4 = make_mx4(rng_, E, 2 * I, D), dn4 = make_mx4(rng_, E, D, I);
+  Dev<uint8_t> dgu8(gu8.w), ddn8(dn8.w), dgu4(gu4.w), sgu4(gu4.s), ddn4(dn4.w), sdn4(dn4.s);
+  Dev<float> sgu8(gu8.s), sdn8(dn8.s);
+  for (const int64_t T : {int64_t{1}, int64_t{40}}) {
+    const int64_t P = T * kk;
+    const std::vector<float> x = activations(rng_, T, D);
+    const Routing ro = route(rng_, T, kk, E);
+    Dev<uint16_t> dx(to_bf16(x)), xq(static_cast<size_t>(T * D));
+    Dev<float> xs(static_cast<size_t>(T * gu8.kb));
+    Dev<int32_t> idx(ro.idx);
+    Groups g(P, E);
+    k::moe_prepare(idx.p, P, E, g.counts.p, g.offsets.p, g.perm.p, g.inv.p, g.active.p, g.num.p,
+                   nullptr);
+    const k::MoeGroups gv = g.view(P, E, kk);
+    k::act_quant_fp8(dx.p, D, k::DT::BF16, T, D, 128, false, xq.p, D, k::QStore::F16, xs.p, gu8.kb,
+                     1, nullptr);
+    // The down products take a fixed f16 / bf16 input (h of the gate_up above is checked itself).
+    const std::vector<float> hx = activations(rng_, P, I);
+    Dev<uint16_t> h16(to_bf16(hx)), hq(static_cast<size_t>(P * I));
+    Dev<float> hs(static_cast<size_t>(P * dn8.kb));
+    k::act_quant_fp8(h16.p, I, k::DT::BF16, P, I, 128, false, hq.p, I, k::QStore::F16, hs.p, dn8.kb,
+                     1, nullptr);
+    for (int fmt = 0; fmt < 2; ++fmt) {
+      auto run = [&](int ring) {
+        Dev<float> h(static_cast<size_t>(P * I)), y(static_cast<size_t>(P * D));
+        if (fmt == 0) {
+          k::fp8_moe_gate_up(xq.p, D, xs.p, gu8.kb, gv, fp8_view(gu8, dgu8, sgu8), I, h.p,
+                             k::DT::F32, nullptr, ring);
+          k::fp8_moe_down(hq.p, I, hs.p, dn8.kb, gv, fp8_view(dn8, ddn8, sdn8), y.p, nullptr, ring);
+        } else {
+          k::mxfp4_moe_gate_up(dx.p, D, gv, mx4_view(gu4, dgu4, sgu4), I, h.p, k::DT::F32, nullptr,
+                               ring);
+          k::mxfp4_moe_down(h16.p, I, gv, mx4_view(dn4, ddn4, sdn4), y.p, nullptr, ring);
+        }
+        std::vector<float> hy = h.get(), yy = y.get();
+        hy.insert(hy.end(), yy.begin(), yy.end());
+        return hy;
+      };
+      const std::vector<float> base = run(2);
+      for (int r : depths)
+        EXPECT_EQ(std::memcmp(run(r).data(), base.data(), base.size() * sizeof(float)), 0)
+            << (fmt == 0 ? "fp8" : "mxfp4") << " experts T " << T << " ring " << r;
+    }
+  }
+}
+
 TEST_F(CudaQuant, Fp8MoeMatchesContract) {
   const int64_t E = 10, D = 400, I = 144, kk = 3;  // D, I: not multiples of 128
   for (int64_t bn : {128, 1}) {

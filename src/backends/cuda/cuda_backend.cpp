@@ -34,6 +34,7 @@ CudaBackend::CudaBackend() : lt_(std::make_unique<LtGemm>()) {
   mla_wgmma_ = sw.mla_wgmma;
   mla_column_parts_ = sw.mla_column_parts;
   moe_row_groups_ = sw.moe_row_groups;
+  quant_ring_ = sw.quant_ring;
   expert_streams_used_ = sw.expert_streams;
   moe_grouped_ = sw.moe_grouped;
   for (int*& c : split_counters_) {

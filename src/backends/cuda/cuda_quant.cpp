@@ -100,6 +100,7 @@ void CudaBackend::fp8_linear(const Tensor& x, const Weight& w, Tensor& out) {
   k::QGemvParams p;
   p.M = M;
   p.splits = k::quant_gemv_splits(N, K, num_sms_);
+  p.ring = quant_ring_;
   Pieces sz;
   sz.take<uint16_t>(M * K);
   sz.take<float>(M * kb);
@@ -128,6 +129,7 @@ void CudaBackend::mxfp4_linear(const Tensor& x, const Weight& w, Tensor& out) {
   k::QGemvParams p;
   p.M = M;
   p.splits = lt ? 1 : k::quant_gemv_splits(N, K, num_sms_);
+  p.ring = quant_ring_;
   Pieces sz;
   sz.take<uint16_t>(qdq ? M * K : 0);
   sz.take<uint16_t>(lt ? N * K : 0);

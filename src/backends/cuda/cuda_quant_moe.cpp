@@ -89,16 +89,16 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
     if (fp8) {
       k::act_quant_fp8(x.raw(), x.stride(0), DT::BF16, T, D, g8.bk, ue8m0_gu, xq, D, k::QStore::F16,
                        xs, kbx, 1, stream_);
-      k::fp8_moe_gate_up(xq, D, xs, kbx, g, g8, I, h, DT::F32, stream_);
+      k::fp8_moe_gate_up(xq, D, xs, kbx, g, g8, I, h, DT::F32, stream_, quant_ring_);
       k::act_quant_fp8(h, I, DT::F32, P, I, d8.bk, ue8m0_dn, hq, I, k::QStore::F16, hs, kbh, 1,
                        stream_);
-      k::fp8_moe_down(hq, I, hs, kbh, g, d8, y, stream_);
+      k::fp8_moe_down(hq, I, hs, kbh, g, d8, y, stream_, quant_ring_);
     } else {
       if (qx) k::act_qdq_mxfp4(x.raw(), x.stride(0), DT::BF16, T, D, xq, D, stream_);
       k::mxfp4_moe_gate_up(qx ? static_cast<const void*>(xq) : x.raw(), qx ? D : x.stride(0), g, g4,
-                           I, h, h32 ? DT::F32 : DT::BF16, stream_);
+                           I, h, h32 ? DT::F32 : DT::BF16, stream_, quant_ring_);
       if (qh) k::act_qdq_mxfp4(h, I, DT::F32, P, I, hq, I, stream_);
-      k::mxfp4_moe_down(qh ? static_cast<const void*>(hq) : h, I, g, d4, y, stream_);
+      k::mxfp4_moe_down(qh ? static_cast<const void*>(hq) : h, I, g, d4, y, stream_, quant_ring_);
     }
     TD_CUDA_LAUNCH_CHECK();
     k::moe_combine(y, DT::F32, inv, weights.data<float>(), T, kk, D, out.raw(), stream_);

@@ -36,6 +36,7 @@ Switches read_switches() {
     s.mla_column_parts = std::atoi(v);
   if (const char* v = std::getenv("TANDEM_MOE_ROW_GROUPS"); v && *v)
     s.moe_row_groups = std::atoi(v);
+  if (const char* v = std::getenv("TANDEM_QUANT_RING"); v && *v) s.quant_ring = std::atoi(v);
   s.mla_wgmma = !off("TANDEM_MLA_WGMMA");
   if (const char* v = std::getenv("TANDEM_EXPERT_STREAMS"); v && *v)
     s.expert_streams = std::clamp(std::atoi(v), 1, 4);

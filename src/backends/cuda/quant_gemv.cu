@@ -12,10 +12,10 @@ namespace {
 // grid (ceil(M / 8NT), ceil(N / 32), splits): the activation tile varies fastest, so the blocks
 // that read the same 32 weight rows for different token tiles run side by side (the second
 // read comes from L2). Each block covers chunks [split * cps, split * cps + cps).
-// The warp's first two weight chunks are loaded before pdl_wait(): weights are never written by the
+// The warp's first R weight chunks are loaded before pdl_wait(): weights are never written by the
 // kernels of a step, so their fetch overlaps the end of the kernel before (the activation
 // quantizer triggers its dependents early for this).
-template <class F, class W, int NT>
+template <class F, class W, int NT, int R>
 __global__ void __launch_bounds__(kQThreads) q_gemv_kernel(QGemvParams p, W w, int64_t cps) {
   __shared__ float red[q_red_floats<NT>()];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
@@ -30,10 +30,8 @@ __global__ void __launch_bounds__(kQThreads) q_gemv_kernel(QGemvParams p, W w, i
   const typename F::Rows wr = F::rows(w, 0, n, c);
   const int64_t nch = (w.K + kQChunk - 1) / kQChunk;
   const int64_t ch0 = split * cps, ch1 = min64(nch, ch0 + cps);
-  typename F::Frag a, b;
-  const bool first = ch0 + warp < ch1, second = ch0 + warp + kQWarps < ch1;
-  if (first) F::load(a, wr, ch0 + warp, c);
-  if (second) F::load(b, wr, ch0 + warp + kQWarps, c);
+  QRing<F, R> ring;
+  q_ring_fill<F, R>(ring, 0, wr, ch0, ch1, warp, c);
   pdl_wait();
   XTile<NT> xt;
   const auto* x = static_cast<const uint16_t*>(p.x);
@@ -48,7 +46,7 @@ __global__ void __launch_bounds__(kQThreads) q_gemv_kernel(QGemvParams p, W w, i
     }
   }
   QAcc<NT> acc = {};
-  q_pass<F, NT>(acc, a, b, first, second, wr, xt, ch0, ch1, warp, c);
+  q_pass<F, NT, R>(acc, ring, wr, xt, ch0, ch1, warp, c);
   q_stash<NT>(red, acc, warp, lane);
   // 16 output rows x 8 NT columns of each tile, kQThreads / 16 columns at a time.
   const int r = tid & 15;
@@ -77,10 +75,9 @@ void run(const QGemvParams& p, const W& w, cudaStream_t s) {
   const int64_t cps = (nch + p.splits - 1) / p.splits;
   const unsigned ny = cdiv(w.N, 32), nz = static_cast<unsigned>(p.splits);
   // 8 activation rows per pass up to 8 rows, else 16 (more would spill: see quant_mma.cuh).
-  if (p.M <= 8)
-    launch(q_gemv_kernel<F, W, 1>, dim3(cdiv(p.M, 8), ny, nz), kQThreads, 0, s, p, w, cps);
-  else
-    launch(q_gemv_kernel<F, W, 2>, dim3(cdiv(p.M, 16), ny, nz), kQThreads, 0, s, p, w, cps);
+  with_nt_ring<F>(p.M <= 8 ? 1 : 2, p.ring, [&]<int NT, int R>() {
+    launch(q_gemv_kernel<F, W, NT, R>, dim3(cdiv(p.M, 8 * NT), ny, nz), kQThreads, 0, s, p, w, cps);
+  });
   if (p.splits > 1) {
     SkinnyParams sp;
     sp.out = p.out;

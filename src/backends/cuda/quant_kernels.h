@@ -74,8 +74,9 @@ bool mxfp4_decode_applies(const Mx4W& w);
 // Decode-sized dense linear (M = 1..64 rows; any M works): out[m, n] = x[m] . dequant(w)[n]^T.
 // FP8: x is act_quant_fp8's f16 output [M, K] (rows x_rs) with scales [M, kb] (rows xs_rs).
 // MXFP4: x is bf16 [M, K] (the input itself, or act_qdq_mxfp4's output); xscale unused.
-// A block owns 32 weight rows and 8 or 16 activation rows, 8 warps take 128-wide K chunks
-// round-robin; K splits (quant_gemv_splits: from N, K and the SM count, never from M) write f32
+// A block owns 32 weight rows and 8 or 16 activation rows, 4 warps take 128-wide K chunks
+// round-robin, each keeping its next `ring` chunks' loads in flight (the depth never changes the
+// result: a warp adds its chunks in the same order); K splits (quant_gemv_splits: from N, K and the SM count, never from M) write f32
 // partials [splits, M, N] that a second kernel sums in split order. Every output element is
 // reduced in an order fixed by N, K and the GPU: batch-invariant.
 struct QGemvParams {
@@ -89,6 +90,7 @@ struct QGemvParams {
   int64_t M = 0;
   int64_t splits = 1;
   float* partial = nullptr;  // splits > 1: [splits, M, N] f32 scratch
+  int ring = 0;  // chunks each warp keeps loading (CudaBackend::set_quant_ring); 0: the format's own
 };
 int64_t quant_gemv_splits(int64_t N, int64_t K, int num_sms);
 void fp8_gemv(const QGemvParams& p, const Fp8W& w, cudaStream_t s);
@@ -115,18 +117,19 @@ struct MoeGroups {
 // (quantized from the f32 value, as the contract does), bf16 where it takes it as it is. FP8:
 // xq = act_quant_fp8(x) f16 [T, D] rows xq_rs, scales [T, kb] rows xs_rs (one quantization per
 // token, shared by its k slots). I a multiple of 16.
+// ring: as QGemvParams::ring (0: the format's own depth).
 void fp8_moe_gate_up(const void* xq, int64_t xq_rs, const float* xscale, int64_t xs_rs,
                      const MoeGroups& g, const Fp8W& gate_up, int64_t I, void* h, DT h_dt,
-                     cudaStream_t s);
+                     cudaStream_t s, int ring = 0);
 // y[sorted, d] = down_e[d] . h[sorted], f32 [P, D]. hq = act_quant_fp8(h) f16 [P, I] rows hq_rs,
 // scales [P, kb] rows hs_rs.
 void fp8_moe_down(const void* hq, int64_t hq_rs, const float* hscale, int64_t hs_rs,
-                  const MoeGroups& g, const Fp8W& down, float* y, cudaStream_t s);
+                  const MoeGroups& g, const Fp8W& down, float* y, cudaStream_t s, int ring = 0);
 // The same with MXFP4 experts on bf16 activations (x as it is, or act_qdq_mxfp4's output).
 void mxfp4_moe_gate_up(const void* x, int64_t xs, const MoeGroups& g, const Mx4W& gate_up,
-                       int64_t I, void* h, DT h_dt, cudaStream_t s);
+                       int64_t I, void* h, DT h_dt, cudaStream_t s, int ring = 0);
 void mxfp4_moe_down(const void* h, int64_t hs, const MoeGroups& g, const Mx4W& down, float* y,
-                    cudaStream_t s);
+                    cudaStream_t s, int ring = 0);
 
 // ---- quant_misc.cu --------------------------------------------------------------------------
 // out[m, n] = acc[m, n] * xs[m] * ws[n], bf16 or f32 (per-channel FP8 prefill: a per-tensor FP8

@@ -141,6 +141,9 @@ using QAcc = float[2][NT][4];
 
 // ---- FP8 ---------------------------------------------------------------------------------------
 struct Fp8Fmt {
+  // Chunks per warp in the ring (q_pass) with NT activation tiles: the most that stay without
+  // spills (NT = 2 with 4 spills: 240-255 registers).
+  static constexpr int ring(int nt) { return nt == 1 ? 4 : 3; }
   // Where this thread's four weight rows are ([tile][row g, g + 8]).
   struct Rows {
     const uint8_t* w[2][2];  // row start + 16c (lane_k<true>)
@@ -216,6 +219,7 @@ struct Fp8Fmt {
 
 // ---- MXFP4 -------------------------------------------------------------------------------------
 struct Mx4Fmt {
+  static constexpr int ring(int nt) { return nt == 1 ? 6 : 4; }
   struct Rows {
     const uint8_t* w[2][2];  // row start + 16c bytes
     const uint8_t* s[2][2];  // the row's scales + c
@@ -278,34 +282,61 @@ struct Mx4Fmt {
   }
 };
 
-// This warp's share of one pass over chunks [ch0, ch1): acc += W[32 rows] . X[8 NT rows]^T, the
-// next chunk's loads in flight while the current one multiplies. a_loaded: a already holds the
-// warp's first chunk (issued before the expert's rows were looked up).
-// b_loaded: b already holds the warp's second chunk too.
-template <class F, int NT>
-__device__ __forceinline__ void q_pass(QAcc<NT>& acc, typename F::Frag& a, typename F::Frag& b,
-                                       bool a_loaded, bool b_loaded, const typename F::Rows& wr,
-                                       const XTile<NT>& xt, int64_t ch0, int64_t ch1, int warp,
-                                       int c) {
-  int64_t ch = ch0 + warp;
-  if (ch < ch1 && !a_loaded) F::load(a, wr, ch, c);
-  for (; ch < ch1; ch += 2 * kQWarps) {
-    const bool more = ch + kQWarps < ch1;
-    if (more && !b_loaded) F::load(b, wr, ch + kQWarps, c);
-    b_loaded = false;
-    F::template compute<NT>(acc, a, wr, xt, ch, c);
-    if (!more) break;
-    if (ch + 2 * kQWarps < ch1) F::load(a, wr, ch + 2 * kQWarps, c);
-    F::template compute<NT>(acc, b, wr, xt, ch + kQWarps, c);
+// Warp w's chunks of [ch0, ch1) are ch0 + w, ch0 + w + kQWarps, ...: the i-th goes through
+// ring slot i % R. Each slot is reloaded with the chunk R places on as soon as its own chunk is
+// multiplied, so R - 1 chunks' loads stay in flight while one multiplies (R = 2 kept 2-4 KB a
+// warp in flight: the MXFP4 kernels, whose chunks are half the FP8 bytes, ran at half the FP8
+// kernels' bytes per second). The order in which a warp adds its chunks does not depend on R.
+template <class F, int R>
+using QRing = typename F::Frag[R];
+
+// Loads slots [from, R) of the ring with the warp's first chunks.
+template <class F, int R>
+__device__ __forceinline__ void q_ring_fill(QRing<F, R>& f, int from, const typename F::Rows& wr,
+                                            int64_t ch0, int64_t ch1, int warp, int c) {
+#pragma unroll
+  for (int s = 0; s < R; ++s) {
+    const int64_t ch = ch0 + warp + int64_t{kQWarps} * s;
+    if (s >= from && ch < ch1) F::load(f[s], wr, ch, c);
   }
 }
 
-template <class F, int NT>
-__device__ __forceinline__ void q_pass(QAcc<NT>& acc, typename F::Frag& a, bool a_loaded,
-                                       const typename F::Rows& wr, const XTile<NT>& xt, int64_t ch0,
-                                       int64_t ch1, int warp, int c) {
-  typename F::Frag b;
-  q_pass<F, NT>(acc, a, b, a_loaded, false, wr, xt, ch0, ch1, warp, c);
+// This warp's share of one pass over chunks [ch0, ch1): acc += W[32 rows] . X[8 NT rows]^T.
+// f holds the warp's first R chunks (q_ring_fill) and is left holding nothing of use.
+template <class F, int NT, int R>
+__device__ __forceinline__ void q_pass(QAcc<NT>& acc, QRing<F, R>& f, const typename F::Rows& wr,
+                                       const XTile<NT>& xt, int64_t ch0, int64_t ch1, int warp,
+                                       int c) {
+  for (int64_t base = ch0 + warp; base < ch1; base += int64_t{R} * kQWarps) {
+#pragma unroll
+    for (int s = 0; s < R; ++s) {
+      const int64_t ch = base + int64_t{kQWarps} * s;
+      if (ch < ch1) {
+        F::template compute<NT>(acc, f[s], wr, xt, ch, c);
+        const int64_t next = ch + int64_t{R} * kQWarps;
+        if (next < ch1) F::load(f[s], wr, next, c);
+      }
+    }
+  }
+}
+
+// Calls fn.template operator()<NT, R>() with R the format's ring depth for NT, or `forced`
+// (set_quant_ring: 2, 3, 4 or 6; anything else means the format's own).
+template <class F, class Fn>
+void with_nt_ring(int nt, int forced, Fn&& fn) {
+  const int r = forced == 2 || forced == 3 || forced == 4 || forced == 6 ? forced : F::ring(nt);
+  const auto go = [&]<int NT>() {
+    switch (r) {
+      case 2: fn.template operator()<NT, 2>(); break;
+      case 3: fn.template operator()<NT, 3>(); break;
+      case 4: fn.template operator()<NT, 4>(); break;
+      default: fn.template operator()<NT, 6>(); break;
+    }
+  };
+  if (nt == 1)
+    go.template operator()<1>();
+  else
+    go.template operator()<2>();
 }
 
 // Writes this warp's partial sums to red [warps][tile][16 rows][8 NT cols] and waits for all.

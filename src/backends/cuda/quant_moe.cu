@@ -12,7 +12,7 @@ namespace {
 // grid (I / 16 or ceil(D / 32), max_active). xs / x_rs: the activation rows (x: [T, D] read
 // through perm for gate_up, h: [P, I] in sorted order for down), xscale / xs_rs their FP8
 // scales (null for MXFP4).
-template <class F, class W, int NT, bool kGateUp>
+template <class F, class W, int NT, int R, bool kGateUp>
 __global__ void __launch_bounds__(kQThreads)
     q_moe_kernel(const uint16_t* x, int64_t x_rs, const float* xscale, int64_t xs_rs, MoeGroups g,
                  W w, int64_t I, void* out, bool h_f32) {
@@ -30,9 +30,9 @@ __global__ void __launch_bounds__(kQThreads)
       n[t][i] = kGateUp ? t * I + r0 + 8 * i + gi : r0 + 16 * t + 8 * i + gi;
   const typename F::Rows wr = F::rows(w, e, n, c);
   const int64_t nch = (w.K + kQChunk - 1) / kQChunk;
-  // The first chunk's weights go out before the expert's row count and rows are looked up.
-  typename F::Frag a;
-  if (warp < nch) F::load(a, wr, warp, c);
+  // The first R chunks' weights go out before the expert's row count and rows are looked up.
+  QRing<F, R> ring;
+  q_ring_fill<F, R>(ring, 0, wr, 0, nch, warp, c);
   const int cnt = g.counts[e], off = g.offsets[e];
   for (int m0 = 0; m0 < cnt; m0 += 8 * NT) {
     const int rows = min(8 * NT, cnt - m0);
@@ -53,8 +53,9 @@ __global__ void __launch_bounds__(kQThreads)
         xt.sx[nt][i] = xscale && rc >= 0 ? xscale + rc * xs_rs : nullptr;
       }
     }
+    if (m0 > 0) q_ring_fill<F, R>(ring, 0, wr, 0, nch, warp, c);
     QAcc<NT> acc = {};
-    q_pass<F, NT>(acc, a, m0 == 0, wr, xt, 0, nch, warp, c);
+    q_pass<F, NT, R>(acc, ring, wr, xt, 0, nch, warp, c);
     q_stash<NT>(red, acc, warp, lane);
     const int r = tid & 15;
     for (int col = tid >> 4; col < rows; col += kQThreads / 16) {
@@ -82,40 +83,38 @@ __global__ void __launch_bounds__(kQThreads)
 // average; either way a row's reduction order is the same.
 template <class F, class W, bool kGateUp>
 void run(const void* x, int64_t x_rs, const float* xscale, int64_t xs_rs, const MoeGroups& g,
-         const W& w, int64_t I, void* out, bool h_f32, cudaStream_t s) {
+         const W& w, int64_t I, void* out, bool h_f32, int ring, cudaStream_t s) {
   if (g.max_active == 0) return;
   const int64_t experts_rows = kGateUp ? I / 16 : (w.N + 31) / 32;
   const dim3 grid(static_cast<unsigned>(experts_rows), static_cast<unsigned>(g.max_active));
   const auto* xp = static_cast<const uint16_t*>(x);
-  if (g.pairs < 8 * g.max_active)
-    launch(q_moe_kernel<F, W, 1, kGateUp>, grid, kQThreads, 0, s, xp, x_rs, xscale, xs_rs, g, w, I,
-           out, h_f32);
-  else
-    launch(q_moe_kernel<F, W, 2, kGateUp>, grid, kQThreads, 0, s, xp, x_rs, xscale, xs_rs, g, w, I,
-           out, h_f32);
+  with_nt_ring<F>(g.pairs < 8 * g.max_active ? 1 : 2, ring, [&]<int NT, int R>() {
+    launch(q_moe_kernel<F, W, NT, R, kGateUp>, grid, kQThreads, 0, s, xp, x_rs, xscale, xs_rs, g, w,
+           I, out, h_f32);
+  });
 }
 
 }  // namespace
 
 void fp8_moe_gate_up(const void* xq, int64_t xq_rs, const float* xscale, int64_t xs_rs,
                      const MoeGroups& g, const Fp8W& gate_up, int64_t I, void* h, DT h_dt,
-                     cudaStream_t s) {
-  run<Fp8Fmt, Fp8W, true>(xq, xq_rs, xscale, xs_rs, g, gate_up, I, h, h_dt == DT::F32, s);
+                     cudaStream_t s, int ring) {
+  run<Fp8Fmt, Fp8W, true>(xq, xq_rs, xscale, xs_rs, g, gate_up, I, h, h_dt == DT::F32, ring, s);
 }
 
 void fp8_moe_down(const void* hq, int64_t hq_rs, const float* hscale, int64_t hs_rs,
-                  const MoeGroups& g, const Fp8W& down, float* y, cudaStream_t s) {
-  run<Fp8Fmt, Fp8W, false>(hq, hq_rs, hscale, hs_rs, g, down, 0, y, false, s);
+                  const MoeGroups& g, const Fp8W& down, float* y, cudaStream_t s, int ring) {
+  run<Fp8Fmt, Fp8W, false>(hq, hq_rs, hscale, hs_rs, g, down, 0, y, false, ring, s);
 }
 
 void mxfp4_moe_gate_up(const void* x, int64_t xs, const MoeGroups& g, const Mx4W& gate_up,
-                       int64_t I, void* h, DT h_dt, cudaStream_t s) {
-  run<Mx4Fmt, Mx4W, true>(x, xs, nullptr, 0, g, gate_up, I, h, h_dt == DT::F32, s);
+                       int64_t I, void* h, DT h_dt, cudaStream_t s, int ring) {
+  run<Mx4Fmt, Mx4W, true>(x, xs, nullptr, 0, g, gate_up, I, h, h_dt == DT::F32, ring, s);
 }
 
 void mxfp4_moe_down(const void* h, int64_t hs, const MoeGroups& g, const Mx4W& down, float* y,
-                    cudaStream_t s) {
-  run<Mx4Fmt, Mx4W, false>(h, hs, nullptr, 0, g, down, 0, y, false, s);
+                    cudaStream_t s, int ring) {
+  run<Mx4Fmt, Mx4W, false>(h, hs, nullptr, 0, g, down, 0, y, false, ring, s);
 }
 
 }  // namespace tandem::cuda::k
