@@ -306,8 +306,19 @@ void bench_quant(double copy_gbps, bool quick) {
   // TANDEM_QBENCH_DECODE=1: batches 1, 8, 32 even with --quick, and no prefill section.
   const char* dec_env = std::getenv("TANDEM_QBENCH_DECODE");
   const bool decode_only = dec_env && dec_env[0] == '1';
-  const std::vector<int64_t> batches =
+  std::vector<int64_t> batches =
       quick && !decode_only ? std::vector<int64_t>{1, 32} : std::vector<int64_t>{1, 8, 32};
+  // TANDEM_QBENCH_BATCHES=32 (or "1,8"): only these batches (a profiler run of one shape).
+  if (const char* b = std::getenv("TANDEM_QBENCH_BATCHES"); b && *b) {
+    batches.clear();
+    for (const char* p = b; *p;) {
+      char* end = nullptr;
+      const long v = std::strtol(p, &end, 10);
+      if (end == p) break;
+      if (v > 0) batches.push_back(v);
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
 
   std::printf(
       "FP8 block decode linears (128x128 scales, per-token-group activations): us, weight GB/s as "
