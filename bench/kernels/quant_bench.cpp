@@ -169,7 +169,7 @@ std::string cell(double us, double bytes, double copy_gbps) {
 // One FP8 linear at decode size: activation quantization, then the weight stream.
 struct DecodeLinear {
   const Fp8Dev* w;
-  Tensor x, xq, xs, part, out;
+  Tensor x, xq, xs, part, counters, out;
   k::QGemvParams p;
   DecodeLinear(const Fp8Dev& wt, int64_t M, int num_sms) : w(&wt) {
     const int64_t N = wt.v.N, K = wt.v.K, kb = (K + 127) / 128;
@@ -185,6 +185,10 @@ struct DecodeLinear {
     if (p.splits > 1) {
       part = Tensor::empty({p.splits * M * N}, DType::F32, Device::cuda());  // [splits, M, N]
       p.partial = part.data<float>();
+      // As the backend runs it: the tiles' last blocks sum the partials.
+      counters = Tensor::empty({k::quant_gemv_tiles(M, N)}, DType::I32, Device::cuda());
+      CK(cudaMemset(counters.raw(), 0, counters.nbytes()));
+      p.counters = counters.data<int32_t>();
     }
   }
   void quant(cudaStream_t s) const {

@@ -553,7 +553,8 @@ float silu(float v) {
 
 // The ring depth (chunks each warp keeps loading) changes when loads are issued, never the order
 // in which a warp adds its chunks: every depth gives the bits of depth 2, dense (one and two
-// activation tiles, with and without K splits, K shorter than a ring) and grouped experts.
+// activation tiles, with and without K splits, K shorter than a ring) and grouped experts. The
+// split partials summed by the tiles' last blocks give the bits of the second kernel.
 TEST_F(CudaQuant, RingDepthGivesTheSameBits) {
   const int depths[] = {2, 3, 4, 6};
   for (const int64_t K : {int64_t{4096}, int64_t{384}}) {
@@ -569,14 +570,16 @@ TEST_F(CudaQuant, RingDepthGivesTheSameBits) {
                      1, nullptr);
     const int64_t splits = k::quant_gemv_splits(N, K, sms_);
     Dev<float> part(static_cast<size_t>(splits * M * N));
+    Dev<int> counters(static_cast<size_t>(k::quant_gemv_tiles(M, N)));
+    cudaMemset(counters.p, 0, counters.n * sizeof(int));
     for (int fmt = 0; fmt < 2; ++fmt)
       for (const int64_t rows : {int64_t{1}, int64_t{9}, M}) {
-        auto run = [&](int ring) {
+        auto run = [&](int ring, int* counters = nullptr) {
           Dev<float> out(static_cast<size_t>(rows * N));
           k::QGemvParams p;
           p.x = fmt == 0 ? static_cast<const void*>(xq.p) : dx.p;
           p.x_rs = K, p.xscale = fmt == 0 ? xs.p : nullptr, p.xs_rs = w8.kb;
-          p.M = rows, p.splits = splits, p.partial = part.p, p.ring = ring;
+          p.M = rows, p.splits = splits, p.partial = part.p, p.ring = ring, p.counters = counters;
           p.out = out.p, p.o_rs = N, p.out_dt = k::DT::F32;
           if (fmt == 0)
             k::fp8_gemv(p, fp8_view(w8, dw8, ds8), nullptr);
@@ -588,6 +591,15 @@ TEST_F(CudaQuant, RingDepthGivesTheSameBits) {
         for (int r : depths)
           EXPECT_EQ(std::memcmp(run(r).data(), base.data(), base.size() * sizeof(float)), 0)
               << (fmt == 0 ? "fp8" : "mxfp4") << " gemv K " << K << " M " << rows << " ring " << r;
+        // The split partials summed by each tile's last block instead of a second kernel (twice:
+        // the counters must be left zeroed).
+        if (splits > 1) {
+          for (int again = 0; again < 2; ++again) {
+            EXPECT_EQ(std::memcmp(run(0, counters.p).data(), base.data(), base.size() * 4), 0)
+                << (fmt == 0 ? "fp8" : "mxfp4") << " gemv K " << K << " M " << rows
+                << " last-block reduce";
+          }
+        }
       }
   }
   // Grouped experts: 40 tokens top-3 over 6 experts (several passes per block) and one token.

@@ -101,6 +101,9 @@ void CudaBackend::fp8_linear(const Tensor& x, const Weight& w, Tensor& out) {
   p.M = M;
   p.splits = k::quant_gemv_splits(N, K, num_sms_);
   p.ring = quant_ring_;
+  if (p.splits > 1 && heuristics::skinny_last_block_reduce(last_block_reduce_,
+                                                           k::quant_gemv_tiles(M, N), kSplitCounters))
+    p.counters = split_counters_[in_side_ ? 1 : 0];
   Pieces sz;
   sz.take<uint16_t>(M * K);
   sz.take<float>(M * kb);
@@ -130,6 +133,9 @@ void CudaBackend::mxfp4_linear(const Tensor& x, const Weight& w, Tensor& out) {
   p.M = M;
   p.splits = lt ? 1 : k::quant_gemv_splits(N, K, num_sms_);
   p.ring = quant_ring_;
+  if (p.splits > 1 && heuristics::skinny_last_block_reduce(last_block_reduce_,
+                                                           k::quant_gemv_tiles(M, N), kSplitCounters))
+    p.counters = split_counters_[in_side_ ? 1 : 0];
   Pieces sz;
   sz.take<uint16_t>(qdq ? M * K : 0);
   sz.take<uint16_t>(lt ? N * K : 0);

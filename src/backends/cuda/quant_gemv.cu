@@ -1,6 +1,6 @@
 // Decode-sized linear on quantized weights (FP8 block, MXFP4): the weight stream of
 // quant_mma.cuh over one [N, K] weight, K split across blocks where N alone does not fill the
-// GPU (the partials summed in split order by skinny_split_reduce).
+// GPU (the partials summed in split order by the tile's last block, or by skinny_split_reduce).
 #include <algorithm>
 
 #include "backends/cuda/quant_mma.cuh"
@@ -8,6 +8,13 @@
 namespace tandem::cuda::k {
 
 namespace {
+
+__device__ __forceinline__ void q_store(const QGemvParams& p, int64_t m, int64_t n, float v) {
+  if (p.out_dt == DT::F32)
+    static_cast<float*>(p.out)[m * p.o_rs + n] = v;
+  else
+    static_cast<bf16*>(p.out)[m * p.o_rs + n] = __float2bfloat16_rn(v);
+}
 
 // grid (ceil(M / 8NT), ceil(N / 32), splits): the activation tile varies fastest, so the blocks
 // that read the same 32 weight rows for different token tiles run side by side (the second
@@ -60,10 +67,32 @@ __global__ void __launch_bounds__(kQThreads) q_gemv_kernel(QGemvParams p, W w, i
       const float v = q_reduce<NT>(red, t, r, col);
       if (p.splits > 1)
         p.partial[(split * p.M + m) * w.N + nn] = v;
-      else if (p.out_dt == DT::F32)
-        static_cast<float*>(p.out)[m * p.o_rs + nn] = v;
       else
-        static_cast<bf16*>(p.out)[m * p.o_rs + nn] = __float2bfloat16_rn(v);
+        q_store(p, m, nn, v);
+    }
+  }
+  if (p.splits > 1 && p.counters) {
+    // The last of the tile's split blocks to arrive sums the partials in split order, the
+    // expression of skinny_split_reduce, so the result does not depend on who is last (or on
+    // whether counters were given).
+    __shared__ bool last;
+    __threadfence();  // this block's partials are visible before its arrival is counted
+    __syncthreads();
+    if (tid == 0) {
+      int* cnt = p.counters + blockIdx.y * gridDim.x + blockIdx.x;
+      last = atomicAdd(cnt, 1) == p.splits - 1;
+      if (last) *cnt = 0;  // ready for the next launch, which the stream orders after this one
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int i = tid; i < 32 * 8 * NT; i += kQThreads) {
+      const int64_t m = m0 + i / 32, nn = n0 + i % 32;
+      if (m >= p.M || nn >= w.N) continue;
+      const float* part = p.partial + m * w.N + nn;
+      float v = 0.f;
+      for (int64_t sp = 0; sp < p.splits; ++sp) v += __ldcg(part + sp * p.M * w.N);
+      q_store(p, m, nn, v);
     }
   }
 }
@@ -78,7 +107,7 @@ void run(const QGemvParams& p, const W& w, cudaStream_t s) {
   with_nt_ring<F>(p.M <= 8 ? 1 : 2, p.ring, [&]<int NT, int R>() {
     launch(q_gemv_kernel<F, W, NT, R>, dim3(cdiv(p.M, 8 * NT), ny, nz), kQThreads, 0, s, p, w, cps);
   });
-  if (p.splits > 1) {
+  if (p.splits > 1 && !p.counters) {
     SkinnyParams sp;
     sp.out = p.out;
     sp.o_rs = p.o_rs;
@@ -115,6 +144,10 @@ int64_t quant_gemv_splits(int64_t N, int64_t K, int num_sms) {
   if (want <= 1) return 1;
   const int64_t cps = (nch + want - 1) / want;
   return (nch + cps - 1) / cps;  // what the chunks per split really give
+}
+
+int64_t quant_gemv_tiles(int64_t M, int64_t N) {
+  return (M <= 8 ? 1 : (M + 15) / 16) * ((N + 31) / 32);
 }
 
 void fp8_gemv(const QGemvParams& p, const Fp8W& w, cudaStream_t s) {

@@ -90,9 +90,13 @@ struct QGemvParams {
   int64_t M = 0;
   int64_t splits = 1;
   float* partial = nullptr;  // splits > 1: [splits, M, N] f32 scratch
+  // splits > 1, optional: one zeroed int per output tile (quant_gemv_tiles), so the tile's last
+  // block sums the partials (no second kernel); each launch leaves them zeroed again.
+  int* counters = nullptr;
   int ring = 0;  // chunks each warp keeps loading (CudaBackend::set_quant_ring); 0: the format's own
 };
 int64_t quant_gemv_splits(int64_t N, int64_t K, int num_sms);
+int64_t quant_gemv_tiles(int64_t M, int64_t N);
 void fp8_gemv(const QGemvParams& p, const Fp8W& w, cudaStream_t s);
 void mxfp4_gemv(const QGemvParams& p, const Mx4W& w, cudaStream_t s);
 
