@@ -22,8 +22,8 @@ __device__ __forceinline__ void q_store(const QGemvParams& p, int64_t m, int64_t
 // The warp's first R weight chunks are loaded before pdl_wait(): weights are never written by the
 // kernels of a step, so their fetch overlaps the end of the kernel before (the activation
 // quantizer triggers its dependents early for this).
-template <class F, class W, int NT, int R>
-__global__ void __launch_bounds__(kQThreads) q_gemv_kernel(QGemvParams p, W w, int64_t cps) {
+template <class F, class W, int NT, int R, int B>
+__global__ void __launch_bounds__(kQThreads, B) q_gemv_kernel(QGemvParams p, W w, int64_t cps) {
   __shared__ float red[q_red_floats<NT>()];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
   const int64_t m0 = static_cast<int64_t>(blockIdx.x) * 8 * NT;
@@ -104,8 +104,8 @@ void run(const QGemvParams& p, const W& w, cudaStream_t s) {
   const int64_t cps = (nch + p.splits - 1) / p.splits;
   const unsigned ny = cdiv(w.N, 32), nz = static_cast<unsigned>(p.splits);
   // 8 activation rows per pass up to 8 rows, else 16 (more would spill: see quant_mma.cuh).
-  with_nt_ring<F>(p.M <= 8 ? 1 : 2, p.ring, [&]<int NT, int R>() {
-    launch(q_gemv_kernel<F, W, NT, R>, dim3(cdiv(p.M, 8 * NT), ny, nz), kQThreads, 0, s, p, w, cps);
+  with_nt_ring<F>(p.M <= 8 ? 1 : 2, p.ring, [&]<int NT, int R, int B>() {
+    launch(q_gemv_kernel<F, W, NT, R, B>, dim3(cdiv(p.M, 8 * NT), ny, nz), kQThreads, 0, s, p, w, cps);
   });
   if (p.splits > 1 && !p.counters) {
     SkinnyParams sp;

@@ -94,6 +94,24 @@ __device__ __forceinline__ uint32_t e8m0_bf16x2(uint32_t b) {
   return h | (h << 16);
 }
 
+// Eight e2m1 values (nibbles of v, low first) as four bf16x2 words of the values times 2^-126:
+// out[i] = (e_i, e_i+4). Each nibble's magnitude bits (e1 e0 m) become bf16 bits 8..6 (the
+// exponent's two low bits and the mantissa's top bit: 0.5 is the subnormal 2^-127) and its sign
+// bit 15: a shift and a mask per part, no table.
+__device__ __forceinline__ void e2m1x8_pairs(uint32_t v, uint32_t (&out)[4]) {
+  constexpr uint32_t kSign = 0x80008000u, kMag = 0x01C001C0u;
+  out[3] = (v & kSign) | ((v >> 6) & kMag);
+  out[2] = ((v << 4) & kSign) | ((v >> 2) & kMag);
+  out[1] = ((v << 8) & kSign) | ((v << 2) & kMag);
+  out[0] = ((v << 12) & kSign) | ((v << 6) & kMag);
+}
+
+// 2^(b - 1) in both halves of a bf16x2, b <= 128.
+__device__ __forceinline__ uint32_t e8m0_half_bf16x2(uint32_t b) {
+  const uint32_t h = (b + 126) << 7;
+  return h | (h << 16);
+}
+
 __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
   __nv_bfloat162 x = *reinterpret_cast<__nv_bfloat162*>(&a);
   const __nv_bfloat162 y = *reinterpret_cast<__nv_bfloat162*>(&b);
@@ -141,9 +159,12 @@ using QAcc = float[2][NT][4];
 
 // ---- FP8 ---------------------------------------------------------------------------------------
 struct Fp8Fmt {
-  // Chunks per warp in the ring (q_pass) with NT activation tiles: the most that stay without
-  // spills (NT = 2 with 4 spills: 240-255 registers).
-  static constexpr int ring(int nt) { return nt == 1 ? 4 : 3; }
+  // The stream's shape with NT activation tiles, as with_nt_ring reads it: 2 = a ring of two
+  // chunks per warp, blocks of any register count (160-214 registers: three blocks per SM).
+  // Measured on the H200 (docs/benchmarks.md): deeper rings cost more in blocks per SM than
+  // they gain in loads in flight (4 chunks: 240 registers, two blocks; routed experts at batch
+  // 32 62% of copy against 81%), and 128 registers (four blocks) spill.
+  static constexpr int ring(int) { return 2; }
   // Where this thread's four weight rows are ([tile][row g, g + 8]).
   struct Rows {
     const uint8_t* w[2][2];  // row start + 16c (lane_k<true>)
@@ -198,6 +219,20 @@ struct Fp8Fmt {
       const float s1 = xt.sx[nt][1] ? __ldg(xt.sx[nt][1] + b) : 0.f;
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
+#ifdef TANDEM_FP8_TWO_CHAINS
+        float d2[2][4] = {};
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const uint32_t wg = word4(f.w[t][0][j >> 2], j & 3);
+          const uint32_t wg8 = word4(f.w[t][1][j >> 2], j & 3);
+          mma_f16(d2[j & 1], e4m3x2_to_f16x2(wg, false), e4m3x2_to_f16x2(wg8, false),
+                  e4m3x2_to_f16x2(wg, true), e4m3x2_to_f16x2(wg8, true),
+                  word4(xv[j >> 1], (2 * j) & 3), word4(xv[j >> 1], (2 * j + 1) & 3));
+        }
+        float d[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) d[i] = d2[0][i] + d2[1][i];
+#else
         float d[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
@@ -207,6 +242,7 @@ struct Fp8Fmt {
                   e4m3x2_to_f16x2(wg, true), e4m3x2_to_f16x2(wg8, true),
                   word4(xv[j >> 1], (2 * j) & 3), word4(xv[j >> 1], (2 * j + 1) & 3));
         }
+#endif
         // C fragment: d0, d1 = row g, columns 2c, 2c + 1; d2, d3 = row g + 8.
         acc[t][nt][0] = fmaf(d[0], f.ws[t][0] * s0, acc[t][nt][0]);
         acc[t][nt][1] = fmaf(d[1], f.ws[t][0] * s1, acc[t][nt][1]);
@@ -219,7 +255,10 @@ struct Fp8Fmt {
 
 // ---- MXFP4 -------------------------------------------------------------------------------------
 struct Mx4Fmt {
-  static constexpr int ring(int nt) { return nt == 1 ? 6 : 4; }
+  // One activation tile: two chunks per warp in 128 registers (24: four blocks per SM, no
+  // spills; routed experts at batch 32 48% of copy against 45% with three blocks and 37% with
+  // a ring of six chunks). Two tiles spill at 128 registers: three blocks.
+  static constexpr int ring(int nt) { return nt == 1 ? 24 : 2; }
   struct Rows {
     const uint8_t* w[2][2];  // row start + 16c bytes
     const uint8_t* s[2][2];  // the row's scales + c
@@ -262,6 +301,45 @@ struct Mx4Fmt {
     uint4 xv[NT][4];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) load_x_slice<NT, false>(xv[nt], xt, nt, ch, c, r.K);
+#ifdef TANDEM_MX4_PAIRS
+    // Activation pairs (x_i, x_i+4) of each 8-element word q, as the weight pairs come.
+    uint32_t xp[NT][4][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const uint32_t w0 = word4(xv[nt][q], 0), w1 = word4(xv[nt][q], 1);
+        const uint32_t w2 = word4(xv[nt][q], 2), w3 = word4(xv[nt][q], 3);
+        xp[nt][q][0] = prmt(w0, w2, 0x5410u), xp[nt][q][1] = prmt(w0, w2, 0x7632u);
+        xp[nt][q][2] = prmt(w1, w3, 0x5410u), xp[nt][q][3] = prmt(w1, w3, 0x7632u);
+      }
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      const uint32_t b0 = f.s[t][0], b1 = f.s[t][1];
+      const bool big = b0 > 128 || b1 > 128;
+      // 2^(b - 1): the pairs are the e2m1 values times 2^-126 (above 2^127, in two products).
+      const uint32_t sg = e8m0_half_bf16x2(min(b0, 128u)), sg8 = e8m0_half_bf16x2(min(b1, 128u));
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        uint32_t a[4], b[4];
+        e2m1x8_pairs(word4(f.w[t][0], q), a);
+        e2m1x8_pairs(word4(f.w[t][1], q), b);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[i] = bf16x2_mul(a[i], sg), b[i] = bf16x2_mul(b[i], sg8);
+        if (big) {  // scales above 2: the rest of the power of two in a second exact product
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            a[i] = bf16x2_mul(a[i], b0 > 128 ? e8m0_bf16x2(b0 - 1) : 0x3F803F80u),
+            b[i] = bf16x2_mul(b[i], b1 > 128 ? e8m0_bf16x2(b1 - 1) : 0x3F803F80u);
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          mma_bf16(acc[t][nt], a[0], b[0], a[1], b[1], xp[nt][q][0], xp[nt][q][1]);
+          mma_bf16(acc[t][nt], a[2], b[2], a[3], b[3], xp[nt][q][2], xp[nt][q][3]);
+        }
+      }
+    }
+#else
 #pragma unroll
     for (int t = 0; t < 2; ++t) {
       const uint32_t sg = e8m0_bf16x2(f.s[t][0]), sg8 = e8m0_bf16x2(f.s[t][1]);
@@ -279,6 +357,7 @@ struct Mx4Fmt {
         }
       }
     }
+#endif
   }
 };
 
@@ -320,17 +399,23 @@ __device__ __forceinline__ void q_pass(QAcc<NT>& acc, QRing<F, R>& f, const type
   }
 }
 
-// Calls fn.template operator()<NT, R>() with R the format's ring depth for NT, or `forced`
-// (set_quant_ring: 2, 3, 4 or 6; anything else means the format's own).
+// Calls fn.template operator()<NT, R, B>() for the kernel shape `forced` names (set_quant_ring,
+// for measurements: 2, 3 or 4 = a ring of that many chunks per warp with no register bound; 24 =
+// two chunks in at most 128 registers, four blocks per SM) or, for anything else, the format's
+// own for NT (F::ring).
 template <class F, class Fn>
 void with_nt_ring(int nt, int forced, Fn&& fn) {
-  const int r = forced == 2 || forced == 3 || forced == 4 || forced == 6 ? forced : F::ring(nt);
+  const bool known = forced == 2 || forced == 3 || forced == 4 || forced == 24;
+  const int r = known ? forced : F::ring(nt);
   const auto go = [&]<int NT>() {
     switch (r) {
-      case 2: fn.template operator()<NT, 2>(); break;
-      case 3: fn.template operator()<NT, 3>(); break;
-      case 4: fn.template operator()<NT, 4>(); break;
-      default: fn.template operator()<NT, 6>(); break;
+      case 3: fn.template operator()<NT, 3, 1>(); break;
+      case 4: fn.template operator()<NT, 4, 1>(); break;
+      case 24: fn.template operator()<NT, 2, 4>(); break;
+#ifndef TANDEM_QDEFAULT_B
+#define TANDEM_QDEFAULT_B 1
+#endif
+      default: fn.template operator()<NT, 2, TANDEM_QDEFAULT_B>(); break;
     }
   };
   if (nt == 1)

@@ -12,8 +12,8 @@ namespace {
 // grid (I / 16 or ceil(D / 32), max_active). xs / x_rs: the activation rows (x: [T, D] read
 // through perm for gate_up, h: [P, I] in sorted order for down), xscale / xs_rs their FP8
 // scales (null for MXFP4).
-template <class F, class W, int NT, int R, bool kGateUp>
-__global__ void __launch_bounds__(kQThreads)
+template <class F, class W, int NT, int R, int B, bool kGateUp>
+__global__ void __launch_bounds__(kQThreads, B)
     q_moe_kernel(const uint16_t* x, int64_t x_rs, const float* xscale, int64_t xs_rs, MoeGroups g,
                  W w, int64_t I, void* out, bool h_f32) {
   pdl_wait();
@@ -88,8 +88,8 @@ void run(const void* x, int64_t x_rs, const float* xscale, int64_t xs_rs, const 
   const int64_t experts_rows = kGateUp ? I / 16 : (w.N + 31) / 32;
   const dim3 grid(static_cast<unsigned>(experts_rows), static_cast<unsigned>(g.max_active));
   const auto* xp = static_cast<const uint16_t*>(x);
-  with_nt_ring<F>(g.pairs < 8 * g.max_active ? 1 : 2, ring, [&]<int NT, int R>() {
-    launch(q_moe_kernel<F, W, NT, R, kGateUp>, grid, kQThreads, 0, s, xp, x_rs, xscale, xs_rs, g, w,
+  with_nt_ring<F>(g.pairs < 8 * g.max_active ? 1 : 2, ring, [&]<int NT, int R, int B>() {
+    launch(q_moe_kernel<F, W, NT, R, B, kGateUp>, grid, kQThreads, 0, s, xp, x_rs, xscale, xs_rs, g, w,
            I, out, h_f32);
   });
 }
