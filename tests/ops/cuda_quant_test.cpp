@@ -477,6 +477,41 @@ TEST_F(CudaQuant, Mxfp4GemvMatchesContract) {
   }
 }
 
+// MXFP4 scales far from the calibrated ~2^-8: the decode kernels multiply the e2m1 values by
+// 2^(b - 1) after placing them as 2^-126 multiples (0.5 is a bf16 subnormal there), and above
+// b = 128 in two products. Each output row is checked on its own against sum |w x|, so a wrong
+// power of two in one row cannot hide behind the others' magnitudes.
+TEST_F(CudaQuant, Mxfp4ExtremeScales) {
+  const int64_t N = 70, K = 256;
+  Mx4Host w = make_mx4(rng_, 1, N, K);
+  const uint8_t extremes[] = {40, 100, 126, 127, 128, 129, 131, 140};
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t g = 0; g < K / 32; ++g)  // mixed within a row too: every group its own
+      w.s[static_cast<size_t>(n * w.s_rs + g)] = extremes[(n + 3 * g) % 8];
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t kk = 0; kk < K; ++kk) w.deq[static_cast<size_t>(n * K + kk)] = w.decode(0, n, kk);
+  Dev<uint8_t> dw(w.w), ds(w.s);
+  for (const int64_t M : {int64_t{1}, int64_t{12}}) {  // one and two activation tiles
+    const std::vector<float> x = activations(rng_, M, K);
+    const std::vector<float> xb = from_bf16(to_bf16(x));  // what the kernel multiplies
+    Dev<uint16_t> dx(to_bf16(x));
+    k::QGemvParams p;
+    p.x = dx.p, p.x_rs = K, p.M = M, p.splits = 1;
+    Dev<float> out(static_cast<size_t>(M * N));
+    p.out = out.p, p.o_rs = N, p.out_dt = k::DT::F32;
+    k::mxfp4_gemv(p, mx4_view(w, dw, ds), nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<float> got = out.get();
+    const std::vector<double> ref = mx4_ref(w, 0, xb, M);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double mag = 0;
+        for (int64_t kk = 0; kk < K; ++kk) mag += std::fabs(w.wv(0, n, kk) * xb[m * K + kk]);
+        EXPECT_NEAR(got[m * N + n], ref[m * N + n], 2e-5 * mag) << "row " << n << " M " << M;
+      }
+  }
+}
+
 // Row m of an M-row product is bitwise the row computed alone (both formats, with K splits).
 TEST_F(CudaQuant, GemvBatchInvariant) {
   const int64_t N = 384, K = 4096, M = 40;
@@ -556,7 +591,7 @@ float silu(float v) {
 // activation tiles, with and without K splits, K shorter than a ring) and grouped experts. The
 // split partials summed by the tiles' last blocks give the bits of the second kernel.
 TEST_F(CudaQuant, RingDepthGivesTheSameBits) {
-  const int depths[] = {2, 3, 4, 24};  // 24: two chunks in 128 registers
+  const int depths[] = {2, 3, 4, 23, 24};  // 23, 24: two chunks in 170 / 128 registers
   for (const int64_t K : {int64_t{4096}, int64_t{384}}) {
     const int64_t N = 200, M = 20;
     const Fp8Host w8 = make_fp8(rng_, 1, N, K, 128, 128);
@@ -604,7 +639,8 @@ TEST_F(CudaQuant, RingDepthGivesTheSameBits) {
   }
   // Grouped experts: 40 tokens top-3 over 6 experts (several passes per block) and one token.
   const int64_t E = 6, D = 1536, I = 256, kk = 3;
-  const Fp8Host gu8 = make_fp8(rng_, E, 2 * I, D, 128, 128), dn8 = make_fp8(rng_, E, D, I, 128, 128);
+  const Fp8Host gu8 = make_fp8(rng_, E, 2 * I, D, 128, 128),
+                dn8 = make_fp8(rng_, E, D, I, 128, 128);
   const Mx4Host gu4 = make_mx4(rng_, E, 2 * I, D), dn4 = make_mx4(rng_, E, D, I);
   Dev<uint8_t> dgu8(gu8.w), ddn8(dn8.w), dgu4(gu4.w), sgu4(gu4.s), ddn4(dn4.w), sdn4(dn4.s);
   Dev<float> sgu8(gu8.s), sdn8(dn8.s);

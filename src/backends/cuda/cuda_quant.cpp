@@ -101,8 +101,8 @@ void CudaBackend::fp8_linear(const Tensor& x, const Weight& w, Tensor& out) {
   p.M = M;
   p.splits = k::quant_gemv_splits(N, K, num_sms_);
   p.ring = quant_ring_;
-  if (p.splits > 1 && heuristics::skinny_last_block_reduce(last_block_reduce_,
-                                                           k::quant_gemv_tiles(M, N), kSplitCounters))
+  if (p.splits > 1 && heuristics::skinny_last_block_reduce(
+                          last_block_reduce_, k::quant_gemv_tiles(M, N), kSplitCounters))
     p.counters = split_counters_[in_side_ ? 1 : 0];
   Pieces sz;
   sz.take<uint16_t>(M * K);
@@ -133,8 +133,8 @@ void CudaBackend::mxfp4_linear(const Tensor& x, const Weight& w, Tensor& out) {
   p.M = M;
   p.splits = lt ? 1 : k::quant_gemv_splits(N, K, num_sms_);
   p.ring = quant_ring_;
-  if (p.splits > 1 && heuristics::skinny_last_block_reduce(last_block_reduce_,
-                                                           k::quant_gemv_tiles(M, N), kSplitCounters))
+  if (p.splits > 1 && heuristics::skinny_last_block_reduce(
+                          last_block_reduce_, k::quant_gemv_tiles(M, N), kSplitCounters))
     p.counters = split_counters_[in_side_ ? 1 : 0];
   Pieces sz;
   sz.take<uint16_t>(qdq ? M * K : 0);

@@ -104,8 +104,9 @@ void run(const QGemvParams& p, const W& w, cudaStream_t s) {
   const int64_t cps = (nch + p.splits - 1) / p.splits;
   const unsigned ny = cdiv(w.N, 32), nz = static_cast<unsigned>(p.splits);
   // 8 activation rows per pass up to 8 rows, else 16 (more would spill: see quant_mma.cuh).
-  with_nt_ring<F>(p.M <= 8 ? 1 : 2, p.ring, [&]<int NT, int R, int B>() {
-    launch(q_gemv_kernel<F, W, NT, R, B>, dim3(cdiv(p.M, 8 * NT), ny, nz), kQThreads, 0, s, p, w, cps);
+  with_nt_ring<F>(p.M <= 8 ? 1 : 2, false, p.ring, [&]<int NT, int R, int B>() {
+    launch(q_gemv_kernel<F, W, NT, R, B>, dim3(cdiv(p.M, 8 * NT), ny, nz), kQThreads, 0, s, p, w,
+           cps);
   });
   if (p.splits > 1 && !p.counters) {
     SkinnyParams sp;

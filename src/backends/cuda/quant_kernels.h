@@ -76,9 +76,9 @@ bool mxfp4_decode_applies(const Mx4W& w);
 // MXFP4: x is bf16 [M, K] (the input itself, or act_qdq_mxfp4's output); xscale unused.
 // A block owns 32 weight rows and 8 or 16 activation rows, 4 warps take 128-wide K chunks
 // round-robin, each keeping its next `ring` chunks' loads in flight (the depth never changes the
-// result: a warp adds its chunks in the same order); K splits (quant_gemv_splits: from N, K and the SM count, never from M) write f32
-// partials [splits, M, N] that a second kernel sums in split order. Every output element is
-// reduced in an order fixed by N, K and the GPU: batch-invariant.
+// result: a warp adds its chunks in the same order); K splits (quant_gemv_splits: from N, K and the
+// SM count, never from M) write f32 partials [splits, M, N] that a second kernel sums in split
+// order. Every output element is reduced in an order fixed by N, K and the GPU: batch-invariant.
 struct QGemvParams {
   const void* x = nullptr;
   int64_t x_rs = 0;
@@ -93,7 +93,8 @@ struct QGemvParams {
   // splits > 1, optional: one zeroed int per output tile (quant_gemv_tiles), so the tile's last
   // block sums the partials (no second kernel); each launch leaves them zeroed again.
   int* counters = nullptr;
-  int ring = 0;  // chunks each warp keeps loading (CudaBackend::set_quant_ring); 0: the format's own
+  int ring =
+      0;  // chunks each warp keeps loading (CudaBackend::set_quant_ring); 0: the format's own
 };
 int64_t quant_gemv_splits(int64_t N, int64_t K, int num_sms);
 int64_t quant_gemv_tiles(int64_t M, int64_t N);

@@ -1,8 +1,8 @@
 // The weight stream shared by the quantized decode kernels (dense and MoE, FP8 and MXFP4).
 // At decode sizes these are weight streams like moe_mma.cu: a block owns 32 weight rows (two
 // 16-row tiles) and 8 x NT activation rows per pass; its 4 warps take 128-wide K chunks
-// round-robin (warp w: chunks w, w + 4, ...), one chunk's loads in flight while the previous
-// one multiplies, and the warps' partial sums are added in warp order at the end. So every
+// round-robin (warp w: chunks w, w + 4, ...), the next chunks' loads in flight while one
+// multiplies (q_pass), and the warps' partial sums are added in warp order at the end. So every
 // output is reduced in an order fixed by K alone, whatever the number of rows (batch-invariant).
 //
 // Thread (g, c) of a warp (g = lane / 4, c = lane % 4) owns 32 elements of each chunk (see
@@ -15,9 +15,11 @@
 // quantized e4m3 values held as f16, so the f16 mma multiplies e4m3 values exactly and sums in
 // fp32. A chunk lies in one K block (bk a multiple of 128, or bk >= K), so each chunk's mma sums
 // start from zero and are added to the accumulators times ws[row block, b] * s[token, b].
-// MXFP4 (Mx4Fmt): each thread's 32 elements of a row are one e8m0 group; e2m1 nibbles become
-// bf16 through two byte tables (prmt), are multiplied by their group's power of two (exact), and
-// meet bf16 activations in the bf16 mma.
+// MXFP4 (Mx4Fmt): each thread's 32 elements of a row are one e8m0 group; each 8-nibble word
+// becomes four bf16x2 pairs (e_i, e_i+4) by a shift and a mask per part (e2m1x8_pairs: the
+// values times 2^-126), multiplied by their group's power of two times 2^126 (exact), and meets
+// the bf16 activations permuted into the same pairs (prmt) in the bf16 mma. That is 15 integer
+// instructions per word where two byte tables took about 20: these kernels are issue-bound.
 #pragma once
 
 #include <cuda_fp8.h>
@@ -159,12 +161,12 @@ using QAcc = float[2][NT][4];
 
 // ---- FP8 ---------------------------------------------------------------------------------------
 struct Fp8Fmt {
-  // The stream's shape with NT activation tiles, as with_nt_ring reads it: 2 = a ring of two
-  // chunks per warp, blocks of any register count (160-214 registers: three blocks per SM).
-  // Measured on the H200 (docs/benchmarks.md): deeper rings cost more in blocks per SM than
-  // they gain in loads in flight (4 chunks: 240 registers, two blocks; routed experts at batch
-  // 32 62% of copy against 81%), and 128 registers (four blocks) spill.
-  static constexpr int ring(int) { return 2; }
+  // The stream's shape with NT activation tiles (with_nt_ring's codes): a ring of two chunks;
+  // the expert kernels with one tile held to 170 registers (23: three blocks per SM; left free
+  // the compiler took 172 and two blocks ran: routed experts at batch 32 68% of copy against
+  // 80%), with two tiles free (216 registers: spills when held to 170). The dense kernel takes
+  // 160 / 184 registers when free.
+  static constexpr int ring(int nt, bool experts) { return experts && nt == 1 ? 23 : 2; }
   // Where this thread's four weight rows are ([tile][row g, g + 8]).
   struct Rows {
     const uint8_t* w[2][2];  // row start + 16c (lane_k<true>)
@@ -219,20 +221,6 @@ struct Fp8Fmt {
       const float s1 = xt.sx[nt][1] ? __ldg(xt.sx[nt][1] + b) : 0.f;
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
-#ifdef TANDEM_FP8_TWO_CHAINS
-        float d2[2][4] = {};
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const uint32_t wg = word4(f.w[t][0][j >> 2], j & 3);
-          const uint32_t wg8 = word4(f.w[t][1][j >> 2], j & 3);
-          mma_f16(d2[j & 1], e4m3x2_to_f16x2(wg, false), e4m3x2_to_f16x2(wg8, false),
-                  e4m3x2_to_f16x2(wg, true), e4m3x2_to_f16x2(wg8, true),
-                  word4(xv[j >> 1], (2 * j) & 3), word4(xv[j >> 1], (2 * j + 1) & 3));
-        }
-        float d[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) d[i] = d2[0][i] + d2[1][i];
-#else
         float d[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
@@ -242,7 +230,6 @@ struct Fp8Fmt {
                   e4m3x2_to_f16x2(wg, true), e4m3x2_to_f16x2(wg8, true),
                   word4(xv[j >> 1], (2 * j) & 3), word4(xv[j >> 1], (2 * j + 1) & 3));
         }
-#endif
         // C fragment: d0, d1 = row g, columns 2c, 2c + 1; d2, d3 = row g + 8.
         acc[t][nt][0] = fmaf(d[0], f.ws[t][0] * s0, acc[t][nt][0]);
         acc[t][nt][1] = fmaf(d[1], f.ws[t][0] * s1, acc[t][nt][1]);
@@ -255,10 +242,10 @@ struct Fp8Fmt {
 
 // ---- MXFP4 -------------------------------------------------------------------------------------
 struct Mx4Fmt {
-  // One activation tile: two chunks per warp in 128 registers (24: four blocks per SM, no
-  // spills; routed experts at batch 32 48% of copy against 45% with three blocks and 37% with
-  // a ring of six chunks). Two tiles spill at 128 registers: three blocks.
-  static constexpr int ring(int nt) { return nt == 1 ? 24 : 2; }
+  // One activation tile: two chunks per warp in 128 registers (24: four blocks per SM, 16-20
+  // bytes of spills; routed experts at batch 32 53% of copy against 37-46% with two or three
+  // blocks); two tiles in 170 (23, no spills).
+  static constexpr int ring(int nt, bool) { return nt == 1 ? 24 : 23; }
   struct Rows {
     const uint8_t* w[2][2];  // row start + 16c bytes
     const uint8_t* s[2][2];  // the row's scales + c
@@ -301,7 +288,6 @@ struct Mx4Fmt {
     uint4 xv[NT][4];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) load_x_slice<NT, false>(xv[nt], xt, nt, ch, c, r.K);
-#ifdef TANDEM_MX4_PAIRS
     // Activation pairs (x_i, x_i+4) of each 8-element word q, as the weight pairs come.
     uint32_t xp[NT][4][4];
 #pragma unroll
@@ -339,33 +325,15 @@ struct Mx4Fmt {
         }
       }
     }
-#else
-#pragma unroll
-    for (int t = 0; t < 2; ++t) {
-      const uint32_t sg = e8m0_bf16x2(f.s[t][0]), sg8 = e8m0_bf16x2(f.s[t][1]);
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {  // nibble word q: elements 8q .. 8q + 7, mma 2q and 2q + 1
-        uint32_t a[4], b[4];
-        e2m1x8_to_bf16(word4(f.w[t][0], q), a);
-        e2m1x8_to_bf16(word4(f.w[t][1], q), b);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) a[i] = bf16x2_mul(a[i], sg), b[i] = bf16x2_mul(b[i], sg8);
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          mma_bf16(acc[t][nt], a[0], b[0], a[1], b[1], word4(xv[nt][q], 0), word4(xv[nt][q], 1));
-          mma_bf16(acc[t][nt], a[2], b[2], a[3], b[3], word4(xv[nt][q], 2), word4(xv[nt][q], 3));
-        }
-      }
-    }
-#endif
   }
 };
 
 // Warp w's chunks of [ch0, ch1) are ch0 + w, ch0 + w + kQWarps, ...: the i-th goes through
 // ring slot i % R. Each slot is reloaded with the chunk R places on as soon as its own chunk is
-// multiplied, so R - 1 chunks' loads stay in flight while one multiplies (R = 2 kept 2-4 KB a
-// warp in flight: the MXFP4 kernels, whose chunks are half the FP8 bytes, ran at half the FP8
-// kernels' bytes per second). The order in which a warp adds its chunks does not depend on R.
+// multiplied, so R - 1 chunks' loads stay in flight while one multiplies. The order in which a
+// warp adds its chunks does not depend on R. Measured (docs/benchmarks.md): these kernels are
+// bound by how often each warp can issue, not by loads in flight, so rings deeper than two lose
+// more in blocks per SM (registers) than they gain.
 template <class F, int R>
 using QRing = typename F::Frag[R];
 
@@ -400,22 +368,30 @@ __device__ __forceinline__ void q_pass(QAcc<NT>& acc, QRing<F, R>& f, const type
 }
 
 // Calls fn.template operator()<NT, R, B>() for the kernel shape `forced` names (set_quant_ring,
-// for measurements: 2, 3 or 4 = a ring of that many chunks per warp with no register bound; 24 =
-// two chunks in at most 128 registers, four blocks per SM) or, for anything else, the format's
-// own for NT (F::ring).
+// for measurements: 2, 3 or 4 = a ring of that many chunks per warp with no register bound; 23
+// and 24 = a ring of two held to 170 / 128 registers, three / four blocks per SM) or, for
+// anything else, the format's own for NT and the kernel (F::ring).
 template <class F, class Fn>
-void with_nt_ring(int nt, int forced, Fn&& fn) {
-  const bool known = forced == 2 || forced == 3 || forced == 4 || forced == 24;
-  const int r = known ? forced : F::ring(nt);
+void with_nt_ring(int nt, bool experts, int forced, Fn&& fn) {
+  const bool known = forced == 2 || forced == 3 || forced == 4 || forced == 23 || forced == 24;
+  const int r = known ? forced : F::ring(nt, experts);
   const auto go = [&]<int NT>() {
     switch (r) {
-      case 3: fn.template operator()<NT, 3, 1>(); break;
-      case 4: fn.template operator()<NT, 4, 1>(); break;
-      case 24: fn.template operator()<NT, 2, 4>(); break;
-#ifndef TANDEM_QDEFAULT_B
-#define TANDEM_QDEFAULT_B 1
-#endif
-      default: fn.template operator()<NT, 2, TANDEM_QDEFAULT_B>(); break;
+      case 3:
+        fn.template operator()<NT, 3, 1>();
+        break;
+      case 4:
+        fn.template operator()<NT, 4, 1>();
+        break;
+      case 23:
+        fn.template operator()<NT, 2, 3>();
+        break;
+      case 24:
+        fn.template operator()<NT, 2, 4>();
+        break;
+      default:
+        fn.template operator()<NT, 2, 1>();
+        break;
     }
   };
   if (nt == 1)

@@ -88,9 +88,9 @@ void run(const void* x, int64_t x_rs, const float* xscale, int64_t xs_rs, const 
   const int64_t experts_rows = kGateUp ? I / 16 : (w.N + 31) / 32;
   const dim3 grid(static_cast<unsigned>(experts_rows), static_cast<unsigned>(g.max_active));
   const auto* xp = static_cast<const uint16_t*>(x);
-  with_nt_ring<F>(g.pairs < 8 * g.max_active ? 1 : 2, ring, [&]<int NT, int R, int B>() {
-    launch(q_moe_kernel<F, W, NT, R, B, kGateUp>, grid, kQThreads, 0, s, xp, x_rs, xscale, xs_rs, g, w,
-           I, out, h_f32);
+  with_nt_ring<F>(g.pairs < 8 * g.max_active ? 1 : 2, true, ring, [&]<int NT, int R, int B>() {
+    launch(q_moe_kernel<F, W, NT, R, B, kGateUp>, grid, kQThreads, 0, s, xp, x_rs, xscale, xs_rs, g,
+           w, I, out, h_f32);
   });
 }
 
