@@ -29,7 +29,7 @@ namespace {
 
 namespace k = cuda::k;
 
-// TANDEM_QUANT_RING (2, 3, 4 or 24): the decode kernels' stream shape, as the backend reads it; 0
+// TANDEM_QUANT_RING (2, 23 or 24): the decode kernels' stream shape, as the backend reads it; 0
 // leaves each format its own.
 int ring_depth() {
   static const int r = cuda::heuristics::read_switches().quant_ring;

@@ -22,7 +22,7 @@ __device__ __forceinline__ void q_store(const QGemvParams& p, int64_t m, int64_t
 // The warp's first R weight chunks are loaded before pdl_wait(): weights are never written by the
 // kernels of a step, so their fetch overlaps the end of the kernel before (the activation
 // quantizer triggers its dependents early for this).
-template <class F, class W, int NT, int R, int B>
+template <class F, class W, int NT, int R, int B, bool kFull>
 __global__ void __launch_bounds__(kQThreads, B) q_gemv_kernel(QGemvParams p, W w, int64_t cps) {
   __shared__ float red[q_red_floats<NT>()];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
@@ -38,22 +38,22 @@ __global__ void __launch_bounds__(kQThreads, B) q_gemv_kernel(QGemvParams p, W w
   const int64_t nch = (w.K + kQChunk - 1) / kQChunk;
   const int64_t ch0 = split * cps, ch1 = min64(nch, ch0 + cps);
   QRing<F, R> ring;
-  q_ring_fill<F, R>(ring, 0, wr, ch0, ch1, warp, c);
+  q_ring_fill<F, R, kFull>(ring, 0, wr, ch0, ch1, warp, c);
   pdl_wait();
   XTile<NT> xt;
   const auto* x = static_cast<const uint16_t*>(p.x);
 #pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
+  for (int nt = 0; nt < NT; ++nt) {  // a missing row reads row m0 (XTile)
     const int64_t m = m0 + 8 * nt + g;
-    xt.x[nt] = m < p.M ? x + m * p.x_rs : nullptr;
+    xt.x[nt] = x + (m < p.M ? m : m0) * p.x_rs;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int64_t mc = m0 + 8 * nt + 2 * c + i;
-      xt.sx[nt][i] = p.xscale && mc < p.M ? p.xscale + mc * p.xs_rs : nullptr;
+      xt.sx[nt][i] = p.xscale ? p.xscale + (mc < p.M ? mc : m0) * p.xs_rs : nullptr;
     }
   }
   QAcc<NT> acc = {};
-  q_pass<F, NT, R>(acc, ring, wr, xt, ch0, ch1, warp, c);
+  q_pass<F, NT, R, kFull>(acc, ring, wr, xt, ch0, ch1, warp, c);
   q_stash<NT>(red, acc, warp, lane);
   // 16 output rows x 8 NT columns of each tile, kQThreads / 16 columns at a time.
   const int r = tid & 15;
@@ -105,8 +105,11 @@ void run(const QGemvParams& p, const W& w, cudaStream_t s) {
   const unsigned ny = cdiv(w.N, 32), nz = static_cast<unsigned>(p.splits);
   // 8 activation rows per pass up to 8 rows, else 16 (more would spill: see quant_mma.cuh).
   with_nt_ring<F>(p.M <= 8 ? 1 : 2, false, p.ring, [&]<int NT, int R, int B>() {
-    launch(q_gemv_kernel<F, W, NT, R, B>, dim3(cdiv(p.M, 8 * NT), ny, nz), kQThreads, 0, s, p, w,
-           cps);
+    const dim3 grid(cdiv(p.M, 8 * NT), ny, nz);
+    if (w.K % kQChunk == 0)
+      launch(q_gemv_kernel<F, W, NT, R, B, true>, grid, kQThreads, 0, s, p, w, cps);
+    else
+      launch(q_gemv_kernel<F, W, NT, R, B, false>, grid, kQThreads, 0, s, p, w, cps);
   });
   if (p.splits > 1 && !p.counters) {
     SkinnyParams sp;

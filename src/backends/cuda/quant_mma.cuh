@@ -59,11 +59,14 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1,
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// Two e4m3 values (the low or high half of w) as f16x2, exactly.
-__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t w, bool high) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
-      static_cast<__nv_fp8x2_storage_t>(high ? w >> 16 : w & 0xffffu), __NV_E4M3);
-  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+// Four e4m3 values (the bytes of w) as two f16x2 words, exactly: lo from bytes 0-1, hi from
+// bytes 2-3. The halves go to the conversion as 16-bit registers, so no shift is spent on them
+// (written as a shift, the high half cost one more instruction per word).
+__device__ __forceinline__ void e4m3x4_to_f16x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 "
+      "%1, h;\n}"
+      : "=r"(lo), "=r"(hi)
+      : "r"(w));
 }
 
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
@@ -131,27 +134,34 @@ __device__ __forceinline__ int lane_k(int c, int q) {
   return kSplit ? 16 * c + 8 * (q & 1) + 64 * (q >> 1) : 32 * c + 8 * q;
 }
 
-// Activation rows of one pass: row 8nt + g of each 8-row tile (null: no such row, zeros), and
-// for FP8 the scale rows of the rows 8nt + 2c and 8nt + 2c + 1 (the columns of the thread's
-// accumulators; null: no such row).
+// Activation rows of one pass: row 8nt + g of each 8-row tile, and for FP8 the scale rows of
+// the rows 8nt + 2c and 8nt + 2c + 1 (the columns of the thread's accumulators). Where a tile has
+// no such row the pointers name a row that exists (the pass's first): its products land in
+// output columns that are never stored, and every load stays unconditional.
 template <int NT>
 struct XTile {
   const uint16_t* x[NT];
   const float* sx[NT][2];
 };
 
-// This thread's 32 activations of chunk ch (f16 or bf16 bits) in lane_k's order, zero past K or
-// without a row.
-template <int NT, bool kSplit>
+// kFull (template argument below): K is a multiple of the chunk, so no load needs a bounds check
+// (the kernels are compiled both ways; GLM-5's K are all multiples of 128).
+
+// This thread's 32 activations of chunk ch (f16 or bf16 bits) in lane_k's order, zero past K.
+template <int NT, bool kSplit, bool kFull>
 __device__ __forceinline__ void load_x_slice(uint4 (&v)[4], const XTile<NT>& xt, int nt, int64_t ch,
                                              int c, int64_t K) {
+  if constexpr (kFull) {
+    const uint16_t* p = xt.x[nt] + ch * kQChunk + lane_k<kSplit>(c, 0);
 #pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const int64_t k = ch * kQChunk + lane_k<kSplit>(c, q);
-    if (xt.x[nt] && k < K)
-      v[q] = __ldg(reinterpret_cast<const uint4*>(xt.x[nt] + k));
-    else
-      v[q] = make_uint4(0, 0, 0, 0);
+    for (int q = 0; q < 4; ++q)  // lane_k(c, q) - lane_k(c, 0) does not depend on c
+      v[q] = __ldg(reinterpret_cast<const uint4*>(p + lane_k<kSplit>(0, q)));
+  } else {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int64_t k = ch * kQChunk + lane_k<kSplit>(c, q);
+      v[q] = k < K ? __ldg(reinterpret_cast<const uint4*>(xt.x[nt] + k)) : make_uint4(0, 0, 0, 0);
+    }
   }
 }
 
@@ -167,12 +177,13 @@ struct Fp8Fmt {
   // 80%), with two tiles free (216 registers: spills when held to 170). The dense kernel takes
   // 160 / 184 registers when free.
   static constexpr int ring(int nt, bool experts) { return experts && nt == 1 ? 23 : 2; }
-  // Where this thread's four weight rows are ([tile][row g, g + 8]).
+  // Where this thread's four weight rows are ([tile][row g, g + 8]); a row past N reads row 0
+  // (its outputs are never stored).
   struct Rows {
     const uint8_t* w[2][2];  // row start + 16c (lane_k<true>)
     const float* ws[2][2];   // the row's scale row (indexed by K block)
-    bool ok[2][2];
-    int64_t K, bk;
+    int64_t K;
+    int cpb;  // chunks per K block (bk / 128; bk >= K: every chunk in block 0)
   };
   struct Frag {
     uint4 w[2][2][2];  // [tile][row][two 16-byte halves]
@@ -185,40 +196,43 @@ struct Fp8Fmt {
     for (int t = 0; t < 2; ++t)
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        r.ok[t][i] = n[t][i] < W.N;
-        const int64_t row = r.ok[t][i] ? n[t][i] : 0;
+        const int64_t row = n[t][i] < W.N ? n[t][i] : 0;
         r.w[t][i] = W.w + e * W.w_es + row * W.K + 16 * c;
         r.ws[t][i] = W.s + e * W.s_es + (row / W.bn) * W.s_rs;
       }
     r.K = W.K;
-    r.bk = W.bk;
+    r.cpb = W.bk >= W.K ? 1 << 30 : static_cast<int>(W.bk / kQChunk);
     return r;
   }
+  // The K block of chunk ch (one 128 x 128 block per chunk in the common case: no division).
+  static __device__ __forceinline__ int64_t block_of(const Rows& r, int64_t ch) {
+    return r.cpb == 1 ? ch : ch / r.cpb;
+  }
+  template <bool kFull>
   static __device__ __forceinline__ void load(Frag& f, const Rows& r, int64_t ch, int c) {
+    const int64_t b = block_of(r, ch);
     const int64_t k0 = ch * kQChunk + 16 * c;
-    const int64_t b = ch * kQChunk / r.bk;
 #pragma unroll
     for (int t = 0; t < 2; ++t)
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
+        const uint8_t* p = r.w[t][i] + ch * kQChunk;
 #pragma unroll
         for (int h = 0; h < 2; ++h)  // pieces lane_k<true>(c, 2h), 16 e4m3 each
-          f.w[t][i][h] = r.ok[t][i] && k0 + 64 * h < r.K
-                             ? ld_stream16(r.w[t][i] + ch * kQChunk + 64 * h)
-                             : make_uint4(0, 0, 0, 0);
-        f.ws[t][i] = r.ok[t][i] ? __ldg(r.ws[t][i] + b) : 0.f;
+          f.w[t][i][h] =
+              kFull || k0 + 64 * h < r.K ? ld_stream16(p + 64 * h) : make_uint4(0, 0, 0, 0);
+        f.ws[t][i] = __ldg(r.ws[t][i] + b);
       }
   }
-  template <int NT>
+  template <int NT, bool kFull>
   static __device__ __forceinline__ void compute(QAcc<NT>& acc, const Frag& f, const Rows& r,
                                                  const XTile<NT>& xt, int64_t ch, int c) {
-    const int64_t b = ch * kQChunk / r.bk;
+    const int64_t b = block_of(r, ch);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       uint4 xv[4];
-      load_x_slice<NT, true>(xv, xt, nt, ch, c, r.K);
-      const float s0 = xt.sx[nt][0] ? __ldg(xt.sx[nt][0] + b) : 0.f;
-      const float s1 = xt.sx[nt][1] ? __ldg(xt.sx[nt][1] + b) : 0.f;
+      load_x_slice<NT, true, kFull>(xv, xt, nt, ch, c, r.K);
+      const float s0 = __ldg(xt.sx[nt][0] + b), s1 = __ldg(xt.sx[nt][1] + b);
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
         float d[4] = {0.f, 0.f, 0.f, 0.f};
@@ -226,9 +240,11 @@ struct Fp8Fmt {
         for (int j = 0; j < 8; ++j) {
           const uint32_t wg = word4(f.w[t][0][j >> 2], j & 3);
           const uint32_t wg8 = word4(f.w[t][1][j >> 2], j & 3);
-          mma_f16(d, e4m3x2_to_f16x2(wg, false), e4m3x2_to_f16x2(wg8, false),
-                  e4m3x2_to_f16x2(wg, true), e4m3x2_to_f16x2(wg8, true),
-                  word4(xv[j >> 1], (2 * j) & 3), word4(xv[j >> 1], (2 * j + 1) & 3));
+          uint32_t a0, a1, a2, a3;
+          e4m3x4_to_f16x2(wg, a0, a2);
+          e4m3x4_to_f16x2(wg8, a1, a3);
+          mma_f16(d, a0, a1, a2, a3, word4(xv[j >> 1], (2 * j) & 3),
+                  word4(xv[j >> 1], (2 * j + 1) & 3));
         }
         // C fragment: d0, d1 = row g, columns 2c, 2c + 1; d2, d3 = row g + 8.
         acc[t][nt][0] = fmaf(d[0], f.ws[t][0] * s0, acc[t][nt][0]);
@@ -246,10 +262,10 @@ struct Mx4Fmt {
   // bytes of spills; routed experts at batch 32 53% of copy against 37-46% with two or three
   // blocks); two tiles in 170 (23, no spills).
   static constexpr int ring(int nt, bool) { return nt == 1 ? 24 : 23; }
+  // A row past N reads row 0 (its outputs are never stored).
   struct Rows {
     const uint8_t* w[2][2];  // row start + 16c bytes
     const uint8_t* s[2][2];  // the row's scales + c
-    bool ok[2][2];
     int64_t K;
   };
   struct Frag {
@@ -263,31 +279,31 @@ struct Mx4Fmt {
     for (int t = 0; t < 2; ++t)
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        r.ok[t][i] = n[t][i] < W.N;
-        const int64_t row = r.ok[t][i] ? n[t][i] : 0;
+        const int64_t row = n[t][i] < W.N ? n[t][i] : 0;
         r.w[t][i] = W.w + e * W.w_es + row * (W.K / 2) + 16 * c;
         r.s[t][i] = W.s + e * W.s_es + row * W.s_rs + c;
       }
     r.K = W.K;
     return r;
   }
+  template <bool kFull>
   static __device__ __forceinline__ void load(Frag& f, const Rows& r, int64_t ch, int c) {
-    const bool in = ch * kQChunk + 32 * c < r.K;
+    // The thread's group lies inside K (always, but in a short last chunk).
+    const bool in = kFull || ch * kQChunk + 32 * c < r.K;
 #pragma unroll
     for (int t = 0; t < 2; ++t)
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const bool ld = r.ok[t][i] && in;
-        f.w[t][i] = ld ? ld_stream16(r.w[t][i] + ch * (kQChunk / 2)) : make_uint4(0, 0, 0, 0);
-        f.s[t][i] = ld ? __ldg(r.s[t][i] + ch * (kQChunk / 32)) : 127u;
+        f.w[t][i] = in ? ld_stream16(r.w[t][i] + ch * (kQChunk / 2)) : make_uint4(0, 0, 0, 0);
+        f.s[t][i] = in ? __ldg(r.s[t][i] + ch * (kQChunk / 32)) : 127u;
       }
   }
-  template <int NT>
+  template <int NT, bool kFull>
   static __device__ __forceinline__ void compute(QAcc<NT>& acc, const Frag& f, const Rows& r,
                                                  const XTile<NT>& xt, int64_t ch, int c) {
     uint4 xv[NT][4];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) load_x_slice<NT, false>(xv[nt], xt, nt, ch, c, r.K);
+    for (int nt = 0; nt < NT; ++nt) load_x_slice<NT, false, kFull>(xv[nt], xt, nt, ch, c, r.K);
     // Activation pairs (x_i, x_i+4) of each 8-element word q, as the weight pairs come.
     uint32_t xp[NT][4][4];
 #pragma unroll
@@ -338,19 +354,19 @@ template <class F, int R>
 using QRing = typename F::Frag[R];
 
 // Loads slots [from, R) of the ring with the warp's first chunks.
-template <class F, int R>
+template <class F, int R, bool kFull>
 __device__ __forceinline__ void q_ring_fill(QRing<F, R>& f, int from, const typename F::Rows& wr,
                                             int64_t ch0, int64_t ch1, int warp, int c) {
 #pragma unroll
   for (int s = 0; s < R; ++s) {
     const int64_t ch = ch0 + warp + int64_t{kQWarps} * s;
-    if (s >= from && ch < ch1) F::load(f[s], wr, ch, c);
+    if (s >= from && ch < ch1) F::template load<kFull>(f[s], wr, ch, c);
   }
 }
 
 // This warp's share of one pass over chunks [ch0, ch1): acc += W[32 rows] . X[8 NT rows]^T.
 // f holds the warp's first R chunks (q_ring_fill) and is left holding nothing of use.
-template <class F, int NT, int R>
+template <class F, int NT, int R, bool kFull>
 __device__ __forceinline__ void q_pass(QAcc<NT>& acc, QRing<F, R>& f, const typename F::Rows& wr,
                                        const XTile<NT>& xt, int64_t ch0, int64_t ch1, int warp,
                                        int c) {
@@ -359,40 +375,29 @@ __device__ __forceinline__ void q_pass(QAcc<NT>& acc, QRing<F, R>& f, const type
     for (int s = 0; s < R; ++s) {
       const int64_t ch = base + int64_t{kQWarps} * s;
       if (ch < ch1) {
-        F::template compute<NT>(acc, f[s], wr, xt, ch, c);
+        F::template compute<NT, kFull>(acc, f[s], wr, xt, ch, c);
         const int64_t next = ch + int64_t{R} * kQWarps;
-        if (next < ch1) F::load(f[s], wr, next, c);
+        if (next < ch1) F::template load<kFull>(f[s], wr, next, c);
       }
     }
   }
 }
 
 // Calls fn.template operator()<NT, R, B>() for the kernel shape `forced` names (set_quant_ring,
-// for measurements: 2, 3 or 4 = a ring of that many chunks per warp with no register bound; 23
-// and 24 = a ring of two held to 170 / 128 registers, three / four blocks per SM) or, for
-// anything else, the format's own for NT and the kernel (F::ring).
+// for measurements: 2 = a ring of two chunks per warp with no register bound; 23 and 24 = held
+// to 170 / 128 registers, three / four blocks per SM; deeper rings measured slower and were
+// dropped, see q_pass) or, for anything else, the format's own for NT and the kernel (F::ring).
 template <class F, class Fn>
 void with_nt_ring(int nt, bool experts, int forced, Fn&& fn) {
-  const bool known = forced == 2 || forced == 3 || forced == 4 || forced == 23 || forced == 24;
+  const bool known = forced == 2 || forced == 23 || forced == 24;
   const int r = known ? forced : F::ring(nt, experts);
   const auto go = [&]<int NT>() {
-    switch (r) {
-      case 3:
-        fn.template operator()<NT, 3, 1>();
-        break;
-      case 4:
-        fn.template operator()<NT, 4, 1>();
-        break;
-      case 23:
-        fn.template operator()<NT, 2, 3>();
-        break;
-      case 24:
-        fn.template operator()<NT, 2, 4>();
-        break;
-      default:
-        fn.template operator()<NT, 2, 1>();
-        break;
-    }
+    if (r == 23)
+      fn.template operator()<NT, 2, 3>();
+    else if (r == 24)
+      fn.template operator()<NT, 2, 4>();
+    else
+      fn.template operator()<NT, 2, 1>();
   };
   if (nt == 1)
     go.template operator()<1>();

@@ -12,7 +12,7 @@ namespace {
 // grid (I / 16 or ceil(D / 32), max_active). xs / x_rs: the activation rows (x: [T, D] read
 // through perm for gate_up, h: [P, I] in sorted order for down), xscale / xs_rs their FP8
 // scales (null for MXFP4).
-template <class F, class W, int NT, int R, int B, bool kGateUp>
+template <class F, class W, int NT, int R, int B, bool kFull, bool kGateUp>
 __global__ void __launch_bounds__(kQThreads, B)
     q_moe_kernel(const uint16_t* x, int64_t x_rs, const float* xscale, int64_t xs_rs, MoeGroups g,
                  W w, int64_t I, void* out, bool h_f32) {
@@ -32,30 +32,26 @@ __global__ void __launch_bounds__(kQThreads, B)
   const int64_t nch = (w.K + kQChunk - 1) / kQChunk;
   // The first R chunks' weights go out before the expert's row count and rows are looked up.
   QRing<F, R> ring;
-  q_ring_fill<F, R>(ring, 0, wr, 0, nch, warp, c);
+  q_ring_fill<F, R, kFull>(ring, 0, wr, 0, nch, warp, c);
   const int cnt = g.counts[e], off = g.offsets[e];
   for (int m0 = 0; m0 < cnt; m0 += 8 * NT) {
     const int rows = min(8 * NT, cnt - m0);
     XTile<NT> xt;
+    // The activation row of pass row m (a missing one reads the pass's first: XTile).
+    const auto row_of = [&](int m) -> int64_t {
+      const int s = off + m0 + (m < rows ? m : 0);
+      return kGateUp ? g.perm[s] / g.k : s;
+    };
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-      const int m = 8 * nt + gi;
-      const int64_t row =
-          m < rows ? (kGateUp ? g.perm[off + m0 + m] / g.k : static_cast<int64_t>(off + m0 + m))
-                   : -1;
-      xt.x[nt] = row >= 0 ? x + row * x_rs : nullptr;
+      xt.x[nt] = x + row_of(8 * nt + gi) * x_rs;
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int mc = 8 * nt + 2 * c + i;
-        const int64_t rc = mc < rows ? (kGateUp ? g.perm[off + m0 + mc] / g.k
-                                                : static_cast<int64_t>(off + m0 + mc))
-                                     : -1;
-        xt.sx[nt][i] = xscale && rc >= 0 ? xscale + rc * xs_rs : nullptr;
-      }
+      for (int i = 0; i < 2; ++i)
+        xt.sx[nt][i] = xscale ? xscale + row_of(8 * nt + 2 * c + i) * xs_rs : nullptr;
     }
-    if (m0 > 0) q_ring_fill<F, R>(ring, 0, wr, 0, nch, warp, c);
+    if (m0 > 0) q_ring_fill<F, R, kFull>(ring, 0, wr, 0, nch, warp, c);
     QAcc<NT> acc = {};
-    q_pass<F, NT, R>(acc, ring, wr, xt, 0, nch, warp, c);
+    q_pass<F, NT, R, kFull>(acc, ring, wr, xt, 0, nch, warp, c);
     q_stash<NT>(red, acc, warp, lane);
     const int r = tid & 15;
     for (int col = tid >> 4; col < rows; col += kQThreads / 16) {
@@ -89,8 +85,12 @@ void run(const void* x, int64_t x_rs, const float* xscale, int64_t xs_rs, const 
   const dim3 grid(static_cast<unsigned>(experts_rows), static_cast<unsigned>(g.max_active));
   const auto* xp = static_cast<const uint16_t*>(x);
   with_nt_ring<F>(g.pairs < 8 * g.max_active ? 1 : 2, true, ring, [&]<int NT, int R, int B>() {
-    launch(q_moe_kernel<F, W, NT, R, B, kGateUp>, grid, kQThreads, 0, s, xp, x_rs, xscale, xs_rs, g,
-           w, I, out, h_f32);
+    if (w.K % kQChunk == 0)
+      launch(q_moe_kernel<F, W, NT, R, B, true, kGateUp>, grid, kQThreads, 0, s, xp, x_rs, xscale,
+             xs_rs, g, w, I, out, h_f32);
+    else
+      launch(q_moe_kernel<F, W, NT, R, B, false, kGateUp>, grid, kQThreads, 0, s, xp, x_rs, xscale,
+             xs_rs, g, w, I, out, h_f32);
   });
 }
 
