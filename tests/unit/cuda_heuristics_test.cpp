@@ -26,7 +26,9 @@ TEST(CudaHeuristics, DeterministicMlaDecodeChoiceIgnoresTheTokenCount) {
       // Column parts may follow T (they do not change the bits): more for fewer blocks, never
       // past one wave.
       EXPECT_TRUE(p.column_parts == 1 || p.column_parts == 2 || p.column_parts == 4);
-      if (p.column_parts > 1) EXPECT_LE(T * p.num_splits * p.column_parts, kSms) << "T=" << T;
+      if (p.column_parts > 1) {
+        EXPECT_LE(T * p.num_splits * p.column_parts, kSms) << "T=" << T;
+      }
     }
   }
   // Batch-1 decode over top-2048: four 512-key splits, each on four blocks of 128 columns.

@@ -75,10 +75,11 @@ bool mxfp4_decode_applies(const Mx4W& w);
 // FP8: x is act_quant_fp8's f16 output [M, K] (rows x_rs) with scales [M, kb] (rows xs_rs).
 // MXFP4: x is bf16 [M, K] (the input itself, or act_qdq_mxfp4's output); xscale unused.
 // A block owns 32 weight rows and 8 or 16 activation rows, 4 warps take 128-wide K chunks
-// round-robin, each keeping its next `ring` chunks' loads in flight (the depth never changes the
-// result: a warp adds its chunks in the same order); K splits (quant_gemv_splits: from N, K and the
-// SM count, never from M) write f32 partials [splits, M, N] that a second kernel sums in split
-// order. Every output element is reduced in an order fixed by N, K and the GPU: batch-invariant.
+// round-robin, each with its next chunk's loads in flight (the stream shape `ring` never changes
+// the result: a warp adds its chunks in the same order); K splits (quant_gemv_splits: from N, K
+// and the SM count, never from M) write f32 partials [splits, M, N] that each output tile's last
+// block (with counters) or a second kernel sums in split order. Every output element is reduced
+// in an order fixed by N, K and the GPU: batch-invariant.
 struct QGemvParams {
   const void* x = nullptr;
   int64_t x_rs = 0;
@@ -93,8 +94,8 @@ struct QGemvParams {
   // splits > 1, optional: one zeroed int per output tile (quant_gemv_tiles), so the tile's last
   // block sums the partials (no second kernel); each launch leaves them zeroed again.
   int* counters = nullptr;
-  int ring =
-      0;  // chunks each warp keeps loading (CudaBackend::set_quant_ring); 0: the format's own
+  // The stream shape (CudaBackend::set_quant_ring: 2, 23 or 24); 0: the format's own.
+  int ring = 0;
 };
 int64_t quant_gemv_splits(int64_t N, int64_t K, int num_sms);
 int64_t quant_gemv_tiles(int64_t M, int64_t N);
@@ -122,7 +123,7 @@ struct MoeGroups {
 // (quantized from the f32 value, as the contract does), bf16 where it takes it as it is. FP8:
 // xq = act_quant_fp8(x) f16 [T, D] rows xq_rs, scales [T, kb] rows xs_rs (one quantization per
 // token, shared by its k slots). I a multiple of 16.
-// ring: as QGemvParams::ring (0: the format's own depth).
+// ring: as QGemvParams::ring (0: the format's own shape).
 void fp8_moe_gate_up(const void* xq, int64_t xq_rs, const float* xscale, int64_t xs_rs,
                      const MoeGroups& g, const Fp8W& gate_up, int64_t I, void* h, DT h_dt,
                      cudaStream_t s, int ring = 0);
