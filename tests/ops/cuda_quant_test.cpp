@@ -512,38 +512,58 @@ TEST_F(CudaQuant, Mxfp4ExtremeScales) {
   }
 }
 
+// One [N, K] weight in both formats and M activation rows (bf16, and FP8-quantized), run through
+// the dense decode kernel on rows [m0, m0 + rows) with the K splits the shape gets.
+struct GemvCase {
+  int64_t N, K, M, splits;
+  Fp8Host w8;
+  Mx4Host w4;
+  Dev<uint8_t> dw8, dw4, ds4;
+  Dev<float> ds8;
+  Dev<uint16_t> dx, xq;
+  Dev<float> xs, part;
+  GemvCase(Rng& r, int64_t n_out, int64_t k_in, int64_t rows_x, int sms)
+      : N(n_out),
+        K(k_in),
+        M(rows_x),
+        splits(k::quant_gemv_splits(n_out, k_in, sms)),
+        w8(make_fp8(r, 1, n_out, k_in, 128, 128)),
+        w4(make_mx4(r, 1, n_out, k_in)),
+        dw8(w8.w),
+        dw4(w4.w),
+        ds4(w4.s),
+        ds8(w8.s),
+        dx(to_bf16(activations(r, rows_x, k_in))),
+        xq(static_cast<size_t>(rows_x * k_in)),
+        xs(static_cast<size_t>(rows_x * w8.kb)),
+        part(static_cast<size_t>(splits * rows_x * n_out)) {
+    k::act_quant_fp8(dx.p, K, k::DT::BF16, M, K, 128, false, xq.p, K, k::QStore::F16, xs.p, w8.kb,
+                     1, nullptr);
+  }
+  // fmt 0: FP8, 1: MXFP4. ring: QGemvParams::ring; counters: the last-block reduction's.
+  std::vector<float> run(int fmt, int64_t m0, int64_t rows, int ring = 0, int* counters = nullptr) {
+    Dev<float> out(static_cast<size_t>(rows * N));
+    k::QGemvParams p;
+    p.x = fmt == 0 ? static_cast<const void*>(xq.p + m0 * K) : dx.p + m0 * K;
+    p.x_rs = K, p.xscale = fmt == 0 ? xs.p + m0 * w8.kb : nullptr, p.xs_rs = w8.kb;
+    p.M = rows, p.splits = splits, p.partial = part.p, p.ring = ring, p.counters = counters;
+    p.out = out.p, p.o_rs = N, p.out_dt = k::DT::F32;
+    if (fmt == 0)
+      k::fp8_gemv(p, fp8_view(w8, dw8, ds8), nullptr);
+    else
+      k::mxfp4_gemv(p, mx4_view(w4, dw4, ds4), nullptr);
+    return out.get();
+  }
+};
+
 // Row m of an M-row product is bitwise the row computed alone (both formats, with K splits).
 TEST_F(CudaQuant, GemvBatchInvariant) {
-  const int64_t N = 384, K = 4096, M = 40;
-  const Fp8Host w8 = make_fp8(rng_, 1, N, K, 128, 128);
-  const Mx4Host w4 = make_mx4(rng_, 1, N, K);
-  Dev<uint8_t> dw8(w8.w), dw4(w4.w), ds4(w4.s);
-  Dev<float> ds8(w8.s);
-  const std::vector<float> x = activations(rng_, M, K);
-  Dev<uint16_t> dx(to_bf16(x)), xq(static_cast<size_t>(M * K));
-  Dev<float> xs(static_cast<size_t>(M * w8.kb));
-  k::act_quant_fp8(dx.p, K, k::DT::BF16, M, K, 128, false, xq.p, K, k::QStore::F16, xs.p, w8.kb, 1,
-                   nullptr);
-  const int64_t splits = k::quant_gemv_splits(N, K, sms_);
-  Dev<float> part(static_cast<size_t>(splits * M * N));
+  GemvCase gc(rng_, 384, 4096, 40, sms_);
   for (int fmt = 0; fmt < 2; ++fmt) {
-    auto run = [&](int64_t m0, int64_t rows) {
-      Dev<float> out(static_cast<size_t>(rows * N));
-      k::QGemvParams p;
-      p.x = fmt == 0 ? static_cast<const void*>(xq.p + m0 * K) : dx.p + m0 * K;
-      p.x_rs = K, p.xscale = fmt == 0 ? xs.p + m0 * w8.kb : nullptr, p.xs_rs = w8.kb;
-      p.M = rows, p.splits = splits, p.partial = part.p;
-      p.out = out.p, p.o_rs = N, p.out_dt = k::DT::F32;
-      if (fmt == 0)
-        k::fp8_gemv(p, fp8_view(w8, dw8, ds8), nullptr);
-      else
-        k::mxfp4_gemv(p, mx4_view(w4, dw4, ds4), nullptr);
-      return out.get();
-    };
-    const std::vector<float> all = run(0, M);
+    const std::vector<float> all = gc.run(fmt, 0, gc.M);
     for (int64_t m : {0, 7, 8, 17, 39}) {
-      const std::vector<float> one = run(m, 1);
-      EXPECT_EQ(std::memcmp(one.data(), &all[m * N], N * sizeof(float)), 0)
+      const std::vector<float> one = gc.run(fmt, m, 1);
+      EXPECT_EQ(std::memcmp(one.data(), &all[m * gc.N], gc.N * sizeof(float)), 0)
           << (fmt == 0 ? "fp8" : "mxfp4") << " row " << m;
     }
   }
@@ -594,46 +614,24 @@ float silu(float v) {
 TEST_F(CudaQuant, RingDepthGivesTheSameBits) {
   const int depths[] = {2, 23, 24};  // two chunks in any, 170 and 128 registers
   for (const int64_t K : {int64_t{4096}, int64_t{416}}) {
-    const int64_t N = 200, M = 20;
-    const Fp8Host w8 = make_fp8(rng_, 1, N, K, 128, 128);
-    const Mx4Host w4 = make_mx4(rng_, 1, N, K);
-    Dev<uint8_t> dw8(w8.w), dw4(w4.w), ds4(w4.s);
-    Dev<float> ds8(w8.s);
-    const std::vector<float> x = activations(rng_, M, K);
-    Dev<uint16_t> dx(to_bf16(x)), xq(static_cast<size_t>(M * K));
-    Dev<float> xs(static_cast<size_t>(M * w8.kb));
-    k::act_quant_fp8(dx.p, K, k::DT::BF16, M, K, 128, false, xq.p, K, k::QStore::F16, xs.p, w8.kb,
-                     1, nullptr);
-    const int64_t splits = k::quant_gemv_splits(N, K, sms_);
-    Dev<float> part(static_cast<size_t>(splits * M * N));
-    Dev<int> counters(static_cast<size_t>(k::quant_gemv_tiles(M, N)));
+    GemvCase gc(rng_, 200, K, 20, sms_);
+    Dev<int> counters(static_cast<size_t>(k::quant_gemv_tiles(gc.M, gc.N)));
     cudaMemset(counters.p, 0, counters.n * sizeof(int));
     for (int fmt = 0; fmt < 2; ++fmt)
-      for (const int64_t rows : {int64_t{1}, int64_t{9}, M}) {
-        auto run = [&](int ring, int* counters = nullptr) {
-          Dev<float> out(static_cast<size_t>(rows * N));
-          k::QGemvParams p;
-          p.x = fmt == 0 ? static_cast<const void*>(xq.p) : dx.p;
-          p.x_rs = K, p.xscale = fmt == 0 ? xs.p : nullptr, p.xs_rs = w8.kb;
-          p.M = rows, p.splits = splits, p.partial = part.p, p.ring = ring, p.counters = counters;
-          p.out = out.p, p.o_rs = N, p.out_dt = k::DT::F32;
-          if (fmt == 0)
-            k::fp8_gemv(p, fp8_view(w8, dw8, ds8), nullptr);
-          else
-            k::mxfp4_gemv(p, mx4_view(w4, dw4, ds4), nullptr);
-          return out.get();
-        };
-        const std::vector<float> base = run(2);
+      for (const int64_t rows : {int64_t{1}, int64_t{9}, gc.M}) {
+        const char* what = fmt == 0 ? "fp8" : "mxfp4";
+        const std::vector<float> base = gc.run(fmt, 0, rows, 2);
         for (int r : depths)
-          EXPECT_EQ(std::memcmp(run(r).data(), base.data(), base.size() * sizeof(float)), 0)
-              << (fmt == 0 ? "fp8" : "mxfp4") << " gemv K " << K << " M " << rows << " ring " << r;
+          EXPECT_EQ(std::memcmp(gc.run(fmt, 0, rows, r).data(), base.data(), base.size() * 4), 0)
+              << what << " gemv K " << K << " M " << rows << " ring " << r;
         // The split partials summed by each tile's last block instead of a second kernel (twice:
         // the counters must be left zeroed).
-        if (splits > 1) {
+        if (gc.splits > 1) {
           for (int again = 0; again < 2; ++again) {
-            EXPECT_EQ(std::memcmp(run(0, counters.p).data(), base.data(), base.size() * 4), 0)
-                << (fmt == 0 ? "fp8" : "mxfp4") << " gemv K " << K << " M " << rows
-                << " last-block reduce";
+            EXPECT_EQ(std::memcmp(gc.run(fmt, 0, rows, 0, counters.p).data(), base.data(),
+                                  base.size() * 4),
+                      0)
+                << what << " gemv K " << K << " M " << rows << " last-block reduce";
           }
         }
       }
