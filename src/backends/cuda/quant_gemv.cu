@@ -38,7 +38,7 @@ __global__ void __launch_bounds__(kQThreads, B) q_gemv_kernel(QGemvParams p, W w
   const int64_t nch = (w.K + kQChunk - 1) / kQChunk;
   const int64_t ch0 = split * cps, ch1 = min64(nch, ch0 + cps);
   QRing<F, R> ring;
-  q_ring_fill<F, R, kFull>(ring, 0, wr, ch0, ch1, warp, c);
+  q_ring_fill<F, R, kFull>(ring, wr, ch0, ch1, warp, c);
   pdl_wait();
   XTile<NT> xt;
   const auto* x = static_cast<const uint16_t*>(p.x);

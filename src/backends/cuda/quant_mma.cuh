@@ -353,14 +353,14 @@ struct Mx4Fmt {
 template <class F, int R>
 using QRing = typename F::Frag[R];
 
-// Loads slots [from, R) of the ring with the warp's first chunks.
+// Loads the ring with the warp's first R chunks.
 template <class F, int R, bool kFull>
-__device__ __forceinline__ void q_ring_fill(QRing<F, R>& f, int from, const typename F::Rows& wr,
-                                            int64_t ch0, int64_t ch1, int warp, int c) {
+__device__ __forceinline__ void q_ring_fill(QRing<F, R>& f, const typename F::Rows& wr, int64_t ch0,
+                                            int64_t ch1, int warp, int c) {
 #pragma unroll
   for (int s = 0; s < R; ++s) {
     const int64_t ch = ch0 + warp + int64_t{kQWarps} * s;
-    if (s >= from && ch < ch1) F::template load<kFull>(f[s], wr, ch, c);
+    if (ch < ch1) F::template load<kFull>(f[s], wr, ch, c);
   }
 }
 

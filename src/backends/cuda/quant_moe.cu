@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(kQThreads, B)
   const int64_t nch = (w.K + kQChunk - 1) / kQChunk;
   // The first R chunks' weights go out before the expert's row count and rows are looked up.
   QRing<F, R> ring;
-  q_ring_fill<F, R, kFull>(ring, 0, wr, 0, nch, warp, c);
+  q_ring_fill<F, R, kFull>(ring, wr, 0, nch, warp, c);
   const int cnt = g.counts[e], off = g.offsets[e];
   for (int m0 = 0; m0 < cnt; m0 += 8 * NT) {
     const int rows = min(8 * NT, cnt - m0);
@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(kQThreads, B)
       for (int i = 0; i < 2; ++i)
         xt.sx[nt][i] = xscale ? xscale + row_of(8 * nt + 2 * c + i) * xs_rs : nullptr;
     }
-    if (m0 > 0) q_ring_fill<F, R, kFull>(ring, 0, wr, 0, nch, warp, c);
+    if (m0 > 0) q_ring_fill<F, R, kFull>(ring, wr, 0, nch, warp, c);
     QAcc<NT> acc = {};
     q_pass<F, NT, R, kFull>(acc, ring, wr, xt, 0, nch, warp, c);
     q_stash<NT>(red, acc, warp, lane);
