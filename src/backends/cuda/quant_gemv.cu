@@ -19,10 +19,10 @@ __device__ __forceinline__ void q_store(const QGemvParams& p, int64_t m, int64_t
 // grid (ceil(M / 8NT), ceil(N / 32), splits): the activation tile varies fastest, so the blocks
 // that read the same 32 weight rows for different token tiles run side by side (the second
 // read comes from L2). Each block covers chunks [split * cps, split * cps + cps).
-// The warp's first R weight chunks are loaded before pdl_wait(): weights are never written by the
+// The warp's first weight chunks are loaded before pdl_wait(): weights are never written by the
 // kernels of a step, so their fetch overlaps the end of the kernel before (the activation
 // quantizer triggers its dependents early for this).
-template <class F, class W, int NT, int R, int B, bool kFull>
+template <class F, class W, int NT, int B, bool kFull>
 __global__ void __launch_bounds__(kQThreads, B) q_gemv_kernel(QGemvParams p, W w, int64_t cps) {
   __shared__ float red[q_red_floats<NT>()];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
@@ -37,8 +37,8 @@ __global__ void __launch_bounds__(kQThreads, B) q_gemv_kernel(QGemvParams p, W w
   const typename F::Rows wr = F::rows(w, 0, n, c);
   const int64_t nch = (w.K + kQChunk - 1) / kQChunk;
   const int64_t ch0 = split * cps, ch1 = min64(nch, ch0 + cps);
-  QRing<F, R> ring;
-  q_ring_fill<F, R, kFull>(ring, wr, ch0, ch1, warp, c);
+  QRing<F> ring;
+  q_ring_fill<F, kFull>(ring, wr, ch0, ch1, warp, c);
   pdl_wait();
   XTile<NT> xt;
   const auto* x = static_cast<const uint16_t*>(p.x);
@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(kQThreads, B) q_gemv_kernel(QGemvParams p, W w
     }
   }
   QAcc<NT> acc = {};
-  q_pass<F, NT, R, kFull>(acc, ring, wr, xt, ch0, ch1, warp, c);
+  q_pass<F, NT, kFull>(acc, ring, wr, xt, ch0, ch1, warp, c);
   q_stash<NT>(red, acc, warp, lane);
   // 16 output rows x 8 NT columns of each tile, kQThreads / 16 columns at a time.
   const int r = tid & 15;
@@ -104,12 +104,12 @@ void run(const QGemvParams& p, const W& w, cudaStream_t s) {
   const int64_t cps = (nch + p.splits - 1) / p.splits;
   const unsigned ny = cdiv(w.N, 32), nz = static_cast<unsigned>(p.splits);
   // 8 activation rows per pass up to 8 rows, else 16 (more would spill: see quant_mma.cuh).
-  with_nt_ring<F>(p.M <= 8 ? 1 : 2, false, p.ring, [&]<int NT, int R, int B>() {
+  with_nt_ring<F>(p.M <= 8 ? 1 : 2, false, p.ring, [&]<int NT, int B>() {
     const dim3 grid(cdiv(p.M, 8 * NT), ny, nz);
     if (w.K % kQChunk == 0)
-      launch(q_gemv_kernel<F, W, NT, R, B, true>, grid, kQThreads, 0, s, p, w, cps);
+      launch(q_gemv_kernel<F, W, NT, B, true>, grid, kQThreads, 0, s, p, w, cps);
     else
-      launch(q_gemv_kernel<F, W, NT, R, B, false>, grid, kQThreads, 0, s, p, w, cps);
+      launch(q_gemv_kernel<F, W, NT, B, false>, grid, kQThreads, 0, s, p, w, cps);
   });
   if (p.splits > 1 && !p.counters) {
     SkinnyParams sp;

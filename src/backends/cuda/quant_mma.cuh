@@ -22,7 +22,7 @@
 // instructions per word where two byte tables took about 20: these kernels are issue-bound.
 #pragma once
 
-#include <cuda_fp8.h>
+#include <cuda_bf16.h>
 
 #include "backends/cuda/mma.cuh"
 #include "backends/cuda/quant_kernels.h"
@@ -345,59 +345,59 @@ struct Mx4Fmt {
 };
 
 // Warp w's chunks of [ch0, ch1) are ch0 + w, ch0 + w + kQWarps, ...: the i-th goes through
-// ring slot i % R. Each slot is reloaded with the chunk R places on as soon as its own chunk is
-// multiplied, so R - 1 chunks' loads stay in flight while one multiplies. The order in which a
-// warp adds its chunks does not depend on R. Measured (docs/benchmarks.md): these kernels are
-// bound by how often each warp can issue, not by loads in flight, so rings deeper than two lose
-// more in blocks per SM (registers) than they gain.
-template <class F, int R>
-using QRing = typename F::Frag[R];
+// ring slot i % kQRing. Each slot is reloaded with the chunk kQRing places on as soon as its own
+// chunk is multiplied, so one chunk's loads stay in flight while the other multiplies. Measured
+// (docs/benchmarks.md): these kernels are bound by how often each warp can issue, not by loads
+// in flight; rings of 3, 4 and 6 chunks lost more in blocks per SM (registers) than they gained.
+constexpr int kQRing = 2;
+template <class F>
+using QRing = typename F::Frag[kQRing];
 
-// Loads the ring with the warp's first R chunks.
-template <class F, int R, bool kFull>
-__device__ __forceinline__ void q_ring_fill(QRing<F, R>& f, const typename F::Rows& wr, int64_t ch0,
+// Loads the ring with the warp's first chunks.
+template <class F, bool kFull>
+__device__ __forceinline__ void q_ring_fill(QRing<F>& f, const typename F::Rows& wr, int64_t ch0,
                                             int64_t ch1, int warp, int c) {
 #pragma unroll
-  for (int s = 0; s < R; ++s) {
+  for (int s = 0; s < kQRing; ++s) {
     const int64_t ch = ch0 + warp + int64_t{kQWarps} * s;
     if (ch < ch1) F::template load<kFull>(f[s], wr, ch, c);
   }
 }
 
 // This warp's share of one pass over chunks [ch0, ch1): acc += W[32 rows] . X[8 NT rows]^T.
-// f holds the warp's first R chunks (q_ring_fill) and is left holding nothing of use.
-template <class F, int NT, int R, bool kFull>
-__device__ __forceinline__ void q_pass(QAcc<NT>& acc, QRing<F, R>& f, const typename F::Rows& wr,
+// f holds the warp's first chunks (q_ring_fill) and is left holding nothing of use.
+template <class F, int NT, bool kFull>
+__device__ __forceinline__ void q_pass(QAcc<NT>& acc, QRing<F>& f, const typename F::Rows& wr,
                                        const XTile<NT>& xt, int64_t ch0, int64_t ch1, int warp,
                                        int c) {
-  for (int64_t base = ch0 + warp; base < ch1; base += int64_t{R} * kQWarps) {
+  for (int64_t base = ch0 + warp; base < ch1; base += int64_t{kQRing} * kQWarps) {
 #pragma unroll
-    for (int s = 0; s < R; ++s) {
+    for (int s = 0; s < kQRing; ++s) {
       const int64_t ch = base + int64_t{kQWarps} * s;
       if (ch < ch1) {
         F::template compute<NT, kFull>(acc, f[s], wr, xt, ch, c);
-        const int64_t next = ch + int64_t{R} * kQWarps;
+        const int64_t next = ch + int64_t{kQRing} * kQWarps;
         if (next < ch1) F::template load<kFull>(f[s], wr, next, c);
       }
     }
   }
 }
 
-// Calls fn.template operator()<NT, R, B>() for the kernel shape `forced` names (set_quant_ring,
-// for measurements: 2 = a ring of two chunks per warp with no register bound; 23 and 24 = held
-// to 170 / 128 registers, three / four blocks per SM; deeper rings measured slower and were
-// dropped, see q_pass) or, for anything else, the format's own for NT and the kernel (F::ring).
+// Calls fn.template operator()<NT, B>() with B the blocks per SM the kernel is compiled for
+// (__launch_bounds__): `forced` names it (set_quant_ring, for measurements: 2 = no register bound;
+// 23 and 24 = held to 170 / 128 registers, three / four blocks per SM) or, for anything else,
+// the format's own for NT and the kernel (F::ring).
 template <class F, class Fn>
 void with_nt_ring(int nt, bool experts, int forced, Fn&& fn) {
   const bool known = forced == 2 || forced == 23 || forced == 24;
   const int r = known ? forced : F::ring(nt, experts);
   const auto go = [&]<int NT>() {
     if (r == 23)
-      fn.template operator()<NT, 2, 3>();
+      fn.template operator()<NT, 3>();
     else if (r == 24)
-      fn.template operator()<NT, 2, 4>();
+      fn.template operator()<NT, 4>();
     else
-      fn.template operator()<NT, 2, 1>();
+      fn.template operator()<NT, 1>();
   };
   if (nt == 1)
     go.template operator()<1>();

@@ -12,7 +12,7 @@ namespace {
 // grid (I / 16 or ceil(D / 32), max_active). xs / x_rs: the activation rows (x: [T, D] read
 // through perm for gate_up, h: [P, I] in sorted order for down), xscale / xs_rs their FP8
 // scales (null for MXFP4).
-template <class F, class W, int NT, int R, int B, bool kFull, bool kGateUp>
+template <class F, class W, int NT, int B, bool kFull, bool kGateUp>
 __global__ void __launch_bounds__(kQThreads, B)
     q_moe_kernel(const uint16_t* x, int64_t x_rs, const float* xscale, int64_t xs_rs, MoeGroups g,
                  W w, int64_t I, void* out, bool h_f32) {
@@ -30,9 +30,9 @@ __global__ void __launch_bounds__(kQThreads, B)
       n[t][i] = kGateUp ? t * I + r0 + 8 * i + gi : r0 + 16 * t + 8 * i + gi;
   const typename F::Rows wr = F::rows(w, e, n, c);
   const int64_t nch = (w.K + kQChunk - 1) / kQChunk;
-  // The first R chunks' weights go out before the expert's row count and rows are looked up.
-  QRing<F, R> ring;
-  q_ring_fill<F, R, kFull>(ring, wr, 0, nch, warp, c);
+  // The first chunks' weights go out before the expert's row count and rows are looked up.
+  QRing<F> ring;
+  q_ring_fill<F, kFull>(ring, wr, 0, nch, warp, c);
   const int cnt = g.counts[e], off = g.offsets[e];
   for (int m0 = 0; m0 < cnt; m0 += 8 * NT) {
     const int rows = min(8 * NT, cnt - m0);
@@ -49,9 +49,9 @@ __global__ void __launch_bounds__(kQThreads, B)
       for (int i = 0; i < 2; ++i)
         xt.sx[nt][i] = xscale ? xscale + row_of(8 * nt + 2 * c + i) * xs_rs : nullptr;
     }
-    if (m0 > 0) q_ring_fill<F, R, kFull>(ring, wr, 0, nch, warp, c);
+    if (m0 > 0) q_ring_fill<F, kFull>(ring, wr, 0, nch, warp, c);
     QAcc<NT> acc = {};
-    q_pass<F, NT, R, kFull>(acc, ring, wr, xt, 0, nch, warp, c);
+    q_pass<F, NT, kFull>(acc, ring, wr, xt, 0, nch, warp, c);
     q_stash<NT>(red, acc, warp, lane);
     const int r = tid & 15;
     for (int col = tid >> 4; col < rows; col += kQThreads / 16) {
@@ -84,12 +84,12 @@ void run(const void* x, int64_t x_rs, const float* xscale, int64_t xs_rs, const 
   const int64_t experts_rows = kGateUp ? I / 16 : (w.N + 31) / 32;
   const dim3 grid(static_cast<unsigned>(experts_rows), static_cast<unsigned>(g.max_active));
   const auto* xp = static_cast<const uint16_t*>(x);
-  with_nt_ring<F>(g.pairs < 8 * g.max_active ? 1 : 2, true, ring, [&]<int NT, int R, int B>() {
+  with_nt_ring<F>(g.pairs < 8 * g.max_active ? 1 : 2, true, ring, [&]<int NT, int B>() {
     if (w.K % kQChunk == 0)
-      launch(q_moe_kernel<F, W, NT, R, B, true, kGateUp>, grid, kQThreads, 0, s, xp, x_rs, xscale,
+      launch(q_moe_kernel<F, W, NT, B, true, kGateUp>, grid, kQThreads, 0, s, xp, x_rs, xscale,
              xs_rs, g, w, I, out, h_f32);
     else
-      launch(q_moe_kernel<F, W, NT, R, B, false, kGateUp>, grid, kQThreads, 0, s, xp, x_rs, xscale,
+      launch(q_moe_kernel<F, W, NT, B, false, kGateUp>, grid, kQThreads, 0, s, xp, x_rs, xscale,
              xs_rs, g, w, I, out, h_f32);
   });
 }
