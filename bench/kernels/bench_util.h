@@ -20,6 +20,7 @@ double measure_copy_gbps();
 double measure_gemm_tflops();
 // One GLM-5.2 projection at M rows through each GEMM path (linear_bench.cpp).
 void bench_linear_paths(double copy_gbps, double gemm_tf, bool quick);
+void bench_linear_f32(double copy_gbps, bool quick);
 // Quantized weights (FP8 block, MXFP4): decode linears and MoE experts at batch 1 / 8 / 32 and
 // FP8 prefill against per-tensor FP8 (quant_bench.cpp).
 void bench_quant(double copy_gbps, bool quick);

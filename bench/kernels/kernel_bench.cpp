@@ -10,7 +10,8 @@
 // tokens/s with TFLOP/s against the GEMM rate.
 //
 // Usage: kernel_bench [--quick] [--linear-only] [--quant-only] [--topk-only]   (--quick: fewer
-// shapes and iterations; --linear-only: the ceilings and the linear-path table only;
+// shapes and iterations; --linear-only: the ceilings and the linear-path tables only;
+// --f32-only: the ceilings and the fp32-weight linear table;
 // --quant-only: the ceilings and the quantized-weight tables (FP8 / MXFP4, kept out of the
 // default run: they allocate ~15 GB of experts and add a minute to scripts/gpu_suite.sh's
 // kernel_bench step); --topk-only: the ceilings and the indexer selection table;
@@ -434,7 +435,7 @@ struct PrefillRow {
 int main(int argc, char** argv) {
   using namespace tandem;
   using namespace tandem::bench;
-  bool quick = false, linear_only = false, quant_only = false, topk_only = false,
+  bool quick = false, linear_only = false, f32_only = false, quant_only = false, topk_only = false,
        layers_only = false, deterministic = false;
   std::string profile_layer;  // --profile-step moe|dense BATCH: one eager step for ncu
   int64_t profile_batch = 1, profile_ctx = 1024;  // --profile-ctx N: the step's context
@@ -443,6 +444,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     quick |= std::strcmp(argv[i], "--quick") == 0;
     linear_only |= std::strcmp(argv[i], "--linear-only") == 0;
+    f32_only |= std::strcmp(argv[i], "--f32-only") == 0;
     quant_only |= std::strcmp(argv[i], "--quant-only") == 0;
     topk_only |= std::strcmp(argv[i], "--topk-only") == 0;
     layers_only |= std::strcmp(argv[i], "--layers-only") == 0;
@@ -483,7 +485,12 @@ int main(int argc, char** argv) {
       bench_topk_select(copy_gbps, quick);
       return 0;
     }
+    if (f32_only) {
+      bench_linear_f32(copy_gbps, quick);
+      return 0;
+    }
     if (!profiling && !layers_only) bench_linear_paths(copy_gbps, gemm_tf, quick);
+    if (!profiling && !layers_only) bench_linear_f32(copy_gbps, quick);
     if (linear_only) return 0;
     if (!profiling && !layers_only) bench_sampling(copy_gbps, quick);
     if (!profiling && !layers_only) bench_mla_decode_fp8(copy_gbps, quick);

@@ -175,21 +175,55 @@ void bench_linear_paths(double copy_gbps, double gemm_tf, bool quick) {
   }
   std::printf("(GEMM ceiling %.0f TFLOP/s)\n\n", gemm_tf);
 
-  // fp32 weights (bf16 x, f32 out): the router and the indexer's head weights, decode to prefill
-  // row counts. The skinny kernel (batch-invariant: K splits fixed by the shape) against
-  // cuBLASLt's fp32 GEMM, invariant and default, each timed with the widening of x to f32 it
-  // needs.
+  std::printf("\n");
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
+// fp32 weights (bf16 x, f32 out): the router and the indexer's head weights, decode to prefill
+// row counts. The skinny family (skinny_gemm: K splits fixed by the shape, one reduction order,
+// batch-invariant) as the backend runs it (the tiled kernel of skinny_f32_tiles.cu at the shape
+// chosen for M), the fastest of its tile shapes, and the 2-rows-a-warp skinny kernel it replaced,
+// against cuBLASLt's fp32 GEMM, invariant and default, each timed with the widening of x to f32
+// it needs. L2 flushed before every run. "sk/best": the chosen path over the fastest cuBLASLt.
+void bench_linear_f32(double copy_gbps, bool quick) {
   struct ShapeF {
     const char* name;
     int64_t N, K;
   };
   const std::vector<ShapeF> f32_shapes = {{"router 256x6144 f32", 256, 6144},
                                           {"indexer w 32x6144 f32", 32, 6144}};
-  const std::vector<int64_t> fms = quick ? std::vector<int64_t>{1, 64, 4096}
-                                         : std::vector<int64_t>{1, 4, 16, 64, 128, 256, 1024, 4096};
-  std::printf("linear paths (fp32 weights, f32 out): us, and weight GB/s as %% of copy\n");
-  std::printf("%-26s %5s %16s %16s %16s %9s %9s\n", "shape", "M", "skinny", "Lt invariant",
-              "cuBLASLt", "sk/best", "inv/best");
+  const std::vector<int64_t> fms =
+      quick ? std::vector<int64_t>{1, 64, 4096}
+            : std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096};
+  const int num_sms = cuda::cuda_backend()->num_sms();
+  Tensor flush = Tensor::empty({int64_t{256} << 20}, DType::U8, Device::cuda());
+  cuda::LtGemm lt, lt_inv;
+  lt_inv.set_batch_invariant(true);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  auto time_it = [&](const std::function<void()>& fn) {
+    std::vector<double> us;
+    for (int i = 0; i < (quick ? 5 : 11); ++i) {
+      CK(cudaMemsetAsync(flush.raw(), i & 0xff, flush.nbytes()));
+      cudaEventRecord(e0);
+      fn();
+      cudaEventRecord(e1);
+      cudaEventSynchronize(e1);
+      float t = 0;
+      cudaEventElapsedTime(&t, e0, e1);
+      if (i > 0) us.push_back(t * 1e3);
+    }
+    CK(cudaGetLastError());
+    return median(us);
+  };
+  const int shapes = cuda::k::skinny_f32_tile_shapes();
+  std::printf("linear paths (fp32 weights, f32 out): us, and weight GB/s as %% of copy %.0f GB/s\n",
+              copy_gbps);
+  std::printf("%-24s %5s %15s %-7s %15s %-7s %15s %15s %15s %7s %7s\n", "shape", "M", "skinny",
+              "tile", "best tile", "", "2 rows/warp", "Lt invariant", "cuBLASLt", "sk/Lt",
+              "inv/Lt");
   for (const ShapeF& sh : f32_shapes) {
     const int64_t Mmax = fms.back();
     Tensor x = Tensor::empty({Mmax, sh.K}, DType::BF16, Device::cuda());   // [M, K]
@@ -211,8 +245,16 @@ void bench_linear_paths(double copy_gbps, double gemm_tf, bool quick) {
         part = Tensor::empty({p.splits * M * sh.N}, DType::F32, Device::cuda());
         p.partial = part.data<float>();
       }
-      const double t_sk =
-          time_it([&] { cuda::k::skinny_gemm(p, cuda::k::DT::F32, cuda::k::DT::F32, nullptr); });
+      auto skinny = [&](int shape) {
+        p.f32_tile = shape;
+        return time_it(
+            [&] { cuda::k::skinny_gemm(p, cuda::k::DT::F32, cuda::k::DT::F32, nullptr); });
+      };
+      const double t_sk = skinny(-1), t_rows = skinny(-2);
+      double t_best = 1e30;
+      int best = 0;
+      for (int t = 0; t < shapes; ++t)
+        if (const double us = skinny(t); us < t_best) t_best = us, best = t;
       auto lt_f32 = [&](cuda::LtGemm& g) {
         cuda::k::bf16_rows_to_f32(x.raw(), sh.K, xf.data<float>(), M, sh.K, nullptr);
         TD_CHECK(g.gemm_f32(xf.data<float>(), sh.K, w.data<float>(), sh.K, out.data<float>(), sh.N,
@@ -221,16 +263,17 @@ void bench_linear_paths(double copy_gbps, double gemm_tf, bool quick) {
       };
       const double t_inv = time_it([&] { lt_f32(lt_inv); });
       const double t_lt = time_it([&] { lt_f32(lt); });
-      const double t_best = std::min({t_sk, t_inv, t_lt});
       auto cell = [&](double us) {
         char buf[32];
         std::snprintf(buf, sizeof buf, "%7.1f %5.1f%%", us,
                       100.0 * wb / (us * 1e-6) / 1e9 / copy_gbps);
         return std::string(buf);
       };
-      std::printf("%-26s %5lld %16s %16s %16s %9.3f %9.3f\n", sh.name, static_cast<long long>(M),
-                  cell(t_sk).c_str(), cell(t_inv).c_str(), cell(t_lt).c_str(), t_sk / t_best,
-                  t_inv / t_best);
+      std::printf("%-24s %5lld %15s %-7s %15s %-7s %15s %15s %15s %7.3f %7.3f\n", sh.name,
+                  static_cast<long long>(M), cell(t_sk).c_str(),
+                  cuda::k::skinny_f32_tile_name(cuda::k::skinny_f32_tile_shape(M)),
+                  cell(t_best).c_str(), cuda::k::skinny_f32_tile_name(best), cell(t_rows).c_str(),
+                  cell(t_inv).c_str(), cell(t_lt).c_str(), t_sk / t_lt, t_inv / t_lt);
       std::fflush(stdout);
     }
   }

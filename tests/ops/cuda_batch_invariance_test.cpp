@@ -6,9 +6,11 @@
 // tensor-core GEMM and the skinny kernel; fixed mla_decode splits), plus the skinny kernel's f32
 // products, invariant in both modes (in default mode below the rows where f32 products go to
 // cuBLASLt); and both deterministic GEMM paths against the CPU.
+#include <algorithm>
 #include <cstring>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/kernels.h"
 #include "ops_test_util.h"
 
 namespace tandem::test {
@@ -85,9 +87,9 @@ void check_linear_rows(PoisonWorkspace& ws, const Pair& x, const Tensor& w,
 }
 
 TEST_F(CudaOps, LinearRowsAreBatchInvariant) {
-  // f32 weights (router, indexer head weights): the skinny kernel, in default mode below
+  // f32 weights (router, indexer head weights): the skinny family, in default mode below
   // heuristics::kF32LtMinRows (from there an fp32 cuBLASLt GEMM, whose algorithm depends on M,
-  // for prefill-sized batches) and at any M as deterministic mode's fallback.
+  // for prefill-sized batches) and at any M in deterministic mode.
   for (bool det : {false, true}) {
     DeterministicScope scope(det, false);
     const int64_t top = det ? 300 : cuda::heuristics::kF32LtMinRows - 1;
@@ -97,16 +99,15 @@ TEST_F(CudaOps, LinearRowsAreBatchInvariant) {
     check_linear_rows(gpu_ws_, x, w.gpu, mf, DType::F32,
                       std::string("f32 router 256x6144, ") + (det ? "deterministic" : "default"));
   }
-  // Deterministic mode, f32 weights (the router's and the indexer's head weights' shapes) on
-  // cuBLASLt's invariant algorithms, through prefill sizes.
+  // Deterministic mode, f32 weights (the router's and the indexer's head weights' shapes),
+  // through prefill sizes (every tile shape of skinny_f32_tiles.cu on the way).
   {
     DeterministicScope scope(true, true);
-    // (Up to 2,100 rows: an anchor whose K-split workspace outgrows one call runs in row chunks.)
     Pair x = rand({2100, 6144});
     for (int64_t N : {256, 32}) {
       Pair w = rand({N, 6144}, 0.05f, DType::F32);
-      check_linear_rows(gpu_ws_, x, w.gpu, {1, 2, 5, 16, 64, 129, 300, 1100, 2100}, DType::F32,
-                        "f32 " + std::to_string(N) + "x6144, deterministic, cuBLASLt invariant");
+      check_linear_rows(gpu_ws_, x, w.gpu, {1, 2, 3, 5, 8, 16, 32, 64, 129, 300, 1100, 2100},
+                        DType::F32, "f32 " + std::to_string(N) + "x6144, deterministic");
     }
   }
   // Deterministic mode, bf16 weights, on both paths: every M, and for cuBLASLt every row bucket
@@ -127,6 +128,64 @@ TEST_F(CudaOps, LinearRowsAreBatchInvariant) {
                                std::to_string(N) + "x" + std::to_string(K);
       check_linear_rows(gpu_ws_, x, w.gpu, ms, DType::BF16, what);
       check_linear_rows(gpu_ws_, x, w.gpu, ms, DType::F32, what + ", f32 out");
+    }
+  }
+}
+
+// fp32 weights: every tile shape of skinny_f32_tiles gives the 2-rows-a-warp skinny kernel's bits
+// (one reduction order, whatever the shape chosen for M), with the K splits reduced by each
+// tile's last block or by the second kernel, bf16 and f32 out. Shapes: the router and the
+// indexer's head weights (K split 6 ways), N not a multiple of any tile, K with a partial last
+// 128-wide step in the last split (1000), K under one step (40), no splits (N = 4096).
+TEST_F(CudaOps, SkinnyF32TilesGiveTheSkinnyBits) {
+  const int num_sms = cuda::cuda_backend()->num_sms();
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {256, 6144}, {32, 6144}, {77, 1000}, {5, 40}, {4096, 2048}};
+  const std::vector<int64_t> ms = {1, 2, 3, 5, 8, 13, 16, 31, 33, 64, 100};
+  Tensor counters = Tensor::from_vector(std::vector<int32_t>(1 << 16, 0), {int64_t{1} << 16})
+                        .to(Device::cuda());  // [65536], left zeroed by every launch
+  for (auto [N, K] : shapes) {
+    Pair w = rand({N, K}, 0.05f, DType::F32);
+    Pair x = rand({ms.back(), K});
+    for (int64_t M : ms) {
+      if (small_only() && M * N * K > (int64_t{16} << 20)) continue;
+      for (DType odt : {DType::F32, DType::BF16}) {
+        cuda::k::SkinnyParams p;
+        p.x = x.gpu.raw(), p.x_rs = K;
+        p.w = w.gpu.raw();
+        p.M = M, p.N = N, p.K = K;
+        p.o_rs = N;
+        p.splits = cuda::k::skinny_splits(p, cuda::k::DT::F32, num_sms);
+        Tensor part = Tensor::empty({std::max<int64_t>(1, p.splits * M * N)}, DType::F32,
+                                    Device::cuda());  // [splits, M, N]
+        p.partial = part.data<float>();
+        const cuda::k::DT kdt = odt == DType::F32 ? cuda::k::DT::F32 : cuda::k::DT::BF16;
+        auto run = [&](int shape, bool with_counters) {
+          Tensor out = Tensor::empty({M, N}, odt, Device::cuda());  // [M, N]
+          p.out = out.raw();
+          p.f32_tile = shape;
+          p.counters = with_counters ? counters.data<int32_t>() : nullptr;
+          cuda::k::skinny_gemm(p, cuda::k::DT::F32, kdt, nullptr);
+          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          return out;
+        };
+        const Tensor want = run(-2, false);
+        const std::string what = std::to_string(M) + "x" + std::to_string(N) + "x" +
+                                 std::to_string(K) + " (" + std::to_string(p.splits) +
+                                 " splits), " + (odt == DType::F32 ? "f32" : "bf16") + " out";
+        for (int shape = -1; shape < cuda::k::skinny_f32_tile_shapes(); ++shape)
+          for (bool c : {false, true}) {
+            const int64_t bad = first_differing_row(run(shape, c), want, M);
+            EXPECT_EQ(bad, -1) << what << ", tile " << cuda::k::skinny_f32_tile_name(shape)
+                               << (c ? ", last-block reduce" : ", second kernel") << ": row " << bad
+                               << " differs from the skinny kernel's";
+          }
+        if (odt == DType::F32)
+          expect_close(run(-1, true),
+                       ops::linear(cpu_ws_, x.cpu.narrow(0, 0, M),
+                                   Weight{w.cpu, {}, WeightFormat::kDense}, DType::F32),
+                       kF32Out, "skinny f32 tiles", what);
+      }
     }
   }
 }

@@ -46,7 +46,7 @@ void CudaBackend::skinny(const void* x, int64_t x_rs, int64_t x_bs, const Tensor
   if (p.splits > 1) {
     p.partial = static_cast<float*>(scratch(split_bytes(p)));
     // The tile's last block reduces (no second launch) where the counters suffice.
-    if (heuristics::skinny_last_block_reduce(last_block_reduce_, k::skinny_tiles(p),
+    if (heuristics::skinny_last_block_reduce(last_block_reduce_, k::skinny_tiles(p, wdt),
                                              kSplitCounters))
       p.counters = split_counters_[in_side_ ? 1 : 0];
   }
@@ -104,16 +104,15 @@ void CudaBackend::linear(const Tensor& x, const Weight& w, Tensor& out) {
       if (tc(x.raw(), x.stride(0), 0, w.w, 0, out, out.stride(0), 0, M, N, K, 1)) return;
     }
   } else if (lt_ok && w.w.dtype() == DType::F32 && out.dtype() == DType::F32 &&
-             heuristics::linear_f32_lt_path(M, N, deterministic_)) {
-    // fp32 weights (router, indexer head weights) at prefill sizes: x widened to f32, then an
-    // fp32 cuBLASLt GEMM (exact fp32 products and sums, as the skinny kernel's).
+             heuristics::linear_f32_lt_path(M, deterministic_)) {
+    // fp32 weights (router, indexer head weights) at prefill sizes, default mode: x widened to
+    // f32, then an fp32 cuBLASLt GEMM (exact fp32 products and sums, as the skinny kernel's).
     auto* xf = static_cast<float*>(scratch(static_cast<size_t>(M * K) * 4));
     k::bf16_rows_to_f32(x.raw(), x.stride(0), xf, M, K, stream_);
     TD_CUDA_LAUNCH_CHECK();
     if (lt_->gemm_f32(xf, K, w.w.data<float>(), K, out.data<float>(), out.stride(0), M, N, K,
                       stream_))
       return;
-    if (deterministic_) invariant_fallback("linear f32", N, K);
   }
   skinny(x.raw(), x.stride(0), 0, w.w, 0, out, out.stride(0), 0, M, N, K, 1);
 }

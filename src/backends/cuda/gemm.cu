@@ -144,12 +144,26 @@ void launch(const SkinnyParams& p, cudaStream_t s) {
     skinny_split_reduce(p, std::is_same_v<TO, float> ? DT::F32 : DT::BF16, s);
 }
 
+// fp32 weights on the vector path: skinny_f32_tiles' shape for p, or -1 (this file's kernel).
+int f32_shape(const SkinnyParams& p) {
+  return p.f32_tile == -1 ? skinny_f32_tile_shape(p.M) : p.f32_tile;
+}
+
 template <typename TW, typename TO>
 void dispatch_mt(const SkinnyParams& p, cudaStream_t s) {
   if (!vector_path(p, std::is_same_v<TW, float> ? DT::F32 : DT::BF16)) {
     const dim3 g(cdiv(p.N, 8), static_cast<unsigned>(p.M), static_cast<unsigned>(p.batch));
     launch(skinny_scalar_kernel<TW, TO>, g, 256, 0, s, p);
     return;
+  }
+  if constexpr (std::is_same_v<TW, float>) {
+    if (const int shape = f32_shape(p); shape >= 0) {
+      skinny_f32_tiles(p, shape, p.splits == 1 ? p.K : split_len(p),
+                       std::is_same_v<TO, float> ? DT::F32 : DT::BF16, s);
+      if (p.splits > 1 && !p.counters)
+        skinny_split_reduce(p, std::is_same_v<TO, float> ? DT::F32 : DT::BF16, s);
+      return;
+    }
   }
   if (p.M <= 1)
     launch<TW, TO, 1>(p, s);
@@ -174,7 +188,9 @@ void skinny_split_reduce(const SkinnyParams& p, DT out_dt, cudaStream_t s) {
     launch(split_reduce_kernel<float>, blocks, 256, 0, s, p);
 }
 
-int64_t skinny_tiles(const SkinnyParams& p) {
+int64_t skinny_tiles(const SkinnyParams& p, DT w_dt) {
+  if (w_dt == DT::F32 && vector_path(p, w_dt))
+    if (const int shape = f32_shape(p); shape >= 0) return skinny_f32_tiles_count(p, shape);
   const int64_t mt = p.M <= 1 ? 1 : p.M <= 2 ? 2 : p.M <= 4 ? 4 : p.M <= 8 ? 8 : 16;  // dispatch_mt
   return static_cast<int64_t>(cdiv(p.N, kRowsPerBlock)) * p.batch * ((p.M + mt - 1) / mt);
 }

@@ -72,20 +72,13 @@ constexpr int64_t kSkinnyMaxRows = 1;
 inline bool linear_lt_path(int64_t rows, bool deterministic) {
   return deterministic || rows > kSkinnyMaxRows;
 }
-// linear on fp32 weights (the router, the indexer's head weights; bf16 x, f32 out): from this
-// many rows in default mode, x widened to f32 and one fp32 cuBLASLt GEMM; below, the skinny
-// kernel, which is FP32-FMA bound at prefill sizes (the GLM-5.2 router at 4,096 rows: 1,285 us
-// against cuBLASLt's 337, docs/benchmarks.md).
+// linear on fp32 weights (the router, the indexer's head weights; bf16 x, f32 out): the skinny
+// family (skinny_gemm: one reduction order at every M, so batch-invariant; from 2 rows the tiled
+// kernel of skinny_f32_tiles.cu) below this many rows in default mode, and at every M in
+// deterministic mode; from here in default mode x widened to f32 and one fp32 cuBLASLt GEMM.
 constexpr int64_t kF32LtMinRows = 128;
-// Deterministic mode takes one of the two batch-invariant paths per shape, at every M: the
-// skinny kernel for at most this many output features, cuBLASLt's invariant fp32 GEMM above.
-// Measured on the H200 (kernel_bench's fp32 table): the indexer's head weights (32 x 6144) run
-// 7.7 / 18.4 / 184 us at 1 / 64 / 4,096 rows on the skinny kernel and 13.8 / 17.4 / 257 us on
-// invariant cuBLASLt; the router (256 x 6144) 9.1 / 36.2 / 1,285 us against 19.8 / 24.1 / 601.
-constexpr int64_t kF32SkinnyMaxFeatures = 64;
-inline bool linear_f32_lt_path(int64_t rows, int64_t features, bool deterministic) {
-  if (deterministic) return features > kF32SkinnyMaxFeatures;
-  return rows >= kF32LtMinRows;
+inline bool linear_f32_lt_path(int64_t rows, bool deterministic) {
+  return !deterministic && rows >= kF32LtMinRows;
 }
 // head_matmul: one strided-batched cuBLASLt GEMM (a batch per head) at every token count: W_UK
 // 64 x 512x128 8.4 us at 1 token and 8.2 at 4, where the skinny kernel takes 13.3 and 28.4 (its

@@ -130,15 +130,29 @@ struct SkinnyParams {
   // is not launched. Each launch leaves them zeroed again. Kernels that may run at the same
   // time need separate counters.
   int* counters = nullptr;
+  // fp32 weights: the tile shape of skinny_f32_tiles (measurements and tests); -1: chosen by
+  // M (skinny_f32_tile_shape), -2: the 2-rows-a-warp skinny kernel. The bits are the same.
+  int f32_tile = -1;
 };
 // Output tiles of the skinny kernel for p (the counters it needs).
-int64_t skinny_tiles(const SkinnyParams& p);
+int64_t skinny_tiles(const SkinnyParams& p, DT w_dt);
 // How many K splits the kernel should use for this shape (1 when the N blocks fill the GPU or
 // the vector path does not apply); the caller provides splits * batch * M * N floats of scratch.
 int64_t skinny_splits(const SkinnyParams& p, DT w_dt, int num_sms);
 void skinny_gemm(const SkinnyParams& p, DT w_dt, DT out_dt, cudaStream_t s);
 // out = the sum of the split partials in split order (p.splits > 1).
 void skinny_split_reduce(const SkinnyParams& p, DT out_dt, cudaStream_t s);
+
+// ---- skinny_f32_tiles.cu --------------------------------------------------------------------
+// The skinny kernel's product for fp32 weights (its K splits and reduction order, so the same
+// bits) with each warp on a TM x TN output tile: fast from one row to prefill sizes. Called by
+// skinny_gemm for fp32 weights on the vector path; ks = the split length.
+int skinny_f32_tile_shapes();
+// The shape for M rows (-1: the skinny kernel).
+int skinny_f32_tile_shape(int64_t M);
+const char* skinny_f32_tile_name(int shape);
+int64_t skinny_f32_tiles_count(const SkinnyParams& p, int shape);  // output tiles (counters)
+void skinny_f32_tiles(const SkinnyParams& p, int shape, int64_t ks, DT out_dt, cudaStream_t s);
 
 // ---- gemm_tc.cu -----------------------------------------------------------------------------
 // The same product for bf16 weights on the tensor cores, batch-invariant: each output element
