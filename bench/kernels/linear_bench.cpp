@@ -219,6 +219,8 @@ void bench_linear_f32(double copy_gbps, bool quick) {
     return median(us);
   };
   const int shapes = cuda::k::skinny_f32_tile_shapes();
+  Tensor counters = Tensor::from_vector(std::vector<int32_t>(1 << 16, 0), {int64_t{1} << 16})
+                        .to(Device::cuda());  // [65536], left zeroed by every launch
   std::printf("linear paths (fp32 weights, f32 out): us, and weight GB/s as %% of copy %.0f GB/s\n",
               copy_gbps);
   std::printf("%-24s %5s %15s %-7s %15s %-7s %15s %15s %15s %7s %7s\n", "shape", "M", "skinny",
@@ -247,14 +249,21 @@ void bench_linear_f32(double copy_gbps, bool quick) {
       }
       auto skinny = [&](int shape) {
         p.f32_tile = shape;
+        p.counters = counters.data<int32_t>();  // the tiles' last blocks reduce (the backend's way)
         return time_it(
             [&] { cuda::k::skinny_gemm(p, cuda::k::DT::F32, cuda::k::DT::F32, nullptr); });
       };
       const double t_sk = skinny(-1), t_rows = skinny(-2);
       double t_best = 1e30;
       int best = 0;
-      for (int t = 0; t < shapes; ++t)
-        if (const double us = skinny(t); us < t_best) t_best = us, best = t;
+      std::string all;  // every shape's time, for choosing skinny_f32_tile_shape's rule
+      for (int t = 0; t < shapes; ++t) {
+        const double us = skinny(t);
+        if (us < t_best) t_best = us, best = t;
+        char buf[48];
+        std::snprintf(buf, sizeof buf, " %s %.1f", cuda::k::skinny_f32_tile_name(t), us);
+        all += buf;
+      }
       auto lt_f32 = [&](cuda::LtGemm& g) {
         cuda::k::bf16_rows_to_f32(x.raw(), sh.K, xf.data<float>(), M, sh.K, nullptr);
         TD_CHECK(g.gemm_f32(xf.data<float>(), sh.K, w.data<float>(), sh.K, out.data<float>(), sh.N,
@@ -271,9 +280,10 @@ void bench_linear_f32(double copy_gbps, bool quick) {
       };
       std::printf("%-24s %5lld %15s %-7s %15s %-7s %15s %15s %15s %7.3f %7.3f\n", sh.name,
                   static_cast<long long>(M), cell(t_sk).c_str(),
-                  cuda::k::skinny_f32_tile_name(cuda::k::skinny_f32_tile_shape(M)),
+                  cuda::k::skinny_f32_tile_name(cuda::k::skinny_f32_tile_shape(p)),
                   cell(t_best).c_str(), cuda::k::skinny_f32_tile_name(best), cell(t_rows).c_str(),
                   cell(t_inv).c_str(), cell(t_lt).c_str(), t_sk / t_lt, t_inv / t_lt);
+      if (!quick) std::printf("    tiles:%s\n", all.c_str());
       std::fflush(stdout);
     }
   }

@@ -146,7 +146,7 @@ void launch(const SkinnyParams& p, cudaStream_t s) {
 
 // fp32 weights on the vector path: skinny_f32_tiles' shape for p, or -1 (this file's kernel).
 int f32_shape(const SkinnyParams& p) {
-  return p.f32_tile == -1 ? skinny_f32_tile_shape(p.M) : p.f32_tile;
+  return p.f32_tile == -1 ? skinny_f32_tile_shape(p) : p.f32_tile;
 }
 
 template <typename TW, typename TO>

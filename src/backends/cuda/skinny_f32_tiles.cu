@@ -27,13 +27,15 @@ namespace {
 constexpr int kTileThreads = 128;  // 4 warps: WM x (4 / WM) warp tiles
 constexpr int kStep = 128;         // K elements per warp step: 32 lanes x 4
 
-// One shape of the kernel: a warp's TM x TN output tile, WM warps along M.
+// One shape of the kernel: a warp's TM x TN output tile, WM warps along M, U steps' loads issued
+// before their FMAs (few rows: the loads' latency, not the FMAs, is what a step waits on).
 struct TileShape {
-  int tm, tn, wm;
+  int tm, tn, wm, u;
 };
 // The instantiated shapes (index = SkinnyParams::f32_tile when forced).
-constexpr TileShape kShapes[] = {{1, 2, 1}, {2, 2, 1},  {4, 2, 1}, {4, 4, 2},
-                                 {8, 4, 2}, {16, 4, 2}, {8, 8, 2}, {16, 8, 2}};
+constexpr TileShape kShapes[] = {{1, 1, 1, 8}, {1, 2, 1, 8}, {1, 2, 1, 4}, {2, 2, 1, 4},
+                                 {4, 2, 1, 4}, {4, 4, 2, 2}, {8, 4, 2, 2}, {8, 8, 2, 1},
+                                 {8, 8, 2, 2}, {16, 8, 2, 1}};
 constexpr int kNumShapes = sizeof(kShapes) / sizeof(kShapes[0]);
 
 __device__ __forceinline__ void bf16x4_to_f(const uint2& u, float* f) {
@@ -81,7 +83,36 @@ __device__ __forceinline__ void store(TO* p, float v) {
 }
 
 // grid (ceil(N / BN), batch, splits * ceil(M / BM)), BM = TM * WM, BN = TN * (4 / WM).
-template <typename TO, int TM, int TN, int WM>
+// acc[m][n] += the four products of one 128-wide step, in the order of the skinny kernel.
+template <int TM, int TN>
+__device__ __forceinline__ void fma_step(const float4 (&w4)[TN], const uint2 (&xq)[TM],
+                                         float (&acc)[TM][TN]) {
+#pragma unroll
+  for (int m = 0; m < TM; ++m) {
+    float xf[4];
+    bf16x4_to_f(xq[m], xf);
+#pragma unroll
+    for (int n = 0; n < TN; ++n) {
+      acc[m][n] = fmaf(w4[n].x, xf[0], acc[m][n]);
+      acc[m][n] = fmaf(w4[n].y, xf[1], acc[m][n]);
+      acc[m][n] = fmaf(w4[n].z, xf[2], acc[m][n]);
+      acc[m][n] = fmaf(w4[n].w, xf[3], acc[m][n]);
+    }
+  }
+}
+
+// The operands of one step at k (elements past the split's first position of this lane).
+template <int TM, int TN>
+__device__ __forceinline__ void load_step(const float* wb, const int (&wo)[TN], const bf16* xb,
+                                          const int (&xo)[TM], int64_t k, float4 (&w4)[TN],
+                                          uint2 (&xq)[TM]) {
+#pragma unroll
+  for (int n = 0; n < TN; ++n) w4[n] = __ldg(reinterpret_cast<const float4*>(wb + wo[n] + k));
+#pragma unroll
+  for (int m = 0; m < TM; ++m) xq[m] = __ldg(reinterpret_cast<const uint2*>(xb + xo[m] + k));
+}
+
+template <typename TO, int TM, int TN, int WM, int U>
 __global__ void __launch_bounds__(kTileThreads)
     skinny_f32_tiles_kernel(SkinnyParams p, int64_t ks) {
   pdl_wait();
@@ -107,22 +138,20 @@ __global__ void __launch_bounds__(kTileThreads)
   // The split's last, partial step: this lane's four positions exist or not (len is a
   // multiple of 8 and the lane's first position a multiple of 4).
   const int64_t end = full + lane * 4 < len ? full + kStep : full;
-  for (int64_t k = 0; k < end; k += kStep) {
+  int64_t k = 0;
+  for (; k + U * kStep <= full; k += U * kStep) {
+    float4 w4[U][TN];
+    uint2 xq[U][TM];
+#pragma unroll
+    for (int u = 0; u < U; ++u) load_step<TM, TN>(wb, wo, xb, xo, k + u * kStep, w4[u], xq[u]);
+#pragma unroll
+    for (int u = 0; u < U; ++u) fma_step<TM, TN>(w4[u], xq[u], acc);
+  }
+  for (; k < end; k += kStep) {
     float4 w4[TN];
-#pragma unroll
-    for (int n = 0; n < TN; ++n) w4[n] = __ldg(reinterpret_cast<const float4*>(wb + wo[n] + k));
-#pragma unroll
-    for (int m = 0; m < TM; ++m) {
-      float xf[4];
-      bf16x4_to_f(__ldg(reinterpret_cast<const uint2*>(xb + xo[m] + k)), xf);
-#pragma unroll
-      for (int n = 0; n < TN; ++n) {
-        acc[m][n] = fmaf(w4[n].x, xf[0], acc[m][n]);
-        acc[m][n] = fmaf(w4[n].y, xf[1], acc[m][n]);
-        acc[m][n] = fmaf(w4[n].z, xf[2], acc[m][n]);
-        acc[m][n] = fmaf(w4[n].w, xf[3], acc[m][n]);
-      }
-    }
+    uint2 xq[TM];
+    load_step<TM, TN>(wb, wo, xb, xo, k, w4, xq);
+    fma_step<TM, TN>(w4, xq, acc);
   }
 
   // Lane sums -> warp sums: group g holds outputs [g G, g G + G) of the flattened m * TN + n.
@@ -176,7 +205,7 @@ void launch_shape(const SkinnyParams& p, int64_t ks, cudaStream_t s) {
   constexpr int BM = t.tm * t.wm, BN = t.tn * (4 / t.wm);
   const dim3 g(cdiv(p.N, BN), static_cast<unsigned>(p.batch),
                static_cast<unsigned>(p.splits) * cdiv(p.M, BM));
-  launch(skinny_f32_tiles_kernel<TO, t.tm, t.tn, t.wm>, g, kTileThreads, 0, s, p, ks);
+  launch(skinny_f32_tiles_kernel<TO, t.tm, t.tn, t.wm, t.u>, g, kTileThreads, 0, s, p, ks);
 }
 
 template <typename TO, int S = 0>
@@ -195,23 +224,22 @@ int skinny_f32_tile_shapes() {
   return kNumShapes;
 }
 
-int skinny_f32_tile_shape(int64_t M) {
-  // Measured on the H200 (kernel_bench's fp32 table, docs/benchmarks.md): small tiles and
-  // many blocks while the weights dominate, the largest tile (fewest operand loads a FMA) once
-  // the FMAs do.
-  if (M <= 1) return 0;
-  if (M <= 2) return 1;
-  if (M <= 4) return 2;
-  if (M <= 8) return 3;
-  if (M <= 16) return 4;
-  if (M <= 32) return 5;
-  return 7;
+int skinny_f32_tile_shape(const SkinnyParams& p) {
+  // Measured on the H200 (kernel_bench --f32-only, docs/benchmarks.md): up to 4 rows the
+  // 2-rows-a-warp kernel; then a row per warp tile over two weight rows, many small blocks,
+  // while the weights' latency dominates; the 8 x 8 tile (fewest loads per FMA that keeps three
+  // blocks an SM) from 16 rows once its grid covers half the SMs of an H200.
+  constexpr int kSmall = 2, kLarge = 7;
+  if (p.M <= 4) return -1;
+  if (p.M >= 16 && skinny_f32_tiles_count(p, kLarge) * p.splits >= 64) return kLarge;
+  return kSmall;
 }
 
 const char* skinny_f32_tile_name(int shape) {
-  static const char* names[] = {"1x2/1", "2x2/1",  "4x2/1", "4x4/2",
-                                "8x4/2", "16x4/2", "8x8/2", "16x8/2"};
-  return shape >= 0 && shape < kNumShapes ? names[shape] : "?";
+  static const char* names[] = {"1x1/1u8", "1x2/1u8", "1x2/1u4", "2x2/1u4", "4x2/1u4",
+                                "4x4/2u2", "8x4/2u2", "8x8/2u1", "8x8/2u2", "16x8/2u1"};
+  static_assert(sizeof(names) / sizeof(names[0]) == kNumShapes);
+  return shape < 0 ? "2rows" : shape < kNumShapes ? names[shape] : "?";
 }
 
 int64_t skinny_f32_tiles_count(const SkinnyParams& p, int shape) {
