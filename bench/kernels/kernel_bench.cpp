@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -582,7 +583,12 @@ int main(int argc, char** argv) {
           const double gbps = (wbytes + kv) / (best * 1e-6) / 1e9;
           rows.push_back({is_moe ? "moe" : "dense", b, ctx, t.unique_experts, t.eager_us,
                           t.graph_us, wbytes / 1e6, kv / 1e6, gbps});
-          if ((b == 1 || b == batches.back()) && ctx == 8192)
+          // TANDEM_BENCH_BREAKDOWNS=all: every step's breakdown, not only b = 1 and the largest.
+          static const bool all_breakdowns = [] {
+            const char* v = std::getenv("TANDEM_BENCH_BREAKDOWNS");
+            return v && std::strcmp(v, "all") == 0;
+          }();
+          if ((b == 1 || b == batches.back() || all_breakdowns) && ctx == 8192)
             print_breakdown(
                 env, *L, fb,
                 std::string(is_moe ? "moe" : "dense") + " b=" + std::to_string(b) + " ctx=8192");

@@ -130,8 +130,9 @@ struct SkinnyParams {
   // is not launched. Each launch leaves them zeroed again. Kernels that may run at the same
   // time need separate counters.
   int* counters = nullptr;
-  // fp32 weights: the tile shape of skinny_f32_tiles (measurements and tests); -1: chosen by
-  // M (skinny_f32_tile_shape), -2: the 2-rows-a-warp skinny kernel. The bits are the same.
+  // fp32 weights: the tile shape of skinny_f32_tiles (measurements and tests); -1: chosen for
+  // the shape (skinny_f32_tile_shape), -2: the 2-rows-a-warp skinny kernel. The bits are the
+  // same.
   int f32_tile = -1;
 };
 // Output tiles of the skinny kernel for p (the counters it needs).
@@ -148,7 +149,7 @@ void skinny_split_reduce(const SkinnyParams& p, DT out_dt, cudaStream_t s);
 // bits) with each warp on a TM x TN output tile: fast from one row to prefill sizes. Called by
 // skinny_gemm for fp32 weights on the vector path; ks = the split length.
 int skinny_f32_tile_shapes();
-// The shape for p's rows and grid (-1: the 2-rows-a-warp skinny kernel).
+// The shape for p's rows and grid.
 int skinny_f32_tile_shape(const SkinnyParams& p);
 const char* skinny_f32_tile_name(int shape);
 int64_t skinny_f32_tiles_count(const SkinnyParams& p, int shape);  // output tiles (counters)

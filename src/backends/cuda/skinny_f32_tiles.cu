@@ -32,10 +32,10 @@ constexpr int kStep = 128;         // K elements per warp step: 32 lanes x 4
 struct TileShape {
   int tm, tn, wm, u;
 };
-// The instantiated shapes (index = SkinnyParams::f32_tile when forced).
-constexpr TileShape kShapes[] = {{1, 1, 1, 8}, {1, 2, 1, 8}, {1, 2, 1, 4}, {2, 2, 1, 4},
-                                 {4, 2, 1, 4}, {4, 4, 2, 2}, {8, 4, 2, 2}, {8, 8, 2, 1},
-                                 {8, 8, 2, 2}, {16, 8, 2, 1}};
+// The instantiated shapes (index = SkinnyParams::f32_tile when forced), by growing tile: the
+// ladder skinny_f32_tile_shape climbs.
+constexpr TileShape kShapes[] = {{1, 1, 1, 8}, {1, 2, 1, 8}, {2, 2, 1, 4},
+                                 {4, 2, 1, 4}, {4, 4, 2, 2}, {8, 8, 2, 1}};
 constexpr int kNumShapes = sizeof(kShapes) / sizeof(kShapes[0]);
 
 __device__ __forceinline__ void bf16x4_to_f(const uint2& u, float* f) {
@@ -225,19 +225,21 @@ int skinny_f32_tile_shapes() {
 }
 
 int skinny_f32_tile_shape(const SkinnyParams& p) {
-  // Measured on the H200 (kernel_bench --f32-only, docs/benchmarks.md): up to 4 rows the
-  // 2-rows-a-warp kernel; then a row per warp tile over two weight rows, many small blocks,
-  // while the weights' latency dominates; the 8 x 8 tile (fewest loads per FMA that keeps three
-  // blocks an SM) from 16 rows once its grid covers half the SMs of an H200.
-  constexpr int kSmall = 2, kLarge = 7;
-  if (p.M <= 4) return -1;
-  if (p.M >= 16 && skinny_f32_tiles_count(p, kLarge) * p.splits >= 64) return kLarge;
-  return kSmall;
+  // Measured on the H200 (kernel_bench --f32-only: every shape at 1 to 4,096 rows, the router's
+  // 256 and the indexer's 32 outputs, docs/benchmarks.md): the fastest shape was the largest
+  // tile whose grid still has ~6 blocks per SM (768 on 132 SMs; more, smaller blocks hide the
+  // weights' latency, larger tiles load less per FMA), and the 8 x 8 tile from a grid of
+  // 192 blocks, where FMAs dominate. Within 5% of the fastest shape at every measured M.
+  constexpr int kLarge = kNumShapes - 1;
+  auto blocks = [&](int shape) { return skinny_f32_tiles_count(p, shape) * p.splits; };
+  if (blocks(kLarge) >= 192) return kLarge;
+  int shape = 0;
+  while (shape + 1 < kLarge && blocks(shape + 1) >= 768) ++shape;
+  return shape;
 }
 
 const char* skinny_f32_tile_name(int shape) {
-  static const char* names[] = {"1x1/1u8", "1x2/1u8", "1x2/1u4", "2x2/1u4", "4x2/1u4",
-                                "4x4/2u2", "8x4/2u2", "8x8/2u1", "8x8/2u2", "16x8/2u1"};
+  static const char* names[] = {"1x1/1u8", "1x2/1u8", "2x2/1u4", "4x2/1u4", "4x4/2u2", "8x8/2u1"};
   static_assert(sizeof(names) / sizeof(names[0]) == kNumShapes);
   return shape < 0 ? "2rows" : shape < kNumShapes ? names[shape] : "?";
 }
