@@ -99,15 +99,21 @@ TEST_F(CudaOps, LinearRowsAreBatchInvariant) {
     check_linear_rows(gpu_ws_, x, w.gpu, mf, DType::F32,
                       std::string("f32 router 256x6144, ") + (det ? "deterministic" : "default"));
   }
-  // Deterministic mode, f32 weights (the router's and the indexer's head weights' shapes),
-  // through prefill sizes (every tile shape of skinny_f32_tiles.cu on the way).
+  // f32 weights through prefill sizes: in deterministic mode the router's shape (cuBLASLt's
+  // invariant fp32 GEMM) and the indexer's (the skinny family, every tile shape of
+  // skinny_f32_tiles.cu on the way); in default mode the indexer's (the skinny family at every M).
   {
-    DeterministicScope scope(true, true);
     Pair x = rand({2100, 6144});
+    const std::vector<int64_t> ms = {1, 2, 3, 5, 8, 16, 32, 64, 129, 300, 1100, 2100};
     for (int64_t N : {256, 32}) {
       Pair w = rand({N, 6144}, 0.05f, DType::F32);
-      check_linear_rows(gpu_ws_, x, w.gpu, {1, 2, 3, 5, 8, 16, 32, 64, 129, 300, 1100, 2100},
-                        DType::F32, "f32 " + std::to_string(N) + "x6144, deterministic");
+      for (bool det : {true, false}) {
+        if (!det && N > cuda::heuristics::kF32SkinnyMaxFeatures) continue;
+        DeterministicScope scope(det, true);
+        check_linear_rows(
+            gpu_ws_, x, w.gpu, ms, DType::F32,
+            "f32 " + std::to_string(N) + "x6144, " + (det ? "deterministic" : "default"));
+      }
     }
   }
   // Deterministic mode, bf16 weights, on both paths: every M, and for cuBLASLt every row bucket

@@ -73,12 +73,25 @@ inline bool linear_lt_path(int64_t rows, bool deterministic) {
   return deterministic || rows > kSkinnyMaxRows;
 }
 // linear on fp32 weights (the router, the indexer's head weights; bf16 x, f32 out): the skinny
-// family (skinny_gemm: one reduction order at every M, so batch-invariant; from 2 rows the tiled
-// kernel of skinny_f32_tiles.cu) below this many rows in default mode, and at every M in
-// deterministic mode; from here in default mode x widened to f32 and one fp32 cuBLASLt GEMM.
-constexpr int64_t kF32LtMinRows = 128;
-inline bool linear_f32_lt_path(int64_t rows, bool deterministic) {
-  return !deterministic && rows >= kF32LtMinRows;
+// family (skinny_gemm: one reduction order at every M, so batch-invariant; the tiled kernel of
+// skinny_f32_tiles.cu) or x widened to f32 and one fp32 cuBLASLt GEMM. Measured on the H200
+// (kernel_bench --f32-only, L2 flushed; docs/benchmarks.md):
+// - the indexer's 32 outputs: the skinny family at every M (7.6 / 8.8 / 12.4 / 84 us at 1 / 32
+//   / 128 / 4,096 rows against cuBLASLt's 10.0 / 16.2 / 19.6 / 142);
+// - the router's 256: the skinny family up to 128 rows (9.1 / 15.2 / 26.3 us at 1 / 32 / 128
+//   against 11.7 / 22.7 / 29.3), cuBLASLt from 256 (41.6 against 43.9; 339 against 552 at 4,096).
+// Deterministic mode needs one of the two at every M: the skinny family for the indexer's
+// shape; the router stays on cuBLASLt's invariant fp32 GEMM (19.7 us at one row, 605 at 4,096),
+// although the skinny family is faster at every M, because a deterministic GLM-5.2 MoE step
+// with it measured 7-16% slower at batch 32 (3.26-3.51 ms against 3.02) while 3% faster at batch
+// 1: the router's kernel changes how the shared expert's side branch overlaps the routed experts
+// (the old 2-rows-a-warp kernel did the same; TANDEM_SIDE_STREAM=0 removed the loss; forking
+// after the router moved it to batch 128, +29%), which is not understood yet.
+constexpr int64_t kF32SkinnyMaxFeatures = 64;  // the skinny family at every M up to this many
+constexpr int64_t kF32LtMinRows = 256;         // the wider shapes: cuBLASLt from here (default)
+inline bool linear_f32_lt_path(int64_t rows, int64_t features, bool deterministic) {
+  if (features <= kF32SkinnyMaxFeatures) return false;
+  return deterministic || rows >= kF32LtMinRows;
 }
 // head_matmul: one strided-batched cuBLASLt GEMM (a batch per head) at every token count: W_UK
 // 64 x 512x128 8.4 us at 1 token and 8.2 at 4, where the skinny kernel takes 13.3 and 28.4 (its
