@@ -4,6 +4,8 @@
 
 #include <cuda_runtime.h>
 
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -35,5 +37,8 @@ void bench_topk_select(double copy_gbps, bool quick);
 // per call over `launches` calls back to back: the selection's baseline (topk_baseline.cu).
 double cub_sort_rows_us(const float* scores, int64_t rows, int64_t len, int launches,
                         cudaStream_t stream);
+// Runs `run` with CUPTI recording every kernel it launches and prints them in start order (start,
+// end, stream, grid, registers, name) with each stream's busy time (kernel_timeline.cpp).
+void print_kernel_timeline(const std::function<void()>& run, const std::string& title);
 
 }  // namespace tandem::bench

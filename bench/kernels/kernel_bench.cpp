@@ -16,7 +16,8 @@
 // default run: they allocate ~15 GB of experts and add a minute to scripts/gpu_suite.sh's
 // kernel_bench step); --topk-only: the ceilings and the indexer selection table;
 // --layers-only: the ceilings and the layer tables; --deterministic: the layer tables with the
-// backend in deterministic mode, the batch-invariant kernels of --enable-deterministic-inference)
+// backend in deterministic mode, the batch-invariant kernels of --enable-deterministic-inference;
+// --timeline with --profile-step: the step's kernel timeline from CUPTI, both streams)
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
@@ -293,6 +294,9 @@ struct Timing {
   int64_t unique_experts = 0;
 };
 
+// --timeline: time_layer prints the kernel timeline of one more graph replay.
+bool g_timeline = false;
+
 // Times one forward of the layer on `batch`: eager, then as a CUDA graph.
 Timing time_layer(Env& env, Layer& layer, const ForwardBatch& fb, int iters, bool with_graph) {
   const int64_t T = fb.num_tokens(), D = env.c.hidden_size;
@@ -347,6 +351,13 @@ Timing time_layer(Env& env, Layer& layer, const ForwardBatch& fb, int iters, boo
     cudaGraphExec_t ex = nullptr;
     CK(cudaGraphInstantiate(&ex, g, 0));
     out.graph_us = timed(env.stream, [&] { CK(cudaGraphLaunch(ex, env.stream)); });
+    if (g_timeline) {  // one more replay, from the same state as the timed ones
+      CK(cudaMemcpyAsync(h.raw(), h0.raw(), h.nbytes(), cudaMemcpyDeviceToDevice, env.stream));
+      CK(cudaMemsetAsync(env.flush.raw(), 0x5a, env.flush.nbytes(), env.stream));
+      CK(cudaStreamSynchronize(env.stream));
+      print_kernel_timeline([&] { CK(cudaGraphLaunch(ex, env.stream)); },
+                            "graph replay, " + std::to_string(fb.num_tokens()) + " tokens");
+    }
     cudaGraphExecDestroy(ex);
     cudaGraphDestroy(g);
   }
@@ -450,6 +461,7 @@ int main(int argc, char** argv) {
     topk_only |= std::strcmp(argv[i], "--topk-only") == 0;
     layers_only |= std::strcmp(argv[i], "--layers-only") == 0;
     deterministic |= std::strcmp(argv[i], "--deterministic") == 0;
+    g_timeline |= std::strcmp(argv[i], "--timeline") == 0;
     if (std::strcmp(argv[i], "--profile-step") == 0 && i + 2 < argc) {
       profile_layer = argv[i + 1];
       profile_batch = std::atoll(argv[i + 2]);
