@@ -292,6 +292,9 @@ struct Env {
 struct Timing {
   double eager_us = 0, graph_us = 0;
   int64_t unique_experts = 0;
+  // Sum over experts of ceil(rows / 16): the decode expert kernels' 16-row passes, each of which
+  // streams the expert's weights once (the bytes a step really reads depend on the routing).
+  int64_t expert_passes = 0, max_expert_rows = 0;
 };
 
 // --timeline: time_layer prints the kernel timeline of one more graph replay.
@@ -320,6 +323,12 @@ Timing time_layer(Env& env, Layer& layer, const ForwardBatch& fb, int iters, boo
     cuda::synchronize();  // routing may have run beside a side branch
     const std::vector<int32_t> ids = to_int_vector(rec.last_idx);
     out.unique_experts = static_cast<int64_t>(std::set<int32_t>(ids.begin(), ids.end()).size());
+    std::map<int32_t, int64_t> rows;
+    for (int32_t e : ids) ++rows[e];
+    for (const auto& [e, n] : rows) {
+      out.expert_passes += (n + 15) / 16;
+      out.max_expert_rows = std::max(out.max_expert_rows, n);
+    }
   }
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
@@ -557,9 +566,13 @@ int main(int argc, char** argv) {
       ForwardBatch fb = decode_batch(env, profile_batch, profile_ctx, pages);
       Layer& L = profile_layer == "moe" ? moe : dense;
       const Timing t = time_layer(env, L, fb, 3, true);
-      std::printf("profile-step %s batch %lld ctx %lld: eager %.1f us, graph %.1f us\n",
-                  profile_layer.c_str(), static_cast<long long>(profile_batch),
-                  static_cast<long long>(profile_ctx), t.eager_us, t.graph_us);
+      std::printf(
+          "profile-step %s batch %lld ctx %lld: eager %.1f us, graph %.1f us; experts %lld, "
+          "16-row passes %lld, most rows %lld\n",
+          profile_layer.c_str(), static_cast<long long>(profile_batch),
+          static_cast<long long>(profile_ctx), t.eager_us, t.graph_us,
+          static_cast<long long>(t.unique_experts), static_cast<long long>(t.expert_passes),
+          static_cast<long long>(t.max_expert_rows));
       profile_once(env, L, fb);
       return 0;
     }
