@@ -99,9 +99,9 @@ TEST_F(CudaOps, LinearRowsAreBatchInvariant) {
     check_linear_rows(gpu_ws_, x, w.gpu, mf, DType::F32,
                       std::string("f32 router 256x6144, ") + (det ? "deterministic" : "default"));
   }
-  // f32 weights through prefill sizes: in deterministic mode the router's shape (cuBLASLt's
-  // invariant fp32 GEMM) and the indexer's (the skinny family, every tile shape of
-  // skinny_f32_tiles.cu on the way); in default mode the indexer's (the skinny family at every M).
+  // f32 weights through prefill sizes on the skinny family (every tile shape of
+  // skinny_f32_tiles.cu on the way): the router's and the indexer's shapes in deterministic mode,
+  // the indexer's in default mode (the router's goes to cuBLASLt from kF32LtMinRows rows there).
   {
     Pair x = rand({2100, 6144});
     const std::vector<int64_t> ms = {1, 2, 3, 5, 8, 16, 32, 64, 129, 300, 1100, 2100};

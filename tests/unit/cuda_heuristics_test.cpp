@@ -50,12 +50,12 @@ TEST(CudaHeuristics, DefaultModeMlaDecodeFollowsTheTokenCount) {
 }
 
 TEST(CudaHeuristics, DeterministicLinearsTakeOnePathAtEveryRowCount) {
-  // bf16 weights and wide fp32 ones: cuBLASLt's batch-invariant algorithms at every M, one row
-  // included; narrow fp32 ones the skinny family at every M, in both modes (default mode: the
-  // skinny kernel at one row for bf16, below kF32LtMinRows for wide fp32).
+  // bf16 weights: cuBLASLt's batch-invariant algorithms at every M, one row included; fp32
+  // weights the skinny family at every M, narrow ones in both modes (default mode: the skinny
+  // kernel at one row for bf16, below kF32LtMinRows for wide fp32).
   for (int64_t M : {1, 2, 64, 127, 128, 255, 256, 4096}) {
     EXPECT_TRUE(heuristics::linear_lt_path(M, true)) << M;
-    EXPECT_TRUE(heuristics::linear_f32_lt_path(M, 256, true)) << M;
+    EXPECT_FALSE(heuristics::linear_f32_lt_path(M, 256, true)) << M;
     EXPECT_FALSE(heuristics::linear_f32_lt_path(M, 32, true)) << M;
     EXPECT_FALSE(heuristics::linear_f32_lt_path(M, 32, false)) << M;
   }

@@ -105,16 +105,14 @@ void CudaBackend::linear(const Tensor& x, const Weight& w, Tensor& out) {
     }
   } else if (lt_ok && w.w.dtype() == DType::F32 && out.dtype() == DType::F32 &&
              heuristics::linear_f32_lt_path(M, N, deterministic_)) {
-    // fp32 weights (the router) at prefill sizes, and in deterministic mode at every M: x
-    // widened to f32, then an fp32 cuBLASLt GEMM (exact fp32 products and sums, as the skinny
-    // kernel's; batch-invariant algorithms in deterministic mode).
+    // fp32 weights (the router) at prefill sizes, default mode: x widened to f32, then an fp32
+    // cuBLASLt GEMM (exact fp32 products and sums, as the skinny kernel's).
     auto* xf = static_cast<float*>(scratch(static_cast<size_t>(M * K) * 4));
     k::bf16_rows_to_f32(x.raw(), x.stride(0), xf, M, K, stream_);
     TD_CUDA_LAUNCH_CHECK();
     if (lt_->gemm_f32(xf, K, w.w.data<float>(), K, out.data<float>(), out.stride(0), M, N, K,
                       stream_))
       return;
-    if (deterministic_) invariant_fallback("linear f32", N, K);
   }
   skinny(x.raw(), x.stride(0), 0, w.w, 0, out, out.stride(0), 0, M, N, K, 1);
 }

@@ -80,18 +80,15 @@ inline bool linear_lt_path(int64_t rows, bool deterministic) {
 //   / 128 / 4,096 rows against cuBLASLt's 10.0 / 16.2 / 19.6 / 142);
 // - the router's 256: the skinny family up to 128 rows (9.1 / 15.2 / 26.3 us at 1 / 32 / 128
 //   against 11.7 / 22.7 / 29.3), cuBLASLt from 256 (41.6 against 43.9; 339 against 552 at 4,096).
-// Deterministic mode needs one of the two at every M: the skinny family for the indexer's
-// shape; the router stays on cuBLASLt's invariant fp32 GEMM (19.7 us at one row, 605 at 4,096),
-// although the skinny family is faster at every M, because a deterministic GLM-5.2 MoE step
-// with it measured 7-16% slower at batch 32 (3.26-3.51 ms against 3.02) while 3% faster at batch
-// 1: the router's kernel changes how the shared expert's side branch overlaps the routed experts
-// (the old 2-rows-a-warp kernel did the same; TANDEM_SIDE_STREAM=0 removed the loss; forking
-// after the router moved it to batch 128, +29%), which is not understood yet.
+// Deterministic mode needs one of the two at every M: the skinny family for both (the router's
+// 9 us at one row against invariant cuBLASLt's 20; 552 against 605 at 4,096 rows). With it a
+// deterministic MoE step at batch 32 first measured 7-16% slower: the routed experts' kernel
+// started beside the shared expert's last GEMM, which moe_block now prevents from 8 tokens.
 constexpr int64_t kF32SkinnyMaxFeatures = 64;  // the skinny family at every M up to this many
 constexpr int64_t kF32LtMinRows = 256;         // the wider shapes: cuBLASLt from here (default)
 inline bool linear_f32_lt_path(int64_t rows, int64_t features, bool deterministic) {
-  if (features <= kF32SkinnyMaxFeatures) return false;
-  return deterministic || rows >= kF32LtMinRows;
+  if (deterministic || features <= kF32SkinnyMaxFeatures) return false;
+  return rows >= kF32LtMinRows;
 }
 // head_matmul: one strided-batched cuBLASLt GEMM (a batch per head) at every token count: W_UK
 // 64 x 512x128 8.4 us at 1 token and 8.2 at 4, where the skinny kernel takes 13.3 and 28.4 (its
