@@ -74,6 +74,45 @@ double measure_gemm_tflops() {
 
 // ---- linear kernels at decode-shaped M ---------------------------------------------------------
 
+namespace {
+// Times a call on the default stream with the L2 evicted (a 256 MB write) before each run: the
+// median of runs - 1 timed runs after an untimed first, in microseconds.
+class FlushedTimer {
+ public:
+  explicit FlushedTimer(int runs)
+      : flush_(Tensor::empty({int64_t{256} << 20}, DType::U8, Device::cuda())), runs_(runs) {
+    cudaEventCreate(&e0_);
+    cudaEventCreate(&e1_);
+  }
+  ~FlushedTimer() {
+    cudaEventDestroy(e0_);
+    cudaEventDestroy(e1_);
+  }
+  FlushedTimer(const FlushedTimer&) = delete;
+  FlushedTimer& operator=(const FlushedTimer&) = delete;
+  double operator()(const std::function<void()>& fn) {
+    std::vector<double> us;
+    for (int i = 0; i < runs_; ++i) {
+      CK(cudaMemsetAsync(flush_.raw(), i & 0xff, flush_.nbytes()));
+      cudaEventRecord(e0_);
+      fn();
+      cudaEventRecord(e1_);
+      cudaEventSynchronize(e1_);
+      float t = 0;
+      cudaEventElapsedTime(&t, e0_, e1_);
+      if (i > 0) us.push_back(t * 1e3);
+    }
+    CK(cudaGetLastError());
+    return median(us);
+  }
+
+ private:
+  Tensor flush_;  // [256 MiB] bytes
+  cudaEvent_t e0_ = nullptr, e1_ = nullptr;
+  int runs_;
+};
+}  // namespace
+
 // One GLM-5.2 projection at M rows through each GEMM path: cuBLASLt in its batch-invariant mode
 // (every bf16 product in deterministic mode: no split-K, one algorithm id per shape, the fastest
 // member timed on the first call), the batch-invariant tensor-core kernel (its fallback), the
@@ -94,27 +133,9 @@ void bench_linear_paths(double copy_gbps, double gemm_tf, bool quick) {
   const std::vector<int64_t> ms =
       quick ? std::vector<int64_t>{1, 16, 64} : std::vector<int64_t>{1, 4, 8, 16, 32, 64, 128, 256};
   const int num_sms = cuda::cuda_backend()->num_sms();
-  Tensor flush = Tensor::empty({int64_t{256} << 20}, DType::U8, Device::cuda());
   cuda::LtGemm lt, lt_inv;
   lt_inv.set_batch_invariant(true);
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  auto time_it = [&](const std::function<void()>& fn) {
-    std::vector<double> us;
-    for (int i = 0; i < (quick ? 5 : 11); ++i) {
-      CK(cudaMemsetAsync(flush.raw(), i & 0xff, flush.nbytes()));
-      cudaEventRecord(e0);
-      fn();
-      cudaEventRecord(e1);
-      cudaEventSynchronize(e1);
-      float t = 0;
-      cudaEventElapsedTime(&t, e0, e1);
-      if (i > 0) us.push_back(t * 1e3);
-    }
-    CK(cudaGetLastError());
-    return median(us);
-  };
+  FlushedTimer time_it(quick ? 5 : 11);
   std::printf(
       "linear paths (bf16 weights, bf16 out): us, and weight GB/s as %% of copy %.0f GB/s\n",
       copy_gbps);
@@ -176,8 +197,6 @@ void bench_linear_paths(double copy_gbps, double gemm_tf, bool quick) {
   std::printf("(GEMM ceiling %.0f TFLOP/s)\n\n", gemm_tf);
 
   std::printf("\n");
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
 }
 
 // fp32 weights (bf16 x, f32 out): the router and the indexer's head weights, decode to prefill
@@ -197,27 +216,9 @@ void bench_linear_f32(double copy_gbps, bool quick) {
       quick ? std::vector<int64_t>{1, 64, 4096}
             : std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096};
   const int num_sms = cuda::cuda_backend()->num_sms();
-  Tensor flush = Tensor::empty({int64_t{256} << 20}, DType::U8, Device::cuda());
   cuda::LtGemm lt, lt_inv;
   lt_inv.set_batch_invariant(true);
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  auto time_it = [&](const std::function<void()>& fn) {
-    std::vector<double> us;
-    for (int i = 0; i < (quick ? 5 : 11); ++i) {
-      CK(cudaMemsetAsync(flush.raw(), i & 0xff, flush.nbytes()));
-      cudaEventRecord(e0);
-      fn();
-      cudaEventRecord(e1);
-      cudaEventSynchronize(e1);
-      float t = 0;
-      cudaEventElapsedTime(&t, e0, e1);
-      if (i > 0) us.push_back(t * 1e3);
-    }
-    CK(cudaGetLastError());
-    return median(us);
-  };
+  FlushedTimer time_it(quick ? 5 : 11);
   const int shapes = cuda::k::skinny_f32_tile_shapes();
   Tensor counters = Tensor::from_vector(std::vector<int32_t>(1 << 16, 0), {int64_t{1} << 16})
                         .to(Device::cuda());  // [65536], left zeroed by every launch
@@ -291,8 +292,6 @@ void bench_linear_f32(double copy_gbps, bool quick) {
     }
   }
   std::printf("\n");
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
 }
 
 }  // namespace tandem::bench

@@ -124,6 +124,34 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
   return r;
 }
 
+// K splits reduced by the last block to arrive: call after the block has written its partial
+// sums. Counts the block's arrival on `counter` (one zeroed int per output tile; the last block
+// zeroes it again for the next launch, which the stream orders after this one) and returns true,
+// in every thread, in the one block that arrives last, which then sees every block's partials.
+// Contains barriers (all threads must reach it).
+__device__ __forceinline__ bool last_split_block(int* counter, int64_t splits) {
+  __shared__ bool last;
+  __threadfence();  // this block's partials are visible before its arrival is counted
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(counter, 1) == splits - 1;
+    if (last) *counter = 0;
+  }
+  __syncthreads();
+  const bool is_last = last;
+  if (is_last) __threadfence();
+  return is_last;
+}
+
+// The sum of `splits` partials `stride` apart, in split order from +0: the one expression every
+// split-K reduction uses, so an output's bits do not depend on which block or kernel reduced it.
+__device__ __forceinline__ float sum_split_partials(const float* part, int64_t splits,
+                                                    int64_t stride) {
+  float v = 0.f;
+  for (int64_t sp = 0; sp < splits; ++sp) v += __ldcg(part + sp * stride);
+  return v;
+}
+
 // Exclusive prefix sum of v over the block, in thread order; *total gets the block's sum.
 // `red` is 32 ints of shared memory; contains barriers.
 __device__ __forceinline__ int block_exclusive_scan(int v, int* red, int* total) {

@@ -66,28 +66,16 @@ __global__ void __launch_bounds__(kSkinnyThreads) skinny_kernel(SkinnyParams p, 
             p.partial[((split * p.batch + b) * p.M + m0 + m) * p.N + n0 + r] = v;
         }
       }
-    if (p.splits > 1 && p.counters) {
-      // The last of the tile's split blocks to arrive sums the partials in split order (the
-      // same expression as split_reduce_kernel, so the result does not depend on who is last).
-      __shared__ bool last;
-      __threadfence();  // this block's partials are visible before its arrival is counted
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        int* c = p.counters + (mtile * p.batch + b) * gridDim.x + blockIdx.x;
-        last = atomicAdd(c, 1) == p.splits - 1;
-        if (last) *c = 0;  // ready for the next launch, which the stream orders after this one
-      }
-      __syncthreads();
-      if (!last) return;
-      __threadfence();
+    // The last of the tile's split blocks to arrive sums the partials (no second kernel).
+    if (p.splits > 1 && p.counters &&
+        last_split_block(p.counters + (mtile * p.batch + b) * gridDim.x + blockIdx.x, p.splits)) {
       const int64_t nb = blockIdx.x * static_cast<int64_t>(kRowsPerBlock);
+      const int64_t total = p.batch * p.M * p.N;
       for (int i = threadIdx.x; i < kRowsPerBlock * mt; i += blockDim.x) {
         const int m = i / kRowsPerBlock, r = i - m * kRowsPerBlock;
         if (nb + r >= p.N) continue;
-        const int64_t total = p.batch * p.M * p.N;
-        const float* part = p.partial + (b * p.M + m0 + m) * p.N + nb + r;
-        float v = 0.f;
-        for (int64_t sp = 0; sp < p.splits; ++sp) v += __ldcg(part + sp * total);
+        const float v =
+            sum_split_partials(p.partial + (b * p.M + m0 + m) * p.N + nb + r, p.splits, total);
         store(static_cast<TO*>(p.out) + b * p.o_bs + (m0 + m) * p.o_rs + nb + r, v);
       }
     }
@@ -100,8 +88,7 @@ __global__ void split_reduce_kernel(SkinnyParams p) {
   const int64_t total = p.batch * p.M * p.N;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    float v = 0.f;
-    for (int64_t s = 0; s < p.splits; ++s) v += p.partial[s * total + i];
+    const float v = sum_split_partials(p.partial + i, p.splits, total);
     const int64_t n = i % p.N, m = (i / p.N) % p.M, b = i / (p.N * p.M);
     store(static_cast<TO*>(p.out) + b * p.o_bs + m * p.o_rs + n, v);
   }

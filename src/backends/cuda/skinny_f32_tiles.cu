@@ -174,27 +174,16 @@ __global__ void __launch_bounds__(kTileThreads)
         p.partial[split * total + (b * p.M + m0 + m) * p.N + n0 + n] = s;
     }
   }
-  if (p.splits == 1 || !p.counters) return;
-  // The last of the tile's split blocks to arrive sums the partials in split order (the same
-  // expression as the skinny kernel's and skinny_split_reduce's).
-  __shared__ bool last;
-  __threadfence();  // this block's partials are visible before its arrival is counted
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int* c = p.counters + (mtile * p.batch + b) * gridDim.x + blockIdx.x;
-    last = atomicAdd(c, 1) == p.splits - 1;
-    if (last) *c = 0;  // ready for the next launch, which the stream orders after this one
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  // The last of the tile's split blocks to arrive sums the partials (no second kernel).
+  if (p.splits == 1 || !p.counters ||
+      !last_split_block(p.counters + (mtile * p.batch + b) * gridDim.x + blockIdx.x, p.splits))
+    return;
   const int64_t mb = mtile * BM, nb = blockIdx.x * int64_t{BN};
   for (int i = threadIdx.x; i < BM * BN; i += kTileThreads) {
     const int m = i / BN, n = i % BN;
     if (mb + m >= p.M || nb + n >= p.N) continue;
-    const float* part = p.partial + (b * p.M + mb + m) * p.N + nb + n;
-    float v = 0.f;
-    for (int64_t sp = 0; sp < p.splits; ++sp) v += __ldcg(part + sp * total);
+    const float v =
+        sum_split_partials(p.partial + (b * p.M + mb + m) * p.N + nb + n, p.splits, total);
     store(static_cast<TO*>(p.out) + b * p.o_bs + (mb + m) * p.o_rs + nb + n, v);
   }
 }
