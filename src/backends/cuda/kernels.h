@@ -149,7 +149,8 @@ void skinny_split_reduce(const SkinnyParams& p, DT out_dt, cudaStream_t s);
 // bits) with each warp on a TM x TN output tile: fast from one row to prefill sizes. Called by
 // skinny_gemm for fp32 weights on the vector path; ks = the split length.
 int skinny_f32_tile_shapes();
-// The shape for p's rows and grid.
+// The shape for p's rows and grid (-1: the 2-rows-a-warp kernel, for operands past 32-bit
+// offsets).
 int skinny_f32_tile_shape(const SkinnyParams& p);
 const char* skinny_f32_tile_name(int shape);
 int64_t skinny_f32_tiles_count(const SkinnyParams& p, int shape);  // output tiles (counters)

@@ -43,9 +43,6 @@ __device__ __forceinline__ void bf16x4_to_f(const uint2& u, float* f) {
   f[2] = __uint_as_float(u.y << 16), f[3] = __uint_as_float(u.y & 0xffff0000u);
 }
 
-// v[0..G) are this lane's sums of G outputs; returns the warp total of output
-// lane >> (5 - log2 G) (every lane of the 32 / G that share those high bits holds it). The
-// pairing at each offset is warp_sum's, so each output gets warp_sum's bits.
 // One halving at offset O = 16 >> STEP: v[0..H) keep the half of v[0..2H) that the lane's bit O
 // selects, each plus the partner lane's copy of it. Then the next offset, until one sum is left.
 template <int STEP, int H, int G>
@@ -82,7 +79,6 @@ __device__ __forceinline__ void store(TO* p, float v) {
   *p = from_f<TO>(v);
 }
 
-// grid (ceil(N / BN), batch, splits * ceil(M / BM)), BM = TM * WM, BN = TN * (4 / WM).
 // acc[m][n] += the four products of one 128-wide step, in the order of the skinny kernel.
 template <int TM, int TN>
 __device__ __forceinline__ void fma_step(const float4 (&w4)[TN], const uint2 (&xq)[TM],
@@ -112,6 +108,7 @@ __device__ __forceinline__ void load_step(const float* wb, const int (&wo)[TN], 
   for (int m = 0; m < TM; ++m) xq[m] = __ldg(reinterpret_cast<const uint2*>(xb + xo[m] + k));
 }
 
+// grid (ceil(N / BN), batch, splits * ceil(M / BM)), BM = TM * WM, BN = TN * (4 / WM).
 template <typename TO, int TM, int TN, int WM, int U>
 __global__ void __launch_bounds__(kTileThreads)
     skinny_f32_tiles_kernel(SkinnyParams p, int64_t ks) {
@@ -124,7 +121,7 @@ __global__ void __launch_bounds__(kTileThreads)
                 n0 = blockIdx.x * int64_t{BN} + (warp % WN) * TN;
   const int64_t k_begin = split * ks, len = min64(p.K, k_begin + ks) - k_begin;
   // Rows past M or N read the last row (always there) and are never stored. Row offsets in
-  // 32 bits (an operand is well under 2^31 elements) from one base each.
+  // 32 bits from one base each (skinny_f32_tile_shape keeps larger operands off this kernel).
   const bf16* xb = static_cast<const bf16*>(p.x) + b * p.x_bs + k_begin + lane * 4;
   const float* wb = static_cast<const float*>(p.w) + b * p.w_bs + k_begin + lane * 4;
   int xo[TM], wo[TN];
@@ -219,6 +216,8 @@ int skinny_f32_tile_shape(const SkinnyParams& p) {
   // tile whose grid still has ~6 blocks per SM (768 on 132 SMs; more, smaller blocks hide the
   // weights' latency, larger tiles load less per FMA), and the 8 x 8 tile from a grid of
   // 192 blocks, where FMAs dominate. Within 5% of the fastest shape at every measured M.
+  constexpr int64_t kOffsets = int64_t{1} << 31;  // the kernel's row offsets are 32-bit
+  if (p.M * p.x_rs >= kOffsets || p.N * p.K >= kOffsets) return -1;
   constexpr int kLarge = kNumShapes - 1;
   auto blocks = [&](int shape) { return skinny_f32_tiles_count(p, shape) * p.splits; };
   if (blocks(kLarge) >= 192) return kLarge;
