@@ -16,8 +16,6 @@
 // keeps the half of its sums its bit o selects and adds the partner's copy of them, which pairs
 // the same lanes at the same offsets as the butterfly (so the same bits) in 31 shuffles per 32
 // outputs instead of 160.
-#include <type_traits>
-
 #include "backends/cuda/common.cuh"
 
 namespace tandem::cuda::k {
@@ -72,11 +70,6 @@ __device__ __forceinline__ float warp_sum_halving(float (&v)[G], int lane) {
 #pragma unroll
   for (int step = kHalvings; step < 5; ++step) s += __shfl_xor_sync(0xffffffffu, s, 16 >> step);
   return s;
-}
-
-template <typename TO>
-__device__ __forceinline__ void store(TO* p, float v) {
-  *p = from_f<TO>(v);
 }
 
 // acc[m][n] += the four products of one 128-wide step, in the order of the skinny kernel.
@@ -166,7 +159,7 @@ __global__ void __launch_bounds__(kTileThreads)
     const int o = g * G + o_in_group, m = o / TN, n = o % TN;
     if (writer && m0 + m < p.M && n0 + n < p.N) {
       if (p.splits == 1)
-        store(static_cast<TO*>(p.out) + b * p.o_bs + (m0 + m) * p.o_rs + n0 + n, s);
+        static_cast<TO*>(p.out)[b * p.o_bs + (m0 + m) * p.o_rs + n0 + n] = from_f<TO>(s);
       else
         p.partial[split * total + (b * p.M + m0 + m) * p.N + n0 + n] = s;
     }
@@ -181,7 +174,7 @@ __global__ void __launch_bounds__(kTileThreads)
     if (mb + m >= p.M || nb + n >= p.N) continue;
     const float v =
         sum_split_partials(p.partial + (b * p.M + mb + m) * p.N + nb + n, p.splits, total);
-    store(static_cast<TO*>(p.out) + b * p.o_bs + (mb + m) * p.o_rs + nb + n, v);
+    static_cast<TO*>(p.out)[b * p.o_bs + (mb + m) * p.o_rs + nb + n] = from_f<TO>(v);
   }
 }
 
