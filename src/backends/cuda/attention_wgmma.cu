@@ -1,35 +1,44 @@
 // mla_decode with all 64 heads of a query token in one block, on Hopper's warpgroup MMA. The
 // mma.sync kernel (attention_wide.cu) is bound by shared memory: every warp loads its own copy
-// of each operand fragment, so a 32-key chunk costs ~350 KB of ldmatrix traffic. wgmma reads its
-// shared-memory operands once per warpgroup and multiplies 64 rows at a time, and the B operand
-// of P V is the key tile itself, read N-major (no transpose copy).
+// of each operand fragment. wgmma reads its shared-memory operands once per warpgroup and
+// multiplies 64 rows at a time, and the B operand of P V is the key tile itself, read N-major
+// (no transpose copy).
 //
-// Two warpgroups, 32 keys per chunk, three key buffers. Warpgroup w (warps 4w .. 4w + 3):
-//   S   partial scores of all 64 heads x all 32 keys over half of the 576 dims (wgmma
-//       m64n32k16, 18 k-steps: atoms 4w .. 4w + 3 and half of atom 8; Q and the key rows both
-//       K-major in shared memory). A thread of either warpgroup holds the same (head, key)
-//       elements, so the halves meet through shared memory thread to thread, and both
-//       warpgroups add them (own + other: commutative, so both hold identical scores) and run
-//       the same softmax, keeping identical running max and sum (no max or sum exchange);
-//   P V O[64 heads, columns [256 w, 256 w + 256)] += P[64, 32 keys] V[32 keys, ...] (wgmma
-//       m64n256k16, P straight from the score registers, V = the first 512 dims of the same
-//       key rows, read N-major). It is left running into the next chunk: the next wait is the
-//       one after the next chunk's scores.
-// Every output depends on its own token's query, keys and split only: batch-invariant.
+// Keys go 64 a block through two buffers, and the two warpgroups have different jobs:
+//   warpgroup 0 (the scorer) S = Q K^T for all 64 heads x 64 keys over the 576 dims (36
+//       m64n64k16, Q and the key rows both K-major), the mask, the online softmax (it alone
+//       keeps the running max and sum), P as bf16 into registers and into a shared tile, the
+//       correction of each row into shared memory; then P V on its 256 value columns with P
+//       from registers (m64n256k16);
+//   warpgroup 1 (the copier) looks up the key slots (top-k entry, page) ahead, copies
+//       Q and the key rows (cp.async), and runs P V on the other 256 columns with P from the
+//       shared tile.
+// Per block b, with named barriers between the warpgroups (one side arrives, the other waits):
+//   keys   copier: block b's rows landed (and Q, for b = 0)          -> scorer: S, softmax
+//   p      scorer: P, corrections and the skip flag of b written     -> copier: its P V of b
+//   pfree  copier: its P V of b done (the P tile is free)            -> scorer: writes P of b + 1
+//   vfree  scorer: its P V of b done (buffer b % 2 is free)          -> copier: publishes b + 1,
+//                                                                        then copies b + 2
+// So block b + 1's rows load while block b is scored and multiplied, and the scorer's S of b + 1
+// waits only for them. (The copier waits at vfree before arriving at keys: the scorer's next
+// arrival at vfree then cannot come before that wait, so no barrier phase is ever shared.) A block
+// without a key (ballots of the copier's slots) is skipped by both warpgroups: its P would be all
+// zeros and its correction 1, so skipping changes no bit. Every output depends on its own token's
+// query, keys and split only: batch-invariant.
 //
 // Column parts (NP = 1, 2, 4; grid z): a block may own only 512 / NP of the value columns, each
 // warpgroup 256 / NP of them (P V on m64n{256,128,64}k16). Every part computes the same scores
 // and softmax (the same code on the same data: the same bits), so a column's output does not
-// depend on NP. With few query tokens (a batch-1 decode has one token and 2,048 / split keys, so
-// four blocks for 132 SMs) the parts put more SMs to work without shortening the splits, whose
-// length fixes the reduction order that deterministic mode keeps for every batch size.
+// depend on NP. With few query tokens (a batch-1 decode has one token and 2,048 / split keys)
+// the parts put more SMs to work without shortening the splits, whose length fixes the
+// reduction order that deterministic mode keeps for every batch size.
 //
 // Shared memory tiles use wgmma's 128-byte swizzle (wgmma.cuh): Q [9 atoms][64 heads][128 B],
-// each key buffer [9 atoms][32 keys][128 B]. The copies (cp.async) write the generic proxy;
-// each thread fences them to the async proxy before the barrier that publishes a chunk.
+// each key buffer [9 atoms][64 keys][128 B], P [64 heads][128 B]. The copies (cp.async) and the
+// P stores write the generic proxy; the writing threads fence them to the async proxy before the
+// barrier that publishes them.
 #include <cfloat>
 
-#include "backends/cuda/mla_slot_table.cuh"
 #include "backends/cuda/mma.cuh"
 #include "backends/cuda/wgmma.cuh"
 
@@ -37,39 +46,42 @@ namespace tandem::cuda::k {
 
 namespace {
 
-constexpr int GH = 64;                     // heads per block (the M of every wgmma)
-constexpr int GK = 32;                     // keys per chunk
-constexpr int GLC = 512;                   // latent (value) columns
-constexpr int GL = 576;                    // latent + rope dims of a key row
-constexpr int GNB = 3;                     // key buffers
-constexpr int kPieces = GL / 8;            // 16-byte pieces of a row (72)
-constexpr int kQBytes = GL * 2 * GH;       // 73,728
-constexpr int kKBytes = GL * 2 * GK;       // 36,864 per buffer
-constexpr int kXBytes = 2 * 128 * 16 * 4;  // partial scores, [warpgroup][16 floats][128 threads]
+constexpr int GH = 64;                // heads per block (the M of every wgmma)
+constexpr int GB = 64;                // keys per block of the loop
+constexpr int GLC = 512;              // latent (value) columns
+constexpr int GL = 576;               // latent + rope dims of a key row
+constexpr int kPieces = GL / 8;       // 16-byte pieces of a row (72)
+constexpr int kAtoms = GL / 64;       // 128-byte column atoms of a row (9)
+constexpr int kQBytes = GL * 2 * GH;  // 73,728
+constexpr int kKBytes = GL * 2 * GB;  // 73,728 per buffer
+constexpr int kPBytes = GH * GB * 2;  // 8,192: P [64 heads][64 keys] bf16, one atom wide
 constexpr int kGThreads = 256;
-static_assert(GK == MlaSlotTable::kChunk && kGThreads == MlaSlotTable::kThreads);
+constexpr int kCopyThreads = 128;                // warpgroup 1
+constexpr int kRowsPerRound = kCopyThreads / 8;  // 16 key rows, 8 threads each
+constexpr int kRounds = GB / kRowsPerRound;      // 4
+static_assert(kRounds == 4 && GL % 64 == 0);
 
-constexpr size_t kGSmem = 1024                         // alignment slack for the atoms
-                          + kQBytes + GNB * kKBytes    // Q, key buffers (swizzled bf16)
-                          + kXBytes                    // partial-score exchange
-                          + MlaSlotTable::kSmemBytes;  // slot tables
+constexpr size_t kGSmem = 1024                     // alignment slack for the atoms
+                          + kQBytes + 2 * kKBytes  // Q, key buffers (swizzled bf16)
+                          + kPBytes                // P (swizzled bf16)
+                          + 2 * GH * 4             // row corrections, final row sums
+                          + 2 * 16 + 16;           // key bits [buffer][16 nibbles], skip flag
 
-// Named barrier 1 of both warpgroups (0 is __syncthreads).
-__device__ __forceinline__ void block_bar1() {
-  asm volatile("bar.sync 1, 256;\n" ::: "memory");
+enum : int { kBarKeys = 1, kBarP = 2, kBarPFree = 3, kBarVFree = 4 };
+__device__ __forceinline__ void bar_sync(int id) {
+  asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id) {
+  asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
 }
 
-// k-step s of a warpgroup's first 16 (atoms 4w .. 4w + 3) as a descriptor offset in 16-byte
-// units for a tile of `rows` rows: atom s / 4, byte 32 (s % 4) of its 128-byte rows.
-constexpr uint32_t kstep_off(int s, int rows) {
-  return static_cast<uint32_t>(((s >> 2) * rows * 128 + (s & 3) * 32) >> 4);
+// k-step s (16 dims) of a K-major 64-row tile as a descriptor offset in 16-byte units: atom
+// s / 4, byte 32 (s % 4) of its 128-byte rows.
+constexpr uint32_t kstep_off(int s) {
+  return static_cast<uint32_t>(((s >> 2) * 64 * 128 + (s & 3) * 32) >> 4);
 }
 
-// grid (T, num_splits, NP), 256 threads. Per chunk i (a block-uniform loop):
-//   X  (this thread's copies of chunk i landed and were fenced) chunk i visible: S issued; the
-//      wait covers it and the previous chunk's P V
-//   E  partial scores exchanged; every warpgroup's P V of chunk i - 1 is done, so its buffer
-//      takes chunk i + 2's copies; softmax; O rescaled; P V issued
+// grid (T, num_splits, NP), 256 threads: warpgroup 0 scores, warpgroup 1 copies (see above).
 template <int NP>
 __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecodeParams p) {
   constexpr int WN = 256 / NP;  // value columns per warpgroup
@@ -78,163 +90,229 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
   unsigned char* smem =
       smem_raw +
       ((1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) & 1023)) & 1023);
-  unsigned char* qs = smem;                                    // Q, swizzled
-  unsigned char* ks = qs + kQBytes;                            // [GNB] key buffers, swizzled
-  float4* xs = reinterpret_cast<float4*>(ks + GNB * kKBytes);  // [2][4][128] partial scores
-  unsigned char* tables = ks + GNB * kKBytes + kXBytes;        // MlaSlotTable's
+  unsigned char* qs = smem;                                  // Q, swizzled
+  unsigned char* ks = qs + kQBytes;                          // [2] key buffers, swizzled
+  unsigned char* ps = ks + 2 * kKBytes;                      // P, swizzled
+  float* corr_s = reinterpret_cast<float*>(ps + kPBytes);    // [64] this block's row corrections
+  float* lsum_s = corr_s + GH;                               // [64] the final row sums
+  uint8_t* nib_s = reinterpret_cast<uint8_t*>(lsum_s + GH);  // [2][16] key bits, 4 a byte
+  int* skip_s = reinterpret_cast<int*>(nib_s + 32);
 
   const int t = blockIdx.x, split = blockIdx.y, part = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, c = lane & 3;
   const int wg = warp >> 2, wq = warp & 3;  // warpgroup, warp within it (rows 16 wq ..)
   const int r0 = 16 * wq + g, r1 = r0 + 8;  // this thread's two heads
-  const bf16* q = static_cast<const bf16*>(p.q);
   const bf16* pool = static_cast<const bf16*>(p.pool);
-  const float scale2 = p.scale * 1.4426950408889634f;  // scores in log2 units
-
-  {  // Q [64 heads, 576]: 16-byte pieces into their swizzled places
-    const bf16* src = q + t * p.q_s0;
-    for (int i = tid; i < GH * kPieces; i += kGThreads) {
-      const int h = i / kPieces, v = i % kPieces;
-      cp_async16(qs + sw128_offset(GH, h, v), src + h * p.q_s1 + v * 8, true);
-    }
-    cp_async_commit();
-  }
 
   const int64_t pos = p.meta.token_pos[t];
-  const SplitRange sr = split_range(p, pos, split, GK);
-  const int nchunks = sr.nchunks;
-  MlaSlotTable slots(p, tables, t, pos, sr.it0, sr.it1);
+  const SplitRange sr = split_range(p, pos, split, GB);
+  const int nb = sr.nchunks;  // blocks of 64 keys
 
-  // Chunk ci's rows into buffer ci % GNB: 8 threads per row (kr), thread kp its pieces kp,
-  // kp + 8, .. (one per 128-byte atom, all at the same swizzled place of their atom's row);
-  // zeros for a missing key.
-  const int kr = tid >> 3, kp = tid & 7;
-  const uint32_t k_dst = kr * 128 + ((kp ^ (kr & 7)) << 4);
-  const auto copy_keys = [&](int ci) {
-    const int32_t sl = slots.slot(ci, kr);
-    unsigned char* dst = ks + (ci % GNB) * kKBytes + k_dst;
-    const bf16* src = sl >= 0 ? pool + static_cast<int64_t>(sl) * GL + kp * 8 : pool;
-    const int step = sl >= 0 ? 64 : 0;
-#pragma unroll
-    for (int a = 0; a < kPieces / 8; ++a) cp_async16(dst + a * (GK * 128), src + a * step, sl >= 0);
-  };
-
-  if (nchunks > 0) {
-    slots.fill_first();
-    __syncthreads();
-    for (int ci = 0; ci < GNB - 1; ++ci) {  // one commit group per chunk, empty past the end
-      if (ci < nchunks) copy_keys(ci);
-      cp_async_commit();
-    }
-  }
-
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // heads r0, r1
   // This warpgroup's value columns: [col0, col0 + WN), whole 64-column atoms of the key rows.
   const int col0 = 2 * WN * part + WN * wg;
-  float o[WN / 2];  // O[heads 16 wq + g (+ 8), columns col0 + 8 j + 2c (+ 1)]: o[4 j + e]
+  float o[WN / 2];  // O[heads r0 / r1, columns col0 + 8 j + 2c (+ 1)]: o[4 j + e]
 #pragma unroll
   for (int i = 0; i < WN / 2; ++i) o[i] = 0.f;
-  uint32_t pa[2][4] = {};  // P of keys [0, 16) and [16, 32): read by a P V still in flight
-  // This thread's slot of the exchange and the other warpgroup's thread with the same elements.
-  float4* x_mine = xs + wg * 512 + wq * 32 + lane;
-  const float4* x_other = xs + (wg ^ 1) * 512 + wq * 32 + lane;
-  // The warpgroup's two k-step ranges of Q: atoms 4 wg .. 4 wg + 3, and bytes [64 wg, 64 wg +
-  // 64) of atom 8's rows.
-  const uint64_t q_desc0 = wgmma_desc(qs + 4 * wg * (GH * 128), 16, 1024);
-  const uint64_t q_desc1 = wgmma_desc(qs + 8 * (GH * 128) + 64 * wg, 16, 1024);
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // the scorer's, heads r0, r1
 
-  for (int i = 0; i < nchunks; ++i) {
-    cp_async_wait<GNB - 2>();  // this thread's copies of chunk i have landed
-    fence_proxy_async_smem();  // ... and are visible to wgmma
-    __syncthreads();           // X
-    slots.before_math(i, nchunks);
-    unsigned char* kt = ks + (i % GNB) * kKBytes;
-    const uint32_t bits = slots.bits(i);
-    if (bits == 0) {    // block-uniform; a chunk without a key changes nothing
-      wgmma_wait<0>();  // the previous P V has read its buffer (refilled below) and its P
-      wgmma_fence_operands(o);
-      __syncthreads();
-      if (i + GNB - 1 < nchunks) copy_keys(i + GNB - 1);
+  if (wg == 1) {
+    // ---- copier -----------------------------------------------------------------------------
+    const int ct = tid - kCopyThreads;
+    const int kr = ct >> 3, kp = ct & 7;  // key rows kr + 16 r of a block; pieces kp, kp + 8, ..
+    const uint32_t k_dst = kr * 128 + ((kp ^ (kr & 7)) << 4);  // (kr + 16 r) % 8 = kr % 8
+    const int32_t* topk_row = p.topk ? p.topk + t * p.topk_k : nullptr;
+    const int32_t* pages_row = p.meta.page_table + p.meta.token_seq[t] * p.meta.max_pages;
+    const int32_t page_size = p.meta.page_size;
+    // Block bi's key positions for this thread's rows as stored (checked in pages_of).
+    const auto positions = [&](int bi, int32_t(&kq)[kRounds]) {
+#pragma unroll
+      for (int r = 0; r < kRounds; ++r) {
+        const int64_t it = sr.it0 + static_cast<int64_t>(bi) * GB + kr + kRowsPerRound * r;
+        kq[r] = it >= sr.it1 ? -1 : topk_row ? topk_row[it] : static_cast<int32_t>(it);
+      }
+    };
+    // Their pages, -1 for a missing key (no entry, -1 padding, or past the token's position).
+    const auto pages_of = [&](const int32_t(&kq)[kRounds], int32_t(&pg)[kRounds]) {
+#pragma unroll
+      for (int r = 0; r < kRounds; ++r)
+        pg[r] = kq[r] >= 0 && kq[r] <= pos ? pages_row[kq[r] / page_size] : -1;
+    };
+    // Block bi's rows into buffer bi % 2 (zeros for a missing key), and its key bits: lanes
+    // kp = 0 of warp wq hold keys 16 r + 4 wq + (0..3), one nibble a round.
+    const auto copy_block = [&](int bi, const int32_t(&kq)[kRounds], const int32_t(&pg)[kRounds]) {
+      unsigned char* dst = ks + (bi & 1) * kKBytes + k_dst;
+#pragma unroll
+      for (int r = 0; r < kRounds; ++r) {
+        const bool ok = pg[r] >= 0;
+        const int64_t sl = ok ? static_cast<int64_t>(pg[r]) * page_size + kq[r] % page_size : 0;
+        const bf16* src = pool + sl * GL + (ok ? kp * 8 : 0);
+        const int step = ok ? 64 : 0;
+#pragma unroll
+        for (int a = 0; a < kAtoms; ++a)
+          cp_async16(dst + r * kRowsPerRound * 128 + a * (GB * 128), src + a * step, ok);
+        const uint32_t bal = __ballot_sync(0xffffffffu, ok);
+        if (lane == 0)
+          nib_s[(bi & 1) * 16 + 4 * r + wq] = static_cast<uint8_t>(
+              (bal & 1u) | ((bal >> 7) & 2u) | ((bal >> 14) & 4u) | ((bal >> 21) & 8u));
+      }
+    };
+    // The lookups run ahead of the copies: in iteration b the pages of block b + 3 and the
+    // positions of b + 4 are loaded (they land while block b is scored), and block b + 2
+    // (looked up one iteration earlier) is copied. (An L2 prefetch of block b + 3's rows here,
+    // one bulk prefetch per row, made the kernel 8-19% slower: measured, removed.)
+    int32_t kq2[kRounds], pg2[kRounds], kq3[kRounds], pg3[kRounds], kn[kRounds];
+    if (nb > 0) {
+      {  // Q [64 heads, 576]: 16-byte pieces into their swizzled places
+        const bf16* src = static_cast<const bf16*>(p.q) + t * p.q_s0;
+        for (int i = ct; i < GH * kPieces; i += kCopyThreads) {
+          const int h = i / kPieces, v = i % kPieces;
+          cp_async16(qs + sw128_offset(GH, h, v), src + h * p.q_s1 + v * 8, true);
+        }
+      }
+      positions(0, kq2);
+      pages_of(kq2, pg2);
+      copy_block(0, kq2, pg2);
+      cp_async_commit();  // Q and block 0
+      positions(1, kq2);
+      pages_of(kq2, pg2);
+      copy_block(1, kq2, pg2);  // all zeros past the end (nothing copied)
       cp_async_commit();
-      slots.after_math(i, nchunks);
-      continue;
+      positions(2, kq2);
+      positions(3, kq3);
+      pages_of(kq2, pg2);
+      cp_async_wait<1>();  // this thread's Q and block 0 copies have landed
+      fence_proxy_async_smem();
+      bar_arrive(kBarKeys);
     }
-    float sacc[16];  // sacc[4 j + e]: key 8 j + 2c + (e & 1), head r0 (e < 2) or r1
-    {
-      const uint64_t k_desc0 = wgmma_desc(kt + 4 * wg * (GK * 128), 16, 1024);
-      const uint64_t k_desc1 = wgmma_desc(kt + 8 * (GK * 128) + 64 * wg, 16, 1024);
-      wgmma_fence();
+    const uint64_t p_desc = wgmma_desc(ps, 16, 1024);
+    for (int b = 0; b < nb; ++b) {
+      pages_of(kq3, pg3);
+      positions(b + 4, kn);
+      bar_sync(kBarP);
+      if (*skip_s == 0) {
+        const float c0 = corr_s[r0], c1 = corr_s[r1];
+        if (__any_sync(0xffffffffu, c0 != 1.f || c1 != 1.f)) {
 #pragma unroll
-      for (int s = 0; s < 16; ++s)
-        wgmma_m64n32k16_ss(sacc, wgmma_desc_add(q_desc0, kstep_off(s, GH)),
-                           wgmma_desc_add(k_desc0, kstep_off(s, GK)), s > 0);
+          for (int j = 0; j < WN / 8; ++j) {
+            o[4 * j] *= c0, o[4 * j + 1] *= c0;
+            o[4 * j + 2] *= c1, o[4 * j + 3] *= c1;
+          }
+        }
+        unsigned char* kt = ks + (b & 1) * kKBytes;
+        const uint64_t v_desc = wgmma_desc(kt + (col0 / 64) * (GB * 128), GB * 128, 1024);
+        wgmma_fence();
 #pragma unroll
-      for (int s = 0; s < 2; ++s)
-        wgmma_m64n32k16_ss(sacc, wgmma_desc_add(q_desc1, 2 * s), wgmma_desc_add(k_desc1, 2 * s), 1);
-      wgmma_commit();
-    }
-    wgmma_wait<0>();  // these scores, and the previous chunk's P V
-    wgmma_fence_operands(sacc);
-    wgmma_fence_operands(o);
-    wgmma_fence_operands(pa[0]);  // the previous P V's A operand: free from here
-    wgmma_fence_operands(pa[1]);
-#pragma unroll
-    for (int v = 0; v < 4; ++v)
-      x_mine[128 * v] = make_float4(sacc[4 * v], sacc[4 * v + 1], sacc[4 * v + 2], sacc[4 * v + 3]);
-    block_bar1();  // E
-    // Every warpgroup's P V of chunk i - 1 has finished (each waited above): its buffer is free.
-    if (i + GNB - 1 < nchunks) copy_keys(i + GNB - 1);
-    cp_async_commit();  // possibly empty
-#pragma unroll
-    for (int v = 0; v < 4; ++v) {
-      const float4 x = x_other[128 * v];
-      sacc[4 * v] += x.x, sacc[4 * v + 1] += x.y, sacc[4 * v + 2] += x.z, sacc[4 * v + 3] += x.w;
-    }
-    float mloc[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const bool valid = (bits >> (8 * j + 2 * c + (e & 1))) & 1u;
-        float& x = sacc[4 * j + e];
-        x = valid ? x * scale2 : -INFINITY;
-        mloc[e >> 1] = fmaxf(mloc[e >> 1], x);
+        for (int kk = 0; kk < GB / 16; ++kk)
+          wgmma_ss_tn<WN>(o, wgmma_desc_add(p_desc, 2 * kk), wgmma_desc_add(v_desc, 128 * kk), 1);
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_operands(o);
       }
-    float corr[2];  // 2^(old max - new max) per row
-    online_softmax_chunk(*reinterpret_cast<float(*)[4][4]>(&sacc), mloc, m_run, l_run, corr);
-    slots.after_math(i, nchunks);
-    if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
-#pragma unroll
-      for (int j = 0; j < WN / 8; ++j) {
-        o[4 * j] *= corr[0], o[4 * j + 1] *= corr[0];
-        o[4 * j + 2] *= corr[1], o[4 * j + 3] *= corr[1];
+      if (b + 1 < nb) bar_arrive(kBarPFree);
+      // Both warpgroups' P V of block b are done with its buffer. (Waited for before block
+      // b + 1 is published: the scorer's next arrival at vfree must find this wait done.)
+      if (b + 2 < nb) bar_sync(kBarVFree);
+      if (b + 1 < nb) {
+        cp_async_wait<0>();  // block b + 1's copies have landed
+        fence_proxy_async_smem();
+        bar_arrive(kBarKeys);
       }
-    }
-    // The A fragments of keys [16 kk, 16 kk + 16): rows g, g + 8 x keys 2c, 2c + 8 (+ 1).
+      if (b + 2 < nb) copy_block(b + 2, kq2, pg2);
+      cp_async_commit();  // possibly empty
 #pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {
-      pa[kk][0] = pack_bf16(sacc[8 * kk], sacc[8 * kk + 1]);
-      pa[kk][1] = pack_bf16(sacc[8 * kk + 2], sacc[8 * kk + 3]);
-      pa[kk][2] = pack_bf16(sacc[8 * kk + 4], sacc[8 * kk + 5]);
-      pa[kk][3] = pack_bf16(sacc[8 * kk + 6], sacc[8 * kk + 7]);
+      for (int r = 0; r < kRounds; ++r) kq2[r] = kq3[r], pg2[r] = pg3[r], kq3[r] = kn[r];
     }
-    // P V: the value columns [col0, col0 + WN) are atoms col0 / 64 .. of the key rows; keys
-    // [16, 32) start 2048 bytes in.
-    const uint64_t v_desc = wgmma_desc(kt + (col0 / 64) * (GK * 128), GK * 128, 1024);
-    wgmma_fence();
-    wgmma_rs_tn<WN>(o, pa[0], v_desc, 1);
-    wgmma_rs_tn<WN>(o, pa[1], wgmma_desc_add(v_desc, 2048 >> 4), 1);
-    wgmma_commit();
+  } else {
+    // ---- scorer -----------------------------------------------------------------------------
+    const float scale2 = p.scale * 1.4426950408889634f;  // scores in log2 units
+    const uint64_t q_desc = wgmma_desc(qs, 16, 1024);
+    // Key 8 j + 2c + e's bit in the nibble words: word j / 2, bit 16 (j % 2) + cs + e.
+    const int cs = 8 * (c >> 1) + 2 * (c & 1);
+    for (int b = 0; b < nb; ++b) {
+      unsigned char* kt = ks + (b & 1) * kKBytes;
+      bar_sync(kBarKeys);
+      const uint4 nibs = *reinterpret_cast<const uint4*>(nib_s + (b & 1) * 16);
+      const bool skip = (nibs.x | nibs.y | nibs.z | nibs.w) == 0u;  // block-uniform
+      float sacc[32];  // sacc[4 j + e]: key 8 j + 2c + (e & 1), head r0 (e < 2) or r1
+      float corr[2] = {1.f, 1.f};
+      uint32_t pa[4][4];  // P of keys [16 kk, 16 kk + 16): rows r0, r1 x keys 2c, 2c + 8 (+ 1)
+      if (!skip) {
+        const uint64_t k_desc = wgmma_desc(kt, 16, 1024);
+        wgmma_fence();
+#pragma unroll
+        for (int s = 0; s < GL / 16; ++s)
+          wgmma_m64n64k16_ss(sacc, wgmma_desc_add(q_desc, kstep_off(s)),
+                             wgmma_desc_add(k_desc, kstep_off(s)), s > 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_operands(sacc);
+        const uint32_t nw[4] = {nibs.x, nibs.y, nibs.z, nibs.w};
+        float mloc[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int j = 0; j < GB / 8; ++j) {
+          const uint32_t bits = nw[j >> 1] >> (16 * (j & 1) + cs);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float& x = sacc[4 * j + e];
+            x = (bits >> (e & 1)) & 1u ? x * scale2 : -INFINITY;
+            mloc[e >> 1] = fmaxf(mloc[e >> 1], x);
+          }
+        }
+        online_softmax_chunk(*reinterpret_cast<float(*)[GB / 8][4]>(&sacc), mloc, m_run, l_run,
+                             corr);
+#pragma unroll
+        for (int kk = 0; kk < GB / 16; ++kk) {
+          pa[kk][0] = pack_bf16(sacc[8 * kk], sacc[8 * kk + 1]);
+          pa[kk][1] = pack_bf16(sacc[8 * kk + 2], sacc[8 * kk + 3]);
+          pa[kk][2] = pack_bf16(sacc[8 * kk + 4], sacc[8 * kk + 5]);
+          pa[kk][3] = pack_bf16(sacc[8 * kk + 6], sacc[8 * kk + 7]);
+        }
+      }
+      if (b > 0) bar_sync(kBarPFree);  // the copier's P V of block b - 1 has read the P tile
+      if (!skip) {
+        // P tile: keys 8 j .. 8 j + 7 of a row are its 16-byte piece j (swizzled by row % 8 = g).
+#pragma unroll
+        for (int j = 0; j < GB / 8; ++j) {
+          const uint32_t off = ((j ^ g) << 4) + 4 * c;
+          *reinterpret_cast<uint32_t*>(ps + r0 * 128 + off) = pa[j >> 1][2 * (j & 1)];
+          *reinterpret_cast<uint32_t*>(ps + r1 * 128 + off) = pa[j >> 1][2 * (j & 1) + 1];
+        }
+      }
+      if (c == 0) corr_s[r0] = corr[0], corr_s[r1] = corr[1];
+      if (tid == 0) *skip_s = skip ? 1 : 0;
+      fence_proxy_async_smem();
+      bar_arrive(kBarP);
+      if (!skip) {
+        if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
+#pragma unroll
+          for (int j = 0; j < WN / 8; ++j) {
+            o[4 * j] *= corr[0], o[4 * j + 1] *= corr[0];
+            o[4 * j + 2] *= corr[1], o[4 * j + 3] *= corr[1];
+          }
+        }
+        const uint64_t v_desc = wgmma_desc(kt + (col0 / 64) * (GB * 128), GB * 128, 1024);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < GB / 16; ++kk)
+          wgmma_rs_tn<WN>(o, pa[kk], wgmma_desc_add(v_desc, 128 * kk), 1);
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_operands(o);
+#pragma unroll
+        for (int kk = 0; kk < GB / 16; ++kk) wgmma_fence_operands(pa[kk]);
+      }
+      if (b + 2 < nb) bar_arrive(kBarVFree);
+    }
+    if (c == 0) lsum_s[r0] = l_run[0], lsum_s[r1] = l_run[1];
   }
-  wgmma_wait<0>();
-  wgmma_fence_operands(o);
-  cp_async_wait<0>();  // nothing in flight at exit (an empty split's q copies)
+  cp_async_wait<0>();  // nothing in flight at exit (the copier's empty groups)
+  __syncthreads();     // the row sums
 
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int h = r ? r1 : r0;
-    const float l = l_run[r];
+    const float l = lsum_s[h];
     const int64_t th = static_cast<int64_t>(t) * GH + h;
     const float inv = l > 0.f ? 1.0f / l : 0.f;
 #pragma unroll

@@ -1,5 +1,5 @@
-// The key slots of one (token, split) of the 64-heads-per-block MLA decode kernels
-// (attention_wide.cu, attention_wgmma.cu): looked up a span of 32 chunks of 32 keys at a time
+// The key slots of one (token, split) of the 64-heads-per-block mma.sync MLA decode kernel
+// (attention_wide.cu): looked up a span of 32 chunks of 32 keys at a time
 // into one of two shared tables (the next span's is filled while this one's chunks are copied),
 // with one bit per key saying whether it exists, so no chunk waits on a top-k or page-table load.
 //

@@ -56,12 +56,13 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-// One chunk of online softmax for the two rows a thread holds in four m16n8 score tiles: s[nt][e]
+// One chunk of online softmax for the two rows a thread holds in NT m16n8 score tiles: s[nt][e]
 // is key 8 nt + 2c + (e & 1) of row g (e < 2) or g + 8, in log2 units, -inf where masked; mloc
 // the thread's own row maxima of this chunk. Reduces them over the quad, updates the running
 // max and sum (m_run, l_run), turns s into the probabilities and gives each row's correction of
 // the running output (2^(old max - new max)).
-__device__ __forceinline__ void online_softmax_chunk(float (&s)[4][4], float (&mloc)[2],
+template <int NT>
+__device__ __forceinline__ void online_softmax_chunk(float (&s)[NT][4], float (&mloc)[2],
                                                      float (&m_run)[2], float (&l_run)[2],
                                                      float (&corr)[2]) {
 #pragma unroll
@@ -75,7 +76,7 @@ __device__ __forceinline__ void online_softmax_chunk(float (&s)[4][4], float (&m
     corr[r] = fast_exp2(m_run[r] - m_use);
     float sum = 0.f;
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
+    for (int nt = 0; nt < NT; ++nt) {
       s[nt][2 * r] = fast_exp2(s[nt][2 * r] - m_use);
       s[nt][2 * r + 1] = fast_exp2(s[nt][2 * r + 1] - m_use);
       sum += s[nt][2 * r] + s[nt][2 * r + 1];
