@@ -21,7 +21,11 @@
 //                                                                        then copies b + 2
 // So block b + 1's rows load while block b is scored and multiplied, and the scorer's S of b + 1
 // waits only for them. (The copier waits at vfree before arriving at keys: the scorer's next
-// arrival at vfree then cannot come before that wait, so no barrier phase is ever shared.) A block
+// arrival at vfree then cannot come before that wait, so no barrier phase is ever shared.)
+// Measured and not kept: issuing block b + 1's scores right behind block b's P V (with the
+// copier publishing b + 1 before its own P V) made the step slower everywhere (mla_decode at
+// batch 128, 32k context: 104 -> 147 us; deterministic batch 1: 26 -> 36 us), as did an L2 bulk
+// prefetch of the rows a block ahead of their copy (8-19%). A block
 // without a key (ballots of the copier's slots) is skipped by both warpgroups: its P would be all
 // zeros and its correction 1, so skipping changes no bit. Every output depends on its own token's
 // query, keys and split only: batch-invariant.
