@@ -326,7 +326,7 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
       if (p.num_splits == 1)
         *reinterpret_cast<__nv_bfloat162*>(static_cast<bf16*>(p.out) + th * GLC + col) =
             __floats2bfloat162_rn(o0, o1);
-      else
+      else if (l > 0.f)  // the merge skips a split without keys (lse -inf) unread
         *reinterpret_cast<float2*>(p.part_o + (th * p.num_splits + split) * GLC + col) =
             make_float2(o0, o1);
     }
