@@ -463,6 +463,41 @@ void bench_quant(double copy_gbps, bool quick) {
                 2.0 * M * l.N * l.K / (tb * 1e-6) / 1e12);
     std::fflush(stdout);
   }
+  // Deterministic mode keeps the weight-stream kernels at every row count (their reduction order
+  // depends on N, K and the SM count only); default mode switches to cuBLASLt's block-scaled
+  // GEMM above kQuantDecodeMaxRows. This table is what that costs (issue #20, item 3).
+  std::printf(
+      "\nFP8 linears past the decode sizes: the weight stream (deterministic mode's path at any M) "
+      "against cuBLASLt block-scaled (default mode's above 64 rows); activations quantized "
+      "beforehand, not timed\n");
+  std::printf("%-28s %6s %10s %10s %12s\n", "shape", "M", "stream us", "block us", "stream/block");
+  for (size_t i = 0; i < attn.size() + shared.size(); ++i) {
+    const Lin& l = i < attn.size() ? attn[i] : shared[i - attn.size()];
+    const Fp8Dev& w = i < attn.size() ? aw[i] : sw[i - attn.size()];
+    for (int64_t Mr : {int64_t{128}, int64_t{512}, int64_t{4096}}) {
+      DecodeLinear dl(w, Mr, sms);
+      dl.quant(nullptr);  // the stream's activations: real quantized values, not zeros
+      const double ts = tm.us([&](cudaStream_t st) { dl.gemv(st); }, false);
+      const int64_t kb = (l.K + 127) / 128;
+      Tensor x = Tensor::empty({Mr, l.K}, DType::BF16, Device::cuda());  // [Mr, K]
+      cuda::fill_random(x, 3, 1.0f);
+      Tensor xq = dev_bytes(Mr * l.K);                                     // [Mr, K] e4m3
+      Tensor xs = Tensor::empty({kb, Mr}, DType::F32, Device::cuda());     // [kb, Mr]
+      Tensor out = Tensor::empty({Mr, l.N}, DType::BF16, Device::cuda());  // [Mr, N]
+      k::act_quant_fp8(x.raw(), l.K, k::DT::BF16, Mr, l.K, 128, false, xq.raw(), l.K,
+                       k::QStore::E4M3, xs.data<float>(), 1, Mr, nullptr);
+      bool ok = true;
+      const double tb = tm.us(
+          [&](cudaStream_t st) {
+            ok = lt.gemm(cuda::LtFp8::Scales::kBlock128, xq.raw(), xs.data<float>(), w.w.raw(),
+                         w.s.data<float>(), out.raw(), l.N, false, Mr, l.N, l.K, st);
+          },
+          false);
+      std::printf("%-28s %6lld %10.1f %10s %12.2f\n", l.name, static_cast<long long>(Mr), ts,
+                  us_or_na(ok, tb).c_str(), ok ? ts / tb : 0.0);
+      std::fflush(stdout);
+    }
+  }
   // Routed experts at 4096 tokens: 128 rows per expert (uniform), one GEMM per expert, as the
   // host path of moe_experts loops; and MXFP4 experts dequantized per expert into bf16 for the
   // bf16 cuBLASLt GEMM.
