@@ -119,6 +119,20 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
 #pragma unroll
   for (int i = 0; i < WN / 2; ++i) o[i] = 0.f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // the scorer's, heads r0, r1
+  // O's rows times their corrections (skipped when no row of the warp changed its max).
+  const auto rescale_o = [&](float c0, float c1) {
+    if (__any_sync(0xffffffffu, c0 != 1.f || c1 != 1.f)) {
+#pragma unroll
+      for (int j = 0; j < WN / 8; ++j) {
+        o[4 * j] *= c0, o[4 * j + 1] *= c0;
+        o[4 * j + 2] *= c1, o[4 * j + 3] *= c1;
+      }
+    }
+  };
+  // This warpgroup's value columns of block b's key buffer as P V's B operand (N-major).
+  const auto v_desc_of = [&](int b) {
+    return wgmma_desc(ks + (b & 1) * kKBytes + (col0 / 64) * (GB * 128), GB * 128, 1024);
+  };
 
   if (wg == 1) {
     // ---- copier -----------------------------------------------------------------------------
@@ -195,16 +209,8 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
       positions(b + 4, kn);
       bar_sync(kBarP);
       if (*skip_s == 0) {
-        const float c0 = corr_s[r0], c1 = corr_s[r1];
-        if (__any_sync(0xffffffffu, c0 != 1.f || c1 != 1.f)) {
-#pragma unroll
-          for (int j = 0; j < WN / 8; ++j) {
-            o[4 * j] *= c0, o[4 * j + 1] *= c0;
-            o[4 * j + 2] *= c1, o[4 * j + 3] *= c1;
-          }
-        }
-        unsigned char* kt = ks + (b & 1) * kKBytes;
-        const uint64_t v_desc = wgmma_desc(kt + (col0 / 64) * (GB * 128), GB * 128, 1024);
+        rescale_o(corr_s[r0], corr_s[r1]);
+        const uint64_t v_desc = v_desc_of(b);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < GB / 16; ++kk)
@@ -234,7 +240,6 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
     // Key 8 j + 2c + e's bit in the nibble words: word j / 2, bit 16 (j % 2) + cs + e.
     const int cs = 8 * (c >> 1) + 2 * (c & 1);
     for (int b = 0; b < nb; ++b) {
-      unsigned char* kt = ks + (b & 1) * kKBytes;
       bar_sync(kBarKeys);
       const uint4 nibs = *reinterpret_cast<const uint4*>(nib_s + (b & 1) * 16);
       const bool skip = (nibs.x | nibs.y | nibs.z | nibs.w) == 0u;  // block-uniform
@@ -242,7 +247,7 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
       float corr[2] = {1.f, 1.f};
       uint32_t pa[4][4];  // P of keys [16 kk, 16 kk + 16): rows r0, r1 x keys 2c, 2c + 8 (+ 1)
       if (!skip) {
-        const uint64_t k_desc = wgmma_desc(kt, 16, 1024);
+        const uint64_t k_desc = wgmma_desc(ks + (b & 1) * kKBytes, 16, 1024);
         wgmma_fence();
 #pragma unroll
         for (int s = 0; s < GL / 16; ++s)
@@ -288,14 +293,8 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
       fence_proxy_async_smem();
       bar_arrive(kBarP);
       if (!skip) {
-        if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
-#pragma unroll
-          for (int j = 0; j < WN / 8; ++j) {
-            o[4 * j] *= corr[0], o[4 * j + 1] *= corr[0];
-            o[4 * j + 2] *= corr[1], o[4 * j + 3] *= corr[1];
-          }
-        }
-        const uint64_t v_desc = wgmma_desc(kt + (col0 / 64) * (GB * 128), GB * 128, 1024);
+        rescale_o(corr[0], corr[1]);
+        const uint64_t v_desc = v_desc_of(b);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < GB / 16; ++kk)
