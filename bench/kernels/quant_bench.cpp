@@ -198,6 +198,28 @@ struct DecodeLinear {
   void gemv(cudaStream_t s) const { k::fp8_gemv(p, w->v, s); }
 };
 
+// The operands of cuBLASLt's block-scaled FP8 GEMM for M rows of a linear: random bf16 rows,
+// quantized per 1x128 group (E4M3 bytes, scales [kb, M]) by quant(), and the output.
+struct BlockScaledRows {
+  int64_t M, K;
+  Tensor x, xq, xs, out;
+  BlockScaledRows(int64_t M_, int64_t N, int64_t K_) : M(M_), K(K_) {
+    x = Tensor::empty({M, K}, DType::BF16, Device::cuda());  // [M, K]
+    cuda::fill_random(x, 3, 1.0f);
+    xq = dev_bytes(M * K);                                                 // [M, K] e4m3
+    xs = Tensor::empty({(K + 127) / 128, M}, DType::F32, Device::cuda());  // [kb, M]
+    out = Tensor::empty({M, N}, DType::BF16, Device::cuda());              // [M, N]
+  }
+  void quant(cudaStream_t s) const {
+    k::act_quant_fp8(x.raw(), K, k::DT::BF16, M, K, 128, false, xq.raw(), K, k::QStore::E4M3,
+                     xs.data<float>(), 1, M, s);
+  }
+  bool gemm(cuda::LtFp8& lt, const Fp8Dev& w, int64_t N, cudaStream_t s) const {
+    return lt.gemm(cuda::LtFp8::Scales::kBlock128, xq.raw(), xs.data<float>(), w.w.raw(),
+                   w.s.data<float>(), out.raw(), N, false, M, N, K, s);
+  }
+};
+
 // The routed experts of one MoE layer at decode size (T tokens, top-k), FP8 or MXFP4.
 struct DecodeExperts {
   int64_t T, kk, E, D, I, P, distinct = 0;
@@ -433,29 +455,14 @@ void bench_quant(double copy_gbps, bool quick) {
   for (size_t i = 0; i < attn.size() + shared.size(); ++i) {
     const Lin& l = i < attn.size() ? attn[i] : shared[i - attn.size()];
     const Fp8Dev& w = i < attn.size() ? aw[i] : sw[i - attn.size()];
-    const int64_t kb = (l.K + 127) / 128;
-    Tensor x = Tensor::empty({M, l.K}, DType::BF16, Device::cuda());  // [M, K]
-    cuda::fill_random(x, 3, 1.0f);
-    Tensor xq = dev_bytes(M * l.K);                                     // [M, K] e4m3
-    Tensor xs = Tensor::empty({kb, M}, DType::F32, Device::cuda());     // [kb, M] (kb * M + m)
-    Tensor out = Tensor::empty({M, l.N}, DType::BF16, Device::cuda());  // [M, N]
-    const double tq = tm.us(
-        [&](cudaStream_t s) {
-          k::act_quant_fp8(x.raw(), l.K, k::DT::BF16, M, l.K, 128, false, xq.raw(), l.K,
-                           k::QStore::E4M3, xs.data<float>(), 1, M, s);
-        },
-        false);
+    const BlockScaledRows rows(M, l.N, l.K);
+    const double tq = tm.us([&](cudaStream_t s) { rows.quant(s); }, false);
     bool ok_b = true, ok_t = true;
-    const double tb = tm.us(
-        [&](cudaStream_t s) {
-          ok_b = lt.gemm(cuda::LtFp8::Scales::kBlock128, xq.raw(), xs.data<float>(), w.w.raw(),
-                         w.s.data<float>(), out.raw(), l.N, false, M, l.N, l.K, s);
-        },
-        false);
+    const double tb = tm.us([&](cudaStream_t s) { ok_b = rows.gemm(lt, w, l.N, s); }, false);
     const double tt = tm.us(
         [&](cudaStream_t s) {
-          ok_t = lt.gemm(cuda::LtFp8::Scales::kTensor, xq.raw(), one.data<float>(), w.w.raw(),
-                         one.data<float>(), out.raw(), l.N, false, M, l.N, l.K, s);
+          ok_t = lt.gemm(cuda::LtFp8::Scales::kTensor, rows.xq.raw(), one.data<float>(), w.w.raw(),
+                         one.data<float>(), rows.out.raw(), l.N, false, M, l.N, l.K, s);
         },
         false);
     std::printf("%-28s %10.1f %10s %10s %7.0f%% %9.0f\n", l.name, tq, us_or_na(ok_b, tb).c_str(),
@@ -478,21 +485,10 @@ void bench_quant(double copy_gbps, bool quick) {
       DecodeLinear dl(w, Mr, sms);
       dl.quant(nullptr);  // the stream's activations: real quantized values, not zeros
       const double ts = tm.us([&](cudaStream_t st) { dl.gemv(st); }, false);
-      const int64_t kb = (l.K + 127) / 128;
-      Tensor x = Tensor::empty({Mr, l.K}, DType::BF16, Device::cuda());  // [Mr, K]
-      cuda::fill_random(x, 3, 1.0f);
-      Tensor xq = dev_bytes(Mr * l.K);                                     // [Mr, K] e4m3
-      Tensor xs = Tensor::empty({kb, Mr}, DType::F32, Device::cuda());     // [kb, Mr]
-      Tensor out = Tensor::empty({Mr, l.N}, DType::BF16, Device::cuda());  // [Mr, N]
-      k::act_quant_fp8(x.raw(), l.K, k::DT::BF16, Mr, l.K, 128, false, xq.raw(), l.K,
-                       k::QStore::E4M3, xs.data<float>(), 1, Mr, nullptr);
+      const BlockScaledRows rows(Mr, l.N, l.K);
+      rows.quant(nullptr);
       bool ok = true;
-      const double tb = tm.us(
-          [&](cudaStream_t st) {
-            ok = lt.gemm(cuda::LtFp8::Scales::kBlock128, xq.raw(), xs.data<float>(), w.w.raw(),
-                         w.s.data<float>(), out.raw(), l.N, false, Mr, l.N, l.K, st);
-          },
-          false);
+      const double tb = tm.us([&](cudaStream_t st) { ok = rows.gemm(lt, w, l.N, st); }, false);
       std::printf("%-28s %6lld %10.1f %10s %12.2f\n", l.name, static_cast<long long>(Mr), ts,
                   us_or_na(ok, tb).c_str(), ok ? ts / tb : 0.0);
       std::fflush(stdout);
