@@ -661,14 +661,22 @@ int main(int argc, char** argv) {
                               " prefill T=" + std::to_string(T) + ", naive MLA form");
           env.extend_attention = ExtendAttention::kAuto;
           std::printf("  (same prefill with the naive MLA form: %.2f ms)\n", tn.eager_us / 1e3);
-          if (is_moe) {  // the many-token expert path's earlier forms: a GEMM per expert
+          if (is_moe) {  // the many-token expert path's earlier forms: cuBLASLt on the host path
             cuda::CudaBackend* be = cuda::cuda_backend();
+            be->set_moe_wgmma(0);
+            const Timing tg = time_layer(env, *L, fb, 3, false);
+            print_breakdown(env, *L, fb,
+                            "moe prefill T=" + std::to_string(T) + ", cuBLASLt grouped experts");
+            std::printf(
+                "  (same prefill with the experts as cuBLASLt pointer-array batches: %.2f ms)\n",
+                tg.eager_us / 1e3);
             be->set_moe_grouped(false);
             const Timing t4 = time_layer(env, *L, fb, 3, false);
             be->set_expert_streams(1);
             const Timing t1 = time_layer(env, *L, fb, 3, false);
             be->set_expert_streams(4);
             be->set_moe_grouped(true);
+            be->set_moe_wgmma(-1);
             std::printf(
                 "  (same prefill with a GEMM per expert: four experts at a time %.2f ms, one at a "
                 "time %.2f ms)\n",

@@ -369,6 +369,59 @@ TEST_F(CudaOps, MoeExpertsRowsAreBatchInvariant) {
   cuda::cuda_backend()->set_moe_tensor_cores(-1);
 }
 
+// The grouped wgmma expert kernels: a token's rows are the same bits whatever its experts' row
+// counts (up to two 256-row tiles per expert) and wherever in a tile they land, and replayed from
+// a CUDA graph (the path has no host sync).
+TEST_F(CudaOps, MoeWgmmaRowsAreBatchInvariant) {
+  const int64_t E = 8, k = 4, D = 512, I = 256, T = 700;
+  Pair logits = rand({T, E}, 3.0f, DType::F32);
+  ops::Routing r = ops::moe_route(cpu_ws_, logits.cpu, Tensor(), RouteParams{k, 1, 1, true, 2.5f});
+  const Tensor idx = r.idx.to(Device::cuda()), w = r.weights.to(Device::cuda());
+  Pair x = rand({T, D});
+  Pair gu = rand({E, 2 * I, D}, 0.08f), dn = rand({E, D, I}, 0.08f);
+  cuda::cuda_backend()->set_moe_wgmma(1);
+  const Tensor full = ops::moe_experts(gpu_ws_, x.gpu, gu.gpu, dn.gpu, ops::Routing{idx, w});
+  for (int64_t n : {1, 3, 64, 301}) {
+    const ops::Routing part{idx.narrow(0, 0, n), w.narrow(0, 0, n)};
+    const Tensor out = ops::moe_experts(gpu_ws_, x.gpu.narrow(0, 0, n), gu.gpu, dn.gpu, part);
+    EXPECT_EQ(first_differing_row(out, full.narrow(0, 0, n).contiguous(), n), -1)
+        << "moe_experts wgmma: T=" << n << " differs from T=" << T;
+  }
+  // The last rows alone: they sit at other places in their experts' tiles.
+  const int64_t t0 = T - 37;
+  const Tensor tail =
+      ops::moe_experts(gpu_ws_, x.gpu.narrow(0, t0, 37), gu.gpu, dn.gpu,
+                       ops::Routing{idx.narrow(0, t0, 37), w.narrow(0, t0, 37)});
+  EXPECT_EQ(first_differing_row(tail, full.narrow(0, t0, 37).contiguous(), 37), -1)
+      << "moe_experts wgmma: the last 37 tokens alone differ";
+  expect_close(full, ops::moe_experts(cpu_ws_, x.cpu, gu.cpu, dn.cpu, r), 1.5e-2, "moe_experts",
+               "wgmma, 700 tokens");
+  // Captured into a CUDA graph and replayed into a poisoned output: the same bits.
+  cuda::CudaBackend* be = cuda::cuda_backend();
+  const Weight guw = Weight::from_dense(gu.gpu), dnw = Weight::from_dense(dn.gpu);
+  Tensor out = Tensor::empty({T, D}, DType::BF16, Device::cuda());
+  be->moe_experts(x.gpu, guw, dnw, idx, w, out);  // eager first: sizes the scratch
+  cudaStream_t st;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  const cudaStream_t prev = be->stream();
+  be->set_stream(st);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  be->moe_experts(x.gpu, guw, dnw, idx, w, out);
+  ASSERT_EQ(cudaStreamEndCapture(st, &graph), cudaSuccess);
+  be->set_stream(prev);
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaMemset(out.raw(), 0xff, out.nbytes()), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, st), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  EXPECT_EQ(first_differing_row(out, full, T), -1) << "moe_experts wgmma: graph replay differs";
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(st);
+  be->set_moe_wgmma(-1);
+}
+
 // The tensor-core expert kernels with four 16-row groups per pass over the weights (prefill
 // sizes) give each row the bits of one-group passes, and so of decode: deterministic mode (the
 // device path at every size), experts with 0 to ~150 rows, every row of a 400-token step

@@ -827,13 +827,56 @@ TEST_F(CudaOps, MoeExpertsDeviceAndHostPaths) {
     const std::string what =
         "T=" + std::to_string(c.T) + " E=" + std::to_string(c.E) + " D=" + std::to_string(c.D);
     const Tensor want = ops::moe_experts(cpu_ws_, x.cpu, gu.cpu, dn.cpu, rc);
+    // With the grouped wgmma kernels off, the many-token cases take the host path.
+    cuda::cuda_backend()->set_moe_wgmma(0);
     for (bool tc : {true, false}) {  // the tensor-core expert kernels (where they apply) and SIMT
       cuda::cuda_backend()->set_moe_tensor_cores(tc);
       expect_close(ops::moe_experts(gpu_ws_, x.gpu, gu.gpu, dn.gpu, rg), want, kMoe,
                    tc ? "moe_experts" : "moe_experts (simt)", what);
     }
     cuda::cuda_backend()->set_moe_tensor_cores(-1);
+    cuda::cuda_backend()->set_moe_wgmma(1);  // and the wgmma kernels at every size
+    expect_close(ops::moe_experts(gpu_ws_, x.gpu, gu.gpu, dn.gpu, rg), want, kMoe,
+                 "moe_experts (wgmma)", what);
+    cuda::cuda_backend()->set_moe_wgmma(-1);
   }
+}
+
+// The grouped wgmma expert GEMMs (moe_wgmma.cu) over edge shapes: K not a multiple of the
+// 64-wide stage (zero-filled by TMA), I not a multiple of the 64 gate columns of a tile (the gate
+// half of the last tile reaches into the up rows), experts with no rows, one row, exactly 64 / 256
+// rows and more than one 256-row tile.
+TEST_F(CudaOps, MoeExpertsWgmmaEdgeShapes) {
+  struct Case {
+    int64_t T, E, k, D, I;
+    const char* why;
+  };
+  const std::vector<Case> cases = {
+      {1, 16, 4, 256, 128, "one token"},
+      {20, 64, 2, 128, 64, "40 pairs over 64 experts: most have no rows"},
+      {64, 4, 4, 192, 128, "every expert exactly 64 rows"},
+      {256, 2, 2, 64, 64, "every expert exactly 256 rows"},
+      {300, 4, 4, 200, 72, "300 rows per expert (two tiles), K tail, I tail"},
+      {257, 3, 3, 136, 24, "257 rows per expert, I below one tile"},
+      {300, 8, 2, 1024, 512, "75 rows per expert, uneven"},
+  };
+  cuda::cuda_backend()->set_moe_wgmma(1);
+  for (const Case& c : cases) {
+    if (small_only() && c.T * c.k > 600) continue;
+    Pair logits = rand({c.T, c.E}, 3.0f, DType::F32);
+    const RouteParams rp{c.k, 1, 1, true, 2.5f};
+    ops::Routing rc = ops::moe_route(cpu_ws_, logits.cpu, Tensor(), rp);
+    ops::Routing rg{rc.idx.to(Device::cuda()), rc.weights.to(Device::cuda())};
+    Pair x = rand({c.T, c.D});
+    Pair gu = rand({c.E, 2 * c.I, c.D}, 0.08f), dn = rand({c.E, c.D, c.I}, 0.08f);
+    const std::string what = std::string(c.why) + " (T=" + std::to_string(c.T) +
+                             " E=" + std::to_string(c.E) + " D=" + std::to_string(c.D) +
+                             " I=" + std::to_string(c.I) + ")";
+    const Tensor want = ops::moe_experts(cpu_ws_, x.cpu, gu.cpu, dn.cpu, rc);
+    expect_close(ops::moe_experts(gpu_ws_, x.gpu, gu.gpu, dn.gpu, rg), want, kMoe,
+                 "moe_experts (wgmma)", what);
+  }
+  cuda::cuda_backend()->set_moe_wgmma(-1);
 }
 
 // Last (gtest runs a file's tests in order): the per-op table.

@@ -115,6 +115,10 @@ class CudaBackend final : public Backend {
   void set_expert_streams(int n) { expert_streams_used_ = n < 1 ? 1 : n > 4 ? 4 : n; }
   // Whether that path groups the experts into batched GEMMs (default; TANDEM_MOE_GROUPED=0 off).
   void set_moe_grouped(bool on) { moe_grouped_ = on; }
+  // The grouped wgmma expert GEMM (moe_wgmma.cu): mode 1 at every size where the shapes allow
+  // it (deterministic mode included), 0 never, -1 (default) from
+  // heuristics::kMoeWgmmaRowsPerExpert rows per expert in default mode. Also TANDEM_MOE_WGMMA.
+  void set_moe_wgmma(int mode) { moe_wgmma_mode_ = mode; }
   bool moe_tensor_cores(int64_t pairs, int64_t experts) const;
 
   // The side branch runs on a second stream, forked from and joined to the current one with
@@ -161,12 +165,15 @@ class CudaBackend final : public Backend {
   // The FP8 cuBLASLt GEMMs (created at first use), on this line's workspace.
   LtFp8& lt8();
   void moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor& down, const Tensor& idx,
-                 const Tensor& weights, Tensor& out, bool host_path);
+                 const Tensor& weights, Tensor& out, bool host_path, bool wgmma);
+  // Whether moe_experts runs a chunk of `pairs` routed rows on the grouped wgmma kernels.
+  bool moe_wgmma_path(const Tensor& x, int64_t pairs, int64_t E, int64_t I, int64_t D) const;
 
   cudaStream_t stream_ = nullptr;
   int num_sms_ = 132;
   bool mla_tensor_cores_ = true;
   int moe_tc_mode_ = -1;  // TANDEM_MOE_TENSOR_CORES: -1 automatic, 0 off, 1 on
+  int moe_wgmma_mode_ = -1;  // TANDEM_MOE_WGMMA: -1 automatic, 0 off, 1 on
   bool deterministic_ = false;
   bool invariant_cublaslt_ = true;
   std::unique_ptr<LtGemm> lt_;

@@ -34,6 +34,8 @@ Switches read_switches() {
   if (const char* v = std::getenv("TANDEM_MLA_WIDE"); v && *v) s.mla_wide_mode = std::atoi(v) != 0;
   if (const char* v = std::getenv("TANDEM_MLA_COLUMN_PARTS"); v && *v)
     s.mla_column_parts = std::atoi(v);
+  if (const char* v = std::getenv("TANDEM_MOE_WGMMA"); v && *v)
+    s.moe_wgmma_mode = std::atoi(v) != 0;
   if (const char* v = std::getenv("TANDEM_MOE_ROW_GROUPS"); v && *v)
     s.moe_row_groups = std::atoi(v);
   if (const char* v = std::getenv("TANDEM_QUANT_RING"); v && *v) s.quant_ring = std::atoi(v);

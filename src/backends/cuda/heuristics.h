@@ -49,6 +49,7 @@ struct Switches {
   bool mla_wgmma = true;          // TANDEM_MLA_WGMMA=0: the 64-head kernel on mma.sync
   int expert_streams = 4;         // TANDEM_EXPERT_STREAMS: 1-4 (moe_experts' host path)
   bool moe_grouped = true;        // TANDEM_MOE_GROUPED=0: per-expert GEMMs on that path
+  int moe_wgmma_mode = -1;        // TANDEM_MOE_WGMMA: -1 automatic, 0 off, 1 on
 };
 Switches read_switches();
 
@@ -175,6 +176,17 @@ constexpr int64_t kMoeGroupedPassRowsPerExpert = 32;
 inline int moe_row_groups(int forced, int64_t pairs, int64_t experts) {
   if (forced == 1 || forced == 4) return forced;
   return pairs >= kMoeGroupedPassRowsPerExpert * experts ? 4 : 1;
+}
+
+// The grouped wgmma expert GEMM (moe_wgmma.cu) from this many rows per expert on average, in
+// default mode; before the host path below, which it replaces where it applies. Deterministic
+// mode keeps the tensor-core kernels of moe_mma.cu at every size (the wgmma kernel is
+// batch-invariant on its own, but switching kernels by token count would not be) unless `mode`
+// (TANDEM_MOE_WGMMA / set_moe_wgmma) forces it: 1 on at every size, 0 off.
+constexpr int64_t kMoeWgmmaRowsPerExpert = 32;
+inline bool moe_wgmma(int mode, bool deterministic, int64_t pairs, int64_t experts) {
+  if (mode >= 0) return mode == 1;
+  return !deterministic && pairs >= kMoeWgmmaRowsPerExpert * experts;
 }
 
 // The host path (cuBLASLt per expert): many rows per expert, never while capturing (it syncs),

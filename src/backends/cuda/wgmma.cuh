@@ -161,6 +161,19 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t da, 
       : "l"(da), "l"(db), "r"(accumulate));
 }
 
+// d[64 x 128] (+)= A[64 x 16] . B[128 x 16]^T, both K-major in shared memory (a GEMM tile of
+// weight rows as B).
+__device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t da, uint64_t db,
+                                                    int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" TD_WGMMA_R64
+      "}, "
+      "%64, %65, p, 1, 1, 0, 0;\n}\n"
+      : TD_WGMMA_ACC64(d)
+      : "l"(da), "l"(db), "r"(accumulate));
+}
+
 // d[64 x N] (+)= A[64 x 16] (shared memory, K-major) . B[16 x N] (shared memory, N-major:
 // transposed on the fly), N = 64, 128, 256: P V with P from a shared tile.
 __device__ __forceinline__ void wgmma_m64n64k16_ss_tn(float (&d)[32], uint64_t da, uint64_t db,
