@@ -389,9 +389,8 @@ TEST_F(CudaOps, MoeWgmmaRowsAreBatchInvariant) {
   }
   // The last rows alone: they sit at other places in their experts' tiles.
   const int64_t t0 = T - 37;
-  const Tensor tail =
-      ops::moe_experts(gpu_ws_, x.gpu.narrow(0, t0, 37), gu.gpu, dn.gpu,
-                       ops::Routing{idx.narrow(0, t0, 37), w.narrow(0, t0, 37)});
+  const Tensor tail = ops::moe_experts(gpu_ws_, x.gpu.narrow(0, t0, 37), gu.gpu, dn.gpu,
+                                       ops::Routing{idx.narrow(0, t0, 37), w.narrow(0, t0, 37)});
   EXPECT_EQ(first_differing_row(tail, full.narrow(0, t0, 37).contiguous(), 37), -1)
       << "moe_experts wgmma: the last 37 tokens alone differ";
   expect_close(full, ops::moe_experts(cpu_ws_, x.cpu, gu.cpu, dn.cpu, r), 1.5e-2, "moe_experts",

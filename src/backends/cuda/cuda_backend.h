@@ -172,7 +172,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   int num_sms_ = 132;
   bool mla_tensor_cores_ = true;
-  int moe_tc_mode_ = -1;  // TANDEM_MOE_TENSOR_CORES: -1 automatic, 0 off, 1 on
+  int moe_tc_mode_ = -1;     // TANDEM_MOE_TENSOR_CORES: -1 automatic, 0 off, 1 on
   int moe_wgmma_mode_ = -1;  // TANDEM_MOE_WGMMA: -1 automatic, 0 off, 1 on
   bool deterministic_ = false;
   bool invariant_cublaslt_ = true;

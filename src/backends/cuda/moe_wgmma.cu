@@ -33,11 +33,11 @@ namespace tandem::cuda::k {
 
 namespace {
 
-constexpr int kWThreads = 384;              // warpgroup 0 loads, 1 and 2 multiply
-constexpr int kTileRows = 256;              // expert rows per tile: four 64-row chunks
-constexpr int kTileCols = 128;              // weight rows per tile
-constexpr int kKStep = 64;                  // k per stage: one 128-byte swizzle atom of bf16
-constexpr int kStages = 4;                  // ring depth
+constexpr int kWThreads = 384;                // warpgroup 0 loads, 1 and 2 multiply
+constexpr int kTileRows = 256;                // expert rows per tile: four 64-row chunks
+constexpr int kTileCols = 128;                // weight rows per tile
+constexpr int kKStep = 64;                    // k per stage: one 128-byte swizzle atom of bf16
+constexpr int kStages = 4;                    // ring depth
 constexpr int kChunkBytes = 64 * kKStep * 2;  // 8 KB: 64 rows x 128 bytes
 constexpr int kABytes = 4 * kChunkBytes;      // activation chunks of a stage
 constexpr int kBBytes = 2 * kChunkBytes;      // weight halves of a stage
@@ -114,8 +114,8 @@ __global__ void __launch_bounds__(kWThreads, 1)
   const int b_row1 = static_cast<int>(GATE_UP ? w_base + p.N + n0 : w_base + n0 + 64);
   const int nk = static_cast<int>((p.K + kKStep - 1) / kKStep);
 
-  uint8_t* ring = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
-                                             ~uintptr_t{1023});
+  uint8_t* ring =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   auto* full = reinterpret_cast<uint64_t*>(ring + kStages * kStageBytes);
   uint64_t* empty = full + kStages;
   if (threadIdx.x == 0) {
@@ -158,8 +158,8 @@ __global__ void __launch_bounds__(kWThreads, 1)
   else
     consume<0>(acc, ring, full, empty, nk, cw, lane);
 
-  // Accumulator element i of a thread: row 16 warp + lane / 4 + 8 ((i / 2) % 2) of its chunk,
-  // column 8 (i / 4) + 2 (lane % 4) + i % 2.
+    // Accumulator element i of a thread: row 16 warp + lane / 4 + 8 ((i / 2) % 2) of its chunk,
+    // column 8 (i / 4) + 2 (lane % 4) + i % 2.
 #pragma unroll
   for (int j = 0; j < 2; ++j) {
     if (!(j == 0 ? has0 : has1)) continue;
@@ -177,8 +177,8 @@ __global__ void __launch_bounds__(kWThreads, 1)
           if (n0 + col >= p.N) continue;
           const float g0 = acc[j][4 * q + 2 * h], g1 = acc[j][4 * q + 2 * h + 1];
           const float u0 = acc[j][32 + 4 * q + 2 * h], u1 = acc[j][32 + 4 * q + 2 * h + 1];
-          *reinterpret_cast<__nv_bfloat162*>(hp + col) = __floats2bfloat162_rn(
-              g0 / (1.0f + expf(-g0)) * u0, g1 / (1.0f + expf(-g1)) * u1);
+          *reinterpret_cast<__nv_bfloat162*>(hp + col) =
+              __floats2bfloat162_rn(g0 / (1.0f + expf(-g0)) * u0, g1 / (1.0f + expf(-g1)) * u1);
         }
       } else {
         float* yp = static_cast<float*>(p.out) + orow * p.N + n0;
@@ -230,8 +230,8 @@ template <bool GATE_UP>
 void launch_gemm(const CUtensorMap& a, const CUtensorMap& b, const ExpertGemm& p, int64_t max_tiles,
                  cudaStream_t s) {
   opt_in_smem<moe_wgmma_kernel<GATE_UP>>(kWSmem);
-  launch(moe_wgmma_kernel<GATE_UP>, dim3(static_cast<unsigned>(max_tiles * p.col_tiles)),
-         kWThreads, kWSmem, s, a, b, p);
+  launch(moe_wgmma_kernel<GATE_UP>, dim3(static_cast<unsigned>(max_tiles * p.col_tiles)), kWThreads,
+         kWSmem, s, a, b, p);
 }
 
 }  // namespace
