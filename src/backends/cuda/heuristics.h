@@ -184,9 +184,12 @@ inline int moe_row_groups(int forced, int64_t pairs, int64_t experts) {
 // batch-invariant on its own, but switching kernels by token count would not be) unless `mode`
 // (TANDEM_MOE_WGMMA / set_moe_wgmma) forces it: 1 on at every size, 0 off.
 constexpr int64_t kMoeWgmmaRowsPerExpert = 32;
+// Not yet run on a GPU: automatic mode stays off (kMoeWgmmaAutomatic) until the kernels have
+// passed ops_tests on the H200; TANDEM_MOE_WGMMA=1 / set_moe_wgmma(1) runs them.
+constexpr bool kMoeWgmmaAutomatic = false;
 inline bool moe_wgmma(int mode, bool deterministic, int64_t pairs, int64_t experts) {
   if (mode >= 0) return mode == 1;
-  return !deterministic && pairs >= kMoeWgmmaRowsPerExpert * experts;
+  return kMoeWgmmaAutomatic && !deterministic && pairs >= kMoeWgmmaRowsPerExpert * experts;
 }
 
 // The host path (cuBLASLt per expert): many rows per expert, never while capturing (it syncs),
