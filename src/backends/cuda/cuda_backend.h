@@ -167,7 +167,7 @@ class CudaBackend final : public Backend {
   void moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor& down, const Tensor& idx,
                  const Tensor& weights, Tensor& out, bool host_path, bool wgmma);
   // Whether moe_experts runs a chunk of `pairs` routed rows on the grouped wgmma kernels.
-  bool moe_wgmma_path(const Tensor& x, int64_t pairs, int64_t E, int64_t I, int64_t D) const;
+  bool moe_wgmma_path(int64_t pairs, int64_t E, int64_t I, int64_t D) const;
 
   cudaStream_t stream_ = nullptr;
   int num_sms_ = 132;

@@ -82,19 +82,16 @@ void CudaBackend::moe_experts(const Tensor& x, const Weight& gate_up_w, const We
   for (int64_t t0 = 0; t0 < T; t0 += Tc) {
     const int64_t n = std::min(Tc, T - t0);
     Tensor xo = out.narrow(0, t0, n);
-    const Tensor xc = x.narrow(0, t0, n);
-    const bool wgmma = moe_wgmma_path(xc, n * kk, E, I, D);
+    const bool wgmma = moe_wgmma_path(n * kk, E, I, D);
     const bool host = !wgmma && heuristics::moe_host_path(n * kk, E, deterministic_,
                                                           [this] { return capturing(); });
-    moe_chunk(xc, gate_up, down, idx.narrow(0, t0, n), weights.narrow(0, t0, n), xo, host, wgmma);
+    moe_chunk(x.narrow(0, t0, n), gate_up, down, idx.narrow(0, t0, n), weights.narrow(0, t0, n), xo,
+              host, wgmma);
   }
 }
 
-bool CudaBackend::moe_wgmma_path(const Tensor& x, int64_t pairs, int64_t E, int64_t I,
-                                 int64_t D) const {
-  // TMA reads x_sorted and h, not x; the gather's 16-byte copies need x's rows 16-byte aligned.
-  const bool aligned = x.stride(0) % 8 == 0 && reinterpret_cast<uintptr_t>(x.raw()) % 16 == 0;
-  return aligned && k::moe_wgmma_applies(I, D) &&
+bool CudaBackend::moe_wgmma_path(int64_t pairs, int64_t E, int64_t I, int64_t D) const {
+  return k::moe_wgmma_applies(I, D) &&
          heuristics::moe_wgmma(moe_wgmma_mode_, deterministic_, pairs, E);
 }
 
@@ -213,49 +210,21 @@ void CudaBackend::moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor
   const int64_t T = x.size(0), D = x.size(1), E = gate_up.size(0), I = down.size(2),
                 kk = idx.size(1);
   const int64_t P = T * kk;
-  if (wgmma) {
-    // Scratch: ints (counts E, offsets E+1, perm P, inv P, active E, num_active 1, num_tiles 1,
-    // padding to 8 bytes, tiles 2 * max_tiles), then h [P, I] bf16, y [P, D] f32, x_sorted
-    // [P, D] bf16.
-    const int64_t max_tiles = k::moe_wgmma_max_tiles(P, E);
-    const size_t ints = static_cast<size_t>(round_up(3 * E + 4 + 2 * P + 2 * max_tiles, 64));
-    const size_t h_bytes = static_cast<size_t>(round_up(P * I * 2, 256));
-    const size_t y_bytes = static_cast<size_t>(round_up(P * D * 4, 256));
-    const size_t xs_bytes = static_cast<size_t>(round_up(P * D * 2, 256));
-    auto* base = static_cast<char*>(scratch(ints * 4 + h_bytes + y_bytes + xs_bytes));
-    auto* counts = reinterpret_cast<int32_t*>(base);
-    int32_t* offsets = counts + E;
-    int32_t* perm = offsets + E + 1;
-    int32_t* inv = perm + P;
-    int32_t* active = inv + P;
-    int32_t* num_active = active + E;
-    int32_t* num_tiles = num_active + 1;
-    int32_t* tiles = num_tiles + 1 + (E % 2 == 0 ? 1 : 0);  // int2 entries: 8-byte aligned
-    void* h = base + ints * 4;
-    auto* y = reinterpret_cast<float*>(base + ints * 4 + h_bytes);
-    void* xs = base + ints * 4 + h_bytes + y_bytes;
-    k::moe_prepare(idx.data<int32_t>(), P, E, counts, offsets, perm, inv, active, num_active,
-                   stream_);
-    TD_CUDA_LAUNCH_CHECK();
-    k::moe_experts_wgmma(x.raw(), x.stride(0), kk, gate_up.raw(), down.raw(), counts, offsets, perm,
-                         P, E, I, D, xs, tiles, num_tiles, h, y, stream_);
-    TD_CUDA_LAUNCH_CHECK();
-    k::moe_combine(y, DT::F32, inv, weights.data<float>(), T, kk, D, out.raw(), stream_);
-    TD_CUDA_LAUNCH_CHECK();
-    return;
-  }
   // The host path's grouped GEMMs pad each expert's rows to a multiple of kGroupRows in g, h and
   // y (R rows at most) and read up to kGroupRows - 1 rows past an expert's last row of xs.
   const int64_t R = host_path ? P + (kGroupRows - 1) * E : P;
   // Scratch: ints (counts E, offsets E+1, perm P, inv P, active E, num_active 1; on the host
-  // path also the padded inv P and six pointer arrays of E), then h [R, I] bf16, y [R, D] f32,
-  // and on the host path xs [P + kGroupRows, D] bf16 and g [R, 2I] bf16.
-  const size_t ints = static_cast<size_t>(
-      round_up(3 * E + 2 + 2 * P + (host_path ? P + 1 + 12 * E : 0), 64));  // 6 E pointers
+  // path also the padded inv P and six pointer arrays of E; on the wgmma path num_tiles 1, a
+  // padding int and the tiles 2 max_tiles), then h [R, I] bf16, y [R, D] f32, on the host path
+  // xs [P + kGroupRows, D] bf16 and g [R, 2I] bf16, on the wgmma path xs [P, D] bf16.
+  const int64_t max_tiles = wgmma ? k::moe_wgmma_max_tiles(P, E) : 0;
+  const int64_t extra_ints = host_path ? P + 1 + 12 * E : wgmma ? 2 + 2 * max_tiles : 0;
+  const size_t ints = static_cast<size_t>(round_up(3 * E + 2 + 2 * P + extra_ints, 64));
   const size_t h_bytes = static_cast<size_t>(round_up(R * I * 2, 256));
   const size_t y_bytes = static_cast<size_t>(round_up(R * D * 4, 256));
-  const size_t xs_bytes =
-      host_path ? static_cast<size_t>(round_up((P + kGroupRows) * D * 2, 256)) : 0;
+  const size_t xs_bytes = host_path ? static_cast<size_t>(round_up((P + kGroupRows) * D * 2, 256))
+                          : wgmma   ? static_cast<size_t>(round_up(P * D * 2, 256))
+                                    : 0;
   const size_t g_bytes = host_path ? static_cast<size_t>(round_up(R * 2 * I * 2, 256)) : 0;
   auto* base = static_cast<char*>(scratch(ints * 4 + h_bytes + y_bytes + xs_bytes + g_bytes));
   auto* counts = reinterpret_cast<int32_t*>(base);
@@ -272,7 +241,16 @@ void CudaBackend::moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor
   k::moe_prepare(idx.data<int32_t>(), P, E, counts, offsets, perm, inv, active, num_active,
                  stream_);
   TD_CUDA_LAUNCH_CHECK();
-  if (!host_path) {
+  if (wgmma) {
+    int32_t* num_tiles = num_active + 1;
+    int32_t* tiles = num_tiles + 1 + (E % 2 == 0 ? 1 : 0);  // int2 entries: 8-byte aligned
+    // The routed rows in expert order (offsets[E] of them: under expert parallelism fewer than P).
+    k::moe_gather_x(x.raw(), x.stride(0), kk, perm, P, D, xs, stream_, offsets + E);
+    TD_CUDA_LAUNCH_CHECK();
+    k::moe_experts_wgmma(gate_up.raw(), down.raw(), counts, offsets, P, E, I, D, xs, tiles,
+                         num_tiles, h, y, stream_);
+    TD_CUDA_LAUNCH_CHECK();
+  } else if (!host_path) {
     const int64_t max_active = std::min(E, P);
     if (k::moe_mma_applies(I, D) && moe_tensor_cores(P, E)) {
       const int groups = heuristics::moe_row_groups(moe_row_groups_, P, E);

@@ -199,20 +199,21 @@ void moe_gate_up_mma(const void* x, int64_t xs, int64_t k, const void* gate_up,
 void moe_down_mma(const void* h, const void* down, const int32_t* counts, const int32_t* offsets,
                   const int32_t* active, const int32_t* num_active, int64_t max_active, int64_t I,
                   int64_t D, float* y, int groups, cudaStream_t s);
-// Both products at prefill sizes on warpgroup MMA with TMA loads (moe_wgmma.cu): gathers x into
-// x_sorted [pairs, D], lists tiles of up to 256 rows per expert on the device, then writes h
-// [pairs, I] bf16 (silu(gate) * up, fused) and y [pairs, D] f32. No host sync (graph-safe);
-// batch-invariant. Scratch: x_sorted, tiles (2 * moe_wgmma_max_tiles ints), num_tiles (1 int).
-// Needs I and D multiples of 8 and x's row stride a multiple of 8 (16-byte TMA strides).
+// Both products at prefill sizes on warpgroup MMA with TMA loads (moe_wgmma.cu), from the rows
+// already in expert order (x_sorted [pairs, D], moe_gather_x): lists tiles of up to 256 rows per
+// expert on the device, then writes h [pairs, I] bf16 (silu(gate) * up, fused) and y [pairs, D]
+// f32. No host sync (graph-safe); batch-invariant. Scratch: tiles (2 * moe_wgmma_max_tiles
+// ints, 8-byte aligned), num_tiles (1 int). Needs I and D multiples of 8 (16-byte TMA strides).
 bool moe_wgmma_applies(int64_t I, int64_t D);
 int64_t moe_wgmma_max_tiles(int64_t pairs, int64_t E);
-void moe_experts_wgmma(const void* x, int64_t xs, int64_t k, const void* gate_up, const void* down,
-                       const int32_t* counts, const int32_t* offsets, const int32_t* perm,
-                       int64_t pairs, int64_t E, int64_t I, int64_t D, void* x_sorted,
-                       int32_t* tiles, int32_t* num_tiles, void* h, float* y, cudaStream_t s);
-// xs[sorted] = x[perm[sorted] / k] (bf16 rows).
+void moe_experts_wgmma(const void* gate_up, const void* down, const int32_t* counts,
+                       const int32_t* offsets, int64_t pairs, int64_t E, int64_t I, int64_t D,
+                       const void* x_sorted, int32_t* tiles, int32_t* num_tiles, void* h, float* y,
+                       cudaStream_t s);
+// xs[sorted] = x[perm[sorted] / k] (bf16 rows) for sorted < pairs, and < *valid when valid is
+// given (the routed rows counted on the device: offsets[E]).
 void moe_gather_x(const void* x, int64_t xs, int64_t k, const int32_t* perm, int64_t pairs,
-                  int64_t D, void* out, cudaStream_t s);
+                  int64_t D, void* out, cudaStream_t s, const int32_t* valid = nullptr);
 // out[t, d] = sum_j w[t, j] * y[inv[t * k + j], d] (y f32 or bf16 rows of length D).
 void moe_combine(const void* y, DT y_dt, const int32_t* inv, const float* w, int64_t T, int64_t k,
                  int64_t D, void* out, cudaStream_t s);

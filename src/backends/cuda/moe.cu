@@ -247,12 +247,20 @@ __global__ void __launch_bounds__(kSkinnyThreads)
   }
 }
 
+// valid: the number of rows to gather, read on the device (null: all of the grid's rows). vec:
+// x's rows, out and D allow 16-byte copies.
 __global__ void moe_gather_x_kernel(const uint16_t* x, int64_t xs, int k, const int32_t* perm,
-                                    int64_t D, uint16_t* out) {
+                                    const int32_t* valid, int64_t D, bool vec, uint16_t* out) {
   pdl_wait();
   const int64_t r = blockIdx.x;
-  const int64_t t = perm[r] / k;
-  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) out[r * D + d] = x[t * xs + d];
+  if (valid && r >= *valid) return;
+  const uint16_t* src = x + static_cast<int64_t>(perm[r] / k) * xs;
+  uint16_t* dst = out + r * D;
+  if (vec)
+    for (int64_t d = 8 * threadIdx.x; d < D; d += 8 * blockDim.x)
+      *reinterpret_cast<uint4*>(dst + d) = *reinterpret_cast<const uint4*>(src + d);
+  else
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) dst[d] = src[d];
 }
 
 template <typename TY>
@@ -313,10 +321,12 @@ void moe_down(const void* h, const void* down, const int32_t* counts, const int3
 }
 
 void moe_gather_x(const void* x, int64_t xs, int64_t k, const int32_t* perm, int64_t pairs,
-                  int64_t D, void* out, cudaStream_t s) {
+                  int64_t D, void* out, cudaStream_t s, const int32_t* valid) {
   if (pairs == 0) return;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const bool vec = xs % 8 == 0 && D % 8 == 0 && aligned(x) && aligned(out);
   launch(moe_gather_x_kernel, pairs, 256, 0, s, static_cast<const uint16_t*>(x), xs,
-         static_cast<int>(k), perm, D, static_cast<uint16_t*>(out));
+         static_cast<int>(k), perm, valid, D, vec, static_cast<uint16_t*>(out));
 }
 
 void moe_combine(const void* y, DT y_dt, const int32_t* inv, const float* w, int64_t T, int64_t k,

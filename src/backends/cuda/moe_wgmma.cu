@@ -211,21 +211,6 @@ __global__ void moe_tiles_kernel(const int32_t* counts, int E, int2* tiles, int3
   if (threadIdx.x == 0) *num_tiles = base;
 }
 
-// x_sorted[s] = x[perm[s] / k] for the sorted rows s < offsets[E] (the routed pairs; under
-// expert parallelism the others have no row). grid (pairs), 128 threads.
-__global__ void moe_gather_rows_kernel(const bf16* x, int64_t xs, int k, const int32_t* perm,
-                                       const int32_t* valid, int64_t D, bf16* out) {
-  pdl_wait();
-  const int64_t r = blockIdx.x;
-  if (r >= *valid) return;
-  const bf16* src = x + static_cast<int64_t>(perm[r] / k) * xs;
-  bf16* dst = out + r * D;
-  // 16-byte copies (x's rows and D are multiples of 8 elements: moe_wgmma_applies, and x's row
-  // stride is checked by the launcher).
-  for (int64_t d = 8 * threadIdx.x; d < D; d += 8 * blockDim.x)
-    *reinterpret_cast<uint4*>(dst + d) = *reinterpret_cast<const uint4*>(src + d);
-}
-
 template <bool GATE_UP>
 void launch_gemm(const CUtensorMap& a, const CUtensorMap& b, const ExpertGemm& p, int64_t max_tiles,
                  cudaStream_t s) {
@@ -244,17 +229,14 @@ int64_t moe_wgmma_max_tiles(int64_t pairs, int64_t E) {
   return (pairs + kTileRows - 1) / kTileRows + std::min<int64_t>(E, pairs);
 }
 
-void moe_experts_wgmma(const void* x, int64_t xs, int64_t k, const void* gate_up, const void* down,
-                       const int32_t* counts, const int32_t* offsets, const int32_t* perm,
-                       int64_t pairs, int64_t E, int64_t I, int64_t D, void* x_sorted,
-                       int32_t* tiles, int32_t* num_tiles, void* h, float* y, cudaStream_t s) {
+void moe_experts_wgmma(const void* gate_up, const void* down, const int32_t* counts,
+                       const int32_t* offsets, int64_t pairs, int64_t E, int64_t I, int64_t D,
+                       const void* x_sorted, int32_t* tiles, int32_t* num_tiles, void* h, float* y,
+                       cudaStream_t s) {
   if (pairs == 0) return;
   const int64_t max_tiles = moe_wgmma_max_tiles(pairs, E);
   auto* tl = reinterpret_cast<int2*>(tiles);
   launch(moe_tiles_kernel, 1, 1024, 0, s, counts, static_cast<int>(E), tl, num_tiles);
-  launch(moe_gather_rows_kernel, dim3(static_cast<unsigned>(pairs)), 128, 0, s,
-         static_cast<const bf16*>(x), xs, static_cast<int>(k), perm, offsets + E, D,
-         static_cast<bf16*>(x_sorted));
   // A maps: the sorted rows [pairs, K]; B maps: every expert's weight rows stacked [E * N', K].
   const CUtensorMap a1 = tma_map_bf16_2d(x_sorted, pairs, D, D, 64);
   const CUtensorMap b1 = tma_map_bf16_2d(gate_up, E * 2 * I, D, D, 64);
