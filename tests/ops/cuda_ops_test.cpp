@@ -859,6 +859,10 @@ TEST_F(CudaOps, MoeExpertsWgmmaEdgeShapes) {
       {300, 4, 4, 200, 72, "300 rows per expert (two tiles), K tail, I tail"},
       {257, 3, 3, 136, 24, "257 rows per expert, I below one tile"},
       {300, 8, 2, 1024, 512, "75 rows per expert, uneven"},
+      // The token halves' widths (16 to 128 in steps of 16) over a spread of row counts.
+      {90, 30, 4, 128, 64, "12 rows per expert: one 16-wide half"},
+      {600, 12, 3, 128, 192, "150 rows per expert: halves of 64 to 128"},
+      {500, 10, 4, 64, 128, "200 rows per expert, K of one stage"},
   };
   cuda::cuda_backend()->set_moe_wgmma(1);
   for (const Case& c : cases) {

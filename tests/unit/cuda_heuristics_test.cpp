@@ -88,8 +88,8 @@ TEST(CudaHeuristics, MoeWgmmaFromThirtyTwoRowsPerExpertInDefaultModeOnly) {
   // Default mode: the grouped wgmma kernels from kMoeWgmmaRowsPerExpert rows per expert on
   // average; deterministic mode keeps moe_mma.cu at every size unless forced; forced values win.
   const int64_t E = 256, at = heuristics::kMoeWgmmaRowsPerExpert * E;
-  EXPECT_EQ(heuristics::moe_wgmma(-1, false, 4096 * 8, E), heuristics::kMoeWgmmaAutomatic);
-  EXPECT_EQ(heuristics::moe_wgmma(-1, false, at, E), heuristics::kMoeWgmmaAutomatic);
+  EXPECT_TRUE(heuristics::moe_wgmma(-1, false, 4096 * 8, E));
+  EXPECT_TRUE(heuristics::moe_wgmma(-1, false, at, E));
   EXPECT_FALSE(heuristics::moe_wgmma(-1, false, at - 1, E));
   EXPECT_FALSE(heuristics::moe_wgmma(-1, true, 4096 * 8, E));
   EXPECT_TRUE(heuristics::moe_wgmma(1, true, 8, E));

@@ -180,16 +180,14 @@ inline int moe_row_groups(int forced, int64_t pairs, int64_t experts) {
 
 // The grouped wgmma expert GEMM (moe_wgmma.cu) from this many rows per expert on average, in
 // default mode; before the host path below, which it replaces where it applies. Deterministic
-// mode keeps the tensor-core kernels of moe_mma.cu at every size (the wgmma kernel is
-// batch-invariant on its own, but switching kernels by token count would not be) unless `mode`
+// mode keeps the tensor-core kernels of moe_mma.cu at every size: the wgmma kernel is
+// batch-invariant on its own, but its bits differ from moe_mma.cu's (K split over 8 warps there),
+// so switching kernels by token count would make a row's bits depend on the batch. `mode`
 // (TANDEM_MOE_WGMMA / set_moe_wgmma) forces it: 1 on at every size, 0 off.
 constexpr int64_t kMoeWgmmaRowsPerExpert = 32;
-// Not yet run on a GPU: automatic mode stays off (kMoeWgmmaAutomatic) until the kernels have
-// passed ops_tests on the H200; TANDEM_MOE_WGMMA=1 / set_moe_wgmma(1) runs them.
-constexpr bool kMoeWgmmaAutomatic = false;
 inline bool moe_wgmma(int mode, bool deterministic, int64_t pairs, int64_t experts) {
   if (mode >= 0) return mode == 1;
-  return kMoeWgmmaAutomatic && !deterministic && pairs >= kMoeWgmmaRowsPerExpert * experts;
+  return !deterministic && pairs >= kMoeWgmmaRowsPerExpert * experts;
 }
 
 // The host path (cuBLASLt per expert): many rows per expert, never while capturing (it syncs),

@@ -5,24 +5,31 @@
 // Why: a 4,096-token GLM-5.2 step gives each of 256 experts ~128 rows. At that size an expert's
 // GEMMs are weight streams (128 rows x 2 flop per 2-byte weight is below the H200's ~183
 // flop/byte ridge), so the time floor is one read of all the experts' weights (19.3 GB, 4.6 ms
-// at the copy rate). cuBLASLt's pointer-array batches, grouped by padded row count, took ~10 ms.
+// at the copy rate). cuBLASLt's pointer-array batches, grouped by padded row count, took 6.0 ms
+// of kernels (ncu) behind a host sync for the counts, which also kept the path out of graphs.
 //
-// The tile: one expert's rows [row0, row0 + 256) (four 64-row chunks, only those with rows are
-// loaded and multiplied) against 128 weight rows, over all of K. So each weight byte is read
-// once whenever an expert has at most 256 rows, and the expert's activation rows (1.5 MB at 128
-// rows) are re-read from L2 by the consecutive blocks of its other column tiles.
+// The tile: one expert's rows [row0, row0 + 256) against 128 weight rows, over all of K. So each
+// weight byte is read once whenever an expert has at most 256 rows, and the expert's activation
+// rows (1.5 MB at 128 rows) are re-read from L2 by the consecutive blocks of its other column
+// tiles.
 // - gate_up: the 128 weight rows are 64 gate rows [n0, n0 + 64) and the 64 up rows [I + n0, ...)
 //   of the same outputs, so the block finishes h = silu(gate) * up in registers (no [rows, 2I]
 //   intermediate, no silu_mul pass); gate and up stay fp32 into silu, as in moe_mma.cu.
 // - down: 128 consecutive rows of the down weight, y in fp32 for moe_combine.
-// Block: warpgroup 0 (one thread) issues the TMA copies of a 4-stage ring (stage = 4 activation
-// chunks + 2 weight halves, 48 KB); warpgroups 1 and 2 own chunks {0, 2} and {1, 3} and issue
-// m64n128k16 wgmmas from shared memory. full[s] completes when a stage's bytes have landed,
-// empty[s] when the 8 consumer warps have finished the wgmmas that read it.
+// The products are computed transposed (weights as the wgmma's 64-row A, tokens as its B of N
+// columns), because N comes in steps of 16 while M is fixed at 64: an expert's ~128 +- 11 rows at
+// a 4,096-token step cost at most 15 padded columns per warpgroup, where 64-row chunks of tokens
+// padded 129 rows to 192 and left one warpgroup with twice the other's work.
+// Block: warpgroup 0 (one thread) issues the TMA copies of a ring in 192 KB (stage = the two
+// 64-row weight halves + the tile's 64-row token chunks, 24 to 48 KB, so 8 to 4 stages: more
+// copies in flight when an expert has few rows); warpgroups 1 and 2 take the first and second
+// half of the tile's tokens (padded to 16) and issue m64nNk16 wgmmas from shared memory, one
+// per weight half. full[s] completes when a stage's bytes have landed, empty[s] when the 8
+// consumer warps have finished the wgmmas that read it.
 //
 // Every output element is one fixed sequence of wgmmas over K in order, whatever the expert's
-// row count or the row's position in its tile, so a row's bits do not depend on the batch
-// (tested in ops_tests, MoeWgmmaBatchInvariant).
+// row count or the row's place in its tile, so a row's bits do not depend on the batch (tested
+// in ops_tests, MoeWgmmaRowsAreBatchInvariant).
 #include <algorithm>
 
 #include "backends/cuda/common.cuh"
@@ -34,18 +41,17 @@ namespace tandem::cuda::k {
 namespace {
 
 constexpr int kWThreads = 384;                // warpgroup 0 loads, 1 and 2 multiply
-constexpr int kTileRows = 256;                // expert rows per tile: four 64-row chunks
-constexpr int kTileCols = 128;                // weight rows per tile
+constexpr int kTileRows = 256;                // expert rows (tokens) per tile
+constexpr int kTileCols = 128;                // weight rows per tile: two 64-row halves
 constexpr int kKStep = 64;                    // k per stage: one 128-byte swizzle atom of bf16
-constexpr int kStages = 4;                    // ring depth
 constexpr int kChunkBytes = 64 * kKStep * 2;  // 8 KB: 64 rows x 128 bytes
-constexpr int kABytes = 4 * kChunkBytes;      // activation chunks of a stage
-constexpr int kBBytes = 2 * kChunkBytes;      // weight halves of a stage
-constexpr int kStageBytes = kABytes + kBBytes;
+constexpr int kWBytes = 2 * kChunkBytes;      // the weight halves of a stage
+constexpr int kRingBytes = 192 * 1024;        // stages of 24 to 48 KB: 8 to 4 of them
+constexpr int kMaxStages = 8;
 constexpr int kConsumerWarps = 8;
 // The ring, 1024 bytes of alignment slack (swizzled tiles start on 1024-byte boundaries), and
 // the full / empty barriers.
-constexpr size_t kWSmem = kStages * kStageBytes + 1024 + 2 * kStages * sizeof(uint64_t);
+constexpr size_t kWSmem = kRingBytes + 1024 + 2 * kMaxStages * sizeof(uint64_t);
 
 struct ExpertGemm {
   const int32_t* counts;     // [E] rows per expert
@@ -58,45 +64,96 @@ struct ExpertGemm {
   void* out;                 // h [rows, I] bf16 or y [rows, D] f32
 };
 
-// The consumer warpgroup's k-loop over NC of its chunks (cw, then cw + 2): wait for each stage,
-// issue its wgmmas, and release the previous stage once the wgmmas that read it have finished.
-template <int NC>
-__device__ __forceinline__ void consume(float (&acc)[2][64], const uint8_t* ring, uint64_t* full,
-                                        uint64_t* empty, int nk, int cw, int lane) {
+// The ring's stage count and size for a tile that loads `chunks` token chunks.
+struct Ring {
+  uint8_t* base;
+  int stage_bytes;
+  int stages;
+};
+
+// One consumer warpgroup's share of a tile: tokens [t0, t0 + n) of it, N = n rounded up to 16
+// (0: none), the wgmmas' B. The k-loop waits for each stage, issues one m64nNk16 per weight half
+// and k-step, and releases the previous stage once the wgmmas that read it have finished. The
+// epilogue writes acc[h][i] = (weight row 64 h + 16 warp + lane / 4 + 8 ((i / 2) % 2), token
+// 8 (i / 4) + 2 (lane % 4) + i % 2), as h = silu(gate) * up (gate_up) or y (down).
+template <int N, bool GATE_UP>
+__device__ __forceinline__ void consume(const Ring& ring, uint64_t* full, uint64_t* empty, int nk,
+                                        int t0, int n, int64_t orow0, int64_t n0,
+                                        const ExpertGemm& p) {
+  const int warp = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
+  float acc[2][N > 0 ? N / 2 : 1];
+  int s = 0, prev = 0;
+  uint32_t phase = 0;
   for (int kb = 0; kb < nk; ++kb) {
-    const int s = kb % kStages;
-    mbar_wait(&full[s], (kb / kStages) & 1);
-    if constexpr (NC > 0) {
-      const uint8_t* st = ring + s * kStageBytes;
-      const uint64_t bd = wgmma_desc(st + kABytes, 16, 1024);
-      const uint64_t ad0 = wgmma_desc(st + cw * kChunkBytes, 16, 1024);
-      const uint64_t ad1 = wgmma_desc(st + (cw + 2) * kChunkBytes, 16, 1024);
+    mbar_wait(&full[s], phase);
+    if constexpr (N > 0) {
+      const uint8_t* st = ring.base + s * ring.stage_bytes;
+      const uint64_t w0 = wgmma_desc(st, 16, 1024);
+      const uint64_t w1 = wgmma_desc(st + kChunkBytes, 16, 1024);
+      const uint64_t tk = wgmma_desc(st + kWBytes + t0 * 128, 16, 1024);
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < kKStep / 16; ++ks) {  // 16-element k-steps: 32 bytes into the atom
         const int accumulate = kb > 0 || ks > 0;
-        wgmma_m64n128k16_ss(acc[0], wgmma_desc_add(ad0, 2 * ks), wgmma_desc_add(bd, 2 * ks),
-                            accumulate);
-        if constexpr (NC > 1)
-          wgmma_m64n128k16_ss(acc[1], wgmma_desc_add(ad1, 2 * ks), wgmma_desc_add(bd, 2 * ks),
-                              accumulate);
+        wgmma_ss_kk<N>(acc[0], wgmma_desc_add(w0, 2 * ks), wgmma_desc_add(tk, 2 * ks), accumulate);
+        wgmma_ss_kk<N>(acc[1], wgmma_desc_add(w1, 2 * ks), wgmma_desc_add(tk, 2 * ks), accumulate);
       }
       wgmma_commit();
       wgmma_wait<1>();  // the previous stage's wgmmas are done: release it
     }
-    if (kb > 0 && lane == 0) mbar_arrive(&empty[(kb - 1) % kStages]);
+    if (kb > 0 && lane == 0) mbar_arrive(&empty[prev]);
+    prev = s;
+    if (++s == ring.stages) {
+      s = 0;
+      phase ^= 1;
+    }
   }
-  if constexpr (NC > 0) {
+  if constexpr (N > 0) {
     wgmma_wait<0>();
     wgmma_fence_operands(acc[0]);
     wgmma_fence_operands(acc[1]);
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) {
+      const int m = 16 * warp + lane / 4 + 8 * ((i / 2) % 2);
+      const int t = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+      if (t >= n) continue;
+      const int64_t orow = orow0 + t0 + t;
+      if constexpr (GATE_UP) {
+        if (n0 + m < p.N) {
+          const float g = acc[0][i], u = acc[1][i];
+          static_cast<bf16*>(p.out)[orow * p.N + n0 + m] = from_f<bf16>(g / (1.0f + expf(-g)) * u);
+        }
+      } else {
+        float* yp = static_cast<float*>(p.out) + orow * p.N + n0;
+        if (n0 + m < p.N) yp[m] = acc[0][i];
+        if (n0 + 64 + m < p.N) yp[64 + m] = acc[1][i];
+      }
+    }
+  }
+}
+
+template <bool GATE_UP>
+__device__ __forceinline__ void consume_n(int N, const Ring& ring, uint64_t* full, uint64_t* empty,
+                                          int nk, int t0, int n, int64_t orow0, int64_t n0,
+                                          const ExpertGemm& p) {
+  // One instantiation per width so no wgmma sits under a condition (ptxas serializes those).
+  switch (N) {
+    case 16: consume<16, GATE_UP>(ring, full, empty, nk, t0, n, orow0, n0, p); break;
+    case 32: consume<32, GATE_UP>(ring, full, empty, nk, t0, n, orow0, n0, p); break;
+    case 48: consume<48, GATE_UP>(ring, full, empty, nk, t0, n, orow0, n0, p); break;
+    case 64: consume<64, GATE_UP>(ring, full, empty, nk, t0, n, orow0, n0, p); break;
+    case 80: consume<80, GATE_UP>(ring, full, empty, nk, t0, n, orow0, n0, p); break;
+    case 96: consume<96, GATE_UP>(ring, full, empty, nk, t0, n, orow0, n0, p); break;
+    case 112: consume<112, GATE_UP>(ring, full, empty, nk, t0, n, orow0, n0, p); break;
+    case 128: consume<128, GATE_UP>(ring, full, empty, nk, t0, n, orow0, n0, p); break;
+    default: consume<0, GATE_UP>(ring, full, empty, nk, t0, n, orow0, n0, p); break;
   }
 }
 
 template <bool GATE_UP>
 __global__ void __launch_bounds__(kWThreads, 1)
-    moe_wgmma_kernel(const __grid_constant__ CUtensorMap a_map,
-                     const __grid_constant__ CUtensorMap b_map, ExpertGemm p) {
+    moe_wgmma_kernel(const __grid_constant__ CUtensorMap x_map,
+                     const __grid_constant__ CUtensorMap w_map, ExpertGemm p) {
   extern __shared__ uint8_t smem_raw[];
   pdl_wait();
   const int tile = static_cast<int>(blockIdx.x / p.col_tiles);
@@ -105,21 +162,30 @@ __global__ void __launch_bounds__(kWThreads, 1)
   const int2 tl = p.tiles[tile];
   const int e = tl.x, row0 = tl.y;
   const int rows = min(kTileRows, p.counts[e] - row0);
-  const int chunks = (rows + 63) / 64;
-  const int a_row = p.offsets[e] + row0;  // first sorted activation / output row
+  // The consumers' token halves: the first takes `half` tokens (a multiple of 16), the second
+  // the rest; each multiplies its count rounded up to 16 (the padding columns are never stored).
+  const int half = min(kTileRows / 2, (((rows + 1) / 2 + 15) / 16) * 16);
+  const int n_first = min(rows, half), n_second = rows - n_first;
+  const int w_first = ((n_first + 15) / 16) * 16, w_second = ((n_second + 15) / 16) * 16;
+  const int loaded = n_second > 0 ? half + w_second : w_first;  // token rows the wgmmas read
+  const int chunks = (loaded + 63) / 64;
+  const int64_t orow0 = p.offsets[e] + row0;  // first sorted activation / output row
   // This tile's output columns and weight rows: gate_up takes 64 gate rows and their 64 up rows.
   const int64_t n0 = GATE_UP ? int64_t{nt} * 64 : int64_t{nt} * kTileCols;
   const int64_t w_base = GATE_UP ? int64_t{e} * 2 * p.N : int64_t{e} * p.N;
-  const int b_row0 = static_cast<int>(w_base + n0);
-  const int b_row1 = static_cast<int>(GATE_UP ? w_base + p.N + n0 : w_base + n0 + 64);
+  const int w_row0 = static_cast<int>(w_base + n0);
+  const int w_row1 = static_cast<int>(GATE_UP ? w_base + p.N + n0 : w_base + n0 + 64);
   const int nk = static_cast<int>((p.K + kKStep - 1) / kKStep);
 
-  uint8_t* ring =
+  Ring ring;
+  ring.base =
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  auto* full = reinterpret_cast<uint64_t*>(ring + kStages * kStageBytes);
-  uint64_t* empty = full + kStages;
+  ring.stage_bytes = kWBytes + chunks * kChunkBytes;
+  ring.stages = min(kMaxStages, kRingBytes / ring.stage_bytes);
+  auto* full = reinterpret_cast<uint64_t*>(ring.base + kRingBytes);
+  uint64_t* empty = full + kMaxStages;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
+    for (int s = 0; s < ring.stages; ++s) {
       mbar_init(&full[s], 1);
       mbar_init(&empty[s], kConsumerWarps);
     }
@@ -130,68 +196,30 @@ __global__ void __launch_bounds__(kWThreads, 1)
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     if (threadIdx.x == 0) {
-      const uint32_t bytes = static_cast<uint32_t>(chunks * kChunkBytes + kBBytes);
+      const uint32_t bytes = static_cast<uint32_t>(ring.stage_bytes);
+      int s = 0;
+      uint32_t phase = 0;
       for (int kb = 0; kb < nk; ++kb) {
-        const int s = kb % kStages;
-        if (kb >= kStages) mbar_wait(&empty[s], ((kb / kStages) - 1) & 1);
-        uint8_t* st = ring + s * kStageBytes;
+        if (kb >= ring.stages) mbar_wait(&empty[s], phase ^ 1);
+        uint8_t* st = ring.base + s * ring.stage_bytes;
         mbar_arrive_expect_tx(&full[s], bytes);
+        tma_load_2d(st, &w_map, &full[s], kb * kKStep, w_row0);
+        tma_load_2d(st + kChunkBytes, &w_map, &full[s], kb * kKStep, w_row1);
         for (int c = 0; c < chunks; ++c)
-          tma_load_2d(st + c * kChunkBytes, &a_map, &full[s], kb * kKStep, a_row + 64 * c);
-        tma_load_2d(st + kABytes, &b_map, &full[s], kb * kKStep, b_row0);
-        tma_load_2d(st + kABytes + kChunkBytes, &b_map, &full[s], kb * kKStep, b_row1);
+          tma_load_2d(st + kWBytes + c * kChunkBytes, &x_map, &full[s], kb * kKStep,
+                      static_cast<int>(orow0) + 64 * c);
+        if (++s == ring.stages) {
+          s = 0;
+          phase ^= 1;
+        }
       }
     }
     return;
   }
-
-  // Consumers: warpgroup cw owns chunks cw and cw + 2 of the tile. The k-loop is instantiated
-  // per chunk count so no wgmma sits under a condition (ptxas serializes those).
-  const int cw = wg - 1;
-  const bool has0 = cw < chunks, has1 = cw + 2 < chunks;
-  const int warp = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
-  float acc[2][64];
-  if (has1)
-    consume<2>(acc, ring, full, empty, nk, cw, lane);
-  else if (has0)
-    consume<1>(acc, ring, full, empty, nk, cw, lane);
+  if (wg == 1)
+    consume_n<GATE_UP>(w_first, ring, full, empty, nk, 0, n_first, orow0, n0, p);
   else
-    consume<0>(acc, ring, full, empty, nk, cw, lane);
-
-    // Accumulator element i of a thread: row 16 warp + lane / 4 + 8 ((i / 2) % 2) of its chunk,
-    // column 8 (i / 4) + 2 (lane % 4) + i % 2.
-#pragma unroll
-  for (int j = 0; j < 2; ++j) {
-    if (!(j == 0 ? has0 : has1)) continue;
-    const int chunk_row = 64 * (cw + 2 * j) + 16 * warp + lane / 4;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = chunk_row + 8 * h;
-      if (r >= rows) continue;
-      const int64_t orow = a_row + r;
-      if constexpr (GATE_UP) {
-        auto* hp = static_cast<bf16*>(p.out) + orow * p.N + n0;
-#pragma unroll
-        for (int q = 0; q < 8; ++q) {  // gate columns 8q..; their up columns 64 further
-          const int col = 8 * q + 2 * (lane & 3);
-          if (n0 + col >= p.N) continue;
-          const float g0 = acc[j][4 * q + 2 * h], g1 = acc[j][4 * q + 2 * h + 1];
-          const float u0 = acc[j][32 + 4 * q + 2 * h], u1 = acc[j][32 + 4 * q + 2 * h + 1];
-          *reinterpret_cast<__nv_bfloat162*>(hp + col) =
-              __floats2bfloat162_rn(g0 / (1.0f + expf(-g0)) * u0, g1 / (1.0f + expf(-g1)) * u1);
-        }
-      } else {
-        float* yp = static_cast<float*>(p.out) + orow * p.N + n0;
-#pragma unroll
-        for (int q = 0; q < 16; ++q) {
-          const int col = 8 * q + 2 * (lane & 3);
-          if (n0 + col >= p.N) continue;
-          *reinterpret_cast<float2*>(yp + col) =
-              make_float2(acc[j][4 * q + 2 * h], acc[j][4 * q + 2 * h + 1]);
-        }
-      }
-    }
-  }
+    consume_n<GATE_UP>(w_second, ring, full, empty, nk, half, n_second, orow0, n0, p);
 }
 
 // tiles: for each expert in order, (e, 0), (e, 256), ... below its count; *num_tiles the total.
@@ -212,11 +240,11 @@ __global__ void moe_tiles_kernel(const int32_t* counts, int E, int2* tiles, int3
 }
 
 template <bool GATE_UP>
-void launch_gemm(const CUtensorMap& a, const CUtensorMap& b, const ExpertGemm& p, int64_t max_tiles,
+void launch_gemm(const CUtensorMap& x, const CUtensorMap& w, const ExpertGemm& p, int64_t max_tiles,
                  cudaStream_t s) {
   opt_in_smem<moe_wgmma_kernel<GATE_UP>>(kWSmem);
   launch(moe_wgmma_kernel<GATE_UP>, dim3(static_cast<unsigned>(max_tiles * p.col_tiles)), kWThreads,
-         kWSmem, s, a, b, p);
+         kWSmem, s, x, w, p);
 }
 
 }  // namespace
@@ -237,16 +265,16 @@ void moe_experts_wgmma(const void* gate_up, const void* down, const int32_t* cou
   const int64_t max_tiles = moe_wgmma_max_tiles(pairs, E);
   auto* tl = reinterpret_cast<int2*>(tiles);
   launch(moe_tiles_kernel, 1, 1024, 0, s, counts, static_cast<int>(E), tl, num_tiles);
-  // A maps: the sorted rows [pairs, K]; B maps: every expert's weight rows stacked [E * N', K].
-  const CUtensorMap a1 = tma_map_bf16_2d(x_sorted, pairs, D, D, 64);
-  const CUtensorMap b1 = tma_map_bf16_2d(gate_up, E * 2 * I, D, D, 64);
+  // Token maps: the sorted rows [pairs, K]; weight maps: every expert's rows stacked [E * N', K].
+  const CUtensorMap x1 = tma_map_bf16_2d(x_sorted, pairs, D, D, 64);
+  const CUtensorMap w1 = tma_map_bf16_2d(gate_up, E * 2 * I, D, D, 64);
   launch_gemm<true>(
-      a1, b1, ExpertGemm{counts, offsets, tl, num_tiles, static_cast<int>(cdiv(I, 64)), I, D, h},
+      x1, w1, ExpertGemm{counts, offsets, tl, num_tiles, static_cast<int>(cdiv(I, 64)), I, D, h},
       max_tiles, s);
-  const CUtensorMap a2 = tma_map_bf16_2d(h, pairs, I, I, 64);
-  const CUtensorMap b2 = tma_map_bf16_2d(down, E * D, I, I, 64);
+  const CUtensorMap x2 = tma_map_bf16_2d(h, pairs, I, I, 64);
+  const CUtensorMap w2 = tma_map_bf16_2d(down, E * D, I, I, 64);
   launch_gemm<false>(
-      a2, b2,
+      x2, w2,
       ExpertGemm{counts, offsets, tl, num_tiles, static_cast<int>(cdiv(D, kTileCols)), D, I, y},
       max_tiles, s);
 }

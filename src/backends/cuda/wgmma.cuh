@@ -100,6 +100,14 @@ __device__ __forceinline__ uint64_t wgmma_desc_add(uint64_t d, uint32_t off16) {
   "%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124," \
   "%125,%126,%127"
 
+// Register lists of 8 .. 56 operands for the N = 16 .. 112 wgmmas (R32 and R64 above).
+#define TD_WGMMA_R8 "%0,%1,%2,%3,%4,%5,%6,%7"
+#define TD_WGMMA_R16 TD_WGMMA_R8 ",%8,%9,%10,%11,%12,%13,%14,%15"
+#define TD_WGMMA_R24 TD_WGMMA_R16 ",%16,%17,%18,%19,%20,%21,%22,%23"
+#define TD_WGMMA_R40 TD_WGMMA_R32 ",%32,%33,%34,%35,%36,%37,%38,%39"
+#define TD_WGMMA_R48 TD_WGMMA_R40 ",%40,%41,%42,%43,%44,%45,%46,%47"
+#define TD_WGMMA_R56 TD_WGMMA_R48 ",%48,%49,%50,%51,%52,%53,%54,%55"
+
 // d[64 x 256] (+)= A[64 x 16] (registers: this thread's m16k16 fragment of its warp's 16 rows) .
 // B[16 x 256] (shared memory, N-major: transposed on the fly); accumulate = 0 overwrites d.
 __device__ __forceinline__ void wgmma_m64n256k16_rs_tn(float (&d)[128], const uint32_t (&a)[4],
@@ -161,18 +169,41 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t da, 
       : "l"(da), "l"(db), "r"(accumulate));
 }
 
-// d[64 x 128] (+)= A[64 x 16] . B[128 x 16]^T, both K-major in shared memory (a GEMM tile of
-// weight rows as B).
-__device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t da, uint64_t db,
-                                                    int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" TD_WGMMA_R64
-      "}, "
-      "%64, %65, p, 1, 1, 0, 0;\n}\n"
-      : TD_WGMMA_ACC64(d)
-      : "l"(da), "l"(db), "r"(accumulate));
+// d[64 x N] (+)= A[64 x 16] . B[N x 16]^T, both K-major in shared memory, N = 16, 32, .., 128:
+// a weight tile as A and a token tile of N rows as B (the grouped expert GEMM, where N follows
+// an expert's row count). One output element's arithmetic does not depend on N.
+#define TD_WGMMA_SS_KK(n, list, ia, ib, ip, ...)                                           \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #ip                                   \
+               ", 0;\n"                                                                  \
+               "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32.bf16.bf16 {" list "}, %" #ia \
+               ", %" #ib ", p, 1, 1, 0, 0;\n}\n"                                           \
+               : __VA_ARGS__                                                              \
+               : "l"(da), "l"(db), "r"(accumulate))
+template <int N>
+__device__ __forceinline__ void wgmma_ss_kk(float (&d)[N / 2], uint64_t da, uint64_t db,
+                                            int accumulate) {
+  static_assert(N % 16 == 0 && N >= 16 && N <= 128, "N = 16, 32, .., 128");
+  if constexpr (N == 16)
+    TD_WGMMA_SS_KK(16, TD_WGMMA_R8, 8, 9, 10, TD_WGMMA_ACC8(d, 0));
+  else if constexpr (N == 32)
+    TD_WGMMA_SS_KK(32, TD_WGMMA_R16, 16, 17, 18, TD_WGMMA_ACC8(d, 0), TD_WGMMA_ACC8(d, 8));
+  else if constexpr (N == 48)
+    TD_WGMMA_SS_KK(48, TD_WGMMA_R24, 24, 25, 26, TD_WGMMA_ACC8(d, 0), TD_WGMMA_ACC8(d, 8),
+                   TD_WGMMA_ACC8(d, 16));
+  else if constexpr (N == 64)
+    TD_WGMMA_SS_KK(64, TD_WGMMA_R32, 32, 33, 34, TD_WGMMA_ACC32(d, 0));
+  else if constexpr (N == 80)
+    TD_WGMMA_SS_KK(80, TD_WGMMA_R40, 40, 41, 42, TD_WGMMA_ACC32(d, 0), TD_WGMMA_ACC8(d, 32));
+  else if constexpr (N == 96)
+    TD_WGMMA_SS_KK(96, TD_WGMMA_R48, 48, 49, 50, TD_WGMMA_ACC32(d, 0), TD_WGMMA_ACC8(d, 32),
+                   TD_WGMMA_ACC8(d, 40));
+  else if constexpr (N == 112)
+    TD_WGMMA_SS_KK(112, TD_WGMMA_R56, 56, 57, 58, TD_WGMMA_ACC32(d, 0), TD_WGMMA_ACC8(d, 32),
+                   TD_WGMMA_ACC8(d, 40), TD_WGMMA_ACC8(d, 48));
+  else
+    TD_WGMMA_SS_KK(128, TD_WGMMA_R64, 64, 65, 66, TD_WGMMA_ACC64(d));
 }
+#undef TD_WGMMA_SS_KK
 
 // d[64 x N] (+)= A[64 x 16] (shared memory, K-major) . B[16 x N] (shared memory, N-major:
 // transposed on the fly), N = 64, 128, 256: P V with P from a shared tile.
@@ -227,5 +258,11 @@ __device__ __forceinline__ void wgmma_ss_tn(float (&d)[N / 2], uint64_t da, uint
 #undef TD_WGMMA_R32
 #undef TD_WGMMA_R64
 #undef TD_WGMMA_R128
+#undef TD_WGMMA_R8
+#undef TD_WGMMA_R16
+#undef TD_WGMMA_R24
+#undef TD_WGMMA_R40
+#undef TD_WGMMA_R48
+#undef TD_WGMMA_R56
 
 }  // namespace tandem::cuda::k
