@@ -341,8 +341,9 @@ TEST_F(CudaOps, MlaDecodeIdentityTopkEqualsDense) {
   use_automatic_mla_kernel();
 }
 
-// moe_experts on the device path: a token's output is the same bits alone or among other
-// tokens (its experts then have more rows), in both modes and on both expert kernels.
+// moe_experts on the device path's earlier kernels (the grouped wgmma kernels off: the next test
+// has those): a token's output is the same bits alone or among other tokens (its experts then
+// have more rows), in both modes and on both expert kernels.
 TEST_F(CudaOps, MoeExpertsRowsAreBatchInvariant) {
   const int64_t E = 16, k = 4, D = 512, I = 256;
   const std::vector<int64_t> ts = {1, 3, 17, 40};  // 40 x 4 pairs: below the host path
@@ -352,6 +353,7 @@ TEST_F(CudaOps, MoeExpertsRowsAreBatchInvariant) {
   const Tensor idx = r.idx.to(Device::cuda()), w = r.weights.to(Device::cuda());
   Pair x = rand({Tmax, D});
   Pair gu = rand({E, 2 * I, D}, 0.08f), dn = rand({E, D, I}, 0.08f);
+  cuda::cuda_backend()->set_moe_wgmma(0);
   for (bool det : {false, true})
     for (bool tc : {true, false}) {
       DeterministicScope scope(det);
@@ -367,6 +369,7 @@ TEST_F(CudaOps, MoeExpertsRowsAreBatchInvariant) {
       }
     }
   cuda::cuda_backend()->set_moe_tensor_cores(-1);
+  cuda::cuda_backend()->set_moe_wgmma(-1);
 }
 
 // The grouped wgmma expert kernels: a token's rows are the same bits whatever its experts' row
@@ -425,6 +428,7 @@ TEST_F(CudaOps, MoeWgmmaRowsAreBatchInvariant) {
 // sizes) give each row the bits of one-group passes, and so of decode: deterministic mode (the
 // device path at every size), experts with 0 to ~150 rows, every row of a 400-token step
 // checked against the same step with one group, and its first rows against a decode-sized step.
+// (The grouped wgmma kernels, deterministic mode's choice, are off here: TANDEM_MOE_WGMMA=0.)
 TEST_F(CudaOps, MoeExpertRowGroupsGiveTheSameBits) {
   const int64_t E = 16, k = 4, D = 512, I = 256, T = 400;
   Pair logits = rand({T, E}, 3.0f, DType::F32);
@@ -434,6 +438,7 @@ TEST_F(CudaOps, MoeExpertRowGroupsGiveTheSameBits) {
   Pair gu = rand({E, 2 * I, D}, 0.08f), dn = rand({E, D, I}, 0.08f);
   DeterministicScope scope(true);
   cuda::CudaBackend* b = cuda::cuda_backend();
+  b->set_moe_wgmma(0);
   b->set_moe_row_groups(1);
   const Tensor one = ops::moe_experts(gpu_ws_, x.gpu, gu.gpu, dn.gpu, ops::Routing{idx, w});
   for (int groups : {4, 0}) {
@@ -454,6 +459,7 @@ TEST_F(CudaOps, MoeExpertRowGroupsGiveTheSameBits) {
   expect_close(ops::moe_experts(gpu_ws_, x.gpu, gu.gpu, dn.gpu, ops::Routing{idx, w}), want, 1.5e-2,
                "moe_experts", "four row groups");  // bf16 h as well
   b->set_moe_row_groups(0);
+  b->set_moe_wgmma(-1);
 }
 
 }  // namespace

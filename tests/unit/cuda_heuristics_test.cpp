@@ -84,16 +84,17 @@ TEST(CudaHeuristics, MoeRowGroupsFollowTheRowsPerExpert) {
   EXPECT_EQ(heuristics::moe_row_groups(3, 4096 * 8, E), 4);  // not 1 or 4: automatic
 }
 
-TEST(CudaHeuristics, MoeWgmmaFromThirtyTwoRowsPerExpertInDefaultModeOnly) {
+TEST(CudaHeuristics, MoeWgmmaFromOneRowPerExpertAndAlwaysWhenDeterministic) {
   // Default mode: the grouped wgmma kernels from kMoeWgmmaRowsPerExpert rows per expert on
-  // average; deterministic mode keeps moe_mma.cu at every size unless forced; forced values win.
+  // average (the SIMT kernels below); deterministic mode at every size; forced values win.
   const int64_t E = 256, at = heuristics::kMoeWgmmaRowsPerExpert * E;
   EXPECT_TRUE(heuristics::moe_wgmma(-1, false, 4096 * 8, E));
   EXPECT_TRUE(heuristics::moe_wgmma(-1, false, at, E));
   EXPECT_FALSE(heuristics::moe_wgmma(-1, false, at - 1, E));
-  EXPECT_FALSE(heuristics::moe_wgmma(-1, true, 4096 * 8, E));
-  EXPECT_TRUE(heuristics::moe_wgmma(1, true, 8, E));
-  EXPECT_FALSE(heuristics::moe_wgmma(0, false, 4096 * 8, E));
+  EXPECT_TRUE(heuristics::moe_wgmma(-1, true, 8, E));
+  EXPECT_TRUE(heuristics::moe_wgmma(-1, true, 4096 * 8, E));
+  EXPECT_TRUE(heuristics::moe_wgmma(1, false, 8, E));
+  EXPECT_FALSE(heuristics::moe_wgmma(0, true, 4096 * 8, E));
 }
 
 }  // namespace

@@ -178,16 +178,15 @@ inline int moe_row_groups(int forced, int64_t pairs, int64_t experts) {
   return pairs >= kMoeGroupedPassRowsPerExpert * experts ? 4 : 1;
 }
 
-// The grouped wgmma expert GEMM (moe_wgmma.cu) from this many rows per expert on average, in
-// default mode; before the host path below, which it replaces where it applies. Deterministic
-// mode keeps the tensor-core kernels of moe_mma.cu at every size: the wgmma kernel is
-// batch-invariant on its own, but its bits differ from moe_mma.cu's (K split over 8 warps there),
-// so switching kernels by token count would make a row's bits depend on the batch. `mode`
-// (TANDEM_MOE_WGMMA / set_moe_wgmma) forces it: 1 on at every size, 0 off.
-constexpr int64_t kMoeWgmmaRowsPerExpert = 32;
+// The grouped wgmma expert GEMM (moe_wgmma.cu) from this many rows per expert on average in
+// default mode (below it, the SIMT kernels of moe.cu), and at every size in deterministic mode:
+// one kernel at every token count keeps a row's bits independent of the batch. It replaces the
+// tensor-core kernels of moe_mma.cu and the host path below, which remain for `mode` = 0
+// (TANDEM_MOE_WGMMA / set_moe_wgmma; 1 forces the wgmma kernels at every size).
+constexpr int64_t kMoeWgmmaRowsPerExpert = 1;
 inline bool moe_wgmma(int mode, bool deterministic, int64_t pairs, int64_t experts) {
   if (mode >= 0) return mode == 1;
-  return !deterministic && pairs >= kMoeWgmmaRowsPerExpert * experts;
+  return deterministic || pairs >= kMoeWgmmaRowsPerExpert * experts;
 }
 
 // The host path (cuBLASLt per expert): many rows per expert, never while capturing (it syncs),

@@ -16,16 +16,20 @@
 //   of the same outputs, so the block finishes h = silu(gate) * up in registers (no [rows, 2I]
 //   intermediate, no silu_mul pass); gate and up stay fp32 into silu, as in moe_mma.cu.
 // - down: 128 consecutive rows of the down weight, y in fp32 for moe_combine.
-// The products are computed transposed (weights as the wgmma's 64-row A, tokens as its B of N
-// columns), because N comes in steps of 16 while M is fixed at 64: an expert's ~128 +- 11 rows at
-// a 4,096-token step cost at most 15 padded columns per warpgroup, where 64-row chunks of tokens
-// padded 129 rows to 192 and left one warpgroup with twice the other's work.
+// The products are computed transposed: a consumer warpgroup's 64 weight rows are the wgmma's A
+// and the tile's tokens its B of N columns, N = the row count rounded up to 16 (at most 15 padded
+// columns, where 64-row token chunks as A padded an expert's 129 rows to 192). Warpgroup 1 takes
+// weight half 0 (the gate rows, or down rows n0..), warpgroup 2 half 1 (the up rows, or n0 +
+// 64..): each reads its 2 KB of weights and the shared tokens once per k-step, m64nNk16 from
+// shared memory at N up to 256 (N = 64 per warpgroup with the weights shared and the tokens
+// split read 33% more shared memory per flop: the shared-memory port, not HBM, set the pace).
 // Block: warpgroup 0 (one thread) issues the TMA copies of a ring in 192 KB (stage = the two
 // 64-row weight halves + the tile's 64-row token chunks, 24 to 48 KB, so 8 to 4 stages: more
-// copies in flight when an expert has few rows); warpgroups 1 and 2 take the first and second
-// half of the tile's tokens (padded to 16) and issue m64nNk16 wgmmas from shared memory, one
-// per weight half. full[s] completes when a stage's bytes have landed, empty[s] when the 8
-// consumer warps have finished the wgmmas that read it.
+// copies in flight when an expert has few rows). full[s] completes when a stage's bytes have
+// landed, empty[s] when the 8 consumer warps have finished the wgmmas that read it.
+// Epilogue through the drained ring: gate_up passes the up accumulators to warpgroup 1, which
+// writes h = silu(gate) * up; both products land as [token][column] rows in shared memory and
+// leave in 16-byte stores along each token's row.
 //
 // Every output element is one fixed sequence of wgmmas over K in order, whatever the expert's
 // row count or the row's place in its tile, so a row's bits do not depend on the batch (tested
@@ -71,36 +75,34 @@ struct Ring {
   int stages;
 };
 
-// One consumer warpgroup's share of a tile: tokens [t0, t0 + n) of it, N = n rounded up to 16
-// (0: none), the wgmmas' B. The k-loop waits for each stage, issues one m64nNk16 per weight half
-// and k-step, and releases the previous stage once the wgmmas that read it have finished. The
-// epilogue writes acc[h][i] = (weight row 64 h + 16 warp + lane / 4 + 8 ((i / 2) % 2), token
-// 8 (i / 4) + 2 (lane % 4) + i % 2), as h = silu(gate) * up (gate_up) or y (down).
+// The two consumer warpgroups (256 threads) meet: named barrier 1 (0 is __syncthreads).
+__device__ __forceinline__ void consumers_sync() {
+  asm volatile("bar.sync 1, 256;\n" ::: "memory");
+}
+
+// One consumer warpgroup: weight half `half` of the tile against its `rows` tokens (N = rows
+// rounded up to 16). The k-loop waits for each stage, issues one m64nNk16 per k-step, and
+// releases the previous stage once the wgmmas that read it have finished. acc[i] is (weight row
+// 16 warp + lane / 4 + 8 ((i / 2) % 2) of the half, token 8 (i / 4) + 2 (lane % 4) + i % 2).
 template <int N, bool GATE_UP>
 __device__ __forceinline__ void consume(const Ring& ring, uint64_t* full, uint64_t* empty, int nk,
-                                        int t0, int n, int64_t orow0, int64_t n0,
+                                        int half, int rows, int64_t orow0, int64_t n0,
                                         const ExpertGemm& p) {
-  const int warp = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
-  float acc[2][N > 0 ? N / 2 : 1];
+  const int tid = threadIdx.x & 127, warp = tid / 32, lane = tid & 31;
+  float acc[N / 2];
   int s = 0, prev = 0;
   uint32_t phase = 0;
   for (int kb = 0; kb < nk; ++kb) {
     mbar_wait(&full[s], phase);
-    if constexpr (N > 0) {
-      const uint8_t* st = ring.base + s * ring.stage_bytes;
-      const uint64_t w0 = wgmma_desc(st, 16, 1024);
-      const uint64_t w1 = wgmma_desc(st + kChunkBytes, 16, 1024);
-      const uint64_t tk = wgmma_desc(st + kWBytes + t0 * 128, 16, 1024);
-      wgmma_fence();
+    const uint8_t* st = ring.base + s * ring.stage_bytes;
+    const uint64_t w = wgmma_desc(st + half * kChunkBytes, 16, 1024);
+    const uint64_t tk = wgmma_desc(st + kWBytes, 16, 1024);
+    wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < kKStep / 16; ++ks) {  // 16-element k-steps: 32 bytes into the atom
-        const int accumulate = kb > 0 || ks > 0;
-        wgmma_ss_kk<N>(acc[0], wgmma_desc_add(w0, 2 * ks), wgmma_desc_add(tk, 2 * ks), accumulate);
-        wgmma_ss_kk<N>(acc[1], wgmma_desc_add(w1, 2 * ks), wgmma_desc_add(tk, 2 * ks), accumulate);
-      }
-      wgmma_commit();
-      wgmma_wait<1>();  // the previous stage's wgmmas are done: release it
-    }
+    for (int ks = 0; ks < kKStep / 16; ++ks)  // 16-element k-steps: 32 bytes into the atom
+      wgmma_ss_kk<N>(acc, wgmma_desc_add(w, 2 * ks), wgmma_desc_add(tk, 2 * ks), kb > 0 || ks > 0);
+    wgmma_commit();
+    wgmma_wait<1>();  // the previous stage's wgmmas are done: release it
     if (kb > 0 && lane == 0) mbar_arrive(&empty[prev]);
     prev = s;
     if (++s == ring.stages) {
@@ -108,46 +110,87 @@ __device__ __forceinline__ void consume(const Ring& ring, uint64_t* full, uint64
       phase ^= 1;
     }
   }
-  if constexpr (N > 0) {
-    wgmma_wait<0>();
-    wgmma_fence_operands(acc[0]);
-    wgmma_fence_operands(acc[1]);
+  wgmma_wait<0>();
+  wgmma_fence_operands(acc);
+  consumers_sync();  // both warpgroups' wgmmas have read the ring for the last time
+
+  // The tile's outputs as [token][column] rows in the ring, then 16-byte stores along each row
+  // (columns past N never leave: N is a multiple of 8, so a vector is all in or all out).
+  const int t_lane = 2 * (lane % 4), m_lane = 16 * warp + lane / 4;
+  if constexpr (GATE_UP) {
+    constexpr int kHs = 64 + 8;  // bf16 per staged row: 144 bytes, 16-byte aligned, banks staggered
+    float* up = reinterpret_cast<float*>(ring.base);                // [N / 2][128] up values
+    bf16* hs = reinterpret_cast<bf16*>(ring.base + 128 * 128 * 4);  // [N][kHs] after 64 KB
+    if (half == 1) {
+#pragma unroll
+      for (int i = 0; i < N / 2; ++i) up[i * 128 + tid] = acc[i];
+    }
+    consumers_sync();
+    if (half == 0) {
+#pragma unroll
+      for (int i = 0; i < N / 2; ++i) {
+        const float g = acc[i], u = up[i * 128 + tid];
+        const int t = 8 * (i / 4) + t_lane + i % 2, m = m_lane + 8 * ((i / 2) % 2);
+        hs[t * kHs + m] = from_f<bf16>(g / (1.0f + expf(-g)) * u);
+      }
+    }
+    consumers_sync();
+    auto* h = static_cast<bf16*>(p.out);
+    for (int v = static_cast<int>(threadIdx.x) - 128; v < rows * 8; v += 256) {
+      const int t = v / 8, q = v % 8;
+      if (n0 + 8 * q < p.N)
+        *reinterpret_cast<uint4*>(h + (orow0 + t) * p.N + n0 + 8 * q) =
+            *reinterpret_cast<const uint4*>(hs + t * kHs + 8 * q);
+    }
+  } else {
+    constexpr int kYs = 128 + 4;  // floats per staged row: banks staggered by 4 per token
+    float* ys = reinterpret_cast<float*>(ring.base);  // [N][kYs]
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) {
-      const int m = 16 * warp + lane / 4 + 8 * ((i / 2) % 2);
-      const int t = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
-      if (t >= n) continue;
-      const int64_t orow = orow0 + t0 + t;
-      if constexpr (GATE_UP) {
-        if (n0 + m < p.N) {
-          const float g = acc[0][i], u = acc[1][i];
-          static_cast<bf16*>(p.out)[orow * p.N + n0 + m] = from_f<bf16>(g / (1.0f + expf(-g)) * u);
-        }
-      } else {
-        float* yp = static_cast<float*>(p.out) + orow * p.N + n0;
-        if (n0 + m < p.N) yp[m] = acc[0][i];
-        if (n0 + 64 + m < p.N) yp[64 + m] = acc[1][i];
-      }
+      const int t = 8 * (i / 4) + t_lane + i % 2, m = m_lane + 8 * ((i / 2) % 2);
+      ys[t * kYs + 64 * half + m] = acc[i];
+    }
+    consumers_sync();
+    auto* y = static_cast<float*>(p.out);
+    for (int v = static_cast<int>(threadIdx.x) - 128; v < rows * 32; v += 256) {
+      const int t = v / 32, q = v % 32;
+      if (n0 + 4 * q < p.N)
+        *reinterpret_cast<float4*>(y + (orow0 + t) * p.N + n0 + 4 * q) =
+            *reinterpret_cast<const float4*>(ys + t * kYs + 4 * q);
     }
   }
 }
 
 template <bool GATE_UP>
 __device__ __forceinline__ void consume_n(int N, const Ring& ring, uint64_t* full, uint64_t* empty,
-                                          int nk, int t0, int n, int64_t orow0, int64_t n0,
+                                          int nk, int half, int rows, int64_t orow0, int64_t n0,
                                           const ExpertGemm& p) {
   // One instantiation per width so no wgmma sits under a condition (ptxas serializes those).
+#define TD_MOE_WIDTH(n)                                                   \
+  case n:                                                                 \
+    consume<n, GATE_UP>(ring, full, empty, nk, half, rows, orow0, n0, p); \
+    break
   switch (N) {
-    case 16: consume<16, GATE_UP>(ring, full, empty, nk, t0, n, orow0, n0, p); break;
-    case 32: consume<32, GATE_UP>(ring, full, empty, nk, t0, n, orow0, n0, p); break;
-    case 48: consume<48, GATE_UP>(ring, full, empty, nk, t0, n, orow0, n0, p); break;
-    case 64: consume<64, GATE_UP>(ring, full, empty, nk, t0, n, orow0, n0, p); break;
-    case 80: consume<80, GATE_UP>(ring, full, empty, nk, t0, n, orow0, n0, p); break;
-    case 96: consume<96, GATE_UP>(ring, full, empty, nk, t0, n, orow0, n0, p); break;
-    case 112: consume<112, GATE_UP>(ring, full, empty, nk, t0, n, orow0, n0, p); break;
-    case 128: consume<128, GATE_UP>(ring, full, empty, nk, t0, n, orow0, n0, p); break;
-    default: consume<0, GATE_UP>(ring, full, empty, nk, t0, n, orow0, n0, p); break;
+    TD_MOE_WIDTH(16);
+    TD_MOE_WIDTH(32);
+    TD_MOE_WIDTH(48);
+    TD_MOE_WIDTH(64);
+    TD_MOE_WIDTH(80);
+    TD_MOE_WIDTH(96);
+    TD_MOE_WIDTH(112);
+    TD_MOE_WIDTH(128);
+    TD_MOE_WIDTH(144);
+    TD_MOE_WIDTH(160);
+    TD_MOE_WIDTH(176);
+    TD_MOE_WIDTH(192);
+    TD_MOE_WIDTH(208);
+    TD_MOE_WIDTH(224);
+    TD_MOE_WIDTH(240);
+    TD_MOE_WIDTH(256);
+    default:
+      break;
   }
+#undef TD_MOE_WIDTH
 }
 
 template <bool GATE_UP>
@@ -162,13 +205,8 @@ __global__ void __launch_bounds__(kWThreads, 1)
   const int2 tl = p.tiles[tile];
   const int e = tl.x, row0 = tl.y;
   const int rows = min(kTileRows, p.counts[e] - row0);
-  // The consumers' token halves: the first takes `half` tokens (a multiple of 16), the second
-  // the rest; each multiplies its count rounded up to 16 (the padding columns are never stored).
-  const int half = min(kTileRows / 2, (((rows + 1) / 2 + 15) / 16) * 16);
-  const int n_first = min(rows, half), n_second = rows - n_first;
-  const int w_first = ((n_first + 15) / 16) * 16, w_second = ((n_second + 15) / 16) * 16;
-  const int loaded = n_second > 0 ? half + w_second : w_first;  // token rows the wgmmas read
-  const int chunks = (loaded + 63) / 64;
+  const int width = ((rows + 15) / 16) * 16;  // the wgmmas' N: token rows read, padding unstored
+  const int chunks = (width + 63) / 64;
   const int64_t orow0 = p.offsets[e] + row0;  // first sorted activation / output row
   // This tile's output columns and weight rows: gate_up takes 64 gate rows and their 64 up rows.
   const int64_t n0 = GATE_UP ? int64_t{nt} * 64 : int64_t{nt} * kTileCols;
@@ -216,10 +254,7 @@ __global__ void __launch_bounds__(kWThreads, 1)
     }
     return;
   }
-  if (wg == 1)
-    consume_n<GATE_UP>(w_first, ring, full, empty, nk, 0, n_first, orow0, n0, p);
-  else
-    consume_n<GATE_UP>(w_second, ring, full, empty, nk, half, n_second, orow0, n0, p);
+  consume_n<GATE_UP>(width, ring, full, empty, nk, wg - 1, rows, orow0, n0, p);
 }
 
 // tiles: for each expert in order, (e, 0), (e, 256), ... below its count; *num_tiles the total.

@@ -100,13 +100,20 @@ __device__ __forceinline__ uint64_t wgmma_desc_add(uint64_t d, uint32_t off16) {
   "%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124," \
   "%125,%126,%127"
 
-// Register lists of 8 .. 56 operands for the N = 16 .. 112 wgmmas (R32 and R64 above).
+// Register lists of 8 .. 120 operands for the N = 16 .. 240 wgmmas (R32, R64, R128 above).
 #define TD_WGMMA_R8 "%0,%1,%2,%3,%4,%5,%6,%7"
 #define TD_WGMMA_R16 TD_WGMMA_R8 ",%8,%9,%10,%11,%12,%13,%14,%15"
 #define TD_WGMMA_R24 TD_WGMMA_R16 ",%16,%17,%18,%19,%20,%21,%22,%23"
 #define TD_WGMMA_R40 TD_WGMMA_R32 ",%32,%33,%34,%35,%36,%37,%38,%39"
 #define TD_WGMMA_R48 TD_WGMMA_R40 ",%40,%41,%42,%43,%44,%45,%46,%47"
 #define TD_WGMMA_R56 TD_WGMMA_R48 ",%48,%49,%50,%51,%52,%53,%54,%55"
+#define TD_WGMMA_R72 TD_WGMMA_R64 ",%64,%65,%66,%67,%68,%69,%70,%71"
+#define TD_WGMMA_R80 TD_WGMMA_R72 ",%72,%73,%74,%75,%76,%77,%78,%79"
+#define TD_WGMMA_R88 TD_WGMMA_R80 ",%80,%81,%82,%83,%84,%85,%86,%87"
+#define TD_WGMMA_R96 TD_WGMMA_R88 ",%88,%89,%90,%91,%92,%93,%94,%95"
+#define TD_WGMMA_R104 TD_WGMMA_R96 ",%96,%97,%98,%99,%100,%101,%102,%103"
+#define TD_WGMMA_R112 TD_WGMMA_R104 ",%104,%105,%106,%107,%108,%109,%110,%111"
+#define TD_WGMMA_R120 TD_WGMMA_R112 ",%112,%113,%114,%115,%116,%117,%118,%119"
 
 // d[64 x 256] (+)= A[64 x 16] (registers: this thread's m16k16 fragment of its warp's 16 rows) .
 // B[16 x 256] (shared memory, N-major: transposed on the fly); accumulate = 0 overwrites d.
@@ -169,20 +176,20 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t da, 
       : "l"(da), "l"(db), "r"(accumulate));
 }
 
-// d[64 x N] (+)= A[64 x 16] . B[N x 16]^T, both K-major in shared memory, N = 16, 32, .., 128:
+// d[64 x N] (+)= A[64 x 16] . B[N x 16]^T, both K-major in shared memory, N = 16, 32, .., 256:
 // a weight tile as A and a token tile of N rows as B (the grouped expert GEMM, where N follows
 // an expert's row count). One output element's arithmetic does not depend on N.
-#define TD_WGMMA_SS_KK(n, list, ia, ib, ip, ...)                                           \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #ip                                   \
-               ", 0;\n"                                                                  \
+#define TD_WGMMA_SS_KK(n, list, ia, ib, ip, ...)                                            \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #ip                                     \
+               ", 0;\n"                                                                     \
                "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32.bf16.bf16 {" list "}, %" #ia \
-               ", %" #ib ", p, 1, 1, 0, 0;\n}\n"                                           \
-               : __VA_ARGS__                                                              \
+               ", %" #ib ", p, 1, 1, 0, 0;\n}\n"                                            \
+               : __VA_ARGS__                                                                \
                : "l"(da), "l"(db), "r"(accumulate))
 template <int N>
 __device__ __forceinline__ void wgmma_ss_kk(float (&d)[N / 2], uint64_t da, uint64_t db,
                                             int accumulate) {
-  static_assert(N % 16 == 0 && N >= 16 && N <= 128, "N = 16, 32, .., 128");
+  static_assert(N % 16 == 0 && N >= 16 && N <= 256, "N = 16, 32, .., 256");
   if constexpr (N == 16)
     TD_WGMMA_SS_KK(16, TD_WGMMA_R8, 8, 9, 10, TD_WGMMA_ACC8(d, 0));
   else if constexpr (N == 32)
@@ -200,8 +207,30 @@ __device__ __forceinline__ void wgmma_ss_kk(float (&d)[N / 2], uint64_t da, uint
   else if constexpr (N == 112)
     TD_WGMMA_SS_KK(112, TD_WGMMA_R56, 56, 57, 58, TD_WGMMA_ACC32(d, 0), TD_WGMMA_ACC8(d, 32),
                    TD_WGMMA_ACC8(d, 40), TD_WGMMA_ACC8(d, 48));
-  else
+  else if constexpr (N == 128)
     TD_WGMMA_SS_KK(128, TD_WGMMA_R64, 64, 65, 66, TD_WGMMA_ACC64(d));
+  else if constexpr (N == 144)
+    TD_WGMMA_SS_KK(144, TD_WGMMA_R72, 72, 73, 74, TD_WGMMA_ACC64(d), TD_WGMMA_ACC8(d, 64));
+  else if constexpr (N == 160)
+    TD_WGMMA_SS_KK(160, TD_WGMMA_R80, 80, 81, 82, TD_WGMMA_ACC64(d), TD_WGMMA_ACC8(d, 64),
+                   TD_WGMMA_ACC8(d, 72));
+  else if constexpr (N == 176)
+    TD_WGMMA_SS_KK(176, TD_WGMMA_R88, 88, 89, 90, TD_WGMMA_ACC64(d), TD_WGMMA_ACC8(d, 64),
+                   TD_WGMMA_ACC8(d, 72), TD_WGMMA_ACC8(d, 80));
+  else if constexpr (N == 192)
+    TD_WGMMA_SS_KK(192, TD_WGMMA_R96, 96, 97, 98, TD_WGMMA_ACC64(d), TD_WGMMA_ACC32(d, 64));
+  else if constexpr (N == 208)
+    TD_WGMMA_SS_KK(208, TD_WGMMA_R104, 104, 105, 106, TD_WGMMA_ACC64(d), TD_WGMMA_ACC32(d, 64),
+                   TD_WGMMA_ACC8(d, 96));
+  else if constexpr (N == 224)
+    TD_WGMMA_SS_KK(224, TD_WGMMA_R112, 112, 113, 114, TD_WGMMA_ACC64(d), TD_WGMMA_ACC32(d, 64),
+                   TD_WGMMA_ACC8(d, 96), TD_WGMMA_ACC8(d, 104));
+  else if constexpr (N == 240)
+    TD_WGMMA_SS_KK(240, TD_WGMMA_R120, 120, 121, 122, TD_WGMMA_ACC64(d), TD_WGMMA_ACC32(d, 64),
+                   TD_WGMMA_ACC8(d, 96), TD_WGMMA_ACC8(d, 104), TD_WGMMA_ACC8(d, 112));
+  else
+    TD_WGMMA_SS_KK(256, TD_WGMMA_R128, 128, 129, 130, TD_WGMMA_ACC64(d), TD_WGMMA_ACC32(d, 64),
+                   TD_WGMMA_ACC32(d, 96));
 }
 #undef TD_WGMMA_SS_KK
 
@@ -264,5 +293,12 @@ __device__ __forceinline__ void wgmma_ss_tn(float (&d)[N / 2], uint64_t da, uint
 #undef TD_WGMMA_R40
 #undef TD_WGMMA_R48
 #undef TD_WGMMA_R56
+#undef TD_WGMMA_R72
+#undef TD_WGMMA_R80
+#undef TD_WGMMA_R88
+#undef TD_WGMMA_R96
+#undef TD_WGMMA_R104
+#undef TD_WGMMA_R112
+#undef TD_WGMMA_R120
 
 }  // namespace tandem::cuda::k
