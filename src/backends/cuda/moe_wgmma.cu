@@ -21,14 +21,11 @@
 // columns, where 64-row token chunks as A padded an expert's 129 rows to 192). Warpgroup 1 takes
 // weight half 0 (the gate rows, or down rows n0..), warpgroup 2 half 1 (the up rows, or n0 +
 // 64..): each reads its 2 KB of weights and the shared tokens once per k-step, m64nNk16 from
-// shared memory at N up to 256 (a warpgroup per token half with both weight halves, N = 64
-// each at ~128 rows, measured slower: docs/benchmarks.md).
+// shared memory at N up to 256 (N = 64 per warpgroup with the weights shared and the tokens
+// split read 33% more shared memory per flop: the shared-memory port, not HBM, set the pace).
 // Block: warpgroup 0 (one thread) issues the TMA copies of a ring in 192 KB (stage = the two
-// 64-row weight halves + the tile's N token rows in 16-row boxes, 18 to 48 KB, so 8 to 4
-// stages: more copies in flight when an expert has few rows). The token rows are re-read from L2
-// by each of the expert's column tiles, as many bytes as the weights at ~128 rows per expert
-// (ncu at 4,096 tokens: L2 throughput 90%, DRAM 74%), so only the N rows the wgmmas read are
-// copied, not whole 64-row chunks. full[s] completes when a stage's bytes have
+// 64-row weight halves + the tile's 64-row token chunks, 24 to 48 KB, so 8 to 4 stages: more
+// copies in flight when an expert has few rows). full[s] completes when a stage's bytes have
 // landed, empty[s] when the 8 consumer warps have finished the wgmmas that read it.
 // Epilogue through the drained ring: gate_up passes the up accumulators to warpgroup 1, which
 // writes h = silu(gate) * up; both products land as [token][column] rows in shared memory and
@@ -52,7 +49,6 @@ constexpr int kTileRows = 256;                // expert rows (tokens) per tile
 constexpr int kTileCols = 128;                // weight rows per tile: two 64-row halves
 constexpr int kKStep = 64;                    // k per stage: one 128-byte swizzle atom of bf16
 constexpr int kChunkBytes = 64 * kKStep * 2;  // 8 KB: 64 rows x 128 bytes
-constexpr int kBoxRows = 16;                  // token rows per TMA box: N's granularity
 constexpr int kWBytes = 2 * kChunkBytes;      // the weight halves of a stage
 constexpr int kRingBytes = 192 * 1024;        // stages of 24 to 48 KB: 8 to 4 of them
 constexpr int kMaxStages = 8;
@@ -72,7 +68,7 @@ struct ExpertGemm {
   void* out;                 // h [rows, I] bf16 or y [rows, D] f32
 };
 
-// The ring's stage count and size for a tile of N token rows.
+// The ring's stage count and size for a tile that loads `chunks` token chunks.
 struct Ring {
   uint8_t* base;
   int stage_bytes;
@@ -210,6 +206,7 @@ __global__ void __launch_bounds__(kWThreads, 1)
   const int e = tl.x, row0 = tl.y;
   const int rows = min(kTileRows, p.counts[e] - row0);
   const int width = ((rows + 15) / 16) * 16;  // the wgmmas' N: token rows read, padding unstored
+  const int chunks = (width + 63) / 64;
   const int64_t orow0 = p.offsets[e] + row0;  // first sorted activation / output row
   // This tile's output columns and weight rows: gate_up takes 64 gate rows and their 64 up rows.
   const int64_t n0 = GATE_UP ? int64_t{nt} * 64 : int64_t{nt} * kTileCols;
@@ -221,7 +218,7 @@ __global__ void __launch_bounds__(kWThreads, 1)
   Ring ring;
   ring.base =
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  ring.stage_bytes = kWBytes + width * kKStep * 2;  // multiples of 2 KB: atoms stay aligned
+  ring.stage_bytes = kWBytes + chunks * kChunkBytes;
   ring.stages = min(kMaxStages, kRingBytes / ring.stage_bytes);
   auto* full = reinterpret_cast<uint64_t*>(ring.base + kRingBytes);
   uint64_t* empty = full + kMaxStages;
@@ -246,9 +243,9 @@ __global__ void __launch_bounds__(kWThreads, 1)
         mbar_arrive_expect_tx(&full[s], bytes);
         tma_load_2d(st, &w_map, &full[s], kb * kKStep, w_row0);
         tma_load_2d(st + kChunkBytes, &w_map, &full[s], kb * kKStep, w_row1);
-        for (int r = 0; r < width; r += kBoxRows)
-          tma_load_2d(st + kWBytes + r * kKStep * 2, &x_map, &full[s], kb * kKStep,
-                      static_cast<int>(orow0) + r);
+        for (int c = 0; c < chunks; ++c)
+          tma_load_2d(st + kWBytes + c * kChunkBytes, &x_map, &full[s], kb * kKStep,
+                      static_cast<int>(orow0) + 64 * c);
         if (++s == ring.stages) {
           s = 0;
           phase ^= 1;
@@ -304,12 +301,12 @@ void moe_experts_wgmma(const void* gate_up, const void* down, const int32_t* cou
   auto* tl = reinterpret_cast<int2*>(tiles);
   launch(moe_tiles_kernel, 1, 1024, 0, s, counts, static_cast<int>(E), tl, num_tiles);
   // Token maps: the sorted rows [pairs, K]; weight maps: every expert's rows stacked [E * N', K].
-  const CUtensorMap x1 = tma_map_bf16_2d(x_sorted, pairs, D, D, kBoxRows);
+  const CUtensorMap x1 = tma_map_bf16_2d(x_sorted, pairs, D, D, 64);
   const CUtensorMap w1 = tma_map_bf16_2d(gate_up, E * 2 * I, D, D, 64);
   launch_gemm<true>(
       x1, w1, ExpertGemm{counts, offsets, tl, num_tiles, static_cast<int>(cdiv(I, 64)), I, D, h},
       max_tiles, s);
-  const CUtensorMap x2 = tma_map_bf16_2d(h, pairs, I, I, kBoxRows);
+  const CUtensorMap x2 = tma_map_bf16_2d(h, pairs, I, I, 64);
   const CUtensorMap w2 = tma_map_bf16_2d(down, E * D, I, I, 64);
   launch_gemm<false>(
       x2, w2,
