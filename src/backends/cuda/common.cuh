@@ -59,28 +59,6 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream
   cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
 }
 
-// launch() with the grid in clusters of cluster_x consecutive blocks along x (grid.x a multiple
-// of it): blocks of a cluster share shared memory (TMA multicast, remote mbarrier arrivals).
-template <typename... P, typename... A>
-void launch_clustered(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                      unsigned cluster_x, A&&... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
-  attr[1].id = cudaLaunchAttributeClusterDimension;
-  attr[1].val.clusterDim.x = cluster_x;
-  attr[1].val.clusterDim.y = 1;
-  attr[1].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 2;
-  cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
-}
-
 // Lets Kernel launch with smem bytes of dynamic shared memory: above the default 48 KB a kernel
 // must opt in (cudaFuncAttributeMaxDynamicSharedMemorySize). Done once per kernel and again
 // only when a launch needs more than it was opted in to (not thread-safe, like the launches).

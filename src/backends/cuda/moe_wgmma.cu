@@ -73,7 +73,6 @@ struct Ring {
   uint8_t* base;
   int stage_bytes;
   int stages;
-  int peer;  // the other block of a pair sharing the token copies, or -1
 };
 
 // The two consumer warpgroups (256 threads) meet: named barrier 1 (0 is __syncthreads).
@@ -104,11 +103,7 @@ __device__ __forceinline__ void consume(const Ring& ring, uint64_t* full, uint64
       wgmma_ss_kk<N>(acc, wgmma_desc_add(w, 2 * ks), wgmma_desc_add(tk, 2 * ks), kb > 0 || ks > 0);
     wgmma_commit();
     wgmma_wait<1>();  // the previous stage's wgmmas are done: release it
-    if (kb > 0 && lane == 0) {
-      mbar_arrive(&empty[prev]);
-      if (ring.peer >= 0)
-        mbar_arrive_cluster(&empty[prev], ring.peer);  // its copies wrote here too
-    }
+    if (kb > 0 && lane == 0) mbar_arrive(&empty[prev]);
     prev = s;
     if (++s == ring.stages) {
       s = 0;
@@ -198,20 +193,14 @@ __device__ __forceinline__ void consume_n(int N, const Ring& ring, uint64_t* ful
 #undef TD_MOE_WIDTH
 }
 
-// PAIR: launched in clusters of two blocks, column tiles 2j and 2j + 1 of one token tile. Each
-// block copies its own weights and half of the token chunks, multicast into both blocks, so the
-// token rows cross L2 once per two column tiles (they are as many bytes as the weights at ~128
-// rows per expert, and L2, not DRAM, set the pace: ncu, docs/benchmarks.md). A stage is
-// released to the producers once the consumer warps of both blocks are done with it.
-template <bool GATE_UP, bool PAIR>
+template <bool GATE_UP>
 __global__ void __launch_bounds__(kWThreads, 1)
     moe_wgmma_kernel(const __grid_constant__ CUtensorMap x_map,
                      const __grid_constant__ CUtensorMap w_map, ExpertGemm p) {
   extern __shared__ uint8_t smem_raw[];
   pdl_wait();
   const int tile = static_cast<int>(blockIdx.x / p.col_tiles);
-  // Uniform over the block, and over a pair (same tile): the grid is sized for the worst case.
-  if (tile >= *p.num_tiles) return;
+  if (tile >= *p.num_tiles) return;  // uniform over the block: the grid is sized for the worst case
   const int nt = static_cast<int>(blockIdx.x % p.col_tiles);
   const int2 tl = p.tiles[tile];
   const int e = tl.x, row0 = tl.y;
@@ -231,21 +220,16 @@ __global__ void __launch_bounds__(kWThreads, 1)
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   ring.stage_bytes = kWBytes + chunks * kChunkBytes;
   ring.stages = min(kMaxStages, kRingBytes / ring.stage_bytes);
-  const int rank = PAIR ? static_cast<int>(cluster_rank()) : 0;
-  ring.peer = PAIR ? rank ^ 1 : -1;
   auto* full = reinterpret_cast<uint64_t*>(ring.base + kRingBytes);
   uint64_t* empty = full + kMaxStages;
   if (threadIdx.x == 0) {
     for (int s = 0; s < ring.stages; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], (PAIR ? 2 : 1) * kConsumerWarps);
+      mbar_init(&empty[s], kConsumerWarps);
     }
     mbar_init_fence();
   }
-  if constexpr (PAIR)
-    cluster_sync();  // the peer's barriers exist before any copy or arrival reaches them
-  else
-    __syncthreads();
+  __syncthreads();
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
@@ -259,27 +243,18 @@ __global__ void __launch_bounds__(kWThreads, 1)
         mbar_arrive_expect_tx(&full[s], bytes);
         tma_load_2d(st, &w_map, &full[s], kb * kKStep, w_row0);
         tma_load_2d(st + kChunkBytes, &w_map, &full[s], kb * kKStep, w_row1);
-        for (int c = 0; c < chunks; ++c) {
-          uint8_t* dst = st + kWBytes + c * kChunkBytes;
-          const int row = static_cast<int>(orow0) + 64 * c;
-          if constexpr (PAIR) {
-            if (c % 2 == rank) tma_load_2d_multicast(dst, &x_map, &full[s], kb * kKStep, row, 3);
-          } else {
-            tma_load_2d(dst, &x_map, &full[s], kb * kKStep, row);
-          }
-        }
+        for (int c = 0; c < chunks; ++c)
+          tma_load_2d(st + kWBytes + c * kChunkBytes, &x_map, &full[s], kb * kKStep,
+                      static_cast<int>(orow0) + 64 * c);
         if (++s == ring.stages) {
           s = 0;
           phase ^= 1;
         }
       }
     }
-    __syncwarp();
-  } else {
-    consume_n<GATE_UP>(width, ring, full, empty, nk, wg - 1, rows, orow0, n0, p);
+    return;
   }
-  // Neither block of a pair leaves while the other may still arrive on its barriers.
-  if constexpr (PAIR) cluster_sync();
+  consume_n<GATE_UP>(width, ring, full, empty, nk, wg - 1, rows, orow0, n0, p);
 }
 
 // tiles: for each expert in order, (e, 0), (e, 256), ... below its count; *num_tiles the total.
@@ -299,18 +274,12 @@ __global__ void moe_tiles_kernel(const int32_t* counts, int E, int2* tiles, int3
   if (threadIdx.x == 0) *num_tiles = base;
 }
 
-// Pairs of column tiles where an expert has an even number of them (GLM-5.2: 32 and 48).
 template <bool GATE_UP>
 void launch_gemm(const CUtensorMap& x, const CUtensorMap& w, const ExpertGemm& p, int64_t max_tiles,
                  cudaStream_t s) {
-  const dim3 grid(static_cast<unsigned>(max_tiles * p.col_tiles));
-  if (p.col_tiles % 2 == 0) {
-    opt_in_smem<moe_wgmma_kernel<GATE_UP, true>>(kWSmem);
-    launch_clustered(moe_wgmma_kernel<GATE_UP, true>, grid, kWThreads, kWSmem, s, 2, x, w, p);
-  } else {
-    opt_in_smem<moe_wgmma_kernel<GATE_UP, false>>(kWSmem);
-    launch(moe_wgmma_kernel<GATE_UP, false>, grid, kWThreads, kWSmem, s, x, w, p);
-  }
+  opt_in_smem<moe_wgmma_kernel<GATE_UP>>(kWSmem);
+  launch(moe_wgmma_kernel<GATE_UP>, dim3(static_cast<unsigned>(max_tiles * p.col_tiles)), kWThreads,
+         kWSmem, s, x, w, p);
 }
 
 }  // namespace
