@@ -21,15 +21,18 @@
 // columns, where 64-row token chunks as A padded an expert's 129 rows to 192). Warpgroup 1 takes
 // weight half 0 (the gate rows, or down rows n0..), warpgroup 2 half 1 (the up rows, or n0 +
 // 64..): each reads its 2 KB of weights and the shared tokens once per k-step, m64nNk16 from
-// shared memory at N up to 256 (N = 64 per warpgroup with the weights shared and the tokens
-// split read 33% more shared memory per flop: the shared-memory port, not HBM, set the pace).
+// shared memory at N up to 256 (a warpgroup per token half with both weight halves, N = 64
+// each at ~128 rows, measured slower: docs/benchmarks.md).
 // Block: warpgroup 0 (one thread) issues the TMA copies of a ring in 192 KB (stage = the two
 // 64-row weight halves + the tile's 64-row token chunks, 24 to 48 KB, so 8 to 4 stages: more
-// copies in flight when an expert has few rows). full[s] completes when a stage's bytes have
-// landed, empty[s] when the 8 consumer warps have finished the wgmmas that read it.
-// Epilogue through the drained ring: gate_up passes the up accumulators to warpgroup 1, which
-// writes h = silu(gate) * up; both products land as [token][column] rows in shared memory and
-// leave in 16-byte stores along each token's row.
+// copies in flight when an expert has few rows). Each of an expert's column tiles re-reads its
+// token rows from L2, as many bytes as the weights at ~128 rows per expert: at 4,096 tokens L2,
+// not DRAM, sets the pace (ncu: L2 90%, DRAM 74%). Copying only the N rows in 16-row boxes, and
+// sharing each copy between two column tiles by TMA multicast, were both measured slower. full[s]
+// completes when a stage's bytes have landed, empty[s] when the 8 consumer warps have finished the
+// wgmmas that read it. Epilogue through the drained ring: gate_up passes the up accumulators to
+// warpgroup 1, which writes h = silu(gate) * up; both products land as [token][column] rows in
+// shared memory and leave in 16-byte stores along each token's row.
 //
 // Every output element is one fixed sequence of wgmmas over K in order, whatever the expert's
 // row count or the row's place in its tile, so a row's bits do not depend on the batch (tested
