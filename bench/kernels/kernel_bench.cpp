@@ -661,15 +661,17 @@ int main(int argc, char** argv) {
                               " prefill T=" + std::to_string(T) + ", naive MLA form");
           env.extend_attention = ExtendAttention::kAuto;
           std::printf("  (same prefill with the naive MLA form: %.2f ms)\n", tn.eager_us / 1e3);
-          if (is_moe) {  // the many-token expert path's earlier forms: cuBLASLt on the host path
+          if (is_moe) {  // the expert path's earlier forms: cuBLASLt on the host path, or in
+                         // deterministic mode the mma.sync kernels of moe_mma.cu
             cuda::CudaBackend* be = cuda::cuda_backend();
             be->set_moe_wgmma(0);
             const Timing tg = time_layer(env, *L, fb, 3, false);
+            const char* earlier = deterministic ? "the mma.sync expert kernels (moe_mma.cu)"
+                                                : "cuBLASLt pointer-array batches";
             print_breakdown(env, *L, fb,
-                            "moe prefill T=" + std::to_string(T) + ", cuBLASLt grouped experts");
-            std::printf(
-                "  (same prefill with the experts as cuBLASLt pointer-array batches: %.2f ms)\n",
-                tg.eager_us / 1e3);
+                            "moe prefill T=" + std::to_string(T) + ", experts as " + earlier);
+            std::printf("  (same prefill with the experts as %s: %.2f ms)\n", earlier,
+                        tg.eager_us / 1e3);
             be->set_moe_grouped(false);
             const Timing t4 = time_layer(env, *L, fb, 3, false);
             be->set_expert_streams(1);
