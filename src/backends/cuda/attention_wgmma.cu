@@ -251,8 +251,8 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
         wgmma_fence();
 #pragma unroll
         for (int s = 0; s < GL / 16; ++s)
-          wgmma_m64n64k16_ss(sacc, wgmma_desc_add(q_desc, kstep_off(s)),
-                             wgmma_desc_add(k_desc, kstep_off(s)), s > 0);
+          wgmma_ss_kk<64>(sacc, wgmma_desc_add(q_desc, kstep_off(s)),
+                          wgmma_desc_add(k_desc, kstep_off(s)), s > 0);
         wgmma_commit();
         wgmma_wait<0>();
         wgmma_fence_operands(sacc);

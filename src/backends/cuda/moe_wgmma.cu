@@ -11,7 +11,9 @@
 // The tile: one expert's rows [row0, row0 + 256) against 128 weight rows, over all of K. So each
 // weight byte is read once whenever an expert has at most 256 rows, and the expert's activation
 // rows (1.5 MB at 128 rows) are re-read from L2 by the consecutive blocks of its other column
-// tiles.
+// tiles: as many bytes as the weights at ~128 rows per expert, so at 4,096 tokens L2, not DRAM,
+// sets the pace (ncu: L2 90%, DRAM 74%). Copying only the N rows in 16-row boxes, and sharing
+// each copy between two column tiles by TMA multicast, were both measured slower.
 // - gate_up: the 128 weight rows are 64 gate rows [n0, n0 + 64) and the 64 up rows [I + n0, ...)
 //   of the same outputs, so the block finishes h = silu(gate) * up in registers (no [rows, 2I]
 //   intermediate, no silu_mul pass); gate and up stay fp32 into silu, as in moe_mma.cu.
@@ -25,14 +27,11 @@
 // each at ~128 rows, measured slower: docs/benchmarks.md).
 // Block: warpgroup 0 (one thread) issues the TMA copies of a ring in 192 KB (stage = the two
 // 64-row weight halves + the tile's 64-row token chunks, 24 to 48 KB, so 8 to 4 stages: more
-// copies in flight when an expert has few rows). Each of an expert's column tiles re-reads its
-// token rows from L2, as many bytes as the weights at ~128 rows per expert: at 4,096 tokens L2,
-// not DRAM, sets the pace (ncu: L2 90%, DRAM 74%). Copying only the N rows in 16-row boxes, and
-// sharing each copy between two column tiles by TMA multicast, were both measured slower. full[s]
-// completes when a stage's bytes have landed, empty[s] when the 8 consumer warps have finished the
-// wgmmas that read it. Epilogue through the drained ring: gate_up passes the up accumulators to
-// warpgroup 1, which writes h = silu(gate) * up; both products land as [token][column] rows in
-// shared memory and leave in 16-byte stores along each token's row.
+// copies in flight when an expert has few rows). full[s] completes when a stage's bytes have
+// landed, empty[s] when the 8 consumer warps have finished the wgmmas that read it. Epilogue
+// through the drained ring: gate_up passes the up accumulators to warpgroup 1, which writes
+// h = silu(gate) * up; both products land as [token][column] rows in shared memory and leave in
+// 16-byte stores along each token's row.
 //
 // Every output element is one fixed sequence of wgmmas over K in order, whatever the expert's
 // row count or the row's place in its tile, so a row's bits do not depend on the batch (tested
@@ -71,7 +70,7 @@ struct ExpertGemm {
   void* out;                 // h [rows, I] bf16 or y [rows, D] f32
 };
 
-// The ring's stage count and size for a tile that loads `chunks` token chunks.
+// The ring of a tile: its stage size (by the tile's token chunks) and stage count.
 struct Ring {
   uint8_t* base;
   int stage_bytes;

@@ -164,21 +164,10 @@ __device__ __forceinline__ void wgmma_rs_tn(float (&d)[N / 2], const uint32_t (&
     wgmma_m64n64k16_rs_tn(d, a, db, accumulate);
 }
 
-// d[64 x 64] (+)= A[64 x 16] . B[64 x 16]^T, both K-major in shared memory.
-__device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t da, uint64_t db,
-                                                   int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" TD_WGMMA_R32
-      "}, "
-      "%32, %33, p, 1, 1, 0, 0;\n}\n"
-      : TD_WGMMA_ACC32(d, 0)
-      : "l"(da), "l"(db), "r"(accumulate));
-}
-
 // d[64 x N] (+)= A[64 x 16] . B[N x 16]^T, both K-major in shared memory, N = 16, 32, .., 256:
-// a weight tile as A and a token tile of N rows as B (the grouped expert GEMM, where N follows
-// an expert's row count). One output element's arithmetic does not depend on N.
+// Q K^T over a 64-key tile (N = 64), and a weight tile as A against a token tile of N rows as B
+// (the grouped expert GEMM, where N follows an expert's row count). One output element's
+// arithmetic does not depend on N.
 #define TD_WGMMA_SS_KK(n, list, ia, ib, ip, ...)                                            \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #ip                                     \
                ", 0;\n"                                                                     \
