@@ -175,7 +175,7 @@ struct DecodeLinear {
     const int64_t N = wt.v.N, K = wt.v.K, kb = (K + 127) / 128;
     x = Tensor::empty({M, K}, DType::BF16, Device::cuda());  // [M, K]
     cuda::fill_random(x, 7, 1.0f);
-    xq = Tensor::empty({M, K}, DType::F16, Device::cuda());    // [M, K] e4m3 values as f16
+    xq = Tensor::empty({M, K}, DType::U8, Device::cuda());     // [M, K] e4m3
     xs = Tensor::empty({M, kb}, DType::F32, Device::cuda());   // [M, kb]
     out = Tensor::empty({M, N}, DType::BF16, Device::cuda());  // [M, N]
     p.x = xq.raw(), p.x_rs = K, p.xscale = xs.data<float>(), p.xs_rs = kb;
@@ -193,7 +193,7 @@ struct DecodeLinear {
   }
   void quant(cudaStream_t s) const {
     k::act_quant_fp8(x.raw(), w->v.K, k::DT::BF16, p.M, w->v.K, 128, false, xq.raw(), w->v.K,
-                     k::QStore::F16, xs.data<float>(), p.xs_rs, 1, s, /*early=*/true);
+                     xs.data<float>(), p.xs_rs, 1, s, /*early=*/true);
   }
   void gemv(cudaStream_t s) const { k::fp8_gemv(p, w->v, s); }
 };
@@ -211,8 +211,8 @@ struct BlockScaledRows {
     out = Tensor::empty({M, N}, DType::BF16, Device::cuda());              // [M, N]
   }
   void quant(cudaStream_t s) const {
-    k::act_quant_fp8(x.raw(), K, k::DT::BF16, M, K, 128, false, xq.raw(), K, k::QStore::E4M3,
-                     xs.data<float>(), 1, M, s);
+    k::act_quant_fp8(x.raw(), K, k::DT::BF16, M, K, 128, false, xq.raw(), K, xs.data<float>(), 1, M,
+                     s);
   }
   bool gemm(cuda::LtFp8& lt, const Fp8Dev& w, int64_t N, cudaStream_t s) const {
     return lt.gemm(cuda::LtFp8::Scales::kBlock128, xq.raw(), xs.data<float>(), w.w.raw(),
@@ -245,10 +245,10 @@ struct DecodeExperts {
     x = Tensor::empty({T, D}, DType::BF16, Device::cuda());      // [T, D]
     cuda::fill_random(x, seed + 1, 1.0f);
     ints = Tensor::empty({3 * E + 2 + 2 * P}, DType::I32, Device::cuda());  // moe_prepare's
-    xq = Tensor::empty({T, D}, DType::F16, Device::cuda());        // [T, D] (MXFP4: bf16 qdq)
+    xq = Tensor::empty({T, D}, DType::F16, Device::cuda());        // [T, D] e4m3 (MXFP4: bf16 qdq)
     xs = Tensor::empty({T, D / 128}, DType::F32, Device::cuda());  // [T, kb]
     h = Tensor::empty({P, I}, DType::F32, Device::cuda());         // [P, I] f32 (W4A16: bf16)
-    hq = Tensor::empty({P, I}, DType::F16, Device::cuda());        // [P, I]
+    hq = Tensor::empty({P, I}, DType::F16, Device::cuda());        // [P, I] e4m3 (MXFP4: bf16)
     hs = Tensor::empty({P, I / 128}, DType::F32, Device::cuda());  // [P, kb]
     y = Tensor::empty({P, D}, DType::F32, Device::cuda());         // [P, D]
     out = Tensor::empty({T, D}, DType::BF16, Device::cuda());      // [T, D]
@@ -268,12 +268,12 @@ struct DecodeExperts {
   }
   void fp8(const Fp8Dev& gu, const Fp8Dev& dn, cudaStream_t s) const {
     prepare(s);
-    k::act_quant_fp8(x.raw(), D, k::DT::BF16, T, D, 128, false, xq.raw(), D, k::QStore::F16,
-                     xs.data<float>(), D / 128, 1, s);
+    k::act_quant_fp8(x.raw(), D, k::DT::BF16, T, D, 128, false, xq.raw(), D, xs.data<float>(),
+                     D / 128, 1, s);
     k::fp8_moe_gate_up(xq.raw(), D, xs.data<float>(), D / 128, g, gu.v, I, h.raw(), k::DT::F32, s,
                        ring_depth());
-    k::act_quant_fp8(h.raw(), I, k::DT::F32, P, I, 128, false, hq.raw(), I, k::QStore::F16,
-                     hs.data<float>(), I / 128, 1, s);
+    k::act_quant_fp8(h.raw(), I, k::DT::F32, P, I, 128, false, hq.raw(), I, hs.data<float>(),
+                     I / 128, 1, s);
     k::fp8_moe_down(hq.raw(), I, hs.data<float>(), I / 128, g, dn.v, y.data<float>(), s,
                     ring_depth());
     combine(s);

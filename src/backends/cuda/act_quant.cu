@@ -56,8 +56,7 @@ __device__ __forceinline__ void load8(const float* p, float (&f)[8]) {
 template <typename TX>
 __global__ void __launch_bounds__(512)
     act_quant_fp8_kernel(const TX* x, int64_t xs, int64_t K, int64_t bk, bool ue8m0, void* q,
-                         int64_t qs, QStore store, float* scale, int64_t s_m, int64_t s_b,
-                         bool early) {
+                         int64_t qs, float* scale, int64_t s_m, int64_t s_b, bool early) {
   pdl_wait();
   if (early) pdl_trigger();  // the weight stream behind may fetch its weights (not q) meanwhile
   extern __shared__ unsigned gmax[];
@@ -97,22 +96,8 @@ __global__ void __launch_bounds__(512)
     for (int i = 0; i < 4; ++i)
       e[i] = __nv_cvt_float2_to_fp8x2(make_float2(v[j][2 * i] / s, v[j][2 * i + 1] / s),
                                       __NV_SATFINITE, __NV_E4M3);
-    if (store == QStore::E4M3) {
-      const uint2 o = make_uint2(e[0] | (e[1] << 16), e[2] | (e[3] << 16));
-      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(q) + m * qs + static_cast<int64_t>(vi) * 8) =
-          o;
-    } else {
-      uint4 o;
-      uint32_t* ow = reinterpret_cast<uint32_t*>(&o);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const __half2_raw h =
-            __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(e[i]), __NV_E4M3);
-        ow[i] = static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
-      }
-      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(q) + m * qs + static_cast<int64_t>(vi) * 8) =
-          o;
-    }
+    const uint2 o = make_uint2(e[0] | (e[1] << 16), e[2] | (e[3] << 16));
+    *reinterpret_cast<uint2*>(static_cast<uint8_t*>(q) + m * qs + static_cast<int64_t>(vi) * 8) = o;
   }
 }
 
@@ -193,8 +178,8 @@ bool act_quant_fp8_applies(int64_t K, int64_t bk) {
 }
 
 void act_quant_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, int64_t bk, bool ue8m0,
-                   void* q, int64_t qs, QStore store, float* scale, int64_t s_m, int64_t s_b,
-                   cudaStream_t s, bool early) {
+                   void* q, int64_t qs, float* scale, int64_t s_m, int64_t s_b, cudaStream_t s,
+                   bool early) {
   if (M == 0) return;
   const int64_t nvec = K / 8;
   // Whole warps, at most kVecs vectors each. Decode sizes (a few rows: a few blocks on a GPU of
@@ -208,10 +193,10 @@ void act_quant_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, int
   const dim3 g(static_cast<unsigned>(M)), b(static_cast<unsigned>(threads));
   if (x_dt == DT::F32)
     launch(act_quant_fp8_kernel<float>, g, b, smem, s, static_cast<const float*>(x), xs, K, bk,
-           ue8m0, q, qs, store, scale, s_m, s_b, early);
+           ue8m0, q, qs, scale, s_m, s_b, early);
   else
     launch(act_quant_fp8_kernel<bf16>, g, b, smem, s, static_cast<const bf16*>(x), xs, K, bk, ue8m0,
-           q, qs, store, scale, s_m, s_b, early);
+           q, qs, scale, s_m, s_b, early);
 }
 
 void act_qdq_mxfp4(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, void* out, int64_t os,

@@ -65,8 +65,7 @@ void CudaBackend::fp8_linear(const Tensor& x, const Weight& w, Tensor& out) {
     auto* xq = pc.take<uint8_t>(Mp * K);  // [Mp, K] e4m3
     auto* xs = pc.take<float>(kb * Mp);   // [kb, Mp]
     auto* d = pc.take<uint16_t>(Mp * N);  // [Mp, N] bf16 (unless out takes it directly)
-    k::act_quant_fp8(x.raw(), x.stride(0), DT::BF16, M, K, v.bk, ue8m0, xq, K, k::QStore::E4M3, xs,
-                     1, Mp, stream_);
+    k::act_quant_fp8(x.raw(), x.stride(0), DT::BF16, M, K, v.bk, ue8m0, xq, K, xs, 1, Mp, stream_);
     TD_CUDA_LAUNCH_CHECK();
     if (lt8().gemm(LtFp8::Scales::kBlock128, xq, xs, v.w, v.s, direct ? out.raw() : d,
                    direct ? out.stride(0) : N, false, Mp, N, K, stream_)) {
@@ -85,8 +84,7 @@ void CudaBackend::fp8_linear(const Tensor& x, const Weight& w, Tensor& out) {
     auto* xq = pc.take<uint8_t>(M * K);  // [M, K] e4m3
     auto* xs = pc.take<float>(M);        // [M]
     auto* acc = pc.take<float>(M * N);   // [M, N]
-    k::act_quant_fp8(x.raw(), x.stride(0), DT::BF16, M, K, K, ue8m0, xq, K, k::QStore::E4M3, xs, 1,
-                     M, stream_);
+    k::act_quant_fp8(x.raw(), x.stride(0), DT::BF16, M, K, K, ue8m0, xq, K, xs, 1, M, stream_);
     TD_CUDA_LAUNCH_CHECK();
     LtFp8& l = lt8();
     if (l.gemm(LtFp8::Scales::kTensor, xq, l.unit_scale(), v.w, l.unit_scale(), acc, N, true, M, N,
@@ -105,15 +103,15 @@ void CudaBackend::fp8_linear(const Tensor& x, const Weight& w, Tensor& out) {
                           last_block_reduce_, k::quant_gemv_tiles(M, N), kSplitCounters))
     p.counters = split_counters_[in_side_ ? 1 : 0];
   Pieces sz;
-  sz.take<uint16_t>(M * K);
+  sz.take<uint8_t>(M * K);
   sz.take<float>(M * kb);
   sz.take<float>(p.splits > 1 ? p.splits * M * N : 0);
   Pieces pc(static_cast<char*>(scratch(sz.bytes())));
-  auto* xq = pc.take<uint16_t>(M * K);                              // [M, K] e4m3 values as f16
+  auto* xq = pc.take<uint8_t>(M * K);                               // [M, K] e4m3
   auto* xs = pc.take<float>(M * kb);                                // [M, kb]
   p.partial = pc.take<float>(p.splits > 1 ? p.splits * M * N : 0);  // [splits, M, N]
-  k::act_quant_fp8(x.raw(), x.stride(0), DT::BF16, M, K, v.bk, ue8m0, xq, K, k::QStore::F16, xs, kb,
-                   1, stream_, /*early=*/true);
+  k::act_quant_fp8(x.raw(), x.stride(0), DT::BF16, M, K, v.bk, ue8m0, xq, K, xs, kb, 1, stream_,
+                   /*early=*/true);
   TD_CUDA_LAUNCH_CHECK();
   p.x = xq, p.x_rs = K, p.xscale = xs, p.xs_rs = kb;
   p.out = out.raw(), p.o_rs = out.stride(0), p.out_dt = odt;

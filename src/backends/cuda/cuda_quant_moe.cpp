@@ -70,7 +70,7 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
     auto* ints = pc.take<int32_t>(3 * E + 2 + 2 * P);     // counts, offsets, perm, inv, active, n
     auto* h = pc.take<uint8_t>(P * I * (h32 ? 4 : 2));    // [P, I] f32 or bf16
     auto* y = pc.take<float>(P * D);                      // [P, D]
-    auto* xq = pc.take<uint16_t>(fp8 || qx ? T * D : 0);  // [T, D] f16 (FP8) / bf16 (MXFP4)
+    auto* xq = pc.take<uint16_t>(fp8 || qx ? T * D : 0);  // [T, D] e4m3 (FP8) / bf16 (MXFP4)
     auto* xs = pc.take<float>(T * kbx);                   // [T, kb]
     auto* hq = pc.take<uint16_t>(fp8 || qh ? P * I : 0);  // [P, I]
     auto* hs = pc.take<float>(P * kbh);                   // [P, kb]
@@ -87,11 +87,10 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
     g.counts = counts, g.offsets = offsets, g.perm = perm, g.active = active;
     g.num_active = num_active, g.max_active = std::min(E, P), g.k = kk, g.pairs = P;
     if (fp8) {
-      k::act_quant_fp8(x.raw(), x.stride(0), DT::BF16, T, D, g8.bk, ue8m0_gu, xq, D, k::QStore::F16,
-                       xs, kbx, 1, stream_);
-      k::fp8_moe_gate_up(xq, D, xs, kbx, g, g8, I, h, DT::F32, stream_, quant_ring_);
-      k::act_quant_fp8(h, I, DT::F32, P, I, d8.bk, ue8m0_dn, hq, I, k::QStore::F16, hs, kbh, 1,
+      k::act_quant_fp8(x.raw(), x.stride(0), DT::BF16, T, D, g8.bk, ue8m0_gu, xq, D, xs, kbx, 1,
                        stream_);
+      k::fp8_moe_gate_up(xq, D, xs, kbx, g, g8, I, h, DT::F32, stream_, quant_ring_);
+      k::act_quant_fp8(h, I, DT::F32, P, I, d8.bk, ue8m0_dn, hq, I, hs, kbh, 1, stream_);
       k::fp8_moe_down(hq, I, hs, kbh, g, d8, y, stream_, quant_ring_);
     } else {
       if (qx) k::act_qdq_mxfp4(x.raw(), x.stride(0), DT::BF16, T, D, xq, D, stream_);
@@ -196,8 +195,8 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
       pad_off[e] = po;
       if (n == 0) continue;
       // Scales of this expert's GEMM: [kb, np] at its own region (kb * np + m).
-      k::act_quant_fp8(xg + o * D, D, DT::BF16, n, D, 128, ue8m0_gu, xq + po * D, D,
-                       k::QStore::E4M3, xs + po * kbx, 1, np, stream_);
+      k::act_quant_fp8(xg + o * D, D, DT::BF16, n, D, 128, ue8m0_gu, xq + po * D, D, xs + po * kbx,
+                       1, np, stream_);
       if (!l.gemm(LtFp8::Scales::kBlock128, xq + po * D, xs + po * kbx, g8.w + e * g8.w_es,
                   g8.s + e * g8.s_es, gg + po * 2 * I * ge, 2 * I, g32, np, 2 * I, D, stream_))
         fail("cuda moe_experts: no block-scaled cuBLASLt algorithm for {} x {} x {}", np, 2 * I, D);
@@ -208,8 +207,8 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
     for (int64_t e = 0; e < E; ++e) {
       const int64_t n = cnt[e], o = off[e], np = round_up(n, 4), pe = pad_off[e];
       if (n == 0) continue;
-      k::act_quant_fp8(hh + pe * I * ge, I, gdt, n, I, 128, ue8m0_dn, hq + pe * I, I,
-                       k::QStore::E4M3, hs + pe * kbh, 1, np, stream_);
+      k::act_quant_fp8(hh + pe * I * ge, I, gdt, n, I, 128, ue8m0_dn, hq + pe * I, I, hs + pe * kbh,
+                       1, np, stream_);
       if (!l.gemm(LtFp8::Scales::kBlock128, hq + pe * I, hs + pe * kbh, d8.w + e * d8.w_es,
                   d8.s + e * d8.s_es, yp + pe * D, D, false, np, D, I, stream_))
         fail("cuda moe_experts: no block-scaled cuBLASLt algorithm for {} x {} x {}", np, D, I);

@@ -41,11 +41,11 @@ __global__ void __launch_bounds__(kQThreads, B) q_gemv_kernel(QGemvParams p, W w
   q_ring_fill<F, kFull>(ring, wr, ch0, ch1, warp, c);
   pdl_wait();
   XTile<NT> xt;
-  const auto* x = static_cast<const uint16_t*>(p.x);
+  const auto* x = static_cast<const uint8_t*>(p.x);
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {  // a missing row reads row m0 (XTile)
     const int64_t m = m0 + 8 * nt + g;
-    xt.x[nt] = x + (m < p.M ? m : m0) * p.x_rs;
+    xt.x[nt] = x + (m < p.M ? m : m0) * p.x_rs * F::kXBytes;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int64_t mc = m0 + 8 * nt + 2 * c + i;

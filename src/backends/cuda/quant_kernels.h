@@ -15,26 +15,23 @@
 namespace tandem::cuda::k {
 
 // ---- act_quant.cu ---------------------------------------------------------------------------
-// How act_quant_fp8 stores the quantized values: f16 (exact e4m3 values, the B operand of the
-// decode kernels' f16 mma) or the e4m3 bytes themselves (cuBLASLt's FP8 operand).
-enum class QStore : int { F16 = 0, E4M3 = 1 };
-
 // ActQuant::kFp8Group: per row m and group b of bk consecutive features (bk >= K: one group),
 // amax = max |x|, s = max(amax, 1e-4) / 448 (ue8m0: s = 2^ceil(log2 s)), q = e4m3(x / s)
-// (round to nearest even, saturating). x: [M, K] rows strided by xs; q: [M, K] rows strided
-// by qs; scale(m, b) = scale[m * s_m + b * s_b] (s_m = kb, s_b = 1 for the decode kernels;
-// s_m = 1, s_b = M_padded for cuBLASLt's VEC128 layout kb * M + m). K and bk multiples of 8,
-// K <= 32768 (act_quant_fp8_applies). x_dt: bf16, or f32 (the MoE intermediate h, quantized
-// from its f32 value as the contract says, not from a bf16 rounding of it).
-// early: let the next kernel (the dense weight stream, which fetches its first weight chunks
-// before its pdl_wait) be scheduled as soon as this one starts (griddepcontrol.launch_dependents);
-// it still waits for this grid to complete before it reads q. Measured on the H200: the decode
-// linears gain 1-2.5 us each, while the MoE expert kernels (which can fetch nothing before their
-// wait) lost ~12 us at batch 1, so only fp8_linear's weight-stream path asks for it.
+// (round to nearest even, saturating). x: [M, K] rows strided by xs; q: e4m3 bytes [M, K]
+// rows strided by qs (the operand of the decode kernels' e4m3 mma and of cuBLASLt's FP8 GEMMs);
+// scale(m, b) = scale[m * s_m + b * s_b] (s_m = kb, s_b = 1 for the decode kernels; s_m = 1, s_b =
+// M_padded for cuBLASLt's VEC128 layout kb * M + m). K and bk multiples of 8, K <= 32768
+// (act_quant_fp8_applies). x_dt: bf16, or f32 (the MoE intermediate h, quantized from its f32 value
+// as the contract says, not from a bf16 rounding of it). early: let the next kernel (the dense
+// weight stream, which fetches its first weight chunks before its pdl_wait) be scheduled as soon as
+// this one starts (griddepcontrol.launch_dependents); it still waits for this grid to complete
+// before it reads q. Measured on the H200: the decode linears gain 1-2.5 us each, while the MoE
+// expert kernels (which can fetch nothing before their wait) lost ~12 us at batch 1, so only
+// fp8_linear's weight-stream path asks for it.
 bool act_quant_fp8_applies(int64_t K, int64_t bk);
 void act_quant_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, int64_t bk, bool ue8m0,
-                   void* q, int64_t qs, QStore store, float* scale, int64_t s_m, int64_t s_b,
-                   cudaStream_t s, bool early = false);
+                   void* q, int64_t qs, float* scale, int64_t s_m, int64_t s_b, cudaStream_t s,
+                   bool early = false);
 
 // ActQuant::kMxfp4, quantize-dequantize: per row and group of 32, the shared exponent
 // floor(log2 amax) - 2 (scale 1 when amax is 0), e2m1 values rounded to nearest even and
@@ -72,7 +69,7 @@ bool mxfp4_decode_applies(const Mx4W& w);
 
 // ---- quant_gemv.cu --------------------------------------------------------------------------
 // Decode-sized dense linear (M = 1..64 rows; any M works): out[m, n] = x[m] . dequant(w)[n]^T.
-// FP8: x is act_quant_fp8's f16 output [M, K] (rows x_rs) with scales [M, kb] (rows xs_rs).
+// FP8: x is act_quant_fp8's e4m3 output [M, K] (rows x_rs) with scales [M, kb] (rows xs_rs).
 // MXFP4: x is bf16 [M, K] (the input itself, or act_qdq_mxfp4's output); xscale unused.
 // A block owns 32 weight rows and 8 or 16 activation rows, 4 warps take 128-wide K chunks
 // round-robin, each with its next chunk's loads in flight (the stream shape `ring` never changes
@@ -121,13 +118,13 @@ struct MoeGroups {
 };
 // h[sorted, i] = silu(gate) * up, [P, I] in h_dt: f32 where the down weight quantizes its input
 // (quantized from the f32 value, as the contract does), bf16 where it takes it as it is. FP8:
-// xq = act_quant_fp8(x) f16 [T, D] rows xq_rs, scales [T, kb] rows xs_rs (one quantization per
+// xq = act_quant_fp8(x) e4m3 [T, D] rows xq_rs, scales [T, kb] rows xs_rs (one quantization per
 // token, shared by its k slots). I a multiple of 16.
 // ring: as QGemvParams::ring (0: the format's own shape).
 void fp8_moe_gate_up(const void* xq, int64_t xq_rs, const float* xscale, int64_t xs_rs,
                      const MoeGroups& g, const Fp8W& gate_up, int64_t I, void* h, DT h_dt,
                      cudaStream_t s, int ring = 0);
-// y[sorted, d] = down_e[d] . h[sorted], f32 [P, D]. hq = act_quant_fp8(h) f16 [P, I] rows hq_rs,
+// y[sorted, d] = down_e[d] . h[sorted], f32 [P, D]. hq = act_quant_fp8(h) e4m3 [P, I] rows hq_rs,
 // scales [P, kb] rows hs_rs.
 void fp8_moe_down(const void* hq, int64_t hq_rs, const float* hscale, int64_t hs_rs,
                   const MoeGroups& g, const Fp8W& down, float* y, cudaStream_t s, int ring = 0);

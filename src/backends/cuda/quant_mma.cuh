@@ -7,14 +7,15 @@
 //
 // Thread (g, c) of a warp (g = lane / 4, c = lane % 4) owns 32 elements of each chunk (see
 // lane_k) for weight rows g and g + 8 of both tiles and for activation row g of each 8-row tile;
-// mma j of the chunk (m16n8k16) takes the thread's elements 4j .. 4j + 3 as its k = {2c, 2c + 1,
-// 2c + 8, 2c + 9}. Weights and activations agree on this permutation, so each mma is a dot
-// product over 16 of the chunk's k in another order, and loads stay 16 bytes wide.
+// an mma takes whole 4-byte words of them as its k slots (bf16 m16n8k16: elements 4j .. 4j + 3
+// as k = {2c, 2c + 1, 2c + 8, 2c + 9}; e4m3 m16n8k32: words u, u + 1 as k = 4c .. 4c + 3 and
+// 16 + 4c .. 16 + 4c + 3). Weights and activations agree on this permutation, so each mma is a
+// dot product over 16 or 32 of the chunk's k in another order, and loads stay 16 bytes wide.
 //
-// FP8 (Fp8Fmt): e4m3 weights become f16 exactly (cvt.rn.f16x2.e4m3x2), activations are the
-// quantized e4m3 values held as f16, so the f16 mma multiplies e4m3 values exactly and sums in
-// fp32. A chunk lies in one K block (bk a multiple of 128, or bk >= K), so each chunk's mma sums
-// start from zero and are added to the accumulators times ws[row block, b] * s[token, b].
+// FP8 (Fp8Fmt): weights and activations (act_quant_fp8's e4m3 bytes, half the bytes of the f16
+// copies they replaced) go into the e4m3 mma (m16n8k32, mma_e4m3: exact products, fp32 sums).
+// A chunk lies in one K block (bk a multiple of 128, or bk >= K), so each chunk's four mmas per
+// tile start from zero and are added to the accumulators times ws[row block, b] * s[token, b].
 // MXFP4 (Mx4Fmt): each thread's 32 elements of a row are one e8m0 group; each 8-nibble word
 // becomes four bf16x2 pairs (e_i, e_i+4) by a shift and a mask per part (e2m1x8_pairs: the
 // values times 2^-126), multiplied by their group's power of two times 2^126 (exact), and meets
@@ -49,24 +50,17 @@ __device__ __forceinline__ uint32_t word4(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-// d += A (16 x 16, row) . B (16 x 8, col): f16 in, fp32 accumulate.
-__device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                        uint32_t a3, uint32_t b0, uint32_t b1) {
+// d += A (16 x 32, row) . B (32 x 8, col): e4m3 in, fp32 accumulate. On sm_90 ptxas lowers it to
+// exact e4m3 -> f16 conversions (F2FP.F16.E4M3.UNPACK_B) and two f16 HMMA.16816.F32: the products
+// are exact and the sums fp32 (cuobjdump on the H200, 2026-12-04), and an output's bits depend on
+// its own row and column only (CudaQuant.GemvBatchInvariant, RingDepthGivesTheSameBits).
+__device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
   asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// Four e4m3 values (the bytes of w) as two f16x2 words, exactly: lo from bytes 0-1, hi from
-// bytes 2-3. The halves go to the conversion as 16-bit registers, so no shift is spent on them
-// (written as a shift, the high half cost one more instruction per word).
-__device__ __forceinline__ void e4m3x4_to_f16x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
-  asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 "
-      "%1, h;\n}"
-      : "=r"(lo), "=r"(hi)
-      : "r"(w));
 }
 
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
@@ -140,29 +134,35 @@ __device__ __forceinline__ int lane_k(int c, int q) {
 // output columns that are never stored, and every load stays unconditional.
 template <int NT>
 struct XTile {
-  const uint16_t* x[NT];
+  const uint8_t* x[NT];  // the rows' starts (bytes: F::kXBytes per element)
   const float* sx[NT][2];
 };
 
 // kFull (template argument below): K is a multiple of the chunk, so no load needs a bounds check
 // (the kernels are compiled both ways; GLM-5's K are all multiples of 128).
 
-// This thread's 32 activations of chunk ch (f16 or bf16 bits) in lane_k's order, zero past K.
-template <int NT, bool kSplit, bool kFull>
+// This thread's 32 bf16 activations of chunk ch, [32c, 32c + 32) (lane_k<false>), zero past K.
+template <int NT, bool kFull>
 __device__ __forceinline__ void load_x_slice(uint4 (&v)[4], const XTile<NT>& xt, int nt, int64_t ch,
                                              int c, int64_t K) {
-  if constexpr (kFull) {
-    const uint16_t* p = xt.x[nt] + ch * kQChunk + lane_k<kSplit>(c, 0);
+  const auto* x = reinterpret_cast<const uint16_t*>(xt.x[nt]);
 #pragma unroll
-    for (int q = 0; q < 4; ++q)  // lane_k(c, q) - lane_k(c, 0) does not depend on c
-      v[q] = __ldg(reinterpret_cast<const uint4*>(p + lane_k<kSplit>(0, q)));
-  } else {
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int64_t k = ch * kQChunk + lane_k<kSplit>(c, q);
-      v[q] = k < K ? __ldg(reinterpret_cast<const uint4*>(xt.x[nt] + k)) : make_uint4(0, 0, 0, 0);
-    }
+  for (int q = 0; q < 4; ++q) {
+    const int64_t k = ch * kQChunk + lane_k<false>(c, q);
+    v[q] = kFull || k < K ? __ldg(reinterpret_cast<const uint4*>(x + k)) : make_uint4(0, 0, 0, 0);
   }
+}
+
+// This thread's 32 e4m3 activations of chunk ch, the pieces [16c, 16c + 16) and
+// [64 + 16c, 80 + 16c) (lane_k<true>, as the FP8 weights), zero past K (a multiple of 16).
+template <int NT, bool kFull>
+__device__ __forceinline__ void load_x8_slice(uint4 (&v)[2], const XTile<NT>& xt, int nt,
+                                              int64_t ch, int c, int64_t K) {
+  const int64_t k0 = ch * kQChunk + 16 * c;
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+    v[h] = kFull || k0 + 64 * h < K ? __ldg(reinterpret_cast<const uint4*>(xt.x[nt] + k0 + 64 * h))
+                                    : make_uint4(0, 0, 0, 0);
 }
 
 // Accumulators of one warp: [tile][8-row activation tile][mma C fragment].
@@ -177,6 +177,7 @@ struct Fp8Fmt {
   // 80%), with two tiles free (216 registers: spills when held to 170). The dense kernel takes
   // 160 / 184 registers when free.
   static constexpr int ring(int nt, bool experts) { return experts && nt == 1 ? 23 : 2; }
+  static constexpr int kXBytes = 1;  // activations: act_quant_fp8's e4m3 bytes
   // Where this thread's four weight rows are ([tile][row g, g + 8]); a row past N reads row 0
   // (its outputs are never stored).
   struct Rows {
@@ -230,21 +231,19 @@ struct Fp8Fmt {
     const int64_t b = block_of(r, ch);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-      uint4 xv[4];
-      load_x_slice<NT, true, kFull>(xv, xt, nt, ch, c, r.K);
+      uint4 xv[2];
+      load_x8_slice<NT, kFull>(xv, xt, nt, ch, c, r.K);
       const float s0 = __ldg(xt.sx[nt][0] + b), s1 = __ldg(xt.sx[nt][1] + b);
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
         float d[4] = {0.f, 0.f, 0.f, 0.f};
+        // mma j: words u, u + 1 of the thread's 16-byte piece h (k slots 4c.. and 16 + 4c.. of
+        // the mma), the same words of rows g (a0, a2), g + 8 (a1, a3) and the activations.
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const uint32_t wg = word4(f.w[t][0][j >> 2], j & 3);
-          const uint32_t wg8 = word4(f.w[t][1][j >> 2], j & 3);
-          uint32_t a0, a1, a2, a3;
-          e4m3x4_to_f16x2(wg, a0, a2);
-          e4m3x4_to_f16x2(wg8, a1, a3);
-          mma_f16(d, a0, a1, a2, a3, word4(xv[j >> 1], (2 * j) & 3),
-                  word4(xv[j >> 1], (2 * j + 1) & 3));
+        for (int j = 0; j < 4; ++j) {
+          const int h = j >> 1, u = 2 * (j & 1);
+          mma_e4m3(d, word4(f.w[t][0][h], u), word4(f.w[t][1][h], u), word4(f.w[t][0][h], u + 1),
+                   word4(f.w[t][1][h], u + 1), word4(xv[h], u), word4(xv[h], u + 1));
         }
         // C fragment: d0, d1 = row g, columns 2c, 2c + 1; d2, d3 = row g + 8.
         acc[t][nt][0] = fmaf(d[0], f.ws[t][0] * s0, acc[t][nt][0]);
@@ -262,6 +261,7 @@ struct Mx4Fmt {
   // bytes of spills; routed experts at batch 32 53% of copy against 37-46% with two or three
   // blocks); two tiles in 170 (23, no spills).
   static constexpr int ring(int nt, bool) { return nt == 1 ? 24 : 23; }
+  static constexpr int kXBytes = 2;  // activations: bf16
   // A row past N reads row 0 (its outputs are never stored).
   struct Rows {
     const uint8_t* w[2][2];  // row start + 16c bytes
@@ -303,7 +303,7 @@ struct Mx4Fmt {
                                                  const XTile<NT>& xt, int64_t ch, int c) {
     uint4 xv[NT][4];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) load_x_slice<NT, false, kFull>(xv[nt], xt, nt, ch, c, r.K);
+    for (int nt = 0; nt < NT; ++nt) load_x_slice<NT, kFull>(xv[nt], xt, nt, ch, c, r.K);
     // Activation pairs (x_i, x_i+4) of each 8-element word q, as the weight pairs come.
     uint32_t xp[NT][4][4];
 #pragma unroll

@@ -14,7 +14,7 @@ namespace {
 // scales (null for MXFP4).
 template <class F, class W, int NT, int B, bool kFull, bool kGateUp>
 __global__ void __launch_bounds__(kQThreads, B)
-    q_moe_kernel(const uint16_t* x, int64_t x_rs, const float* xscale, int64_t xs_rs, MoeGroups g,
+    q_moe_kernel(const uint8_t* x, int64_t x_rs, const float* xscale, int64_t xs_rs, MoeGroups g,
                  W w, int64_t I, void* out, bool h_f32) {
   pdl_wait();
   __shared__ float red[q_red_floats<NT>()];
@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(kQThreads, B)
     };
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-      xt.x[nt] = x + row_of(8 * nt + gi) * x_rs;
+      xt.x[nt] = x + row_of(8 * nt + gi) * x_rs * F::kXBytes;
 #pragma unroll
       for (int i = 0; i < 2; ++i)
         xt.sx[nt][i] = xscale ? xscale + row_of(8 * nt + 2 * c + i) * xs_rs : nullptr;
@@ -83,7 +83,7 @@ void run(const void* x, int64_t x_rs, const float* xscale, int64_t xs_rs, const 
   if (g.max_active == 0) return;
   const int64_t experts_rows = kGateUp ? I / 16 : (w.N + 31) / 32;
   const dim3 grid(static_cast<unsigned>(experts_rows), static_cast<unsigned>(g.max_active));
-  const auto* xp = static_cast<const uint16_t*>(x);
+  const auto* xp = static_cast<const uint8_t*>(x);
   with_nt_ring<F>(g.pairs < 8 * g.max_active ? 1 : 2, true, ring, [&]<int NT, int B>() {
     if (w.K % kQChunk == 0)
       launch(q_moe_kernel<F, W, NT, B, true, kGateUp>, grid, kQThreads, 0, s, xp, x_rs, xscale,
