@@ -394,9 +394,14 @@ void print_breakdown(Env& env, Layer& layer, const ForwardBatch& fb, const std::
   double sum = 0;
   for (const auto& [n, us] : v) sum += us;
   std::printf("  breakdown %s (eager, %.0f us in ops):", title.c_str(), sum);
+  // TANDEM_BENCH_BREAKDOWN_OPS=N: the N most expensive ops (8 unless set).
+  static const int most = [] {
+    const char* e = std::getenv("TANDEM_BENCH_BREAKDOWN_OPS");
+    return e && std::atoi(e) > 0 ? std::atoi(e) : 8;
+  }();
   int shown = 0;
   for (const auto& [n, us] : v) {
-    if (shown++ == 8) break;
+    if (shown++ == most) break;
     std::printf("%s %s %.0f", shown == 1 ? "" : ",", n.c_str(), us);
   }
   std::printf("\n");
@@ -585,6 +590,7 @@ int main(int argc, char** argv) {
       const Timing t = time_layer(env, L, fb, 2, false);
       std::printf("profile-prefill %s T=%lld: eager %.2f ms\n", prefill_layer.c_str(),
                   static_cast<long long>(prefill_tokens), t.eager_us / 1e3);
+      print_breakdown(env, L, fb, prefill_layer + " prefill T=" + std::to_string(prefill_tokens));
       profile_once(env, L, fb);
       return 0;
     }

@@ -204,7 +204,10 @@ void bench_linear_paths(double copy_gbps, double gemm_tf, bool quick) {
 // batch-invariant) as the backend runs it (the tiled kernel of skinny_f32_tiles.cu at the shape
 // chosen for M), the fastest of its tile shapes, and the 2-rows-a-warp skinny kernel it replaced,
 // against cuBLASLt's fp32 GEMM, invariant and default, each timed with the widening of x to f32
-// it needs. L2 flushed before every run. "sk/best": the chosen path over the fastest cuBLASLt.
+// it needs, and the weight split exactly into three bf16 pieces with one bf16 cuBLASLt GEMM
+// against them ("bf16x3": split, GEMM into [M, 3N] f32, thirds summed; what the backend runs at
+// prefill sizes, heuristics::linear_f32_split_path). L2 flushed before every run. "sk/Lt": the
+// skinny family over cuBLASLt's fp32 GEMM; "x3/Lt": the split over it.
 void bench_linear_f32(double copy_gbps, bool quick) {
   struct ShapeF {
     const char* name;
@@ -224,15 +227,17 @@ void bench_linear_f32(double copy_gbps, bool quick) {
                         .to(Device::cuda());  // [65536], left zeroed by every launch
   std::printf("linear paths (fp32 weights, f32 out): us, and weight GB/s as %% of copy %.0f GB/s\n",
               copy_gbps);
-  std::printf("%-24s %5s %15s %-7s %15s %-7s %15s %15s %15s %7s %7s\n", "shape", "M", "skinny",
-              "tile", "best tile", "", "2 rows/warp", "Lt invariant", "cuBLASLt", "sk/Lt",
-              "inv/Lt");
+  std::printf("%-24s %5s %15s %-7s %15s %-7s %15s %15s %15s %15s %7s %7s %7s\n", "shape", "M",
+              "skinny", "tile", "best tile", "", "2 rows/warp", "Lt invariant", "cuBLASLt",
+              "bf16x3", "sk/Lt", "inv/Lt", "x3/Lt");
   for (const ShapeF& sh : f32_shapes) {
     const int64_t Mmax = fms.back();
-    Tensor x = Tensor::empty({Mmax, sh.K}, DType::BF16, Device::cuda());   // [M, K]
-    Tensor xf = Tensor::empty({Mmax, sh.K}, DType::F32, Device::cuda());   // [M, K] widened
-    Tensor w = Tensor::empty({sh.N, sh.K}, DType::F32, Device::cuda());    // [N, K]
-    Tensor out = Tensor::empty({Mmax, sh.N}, DType::F32, Device::cuda());  // [M, N]
+    Tensor x = Tensor::empty({Mmax, sh.K}, DType::BF16, Device::cuda());       // [M, K]
+    Tensor xf = Tensor::empty({Mmax, sh.K}, DType::F32, Device::cuda());       // [M, K] widened
+    Tensor w = Tensor::empty({sh.N, sh.K}, DType::F32, Device::cuda());        // [N, K]
+    Tensor out = Tensor::empty({Mmax, sh.N}, DType::F32, Device::cuda());      // [M, N]
+    Tensor w3 = Tensor::empty({3 * sh.N, sh.K}, DType::BF16, Device::cuda());  // [3N, K] pieces
+    Tensor p3 = Tensor::empty({Mmax, 3 * sh.N}, DType::F32, Device::cuda());   // [M, 3N]
     cuda::fill_random(x, 13, 1.0f);
     cuda::fill_random(w, 14, 0.05f);
     const double wb = static_cast<double>(sh.N * sh.K * 4);
@@ -276,17 +281,25 @@ void bench_linear_f32(double copy_gbps, bool quick) {
       };
       const double t_inv = time_it([&] { lt_f32(lt_inv); });
       const double t_lt = time_it([&] { lt_f32(lt); });
+      const double t_x3 = time_it([&] {
+        cuda::k::split_f32_bf16x3(w.data<float>(), sh.N, sh.K, w3.raw(), nullptr);
+        TD_CHECK(lt.gemm(x.raw(), sh.K, w3.raw(), sh.K, p3.raw(), 3 * sh.N, true, M, 3 * sh.N, sh.K,
+                         nullptr),
+                 "no cuBLASLt bf16 algorithm for {} split", sh.name);
+        cuda::k::sum_thirds_f32(p3.data<float>(), M, sh.N, out.data<float>(), sh.N, nullptr);
+      });
       auto cell = [&](double us) {
         char buf[32];
         std::snprintf(buf, sizeof buf, "%7.1f %5.1f%%", us,
                       100.0 * wb / (us * 1e-6) / 1e9 / copy_gbps);
         return std::string(buf);
       };
-      std::printf("%-24s %5lld %15s %-7s %15s %-7s %15s %15s %15s %7.3f %7.3f\n", sh.name,
-                  static_cast<long long>(M), cell(t_sk).c_str(),
+      std::printf("%-24s %5lld %15s %-7s %15s %-7s %15s %15s %15s %15s %7.3f %7.3f %7.3f\n",
+                  sh.name, static_cast<long long>(M), cell(t_sk).c_str(),
                   cuda::k::skinny_f32_tile_name(cuda::k::skinny_f32_tile_shape(p)),
                   cell(t_best).c_str(), cuda::k::skinny_f32_tile_name(best), cell(t_rows).c_str(),
-                  cell(t_inv).c_str(), cell(t_lt).c_str(), t_sk / t_lt, t_inv / t_lt);
+                  cell(t_inv).c_str(), cell(t_lt).c_str(), cell(t_x3).c_str(), t_sk / t_lt,
+                  t_inv / t_lt, t_x3 / t_lt);
       if (!quick) std::printf("    tiles:%s\n", all.c_str());
       std::fflush(stdout);
     }

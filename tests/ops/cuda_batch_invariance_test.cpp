@@ -88,11 +88,11 @@ void check_linear_rows(PoisonWorkspace& ws, const Pair& x, const Tensor& w,
 
 TEST_F(CudaOps, LinearRowsAreBatchInvariant) {
   // f32 weights (router, indexer head weights): the skinny family, in default mode below
-  // heuristics::kF32LtMinRows (from there an fp32 cuBLASLt GEMM, whose algorithm depends on M,
-  // for prefill-sized batches) and at any M in deterministic mode.
+  // heuristics::kF32SplitMinRows (from there the exact bf16 split on a cuBLASLt GEMM, whose
+  // algorithm depends on M, for prefill-sized batches) and at any M in deterministic mode.
   for (bool det : {false, true}) {
     DeterministicScope scope(det, false);
-    const int64_t top = det ? 300 : cuda::heuristics::kF32LtMinRows - 1;
+    const int64_t top = det ? 300 : cuda::heuristics::kF32SplitMinRows - 1;
     const std::vector<int64_t> mf = {1, 3, 16, 17, 64, top};
     Pair x = rand({300, 6144});
     Pair w = rand({256, 6144}, 0.05f, DType::F32);
@@ -101,17 +101,19 @@ TEST_F(CudaOps, LinearRowsAreBatchInvariant) {
   }
   // f32 weights through prefill sizes on the skinny family (every tile shape of
   // skinny_f32_tiles.cu on the way): the router's and the indexer's shapes in deterministic mode,
-  // the indexer's in default mode (the router's goes to cuBLASLt from kF32LtMinRows rows there).
+  // the indexer's in default mode below kF32SplitMinRowsNarrow (the split from there).
   {
     Pair x = rand({2100, 6144});
     const std::vector<int64_t> ms = {1, 2, 3, 5, 8, 16, 32, 64, 129, 300, 1100, 2100};
+    const int64_t narrow_top = cuda::heuristics::kF32SplitMinRowsNarrow - 1;
+    const std::vector<int64_t> ms_default = {1, 2, 3, 5, 8, 16, 32, 64, 129, 300, narrow_top};
     for (int64_t N : {256, 32}) {
       Pair w = rand({N, 6144}, 0.05f, DType::F32);
       for (bool det : {true, false}) {
         if (!det && N > cuda::heuristics::kF32SkinnyMaxFeatures) continue;
         DeterministicScope scope(det, true);
         check_linear_rows(
-            gpu_ws_, x, w.gpu, ms, DType::F32,
+            gpu_ws_, x, w.gpu, det ? ms : ms_default, DType::F32,
             "f32 " + std::to_string(N) + "x6144, " + (det ? "deterministic" : "default"));
       }
     }

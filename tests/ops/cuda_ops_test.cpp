@@ -83,23 +83,25 @@ TEST_F(CudaOps, EmbeddingNormsAndElementwise) {
 TEST_F(CudaOps, RopeBothPairingsOnStridedViews) {
   for (bool inter : {true, false}) {
     for (int64_t d : {8, 64}) {
-      for (int64_t T : {1, 5}) {
-        const int64_t H = 3;
-        Pair x = rand({T, H, d + 192}, 2.0f);
-        Pair xr = x.narrow(2, 192, d);  // the rope slice of [nope | rope] heads
-        std::vector<float> inv(static_cast<size_t>(d / 2));
-        for (int64_t j = 0; j < d / 2; ++j)
-          inv[j] = static_cast<float>(std::pow(8e6, -2.0 * j / d));
-        Tensor invc = Tensor::from_vector(inv, {d / 2});
-        std::vector<int32_t> pv;
-        for (int64_t t = 0; t < T; ++t) pv.push_back(static_cast<int32_t>(rng_.next_u64() % 40000));
-        Pair pos = ints(pv);
-        const RopeParams rp{inter, 1.25f};
-        ops::rope(xr.gpu, pos.gpu, invc.to(Device::cuda()), rp);
-        ops::rope(xr.cpu, pos.cpu, invc, rp);
-        expect_close(x.gpu, x.cpu, kBf16Out, "rope",
-                     std::string(inter ? "interleaved" : "neox") + " d=" + std::to_string(d));
-      }
+      for (int64_t T : {1, 5})
+        for (int64_t H : {1, 3, 17, 64}) {  // one head, a part group, groups of 8 and a part
+          Pair x = rand({T, H, d + 192}, 2.0f);
+          Pair xr = x.narrow(2, 192, d);  // the rope slice of [nope | rope] heads
+          std::vector<float> inv(static_cast<size_t>(d / 2));
+          for (int64_t j = 0; j < d / 2; ++j)
+            inv[j] = static_cast<float>(std::pow(8e6, -2.0 * j / d));
+          Tensor invc = Tensor::from_vector(inv, {d / 2});
+          std::vector<int32_t> pv;
+          for (int64_t t = 0; t < T; ++t)
+            pv.push_back(static_cast<int32_t>(rng_.next_u64() % 40000));
+          Pair pos = ints(pv);
+          const RopeParams rp{inter, 1.25f};
+          ops::rope(xr.gpu, pos.gpu, invc.to(Device::cuda()), rp);
+          ops::rope(xr.cpu, pos.cpu, invc, rp);
+          expect_close(x.gpu, x.cpu, kBf16Out, "rope",
+                       std::string(inter ? "interleaved" : "neox") + " d=" + std::to_string(d) +
+                           " T=" + std::to_string(T) + " H=" + std::to_string(H));
+        }
     }
   }
 }
@@ -258,9 +260,11 @@ TEST_F(CudaOps, LinearSkinnyAndCublasLt) {
       {64, 2048, 6144, DType::BF16, DType::BF16, 0},  // cuBLASLt
       {1, 256, 6144, DType::F32, DType::F32, 0},      // fp32 router
       {130, 32, 6144, DType::F32, DType::F32, 0},     // indexer head weights at prefill size
-      {300, 256, 6144, DType::F32, DType::F32, 0},    // router at prefill size (fp32 cuBLASLt)
+      {300, 256, 6144, DType::F32, DType::F32, 0},    // router at prefill size (bf16 x3 split)
       {127, 256, 640, DType::F32, DType::F32, 0},     // last row count of the f32 skinny path
-      {128, 256, 640, DType::F32, DType::F32, 700},   // first of fp32 cuBLASLt, strided x
+      {128, 256, 640, DType::F32, DType::F32, 700},   // first of the split, strided x
+      {511, 32, 6144, DType::F32, DType::F32, 0},     // indexer: last of the skinny family
+      {512, 32, 6144, DType::F32, DType::F32, 0},     // indexer: first of the split
       {5, 13, 100, DType::BF16, DType::BF16, 0},      // K % 8 != 0: scalar path
       {2, 77, 264, DType::BF16, DType::BF16, 300},    // misaligned rows: scalar path
       {4, 640, 512, DType::BF16, DType::BF16, 576},   // latent slice (skinny, strided)
@@ -277,6 +281,48 @@ TEST_F(CudaOps, LinearSkinnyAndCublasLt) {
     expect_close(g, r, c.out == DType::F32 ? kF32Out : kBf16Out,
                  c.out == DType::F32 ? "linear f32 out" : "linear", what);
   }
+}
+
+// The exact three-way bf16 split of fp32 weights (the fp32 linears' prefill path): hi + mid + lo
+// equals w exactly over magnitudes from 1e-30 to 1e30, both signs, values with all 24 bits set
+// and values exact in bf16 (mid = lo = 0); and the thirds summed in the stated order.
+TEST_F(CudaOps, F32WeightSplitIntoThreeBf16IsExact) {
+  std::vector<float> w;
+  for (int i = 0; i < 4000; ++i) {
+    const double mag = std::pow(10.0, -30.0 + 60.0 * rng_.uniform());
+    w.push_back(static_cast<float>((i % 2 ? -1.0 : 1.0) * mag * (1.0 + rng_.uniform())));
+  }
+  w.push_back(1.0f + std::ldexp(1.0f, -23));  // the lowest bit alone below the leading one
+  w.push_back(std::nextafter(2.0f, 0.0f));    // all 24 bits set: hi rounds up to 2
+  w.push_back(0.375f);                        // exact in bf16
+  w.push_back(0.0f);
+  const int64_t N = static_cast<int64_t>(w.size()) / 4, K = 4;  // [N, K]
+  Tensor wg = Tensor::from_vector(w, {N, K}).to(Device::cuda());
+  Tensor pieces = Tensor::empty({3 * N, K}, DType::BF16, Device::cuda());  // [3N, K]
+  cuda::k::split_f32_bf16x3(wg.data<float>(), N, K, pieces.raw(), nullptr);
+  const std::vector<float> pv = to_float_vector(pieces);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < N * K; ++i) {
+    const double sum = static_cast<double>(pv[i]) + pv[N * K + i] + pv[2 * N * K + i];
+    bad += sum != static_cast<double>(w[i]);
+  }
+  EXPECT_EQ(bad, 0) << "of " << N * K << " weights";
+  EXPECT_EQ(pv[(N * K - 2)], 0.375f);
+  EXPECT_EQ(pv[N * K + N * K - 2], 0.0f);
+  // sum_thirds_f32: (p[n] + p[N + n]) + p[2N + n] into rows strided by 7.
+  const int64_t M = 3, Nn = 5;
+  std::vector<float> p3;
+  for (int64_t i = 0; i < M * 3 * Nn; ++i)
+    p3.push_back(static_cast<float>(8.0 * rng_.uniform() - 4.0));
+  Tensor pg = Tensor::from_vector(p3, {M, 3 * Nn}).to(Device::cuda());
+  Tensor og = Tensor::from_vector(std::vector<float>(M * 7, -1.0f), {M, 7}).to(Device::cuda());
+  cuda::k::sum_thirds_f32(pg.data<float>(), M, Nn, og.data<float>(), 7, nullptr);
+  const std::vector<float> ov = to_float_vector(og);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < 7; ++n) {
+      const float* r = &p3[m * 3 * Nn + n];
+      EXPECT_EQ(ov[m * 7 + n], n < Nn ? (r[0] + r[Nn]) + r[2 * Nn] : -1.0f) << m << " " << n;
+    }
 }
 
 // The absorbed query as the model builds it: head_matmul into the first 512 columns of

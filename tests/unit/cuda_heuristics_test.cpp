@@ -51,17 +51,17 @@ TEST(CudaHeuristics, DefaultModeMlaDecodeFollowsTheTokenCount) {
 
 TEST(CudaHeuristics, DeterministicLinearsTakeOnePathAtEveryRowCount) {
   // bf16 weights: cuBLASLt's batch-invariant algorithms at every M, one row included; fp32
-  // weights the skinny family at every M, narrow ones in both modes (default mode: the skinny
-  // kernel at one row for bf16, below kF32LtMinRows for wide fp32).
-  for (int64_t M : {1, 2, 64, 127, 128, 255, 256, 4096}) {
+  // weights the skinny family at every M in deterministic mode (default mode: the skinny kernel
+  // at one row for bf16, the exact bf16 split of fp32 weights from 128 rows for wide ones and
+  // from 512 for narrow ones).
+  for (int64_t M : {1, 2, 64, 127, 128, 255, 256, 511, 512, 4096}) {
     EXPECT_TRUE(heuristics::linear_lt_path(M, true)) << M;
-    EXPECT_FALSE(heuristics::linear_f32_lt_path(M, 256, true)) << M;
-    EXPECT_FALSE(heuristics::linear_f32_lt_path(M, 32, true)) << M;
-    EXPECT_FALSE(heuristics::linear_f32_lt_path(M, 32, false)) << M;
+    EXPECT_FALSE(heuristics::linear_f32_split_path(M, 256, true)) << M;
+    EXPECT_FALSE(heuristics::linear_f32_split_path(M, 32, true)) << M;
+    EXPECT_EQ(heuristics::linear_f32_split_path(M, 256, false), M >= 128) << M;
+    EXPECT_EQ(heuristics::linear_f32_split_path(M, 32, false), M >= 512) << M;
   }
   EXPECT_FALSE(heuristics::linear_lt_path(1, false));
-  EXPECT_FALSE(heuristics::linear_f32_lt_path(heuristics::kF32LtMinRows - 1, 256, false));
-  EXPECT_TRUE(heuristics::linear_f32_lt_path(heuristics::kF32LtMinRows, 256, false));
 }
 
 TEST(CudaHeuristics, ForcedMlaColumnPartsAreOneTwoOrFour) {

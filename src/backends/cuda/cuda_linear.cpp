@@ -104,15 +104,19 @@ void CudaBackend::linear(const Tensor& x, const Weight& w, Tensor& out) {
       if (tc(x.raw(), x.stride(0), 0, w.w, 0, out, out.stride(0), 0, M, N, K, 1)) return;
     }
   } else if (lt_ok && w.w.dtype() == DType::F32 && out.dtype() == DType::F32 &&
-             heuristics::linear_f32_lt_path(M, N, deterministic_)) {
-    // fp32 weights (the router) at prefill sizes, default mode: x widened to f32, then an fp32
-    // cuBLASLt GEMM (exact fp32 products and sums, as the skinny kernel's).
-    auto* xf = static_cast<float*>(scratch(static_cast<size_t>(M * K) * 4));
-    k::bf16_rows_to_f32(x.raw(), x.stride(0), xf, M, K, stream_);
+             heuristics::linear_f32_split_path(M, N, deterministic_)) {
+    // fp32 weights (router, indexer head weights) at prefill sizes: w = hi + mid + lo exactly in
+    // bf16, one bf16 GEMM x . [hi; mid; lo]^T into f32 (each product exact), thirds summed in fp32.
+    const size_t w3_bytes = static_cast<size_t>(3 * N * K * 2 + 255) / 256 * 256;
+    auto* w3 = static_cast<char*>(scratch(w3_bytes + static_cast<size_t>(M * 3 * N) * 4));
+    auto* p3 = reinterpret_cast<float*>(w3 + w3_bytes);  // [M, 3N]; w3: [3N, K] bf16
+    k::split_f32_bf16x3(w.w.data<float>(), N, K, w3, stream_);
     TD_CUDA_LAUNCH_CHECK();
-    if (lt_->gemm_f32(xf, K, w.w.data<float>(), K, out.data<float>(), out.stride(0), M, N, K,
-                      stream_))
+    if (lt_->gemm(x.raw(), x.stride(0), w3, K, p3, 3 * N, true, M, 3 * N, K, stream_)) {
+      k::sum_thirds_f32(p3, M, N, out.data<float>(), out.stride(0), stream_);
+      TD_CUDA_LAUNCH_CHECK();
       return;
+    }
   }
   skinny(x.raw(), x.stride(0), 0, w.w, 0, out, out.stride(0), 0, M, N, K, 1);
 }

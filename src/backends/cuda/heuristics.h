@@ -75,21 +75,25 @@ inline bool linear_lt_path(int64_t rows, bool deterministic) {
 }
 // linear on fp32 weights (the router, the indexer's head weights; bf16 x, f32 out): the skinny
 // family (skinny_gemm: one reduction order at every M, so batch-invariant; the tiled kernel of
-// skinny_f32_tiles.cu) or x widened to f32 and one fp32 cuBLASLt GEMM. Measured on the H200
-// (kernel_bench --f32-only, L2 flushed; docs/benchmarks.md):
-// - the indexer's 32 outputs: the skinny family at every M (7.6 / 8.8 / 12.4 / 84 us at 1 / 32
-//   / 128 / 4,096 rows against cuBLASLt's 10.0 / 16.2 / 19.6 / 142);
-// - the router's 256: the skinny family up to 128 rows (9.1 / 15.2 / 26.3 us at 1 / 32 / 128
-//   against 11.7 / 22.7 / 29.3), cuBLASLt from 256 (41.6 against 43.9; 339 against 552 at 4,096).
-// Deterministic mode needs one of the two at every M: the skinny family for both (the router's
-// 9 us at one row against invariant cuBLASLt's 20; 552 against 605 at 4,096 rows). With it a
-// deterministic MoE step at batch 32 first measured 7-16% slower: the routed experts' kernel
-// started beside the shared expert's last GEMM, which moe_block now prevents from 8 tokens.
-constexpr int64_t kF32SkinnyMaxFeatures = 64;  // the skinny family at every M up to this many
-constexpr int64_t kF32LtMinRows = 256;         // the wider shapes: cuBLASLt from here (default)
-inline bool linear_f32_lt_path(int64_t rows, int64_t features, bool deterministic) {
-  if (deterministic || features <= kF32SkinnyMaxFeatures) return false;
-  return rows >= kF32LtMinRows;
+// skinny_f32_tiles.cu), or at prefill sizes in default mode the weight split exactly into three
+// bf16 pieces (split_f32_bf16x3) and one bf16 cuBLASLt GEMM into [M, 3N] f32 whose thirds are
+// summed (every product exact in fp32 and the sums fp32, as in the skinny kernel; its algorithm
+// depends on M, so not batch-invariant). Measured on the H200 (kernel_bench --f32-only, L2
+// flushed, 2026-12-04; docs/benchmarks.md), skinny against the split:
+// - the router's 256: 15.7 / 26.4 / 44.1 / 552 us against 18.8 / 19.6 / 22.4 / 68.3 at 64 / 128
+//   / 256 / 4,096 rows (the fp32 cuBLASLt GEMM it replaces from 256 rows: 42.0 / 339);
+// - the indexer's 32: 14.1 / 15.9 / 27.5 / 84.2 against 13.6 / 14.4 / 17.2 / 31.2 at 256 / 512 /
+//   1,024 / 4,096 rows.
+// Deterministic mode takes the skinny family at every M (the router's 9 us at one row against
+// invariant cuBLASLt's fp32 GEMM's 20; 552 against 607 at 4,096 rows). With it a deterministic MoE
+// step at batch 32 first measured 7-16% slower: the routed experts' kernel started beside the
+// shared expert's last GEMM, which moe_block now prevents from 8 tokens.
+constexpr int64_t kF32SkinnyMaxFeatures = 64;    // narrower: the indexer's head weights
+constexpr int64_t kF32SplitMinRows = 128;        // the split from here (wider weights)
+constexpr int64_t kF32SplitMinRowsNarrow = 512;  // and from here (narrow ones)
+inline bool linear_f32_split_path(int64_t rows, int64_t features, bool deterministic) {
+  if (deterministic) return false;
+  return rows >= (features <= kF32SkinnyMaxFeatures ? kF32SplitMinRowsNarrow : kF32SplitMinRows);
 }
 // head_matmul: one strided-batched cuBLASLt GEMM (a batch per head) at every token count: W_UK
 // 64 x 512x128 8.4 us at 1 token and 8.2 at 4, where the skinny kernel takes 13.3 and 28.4 (its

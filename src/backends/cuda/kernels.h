@@ -27,10 +27,20 @@ struct PagedMeta {
 // ---- elementwise.cu -------------------------------------------------------------------------
 // out[t, i] = silu(x[t, i]) * x[t, I + i]; x rows strided by xs, out contiguous [T, I].
 void silu_mul(const void* x, int64_t xs, void* out, int64_t T, int64_t I, DT dt, cudaStream_t s);
-// out[t, i] = x[t, i]: bf16 rows strided by xs to contiguous f32 [T, D] (exact).
+// out[t, i] = x[t, i]: bf16 rows strided by xs to contiguous f32 [T, D] (exact; the input of
+// LtGemm::gemm_f32, kernel_bench's fp32 baseline).
 void bf16_rows_to_f32(const void* x, int64_t xs, float* out, int64_t T, int64_t D, cudaStream_t s);
 // out = a + b over n contiguous elements.
 void add(const void* a, const void* b, void* out, int64_t n, DT dt, cudaStream_t s);
+// An fp32 weight w [N, K] (contiguous) as three bf16 pieces with hi + mid + lo == w exactly: hi
+// = bf16(w), mid = bf16(w - hi), lo = w - hi - mid (each difference exact in fp32, and lo fits
+// bf16's 8 bits because hi and mid took 16 of w's 24). out: bf16 [3N, K], the hi rows, then mid,
+// then lo. With bf16 activations every product x * piece is exact in fp32, so a bf16 tensor-core
+// GEMM against [hi; mid; lo] sums the exact products of x . w^T in fp32 (in another order).
+void split_f32_bf16x3(const float* w, int64_t N, int64_t K, void* out, cudaStream_t s);
+// out[m, n] = (p[m, n] + p[m, N + n]) + p[m, 2N + n]: p f32 [M, 3N] contiguous, out f32 [M, N]
+// rows strided by o_rs.
+void sum_thirds_f32(const float* p, int64_t M, int64_t N, float* out, int64_t o_rs, cudaStream_t s);
 
 // ---- rows.cu --------------------------------------------------------------------------------
 // out[t] = table[ids[t]] ([V, D] rows; ids outside [0, V) give a zero row).

@@ -35,8 +35,9 @@ class LtGemm {
   bool gemm_ptr_array(const void* const* x, int64_t ldx, const void* const* w, int64_t ldw,
                       void* const* d, int64_t ldd, bool d_f32, int64_t M, int64_t N, int64_t K,
                       int64_t batch, cudaStream_t s);
-  // f32 x and w, f32 d, in IEEE fp32 arithmetic (CUBLAS_COMPUTE_32F: no TF32): the fp32 router
-  // and indexer head weights at prefill sizes, where the skinny kernel is FP32-FMA bound.
+  // f32 x and w, f32 d, in IEEE fp32 arithmetic (CUBLAS_COMPUTE_32F: no TF32). The backend's
+  // fp32-weight linears no longer use it (the exact bf16 split on tensor cores is 2-5x faster at
+  // prefill sizes, heuristics::linear_f32_split_path): kernel_bench --f32-only's library baseline.
   bool gemm_f32(const float* x, int64_t ldx, const float* w, int64_t ldw, float* d, int64_t ldd,
                 int64_t M, int64_t N, int64_t K, cudaStream_t s);
   // Which workspace the next calls use: GEMMs that may run concurrently (the main stream, the
