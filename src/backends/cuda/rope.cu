@@ -24,21 +24,27 @@ __global__ void rope_kernel(T* x, int64_t s0, int64_t s1, int64_t T_, int64_t H,
   const int64_t i0 = interleaved ? 2 * j : j, i1 = interleaved ? 2 * j + 1 : j + half;
   T* r = x + t * s0 + hg * G * s1;
   const int nh = static_cast<int>(H - hg * G < G ? H - hg * G : G);
+  // Every head's pair is loaded before any is stored: written as one loop, the stores (which may
+  // alias the next head's loads, as far as the compiler knows) kept each head's load behind the
+  // previous head's store, G memory round trips where one does (decode: +2-8 us a call).
+  float a[G], b[G];
 #pragma unroll
-  for (int h = 0; h < G; ++h) {
+  for (int h = 0; h < G; ++h)
+    if (h < nh) a[h] = to_f(r[h * s1 + i0]), b[h] = to_f(r[h * s1 + i1]);
+#pragma unroll
+  for (int h = 0; h < G; ++h)
     if (h < nh) {
-      T* rh = r + h * s1;
-      const float a = to_f(rh[i0]), b = to_f(rh[i1]);
-      rh[i0] = from_f<T>(a * c - b * sn);
-      rh[i1] = from_f<T>(b * c + a * sn);
+      r[h * s1 + i0] = from_f<T>(a[h] * c - b[h] * sn);
+      r[h * s1 + i1] = from_f<T>(b[h] * c + a[h] * sn);
     }
-  }
 }
 
 template <typename T>
 void launch_rope(T* x, int64_t s0, int64_t s1, int64_t T_, int64_t H, int64_t half,
                  const int32_t* pos, const float* f, bool interleaved, float af, cudaStream_t s) {
-  if (H >= 8) {
+  // Groups of 8 heads once there are pairs enough to fill the GPU with a thread per 8 (prefill);
+  // a thread per pair below that (decode: more threads, each one round trip).
+  if (H >= 8 && T_ * H * half >= (int64_t{1} << 17)) {
     launch(rope_kernel<T, 8>, cdiv(T_ * ((H + 7) / 8) * half, kEwThreads), kEwThreads, 0, s, x, s0,
            s1, T_, H, half, pos, f, interleaved, af);
   } else {
