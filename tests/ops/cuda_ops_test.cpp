@@ -860,6 +860,7 @@ TEST_F(CudaOps, MoeExpertsDeviceAndHostPaths) {
       {200, 16, 4, 256, 128},  // 800 pairs over 16 experts: cuBLASLt per expert
       {60, 8, 4, 192, 64},     // 30 rows per expert: two passes of the tensor-core kernels
       {9, 16, 8, 512, 320},
+      {7, 8, 2, 66, 32},  // D not a multiple of 4: the combine's one-column kernel
       // 75 rows per expert, uneven: cuBLASLt per expert spread over the expert streams
       {600, 64, 8, 512, 256},
   };

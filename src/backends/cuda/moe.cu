@@ -256,11 +256,46 @@ __global__ void moe_gather_x_kernel(const uint16_t* x, int64_t xs, int k, const 
   if (valid && r >= *valid) return;
   const uint16_t* src = x + static_cast<int64_t>(perm[r] / k) * xs;
   uint16_t* dst = out + r * D;
-  if (vec)
-    for (int64_t d = 8 * threadIdx.x; d < D; d += 8 * blockDim.x)
-      *reinterpret_cast<uint4*>(dst + d) = *reinterpret_cast<const uint4*>(src + d);
-  else
+  if (vec) {
+    // Up to four 16-byte vectors a thread, all loaded before any is stored (a load after a store
+    // the compiler cannot prove apart waited for it: the gather ran at 62% of copy at 4,096
+    // tokens).
+    const auto* s4 = reinterpret_cast<const uint4*>(src);
+    auto* d4 = reinterpret_cast<uint4*>(dst);
+    const int64_t nv = D / 8, step = blockDim.x;
+    for (int64_t v0 = threadIdx.x; v0 < nv; v0 += 4 * step) {
+      uint4 q[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (v0 + u * step < nv) q[u] = s4[v0 + u * step];
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (v0 + u * step < nv) d4[v0 + u * step] = q[u];
+    }
+  } else
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) dst[d] = src[d];
+}
+
+// moe_combine_kernel<float> four columns a thread (D a multiple of 4): 16-byte loads of y, the
+// same sum per column in the same order (same bits).
+__global__ void moe_combine_f32x4_kernel(const float* y, const int32_t* inv, const float* w, int k,
+                                         int64_t D, bf16* out) {
+  pdl_wait();
+  const int64_t t = blockIdx.y;
+  const int64_t d = 4 * (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x);
+  if (d >= D) return;
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int j = 0; j < k; ++j) {
+    const int32_t sl = inv[t * k + j];
+    if (sl >= 0) {
+      const float wj = w[t * k + j];
+      const float4 v = *reinterpret_cast<const float4*>(y + static_cast<int64_t>(sl) * D + d);
+      acc[0] += wj * v.x, acc[1] += wj * v.y, acc[2] += wj * v.z, acc[3] += wj * v.w;
+    }
+  }
+  __nv_bfloat162 o[2] = {__floats2bfloat162_rn(acc[0], acc[1]),
+                         __floats2bfloat162_rn(acc[2], acc[3])};
+  *reinterpret_cast<uint2*>(out + t * D + d) = *reinterpret_cast<const uint2*>(o);
 }
 
 template <typename TY>
@@ -332,6 +367,13 @@ void moe_gather_x(const void* x, int64_t xs, int64_t k, const int32_t* perm, int
 void moe_combine(const void* y, DT y_dt, const int32_t* inv, const float* w, int64_t T, int64_t k,
                  int64_t D, void* out, cudaStream_t s) {
   if (T == 0) return;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (y_dt == DT::F32 && D % 4 == 0 && aligned(y) && aligned(out)) {
+    const dim3 g4(cdiv(D / 4, 256), static_cast<unsigned>(T));
+    launch(moe_combine_f32x4_kernel, g4, 256, 0, s, static_cast<const float*>(y), inv, w,
+           static_cast<int>(k), D, static_cast<bf16*>(out));
+    return;
+  }
   const dim3 g(cdiv(D, 256), static_cast<unsigned>(T));
   if (y_dt == DT::F32)
     launch(moe_combine_kernel<float>, g, 256, 0, s, static_cast<const float*>(y), inv, w,
