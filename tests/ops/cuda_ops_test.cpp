@@ -822,6 +822,44 @@ TEST_F(CudaOps, MoePrepareIsAStableCountingSort) {
   }
 }
 
+// moe_combine: four columns a thread where D is a multiple of 4 and the rows are 16-byte aligned,
+// else a column a thread; both give the same bits (output 4 bytes off alignment takes the
+// one-column kernel on the same data), and both the host's sum within bf16 rounding. Slots of -1
+// (other ranks' pairs) add nothing.
+TEST_F(CudaOps, MoeCombineFourColumnsAndOneGiveTheSameBits) {
+  for (int64_t D : {64, 66, 6144}) {
+    const int64_t T = 5, k = 3, P = T * k;
+    std::vector<float> y(static_cast<size_t>(P * D)), w(static_cast<size_t>(P));
+    for (auto& v : y) v = static_cast<float>(4.0 * rng_.uniform() - 2.0);
+    for (auto& v : w) v = static_cast<float>(rng_.uniform());
+    std::vector<int32_t> inv(static_cast<size_t>(P));
+    for (int64_t i = 0; i < P; ++i) inv[i] = static_cast<int32_t>((i * 7) % P);  // a permutation
+    inv[4] = -1;
+    const Tensor yg = Tensor::from_vector(y, {P, D}).to(Device::cuda());
+    const Tensor wg = Tensor::from_vector(w, {P}).to(Device::cuda());
+    const Tensor ig = Tensor::from_vector(inv, {P}).to(Device::cuda());
+    Tensor o4 = Tensor::empty({T, D}, DType::BF16, Device::cuda());       // [T, D]
+    Tensor o1 = Tensor::empty({T * D + 2}, DType::BF16, Device::cuda());  // 4 bytes off
+    cuda::k::moe_combine(yg.raw(), cuda::k::DT::F32, ig.data<int32_t>(), wg.data<float>(), T, k, D,
+                         o4.raw(), nullptr);
+    cuda::k::moe_combine(yg.raw(), cuda::k::DT::F32, ig.data<int32_t>(), wg.data<float>(), T, k, D,
+                         static_cast<uint16_t*>(o1.raw()) + 2, nullptr);
+    const std::vector<float> a = to_float_vector(o4), b = to_float_vector(o1);
+    int64_t differ = 0, far = 0;
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t d = 0; d < D; ++d) {
+        differ += a[t * D + d] != b[2 + t * D + d];
+        double ref = 0;
+        for (int64_t j = 0; j < k; ++j)
+          if (inv[t * k + j] >= 0)
+            ref += static_cast<double>(w[t * k + j]) * y[inv[t * k + j] * D + d];
+        far += std::abs(a[t * D + d] - ref) > 4e-3 * std::max(1.0, std::abs(ref));
+      }
+    EXPECT_EQ(differ, 0) << "D " << D;
+    EXPECT_EQ(far, 0) << "D " << D;
+  }
+}
+
 // Expert parallelism: a rank holds a quarter of the experts and skips the pairs routed elsewhere
 // (id -1); the quarter-sums over the four ranks' slices add up to the full layer on the CPU.
 TEST_F(CudaOps, MoeExpertsSkipOtherRanksExperts) {
@@ -860,7 +898,6 @@ TEST_F(CudaOps, MoeExpertsDeviceAndHostPaths) {
       {200, 16, 4, 256, 128},  // 800 pairs over 16 experts: cuBLASLt per expert
       {60, 8, 4, 192, 64},     // 30 rows per expert: two passes of the tensor-core kernels
       {9, 16, 8, 512, 320},
-      {7, 8, 2, 66, 32},  // D not a multiple of 4: the combine's one-column kernel
       // 75 rows per expert, uneven: cuBLASLt per expert spread over the expert streams
       {600, 64, 8, 512, 256},
   };
