@@ -72,7 +72,7 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
     auto* y = pc.take<float>(P * D);                      // [P, D]
     auto* xq = pc.take<uint16_t>(fp8 || qx ? T * D : 0);  // [T, D] e4m3 (FP8) / bf16 (MXFP4)
     auto* xs = pc.take<float>(T * kbx);                   // [T, kb]
-    auto* hq = pc.take<uint16_t>(fp8 || qh ? P * I : 0);  // [P, I]
+    auto* hq = pc.take<uint16_t>(fp8 || qh ? P * I : 0);  // [P, I] e4m3 (FP8) / bf16 (MXFP4)
     auto* hs = pc.take<float>(P * kbh);                   // [P, kb]
     k::MoeGroups g;
     int32_t* counts = ints;
