@@ -107,8 +107,8 @@ void CudaBackend::linear(const Tensor& x, const Weight& w, Tensor& out) {
              heuristics::linear_f32_split_path(M, N, deterministic_)) {
     // fp32 weights (router, indexer head weights) at prefill sizes: w = hi + mid + lo exactly in
     // bf16, one bf16 GEMM x . [hi; mid; lo]^T into f32 (each product exact), thirds summed in fp32.
-    // The split is redone per call (10 us for GLM-5.2's router, ncu) rather than kept: kept, it
-    // would cost 1.5x the fp32 weight in memory, 0.7 GB over 78 layers.
+    // The split is redone per call (10 us for a GLM-5.2 layer's router and indexer weights
+    // together, ncu) rather than kept: kept, the pieces would take ~0.8 GB over 78 layers.
     const size_t w3_bytes = static_cast<size_t>(3 * N * K * 2 + 255) / 256 * 256;
     auto* w3 = static_cast<char*>(scratch(w3_bytes + static_cast<size_t>(M * 3 * N) * 4));
     auto* p3 = reinterpret_cast<float*>(w3 + w3_bytes);  // [M, 3N]; w3: [3N, K] bf16
