@@ -103,10 +103,6 @@ __global__ void sum_thirds_f32_kernel(const float* p, int64_t M, int64_t N, floa
   }
 }
 
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 __global__ void bf16_rows_to_f32_kernel(const bf16* x, int64_t xs, float* out, int64_t D) {
   pdl_wait();
   const int64_t t = blockIdx.y;

@@ -1,6 +1,6 @@
 // Launch shapes shared by the one-pass kernels (elementwise.cu, norm.cu, rope.cu, rows.cu,
-// fill.cu): threads per block of the grid-stride kernels, their grid, and the threads of a
-// one-block-per-row kernel.
+// fill.cu, moe.cu's gather and combine): threads per block of the grid-stride kernels, their
+// grid, the threads of a one-block-per-row kernel, and the check for their 16-byte forms.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,11 @@ constexpr int kEwThreads = 256;
 inline unsigned grid_for(int64_t n) {
   const int64_t g = (n + kEwThreads - 1) / kEwThreads;
   return static_cast<unsigned>(g < 1 ? 1 : (g > 65535 * 16 ? 65535 * 16 : g));
+}
+
+// Whether p allows 16-byte vector accesses (the vector forms of the one-pass kernels).
+inline bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
 // Threads of a one-block-per-row kernel over rows of D elements.

@@ -4,6 +4,7 @@
 // backend adds a cuBLASLt path for prefill-sized batches.
 #include <cfloat>
 
+#include "backends/cuda/elementwise.cuh"
 #include "backends/cuda/skinny.cuh"
 
 namespace tandem::cuda::k {
@@ -345,8 +346,7 @@ void moe_down(const void* h, const void* down, const int32_t* counts, const int3
 void moe_gather_x(const void* x, int64_t xs, int64_t k, const int32_t* perm, int64_t pairs,
                   int64_t D, void* out, cudaStream_t s, const int32_t* valid) {
   if (pairs == 0) return;
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const bool vec = xs % 8 == 0 && D % 8 == 0 && aligned(x) && aligned(out);
+  const bool vec = xs % 8 == 0 && D % 8 == 0 && aligned16(x) && aligned16(out);
   launch(moe_gather_x_kernel, pairs, 256, 0, s, static_cast<const uint16_t*>(x), xs,
          static_cast<int>(k), perm, valid, D, vec, static_cast<uint16_t*>(out));
 }
@@ -354,8 +354,7 @@ void moe_gather_x(const void* x, int64_t xs, int64_t k, const int32_t* perm, int
 void moe_combine(const void* y, DT y_dt, const int32_t* inv, const float* w, int64_t T, int64_t k,
                  int64_t D, void* out, cudaStream_t s) {
   if (T == 0) return;
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (y_dt == DT::F32 && D % 4 == 0 && aligned(y) && aligned(out)) {
+  if (y_dt == DT::F32 && D % 4 == 0 && aligned16(y) && aligned16(out)) {
     const dim3 g4(cdiv(D / 4, 256), static_cast<unsigned>(T));
     launch(moe_combine_f32x4_kernel, g4, 256, 0, s, static_cast<const float*>(y), inv, w,
            static_cast<int>(k), D, static_cast<bf16*>(out));

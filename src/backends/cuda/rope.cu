@@ -9,8 +9,8 @@ namespace {
 // One thread per rotated pair (t, j) of G consecutive heads: the angle's cosine and sine (the
 // costly part: precise cosf / sinf) and the index arithmetic once for G heads instead of once per
 // head (GLM-5.2's 64 query heads: the prefill's ropes took 111 us at 4,096 tokens, ~7x their
-// bytes at the copy rate). Lanes run over j, so a head's pairs are read contiguously; the G
-// heads' loads are independent (unrolled), so few threads still keep memory busy at decode.
+// bytes at the copy rate). Lanes run over j, so a head's pairs are read contiguously. G = 1 at
+// decode sizes (launch_rope): more threads, each one memory round trip.
 template <typename T, int G>
 __global__ void rope_kernel(T* x, int64_t s0, int64_t s1, int64_t T_, int64_t H, int64_t half,
                             const int32_t* pos, const float* f, bool interleaved, float af) {
