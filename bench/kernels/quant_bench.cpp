@@ -150,6 +150,22 @@ class Timer {
     CK(cudaGetLastError());
     return median(v);
   }
+  // The kernel timeline (CUPTI) of one graph replay of fn after an L2 flush, as us() times it.
+  void timeline(const std::function<void(cudaStream_t)>& fn, const std::string& title) {
+    fn(s_);
+    CK(cudaStreamSynchronize(s_));
+    cudaGraph_t g;
+    cudaGraphExec_t exec = nullptr;
+    CK(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal));
+    fn(s_);
+    CK(cudaStreamEndCapture(s_, &g));
+    CK(cudaGraphInstantiate(&exec, g, 0));
+    cudaGraphDestroy(g);
+    CK(cudaMemsetAsync(flush_.raw(), 1, flush_.nbytes(), s_));
+    CK(cudaStreamSynchronize(s_));
+    print_kernel_timeline([&] { CK(cudaGraphLaunch(exec, s_)); }, title);
+    cudaGraphExecDestroy(exec);
+  }
 
  private:
   bool quick_;
@@ -268,13 +284,17 @@ struct DecodeExperts {
   }
   void fp8(const Fp8Dev& gu, const Fp8Dev& dn, cudaStream_t s) const {
     prepare(s);
+    // As the backend runs them: each quantizer triggers its expert kernel early.
+    const bool early = true;
+    k::MoeGroups ge = g;
+    ge.grouping_before_wait = early;
     k::act_quant_fp8(x.raw(), D, k::DT::BF16, T, D, 128, false, xq.raw(), D, xs.data<float>(),
-                     D / 128, 1, s);
-    k::fp8_moe_gate_up(xq.raw(), D, xs.data<float>(), D / 128, g, gu.v, I, h.raw(), k::DT::F32, s,
+                     D / 128, 1, s, early);
+    k::fp8_moe_gate_up(xq.raw(), D, xs.data<float>(), D / 128, ge, gu.v, I, h.raw(), k::DT::F32, s,
                        ring_depth());
     k::act_quant_fp8(h.raw(), I, k::DT::F32, P, I, 128, false, hq.raw(), I, hs.data<float>(),
-                     I / 128, 1, s);
-    k::fp8_moe_down(hq.raw(), I, hs.data<float>(), I / 128, g, dn.v, y.data<float>(), s,
+                     I / 128, 1, s, early);
+    k::fp8_moe_down(hq.raw(), I, hs.data<float>(), I / 128, ge, dn.v, y.data<float>(), s,
                     ring_depth());
     combine(s);
   }
@@ -298,11 +318,14 @@ struct DecodeExperts {
   }
   void mxfp4(const Mx4Dev& gu, const Mx4Dev& dn, bool w4a4, cudaStream_t s) const {
     prepare(s);
-    if (w4a4) k::act_qdq_mxfp4(x.raw(), D, k::DT::BF16, T, D, xq.raw(), D, s);
-    k::mxfp4_moe_gate_up(w4a4 ? xq.raw() : x.raw(), D, g, gu.v, I, h.raw(),
+    // As the backend runs them: a quantizer before an expert kernel triggers it early.
+    k::MoeGroups ge = g;
+    ge.grouping_before_wait = w4a4;
+    if (w4a4) k::act_qdq_mxfp4(x.raw(), D, k::DT::BF16, T, D, xq.raw(), D, s, /*early=*/true);
+    k::mxfp4_moe_gate_up(w4a4 ? xq.raw() : x.raw(), D, ge, gu.v, I, h.raw(),
                          w4a4 ? k::DT::F32 : k::DT::BF16, s, ring_depth());
-    if (w4a4) k::act_qdq_mxfp4(h.raw(), I, k::DT::F32, P, I, hq.raw(), I, s);
-    k::mxfp4_moe_down(w4a4 ? hq.raw() : h.raw(), I, g, dn.v, y.data<float>(), s, ring_depth());
+    if (w4a4) k::act_qdq_mxfp4(h.raw(), I, k::DT::F32, P, I, hq.raw(), I, s, /*early=*/true);
+    k::mxfp4_moe_down(w4a4 ? hq.raw() : h.raw(), I, ge, dn.v, y.data<float>(), s, ring_depth());
     combine(s);
   }
 };
@@ -424,6 +447,14 @@ void bench_quant(double copy_gbps, bool quick) {
             },
             true),
         attn_b + shared_b + routed8);
+    // TANDEM_QBENCH_TIMELINE=1: where the batch's FP8 layer linears spend their time, per kernel.
+    if (const char* tl = std::getenv("TANDEM_QBENCH_TIMELINE"); tl && tl[0] == '1')
+      tm.timeline(
+          [&](cudaStream_t s) {
+            linears(s);
+            ex.fp8(gu8, dn8, s);
+          },
+          "FP8 layer linears, batch " + std::to_string(B));
     row("layer linears, FP8 attn/shared + MXFP4 experts",
         tm.us(
             [&](cudaStream_t s) {

@@ -339,23 +339,32 @@ std::vector<int64_t> rows_to_test() {
 TEST_F(CudaQuant, ActQuantFp8MatchesContractBitwise) {
   struct Case {
     int64_t M, K, bk;
-    bool ue8m0;
+    bool ue8m0, f32 = false;
   };
+  // Groups of 128 take a warp each up to 256 rows and the block kernel above (M 300); K 1552
+  // and 8 end in a partial group; f32 rows are the MoE intermediate's.
   for (const Case& c :
        {Case{3, 512, 128, false}, Case{17, 1552, 128, true}, Case{4, 336, 336, false},
-        Case{65, 6144, 128, false}, Case{2, 16384, 16384, true}}) {
-    const std::vector<float> x = activations(rng_, c.M, c.K);
-    Dev<uint16_t> dx(to_bf16(x));
+        Case{65, 6144, 128, false}, Case{2, 16384, 16384, true}, Case{300, 2048, 128, false},
+        Case{1, 8, 128, false}, Case{5, 2048, 128, false, true}, Case{300, 1552, 128, true, true},
+        Case{1, 16384, 128, true}}) {
+    // f32 rows carry values off the bf16 grid (the MoE intermediate's full precision).
+    std::vector<float> x = activations(rng_, c.M, c.K);
+    if (c.f32)
+      for (float& v : x) v *= 1.0f + 1e-3f * rng_.uniform(-1.f, 1.f);
+    const std::vector<uint16_t> xb = to_bf16(x);
+    Dev<uint16_t> dx(xb);
+    Dev<float> dx32(x);
+    const void* xp = c.f32 ? static_cast<const void*>(dx32.p) : static_cast<const void*>(dx.p);
+    const k::DT xdt = c.f32 ? k::DT::F32 : k::DT::BF16;
     const int64_t kb = (c.K + c.bk - 1) / c.bk;
     Dev<uint8_t> q1(static_cast<size_t>(c.M * c.K)), q8(static_cast<size_t>(c.M * c.K));
     Dev<float> s1(static_cast<size_t>(c.M * kb)), s2(static_cast<size_t>(c.M * kb));
     ASSERT_TRUE(k::act_quant_fp8_applies(c.K, c.bk));
     // The decode kernels' layout: scale (m, b) at m * kb + b.
-    k::act_quant_fp8(dx.p, c.K, k::DT::BF16, c.M, c.K, c.bk, c.ue8m0, q1.p, c.K, s1.p, kb, 1,
-                     nullptr);
+    k::act_quant_fp8(xp, c.K, xdt, c.M, c.K, c.bk, c.ue8m0, q1.p, c.K, s1.p, kb, 1, nullptr);
     // cuBLASLt's layout: scale (m, b) at b * M + m.
-    k::act_quant_fp8(dx.p, c.K, k::DT::BF16, c.M, c.K, c.bk, c.ue8m0, q8.p, c.K, s2.p, 1, c.M,
-                     nullptr);
+    k::act_quant_fp8(xp, c.K, xdt, c.M, c.K, c.bk, c.ue8m0, q8.p, c.K, s2.p, 1, c.M, nullptr);
     const auto g1 = q1.get();
     const auto g8 = q8.get();
     const auto gs1 = s1.get(), gs2 = s2.get();
@@ -369,7 +378,8 @@ TEST_F(CudaQuant, ActQuantFp8MatchesContractBitwise) {
         bad += e4m3_value(g1[m * c.K + i]) != q[m * c.K + i] ||
                e4m3_value(g8[m * c.K + i]) != q[m * c.K + i];
     }
-    EXPECT_EQ(bad, 0) << "M " << c.M << " K " << c.K << " bk " << c.bk << " ue8m0 " << c.ue8m0;
+    EXPECT_EQ(bad, 0) << "M " << c.M << " K " << c.K << " bk " << c.bk << " ue8m0 " << c.ue8m0
+                      << " f32 " << c.f32;
   }
 }
 

@@ -14,6 +14,9 @@ namespace tandem::cuda::k {
 namespace {
 
 constexpr int kVecs = 8;  // 16-byte vectors of the row per thread
+// Rows up to which 128-groups take a warp each (act_quant_fp8_g128_kernel); more rows take the
+// block kernel, whose threads quantize eight vectors each (fewer, fuller warps).
+constexpr int64_t kG128MaxRows = 256;
 
 // Lets the next kernel on the stream (launched with programmatic stream serialization, see
 // common.cuh) be scheduled now rather than when this grid's blocks exit; it still waits in its
@@ -101,6 +104,52 @@ __global__ void __launch_bounds__(512)
   }
 }
 
+// Four consecutive values of a row (8- or 16-byte aligned) as floats.
+__device__ __forceinline__ void load4(const bf16* p, float (&f)[4]) {
+  const uint2 r = *reinterpret_cast<const uint2*>(p);
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&r);
+  const float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]);
+  f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y;
+}
+__device__ __forceinline__ void load4(const float* p, float (&f)[4]) {
+  const float4 a = *reinterpret_cast<const float4*>(p);
+  f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w;
+}
+
+// Groups of 128 at decode sizes: one warp per (row, group), lane l on the values 4l .. 4l + 3.
+// The group maximum comes from five shuffles instead of shared-memory atomics and a block
+// barrier, and a row's groups spread over as many warps as it has groups: at one row the block
+// kernel's single block took 3.5-5.7 us on the timeline of a decode step, one memory round trip
+// and two barriers in series ahead of every weight stream. Same values and bits as the block
+// kernel (the maximum is exact in any order; the scale and the quotients are the same
+// expressions).
+template <typename TX>
+__global__ void act_quant_fp8_g128_kernel(const TX* x, int64_t xs, int64_t M, int64_t K, bool ue8m0,
+                                          void* q, int64_t qs, float* scale, int64_t s_m,
+                                          int64_t s_b, bool early) {
+  pdl_wait();
+  if (early) pdl_trigger();
+  const int64_t groups = (K + 127) / 128;
+  const int64_t gw = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (gw >= M * groups) return;  // whole warps only
+  const int64_t m = gw / groups, b = gw - m * groups, k = b * 128 + 4 * lane;
+  const bool in = k < K;  // K is a multiple of 8: a lane's four values are all in or all out
+  float f[4] = {0.f, 0.f, 0.f, 0.f};
+  if (in) load4(x + m * xs + k, f);
+  float a = fmaxf(fmaxf(fabsf(f[0]), fabsf(f[1])), fmaxf(fabsf(f[2]), fabsf(f[3])));
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+  const float sc = fp8_scale(a, ue8m0);
+  if (lane == 0) scale[m * s_m + b * s_b] = sc;
+  if (!in) return;
+  const uint32_t e0 =
+      __nv_cvt_float2_to_fp8x2(make_float2(f[0] / sc, f[1] / sc), __NV_SATFINITE, __NV_E4M3);
+  const uint32_t e1 =
+      __nv_cvt_float2_to_fp8x2(make_float2(f[2] / sc, f[3] / sc), __NV_SATFINITE, __NV_E4M3);
+  *reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(q) + m * qs + k) = e0 | (e1 << 16);
+}
+
 // e2m1 of a (|a| <= 6 after scaling, else saturated), rounded to nearest even on the grid
 // {0, 0.5, 1, 1.5, 2, 3, 4, 6}: the thresholds are the midpoints, ties going to the even code
 // (0, 1, 2, 4 have an even mantissa; 0.25 -> 0, 0.75 -> 1, 1.25 -> 1, 1.75 -> 2, 2.5 -> 2,
@@ -125,18 +174,6 @@ __device__ __forceinline__ float e2m1_rne(float v) {
   else
     q = 6.f;
   return copysignf(q, v);
-}
-
-// Four consecutive values of a row (8- or 16-byte aligned) as floats.
-__device__ __forceinline__ void load4(const bf16* p, float (&f)[4]) {
-  const uint2 r = *reinterpret_cast<const uint2*>(p);
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&r);
-  const float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]);
-  f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y;
-}
-__device__ __forceinline__ void load4(const float* p, float (&f)[4]) {
-  const float4 a = *reinterpret_cast<const float4*>(p);
-  f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w;
 }
 
 // One warp per (row, 4 groups of 32): lane l holds 4 consecutive values; 8 lanes share a group.
@@ -181,6 +218,16 @@ void act_quant_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, int
                    void* q, int64_t qs, float* scale, int64_t s_m, int64_t s_b, cudaStream_t s,
                    bool early) {
   if (M == 0) return;
+  if (bk == 128 && M <= kG128MaxRows) {
+    const unsigned blocks = cdiv(M * ((K + 127) / 128), 8);  // 8 warps a block
+    if (x_dt == DT::F32)
+      launch(act_quant_fp8_g128_kernel<float>, blocks, 256, 0, s, static_cast<const float*>(x), xs,
+             M, K, ue8m0, q, qs, scale, s_m, s_b, early);
+    else
+      launch(act_quant_fp8_g128_kernel<bf16>, blocks, 256, 0, s, static_cast<const bf16*>(x), xs, M,
+             K, ue8m0, q, qs, scale, s_m, s_b, early);
+    return;
+  }
   const int64_t nvec = K / 8;
   // Whole warps, at most kVecs vectors each. Decode sizes (a few rows: a few blocks on a GPU of
   // 100+ SMs) take two vectors a thread, so that the divisions and stores spread over more warps;

@@ -86,17 +86,24 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
     TD_CUDA_LAUNCH_CHECK();
     g.counts = counts, g.offsets = offsets, g.perm = perm, g.active = active;
     g.num_active = num_active, g.max_active = std::min(E, P), g.k = kk, g.pairs = P;
+    // Each activation quantizer triggers its dependent early (after its own wait), so the
+    // expert kernel behind it fetches its first weight chunks while it quantizes.
     if (fp8) {
+      g.grouping_before_wait = true;
       k::act_quant_fp8(x.raw(), x.stride(0), DT::BF16, T, D, g8.bk, ue8m0_gu, xq, D, xs, kbx, 1,
-                       stream_);
+                       stream_, /*early=*/true);
       k::fp8_moe_gate_up(xq, D, xs, kbx, g, g8, I, h, DT::F32, stream_, quant_ring_);
-      k::act_quant_fp8(h, I, DT::F32, P, I, d8.bk, ue8m0_dn, hq, I, hs, kbh, 1, stream_);
+      k::act_quant_fp8(h, I, DT::F32, P, I, d8.bk, ue8m0_dn, hq, I, hs, kbh, 1, stream_,
+                       /*early=*/true);
       k::fp8_moe_down(hq, I, hs, kbh, g, d8, y, stream_, quant_ring_);
     } else {
-      if (qx) k::act_qdq_mxfp4(x.raw(), x.stride(0), DT::BF16, T, D, xq, D, stream_);
+      if (qx)
+        k::act_qdq_mxfp4(x.raw(), x.stride(0), DT::BF16, T, D, xq, D, stream_, /*early=*/true);
+      g.grouping_before_wait = qx;
       k::mxfp4_moe_gate_up(qx ? static_cast<const void*>(xq) : x.raw(), qx ? D : x.stride(0), g, g4,
                            I, h, h32 ? DT::F32 : DT::BF16, stream_, quant_ring_);
-      if (qh) k::act_qdq_mxfp4(h, I, DT::F32, P, I, hq, I, stream_);
+      if (qh) k::act_qdq_mxfp4(h, I, DT::F32, P, I, hq, I, stream_, /*early=*/true);
+      g.grouping_before_wait = qh;
       k::mxfp4_moe_down(qh ? static_cast<const void*>(hq) : h, I, g, d4, y, stream_, quant_ring_);
     }
     TD_CUDA_LAUNCH_CHECK();

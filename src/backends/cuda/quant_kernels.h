@@ -22,12 +22,13 @@ namespace tandem::cuda::k {
 // scale(m, b) = scale[m * s_m + b * s_b] (s_m = kb, s_b = 1 for the decode kernels; s_m = 1, s_b =
 // M_padded for cuBLASLt's VEC128 layout kb * M + m). K and bk multiples of 8, K <= 32768
 // (act_quant_fp8_applies). x_dt: bf16, or f32 (the MoE intermediate h, quantized from its f32 value
-// as the contract says, not from a bf16 rounding of it). early: let the next kernel (the dense
-// weight stream, which fetches its first weight chunks before its pdl_wait) be scheduled as soon as
-// this one starts (griddepcontrol.launch_dependents); it still waits for this grid to complete
-// before it reads q. Measured on the H200: the decode linears gain 1-2.5 us each, while the MoE
-// expert kernels (which can fetch nothing before their wait) lost ~12 us at batch 1, so only
-// fp8_linear's weight-stream path asks for it.
+// as the contract says, not from a bf16 rounding of it). early: let the next kernel (a weight
+// stream, which fetches its first weight chunks before its pdl_wait) be scheduled as soon as this
+// one has passed its own wait (griddepcontrol.launch_dependents); it still waits for this grid to
+// complete before it reads q. The dense streams and, since they read their grouping before their
+// wait too (MoeGroups::grouping_before_wait), the expert kernels ask for it. Groups of 128 at up
+// to 256 rows take a warp each (five shuffles for the maximum), more rows or other group sizes a
+// block per row: the same bits either way.
 bool act_quant_fp8_applies(int64_t K, int64_t bk);
 void act_quant_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, int64_t bk, bool ue8m0,
                    void* q, int64_t qs, float* scale, int64_t s_m, int64_t s_b, cudaStream_t s,
@@ -115,6 +116,11 @@ struct MoeGroups {
   int64_t max_active = 0;
   int64_t k = 1;      // slots per token (perm[sorted] / k is the token)
   int64_t pairs = 0;  // T * k: picks how many rows one pass takes
+  // The kernel launched just before the expert kernel is an activation quantizer called with
+  // early = true, which waited for the grouping (written before it) and then let this kernel be
+  // scheduled: the grouping is complete when the expert kernel starts, so it reads it and sends
+  // its first weight loads before its own pdl_wait (for the quantized activations).
+  bool grouping_before_wait = false;
 };
 // h[sorted, i] = silu(gate) * up, [P, I] in h_dt: f32 where the down weight quantizes its input
 // (quantized from the f32 value, as the contract does), bf16 where it takes it as it is. FP8:

@@ -16,7 +16,7 @@ template <class F, class W, int NT, int B, bool kFull, bool kGateUp>
 __global__ void __launch_bounds__(kQThreads, B)
     q_moe_kernel(const uint8_t* x, int64_t x_rs, const float* xscale, int64_t xs_rs, MoeGroups g,
                  W w, int64_t I, void* out, bool h_f32) {
-  pdl_wait();
+  if (!g.grouping_before_wait) pdl_wait();
   __shared__ float red[q_red_floats<NT>()];
   if (static_cast<int>(blockIdx.y) >= *g.num_active) return;  // uniform over the block
   const int e = g.active[blockIdx.y];
@@ -33,6 +33,7 @@ __global__ void __launch_bounds__(kQThreads, B)
   // The first chunks' weights go out before the expert's row count and rows are looked up.
   QRing<F> ring;
   q_ring_fill<F, kFull>(ring, wr, 0, nch, warp, c);
+  if (g.grouping_before_wait) pdl_wait();  // the activations and their scales
   const int cnt = g.counts[e], off = g.offsets[e];
   for (int m0 = 0; m0 < cnt; m0 += 8 * NT) {
     const int rows = min(8 * NT, cnt - m0);
