@@ -104,9 +104,10 @@ void mxfp4_gemv(const QGemvParams& p, const Mx4W& w, cudaStream_t s);
 // The grouped expert products of moe_experts' device path on quantized experts, with the
 // grouping of moe_prepare (kernels.h): counts, offsets, perm, active, num_active, and max_active
 // bounding *num_active. gate_up: [E, 2I, D] (rows i and I + i are gate and up of unit i), down:
-// [E, D, I]. A block owns 16 units of gate_up (both halves) or 32 rows of down of one expert and
-// loops over that expert's rows; the reduction order of a row never depends on how many rows
-// its expert has (batch-invariant).
+// [E, D, I]. A tile is 16 units of gate_up (both halves) or 32 rows of down of one expert; the
+// grid is the blocks that fit on the GPU at once, each walking tiles and looping over each tile's
+// expert rows; the reduction order of a row never depends on how many rows its expert has or
+// which block runs its tile (batch-invariant).
 struct MoeGroups {
   const int32_t* counts = nullptr;
   const int32_t* offsets = nullptr;
