@@ -762,13 +762,16 @@ TEST_F(CudaOps, MoeRouteIdsExact) {
 // order within an expert), its inverse (-1 for pairs of no local expert), the active experts in
 // order. Pair counts around the kernel's 1,024-pair tile, a 4,096-token prefill's 32,768 pairs
 // (each warp's lanes mostly distinct experts) and a skewed routing (whole warps on one expert),
-// expert counts that need the per-warp table past 48 KB of shared memory.
+// expert counts that need the per-warp table past 48 KB of shared memory; decode-sized steps (up
+// to 33 pairs) with repeats and pairs of no local expert.
 TEST_F(CudaOps, MoePrepareIsAStableCountingSort) {
   struct Case {
     int64_t P, E;
     bool skewed;
   };
-  const std::vector<Case> cases = {{1, 8, false},      {7, 256, false},    {1023, 256, false},
+  const std::vector<Case> cases = {{1, 8, false},      {7, 256, false},    {8, 256, false},
+                                   {24, 256, true},    {32, 256, false},   {32, 8, true},
+                                   {17, 100, false},   {33, 256, true},    {1023, 256, false},
                                    {1024, 256, true},  {1025, 256, false}, {32768, 256, false},
                                    {32768, 256, true}, {5000, 384, false}, {3001, 2048, true}};
   cudaStream_t stream = cuda::cuda_backend()->stream();
