@@ -53,6 +53,14 @@ __global__ void __launch_bounds__(kQThreads, B)
   while (tile < total) {
     const int cnt = g.counts[e], off = g.offsets[e];
     const int64_t tr0 = r0;
+    if (cnt <= 0) {  // never for an active expert; a tile that would not advance would hang
+      tile += static_cast<int>(gridDim.x);
+      if (tile < total) {
+        start(tile);
+        q_ring_fill<F, kFull>(ring, wr, 0, nch, warp, c);
+      }
+      continue;
+    }
     for (int m0 = 0; m0 < cnt; m0 += 8 * NT) {
       const int rows = min(8 * NT, cnt - m0);
       XTile<NT> xt;
