@@ -285,15 +285,14 @@ struct DecodeExperts {
   void fp8(const Fp8Dev& gu, const Fp8Dev& dn, cudaStream_t s) const {
     prepare(s);
     // As the backend runs them: each quantizer triggers its expert kernel early.
-    const bool early = true;
     k::MoeGroups ge = g;
-    ge.grouping_before_wait = early;
+    ge.grouping_before_wait = true;
     k::act_quant_fp8(x.raw(), D, k::DT::BF16, T, D, 128, false, xq.raw(), D, xs.data<float>(),
-                     D / 128, 1, s, early);
+                     D / 128, 1, s, /*early=*/true);
     k::fp8_moe_gate_up(xq.raw(), D, xs.data<float>(), D / 128, ge, gu.v, I, h.raw(), k::DT::F32, s,
                        ring_depth());
     k::act_quant_fp8(h.raw(), I, k::DT::F32, P, I, 128, false, hq.raw(), I, hs.data<float>(),
-                     I / 128, 1, s, early);
+                     I / 128, 1, s, /*early=*/true);
     k::fp8_moe_down(hq.raw(), I, hs.data<float>(), I / 128, ge, dn.v, y.data<float>(), s,
                     ring_depth());
     combine(s);
