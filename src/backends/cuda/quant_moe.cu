@@ -49,16 +49,19 @@ __global__ void __launch_bounds__(kQThreads, B)
   // The first chunks' weights go out before the expert's row count and rows are looked up.
   QRing<F> ring;
   q_ring_fill<F, kFull>(ring, wr, 0, nch, warp, c);
+  const auto next_tile = [&] {  // this block's next tile, its first chunks requested
+    tile += static_cast<int>(gridDim.x);
+    if (tile < total) {
+      start(tile);
+      q_ring_fill<F, kFull>(ring, wr, 0, nch, warp, c);
+    }
+  };
   if (g.grouping_before_wait) pdl_wait();  // the activations and their scales
   while (tile < total) {
     const int cnt = g.counts[e], off = g.offsets[e];
     const int64_t tr0 = r0;
     if (cnt <= 0) {  // never for an active expert; a tile that would not advance would hang
-      tile += static_cast<int>(gridDim.x);
-      if (tile < total) {
-        start(tile);
-        q_ring_fill<F, kFull>(ring, wr, 0, nch, warp, c);
-      }
+      next_tile();
       continue;
     }
     for (int m0 = 0; m0 < cnt; m0 += 8 * NT) {
@@ -79,15 +82,10 @@ __global__ void __launch_bounds__(kQThreads, B)
       QAcc<NT> acc = {};
       q_pass<F, NT, kFull>(acc, ring, wr, xt, 0, nch, warp, c);
       // The ring is empty: what this block streams next goes out now.
-      if (m0 + 8 * NT < cnt) {
+      if (m0 + 8 * NT < cnt)
         q_ring_fill<F, kFull>(ring, wr, 0, nch, warp, c);
-      } else {
-        tile += static_cast<int>(gridDim.x);
-        if (tile < total) {
-          start(tile);
-          q_ring_fill<F, kFull>(ring, wr, 0, nch, warp, c);
-        }
-      }
+      else
+        next_tile();
       q_stash<NT>(red, acc, warp, lane);
       const int r = tid & 15;
       for (int col = tid >> 4; col < rows; col += kQThreads / 16) {
