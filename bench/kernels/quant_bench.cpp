@@ -29,7 +29,7 @@ namespace {
 
 namespace k = cuda::k;
 
-// TANDEM_QUANT_RING (2, 23 or 24): the decode kernels' stream shape, as the backend reads it; 0
+// TANDEM_QUANT_RING (2, 23, 24 or 25): the decode kernels' stream shape, as the backend reads it; 0
 // leaves each format its own.
 int ring_depth() {
   static const int r = cuda::heuristics::read_switches().quant_ring;
@@ -320,11 +320,16 @@ struct DecodeExperts {
     // As the backend runs them: a quantizer before an expert kernel triggers it early.
     k::MoeGroups ge = g;
     ge.grouping_before_wait = w4a4;
-    if (w4a4) k::act_qdq_mxfp4(x.raw(), D, k::DT::BF16, T, D, xq.raw(), D, s, /*early=*/true);
+    if (w4a4)
+      k::act_qdq_mxfp4(x.raw(), D, k::DT::BF16, T, D, xq.raw(), D, s, /*early=*/true,
+                       /*paired=*/true);
     k::mxfp4_moe_gate_up(w4a4 ? xq.raw() : x.raw(), D, ge, gu.v, I, h.raw(),
-                         w4a4 ? k::DT::F32 : k::DT::BF16, s, ring_depth());
-    if (w4a4) k::act_qdq_mxfp4(h.raw(), I, k::DT::F32, P, I, hq.raw(), I, s, /*early=*/true);
-    k::mxfp4_moe_down(w4a4 ? hq.raw() : h.raw(), I, ge, dn.v, y.data<float>(), s, ring_depth());
+                         w4a4 ? k::DT::F32 : k::DT::BF16, s, ring_depth(), w4a4);
+    if (w4a4)
+      k::act_qdq_mxfp4(h.raw(), I, k::DT::F32, P, I, hq.raw(), I, s, /*early=*/true,
+                       /*paired=*/true);
+    k::mxfp4_moe_down(w4a4 ? hq.raw() : h.raw(), I, ge, dn.v, y.data<float>(), s, ring_depth(),
+                      w4a4);
     combine(s);
   }
 };

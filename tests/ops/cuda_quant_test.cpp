@@ -389,14 +389,22 @@ TEST_F(CudaQuant, ActQdqMxfp4MatchesContractBitwise) {
     std::vector<float> x = activations(rng_, M, K);
     x[3] = 0.f;  // a group with a zero among others, and one all-zero group
     for (int i = 0; i < 32 && K >= 64; ++i) x[32 + i] = 0.f;
-    Dev<uint16_t> dx(to_bf16(x)), dout(static_cast<size_t>(M * K));
+    Dev<uint16_t> dx(to_bf16(x)), dout(static_cast<size_t>(M * K)),
+        dpair(static_cast<size_t>(M * K));
     k::act_qdq_mxfp4(dx.p, K, k::DT::BF16, M, K, dout.p, K, nullptr);
-    const auto g = from_bf16(dout.get());
+    k::act_qdq_mxfp4(dx.p, K, k::DT::BF16, M, K, dpair.p, K, nullptr, false, /*paired=*/true);
+    const auto g = from_bf16(dout.get()), gp = from_bf16(dpair.get());
     std::vector<float> ref(static_cast<size_t>(M * K));
     for (int64_t m = 0; m < M; ++m) act_qdq_mxfp4_ref(&x[m * K], K, &ref[m * K]);
-    int64_t bad = 0;
-    for (size_t i = 0; i < ref.size(); ++i) bad += g[i] != ref[i];
+    // Pair order: position j of each aligned block of 8 holds element kPairOrder[j].
+    const int kPairOrder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+    int64_t bad = 0, bad_pair = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      bad += g[i] != ref[i];
+      bad_pair += gp[i] != ref[i / 8 * 8 + static_cast<size_t>(kPairOrder[i % 8])];
+    }
     EXPECT_EQ(bad, 0) << "K " << K;
+    EXPECT_EQ(bad_pair, 0) << "K " << K << " (pair order)";
   }
 }
 
@@ -622,7 +630,7 @@ float silu(float v) {
 // without K splits, K a multiple of the chunk or not) and grouped experts. The split partials
 // summed by the tiles' last blocks give the bits of the second kernel.
 TEST_F(CudaQuant, RingDepthGivesTheSameBits) {
-  const int depths[] = {2, 23, 24};  // two chunks in any, 170 and 128 registers
+  const int depths[] = {2, 23, 24, 25};  // two chunks in any, 170, 128 and 102 registers
   for (const int64_t K : {int64_t{4096}, int64_t{416}}) {
     GemvCase gc(rng_, 200, K, 20, sms_);
     Dev<int> counters(static_cast<size_t>(k::quant_gemv_tiles(gc.M, gc.N)));
@@ -696,6 +704,73 @@ TEST_F(CudaQuant, RingDepthGivesTheSameBits) {
   }
 }
 
+// W4A4's activations in the kernels' pair order (act_qdq_mxfp4 `paired`, the path the backend
+// takes) give the bits of the natural order permuted inside the kernels: dense (one and two
+// activation tiles, K splits, K a multiple of the chunk or not) and grouped experts. Some weight
+// groups get scales above 2 (the second product), so that warps with and without them run.
+TEST_F(CudaQuant, Mxfp4PairedActivationsGiveTheSameBits) {
+  auto spike = [](Mx4Host& w) {  // every 7th group's scale 2^2 .. 2^8
+    for (size_t i = 0; i < w.s.size(); i += 7) w.s[i] = static_cast<uint8_t>(129 + i % 7);
+  };
+  for (const int64_t K : {int64_t{4096}, int64_t{416}}) {
+    const int64_t N = 200;
+    for (const int64_t M : {int64_t{1}, int64_t{9}, int64_t{20}}) {
+      Mx4Host w = make_mx4(rng_, 1, N, K);
+      spike(w);
+      Dev<uint8_t> dw(w.w), ds(w.s);
+      Dev<uint16_t> dx(to_bf16(activations(rng_, M, K))), xn(static_cast<size_t>(M * K)),
+          xp(static_cast<size_t>(M * K));
+      k::act_qdq_mxfp4(dx.p, K, k::DT::BF16, M, K, xn.p, K, nullptr);
+      k::act_qdq_mxfp4(dx.p, K, k::DT::BF16, M, K, xp.p, K, nullptr, false, /*paired=*/true);
+      auto run = [&](bool paired) {
+        k::QGemvParams p;
+        p.x = paired ? xp.p : xn.p, p.x_rs = K, p.M = M, p.x_paired = paired;
+        p.splits = k::quant_gemv_splits(N, K, sms_);
+        Dev<float> part(static_cast<size_t>(p.splits * M * N)), out(static_cast<size_t>(M * N));
+        p.partial = part.p, p.out = out.p, p.o_rs = N, p.out_dt = k::DT::F32;
+        k::mxfp4_gemv(p, mx4_view(w, dw, ds), nullptr);
+        return out.get();
+      };
+      const std::vector<float> a = run(false), b = run(true);
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "gemv K " << K << " M " << M;
+    }
+  }
+  const int64_t E = 6, D = 1536, I = 256, kk = 3;
+  Mx4Host gu = make_mx4(rng_, E, 2 * I, D), dn = make_mx4(rng_, E, D, I);
+  spike(gu);
+  spike(dn);
+  Dev<uint8_t> dgu(gu.w), sgu(gu.s), ddn(dn.w), sdn(dn.s);
+  for (const int64_t T : {int64_t{1}, int64_t{40}}) {
+    const int64_t P = T * kk;
+    const Routing ro = route(rng_, T, kk, E);
+    Dev<uint16_t> dx(to_bf16(activations(rng_, T, D))), xn(static_cast<size_t>(T * D)),
+        xp(static_cast<size_t>(T * D)), hn(static_cast<size_t>(P * I)),
+        hp(static_cast<size_t>(P * I));
+    Dev<float> h(activations(rng_, P, I));  // f32 (the gate_up output's dtype)
+    Dev<int32_t> idx(ro.idx);
+    Groups g(P, E);
+    k::moe_prepare(idx.p, P, E, g.counts.p, g.offsets.p, g.perm.p, g.inv.p, g.active.p, g.num.p,
+                   nullptr);
+    const k::MoeGroups gv = g.view(P, E, kk);
+    k::act_qdq_mxfp4(dx.p, D, k::DT::BF16, T, D, xn.p, D, nullptr);
+    k::act_qdq_mxfp4(dx.p, D, k::DT::BF16, T, D, xp.p, D, nullptr, false, /*paired=*/true);
+    k::act_qdq_mxfp4(h.p, I, k::DT::F32, P, I, hn.p, I, nullptr);
+    k::act_qdq_mxfp4(h.p, I, k::DT::F32, P, I, hp.p, I, nullptr, false, /*paired=*/true);
+    auto run = [&](bool paired) {
+      Dev<float> ho(static_cast<size_t>(P * I)), y(static_cast<size_t>(P * D));
+      k::mxfp4_moe_gate_up(paired ? xp.p : xn.p, D, gv, mx4_view(gu, dgu, sgu), I, ho.p, k::DT::F32,
+                           nullptr, 0, paired);
+      k::mxfp4_moe_down(paired ? hp.p : hn.p, I, gv, mx4_view(dn, ddn, sdn), y.p, nullptr, 0,
+                        paired);
+      std::vector<float> r = ho.get(), yy = y.get();
+      r.insert(r.end(), yy.begin(), yy.end());
+      return r;
+    };
+    const std::vector<float> a = run(false), b = run(true);
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "experts T " << T;
+  }
+}
+
 TEST_F(CudaQuant, Fp8MoeMatchesContract) {
   const int64_t E = 10, D = 400, I = 144, kk = 3;  // D, I: not multiples of 128
   for (int64_t bn : {128, 1}) {
@@ -765,12 +840,13 @@ TEST_F(CudaQuant, Mxfp4MoeMatchesContract) {
       k::moe_prepare(idx.p, P, E, g.counts.p, g.offsets.p, g.perm.p, g.inv.p, g.active.p, g.num.p,
                      nullptr);
       const k::MoeGroups gv = g.view(P, E, kk);
-      if (w4a4) k::act_qdq_mxfp4(dx.p, D, k::DT::BF16, T, D, xq.p, D, nullptr);
+      // W4A4 as the backend runs it: activations in the kernels' pair order.
+      if (w4a4) k::act_qdq_mxfp4(dx.p, D, k::DT::BF16, T, D, xq.p, D, nullptr, false, true);
       k::mxfp4_moe_gate_up(w4a4 ? xq.p : dx.p, D, gv, mx4_view(gu, dgu, sgu), I, h.p,
-                           w4a4 ? k::DT::F32 : k::DT::BF16, nullptr);
-      if (w4a4) k::act_qdq_mxfp4(h.p, I, k::DT::F32, P, I, hq.p, I, nullptr);
+                           w4a4 ? k::DT::F32 : k::DT::BF16, nullptr, 0, w4a4);
+      if (w4a4) k::act_qdq_mxfp4(h.p, I, k::DT::F32, P, I, hq.p, I, nullptr, false, true);
       k::mxfp4_moe_down(w4a4 ? static_cast<const void*>(hq.p) : h.p, I, gv, mx4_view(dn, ddn, sdn),
-                        y.p, nullptr);
+                        y.p, nullptr, 0, w4a4);
       k::moe_combine(y.p, k::DT::F32, g.inv.p, rw.p, T, kk, D, out.p, nullptr);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       std::vector<double> ref(static_cast<size_t>(T * D), 0.0);

@@ -177,10 +177,11 @@ __device__ __forceinline__ float e2m1_rne(float v) {
 }
 
 // One warp per (row, 4 groups of 32): lane l holds 4 consecutive values; 8 lanes share a group.
-// In place (out == x) works for bf16: every value is read before its own lane writes it.
+// In place (out == x) works for bf16: every value is read before any lane writes. paired: lanes
+// 2j and 2j + 1 (one aligned block of 8) swap their values and write x0 x4 x1 x5 / x2 x6 x3 x7.
 template <typename TX>
 __global__ void act_qdq_mxfp4_kernel(const TX* x, int64_t xs, int64_t M, int64_t K, bf16* out,
-                                     int64_t os, bool early) {
+                                     int64_t os, bool early, bool paired) {
   pdl_wait();
   if (early) pdl_trigger();  // as act_quant_fp8
   const int64_t warps_per_row = (K + 127) / 128;
@@ -194,7 +195,6 @@ __global__ void act_qdq_mxfp4_kernel(const TX* x, int64_t xs, int64_t M, int64_t
   float amax = fmaxf(fmaxf(fabsf(f[0]), fabsf(f[1])), fmaxf(fabsf(f[2]), fabsf(f[3])));
 #pragma unroll
   for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  if (!in) return;
   // floor(log2 amax) = exponent of frexp - 1 (exact, subnormals included).
   int ex = 0;
   if (amax > 0.f) {
@@ -205,7 +205,17 @@ __global__ void act_qdq_mxfp4_kernel(const TX* x, int64_t xs, int64_t M, int64_t
 #pragma unroll
   for (int i = 0; i < 4; ++i) o[i] = ldexpf(e2m1_rne(ldexpf(f[i], -ex)), ex);
   __nv_bfloat162 r[2] = {__floats2bfloat162_rn(o[0], o[1]), __floats2bfloat162_rn(o[2], o[3])};
-  *reinterpret_cast<uint2*>(out + m * os + k0) = *reinterpret_cast<uint2*>(r);
+  uint2 v = *reinterpret_cast<uint2*>(r);  // (x0, x1), (x2, x3) of this lane's four
+  if (paired) {  // the whole warp swaps (K is a multiple of 32: pairs of lanes agree on `in`)
+    const uint32_t p0 = __shfl_xor_sync(0xffffffffu, v.x, 1);
+    const uint32_t p1 = __shfl_xor_sync(0xffffffffu, v.y, 1);
+    if ((lane & 1) == 0)  // own x0..x3, partner x4..x7: x0 x4 x1 x5
+      v = make_uint2(__byte_perm(v.x, p0, 0x5410u), __byte_perm(v.x, p0, 0x7632u));
+    else  // own x4..x7, partner x0..x3: x2 x6 x3 x7
+      v = make_uint2(__byte_perm(p1, v.y, 0x5410u), __byte_perm(p1, v.y, 0x7632u));
+  }
+  if (!in) return;
+  *reinterpret_cast<uint2*>(out + m * os + k0) = v;
 }
 
 }  // namespace
@@ -247,15 +257,15 @@ void act_quant_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, int
 }
 
 void act_qdq_mxfp4(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, void* out, int64_t os,
-                   cudaStream_t s, bool early) {
+                   cudaStream_t s, bool early, bool paired) {
   if (M == 0) return;
   const unsigned blocks = cdiv(M * ((K + 127) / 128), 8);
   if (x_dt == DT::F32)
     launch(act_qdq_mxfp4_kernel<float>, blocks, 256, 0, s, static_cast<const float*>(x), xs, M, K,
-           static_cast<bf16*>(out), os, early);
+           static_cast<bf16*>(out), os, early, paired);
   else
     launch(act_qdq_mxfp4_kernel<bf16>, blocks, 256, 0, s, static_cast<const bf16*>(x), xs, M, K,
-           static_cast<bf16*>(out), os, early);
+           static_cast<bf16*>(out), os, early, paired);
 }
 
 }  // namespace tandem::cuda::k

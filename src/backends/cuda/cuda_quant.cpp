@@ -144,8 +144,9 @@ void CudaBackend::mxfp4_linear(const Tensor& x, const Weight& w, Tensor& out) {
   p.partial = pc.take<float>(p.splits > 1 ? p.splits * M * N : 0);  // [splits, M, N]
   const void* xin = x.raw();
   int64_t xrs = x.stride(0);
-  if (qdq) {
-    k::act_qdq_mxfp4(x.raw(), x.stride(0), DT::BF16, M, K, xa, K, stream_, /*early=*/!lt);
+  if (qdq) {  // the weight stream's input in its pair order, the GEMM's in the natural one
+    k::act_qdq_mxfp4(x.raw(), x.stride(0), DT::BF16, M, K, xa, K, stream_, /*early=*/!lt,
+                     /*paired=*/!lt);
     TD_CUDA_LAUNCH_CHECK();
     xin = xa, xrs = K;
   }
@@ -158,7 +159,7 @@ void CudaBackend::mxfp4_linear(const Tensor& x, const Weight& w, Tensor& out) {
     skinny(xin, xrs, 0, wt, 0, out, out.stride(0), 0, M, N, K, 1);
     return;
   }
-  p.x = xin, p.x_rs = xrs;
+  p.x = xin, p.x_rs = xrs, p.x_paired = qdq;
   p.out = out.raw(), p.o_rs = out.stride(0), p.out_dt = odt;
   k::mxfp4_gemv(p, v, stream_);
   TD_CUDA_LAUNCH_CHECK();

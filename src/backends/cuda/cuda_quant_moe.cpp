@@ -97,14 +97,18 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
                        /*early=*/true);
       k::fp8_moe_down(hq, I, hs, kbh, g, d8, y, stream_, quant_ring_);
     } else {
+      // Quantized activations are written in the kernels' pair order (no permute in them).
       if (qx)
-        k::act_qdq_mxfp4(x.raw(), x.stride(0), DT::BF16, T, D, xq, D, stream_, /*early=*/true);
+        k::act_qdq_mxfp4(x.raw(), x.stride(0), DT::BF16, T, D, xq, D, stream_, /*early=*/true,
+                         /*paired=*/true);
       g.grouping_before_wait = qx;
       k::mxfp4_moe_gate_up(qx ? static_cast<const void*>(xq) : x.raw(), qx ? D : x.stride(0), g, g4,
-                           I, h, h32 ? DT::F32 : DT::BF16, stream_, quant_ring_);
-      if (qh) k::act_qdq_mxfp4(h, I, DT::F32, P, I, hq, I, stream_, /*early=*/true);
+                           I, h, h32 ? DT::F32 : DT::BF16, stream_, quant_ring_, qx);
+      if (qh)
+        k::act_qdq_mxfp4(h, I, DT::F32, P, I, hq, I, stream_, /*early=*/true, /*paired=*/true);
       g.grouping_before_wait = qh;
-      k::mxfp4_moe_down(qh ? static_cast<const void*>(hq) : h, I, g, d4, y, stream_, quant_ring_);
+      k::mxfp4_moe_down(qh ? static_cast<const void*>(hq) : h, I, g, d4, y, stream_, quant_ring_,
+                        qh);
     }
     TD_CUDA_LAUNCH_CHECK();
     k::moe_combine(y, DT::F32, inv, weights.data<float>(), T, kk, D, out.raw(), stream_);

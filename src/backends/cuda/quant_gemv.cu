@@ -166,7 +166,10 @@ void fp8_gemv(const QGemvParams& p, const Fp8W& w, cudaStream_t s) {
 }
 
 void mxfp4_gemv(const QGemvParams& p, const Mx4W& w, cudaStream_t s) {
-  run<Mx4Fmt>(p, w, s);
+  if (p.x_paired)
+    run<Mx4PairedFmt>(p, w, s);
+  else
+    run<Mx4Fmt>(p, w, s);
 }
 
 }  // namespace tandem::cuda::k

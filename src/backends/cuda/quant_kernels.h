@@ -41,8 +41,11 @@ void act_quant_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, int
 // x: bf16 or f32 [M, K] rows strided by xs; out: bf16 [M, K] rows strided by os (may be x
 // itself when x is bf16); K a multiple of 32.
 // early: as act_quant_fp8's (mxfp4_linear's weight-stream path asks for it).
+// paired: each aligned block of 8 outputs stored as x0 x4 x1 x5 x2 x6 x3 x7, the bf16 pairs the
+// MXFP4 decode kernels' mma takes (quant_mma.cuh), so they load them without permuting; only the
+// decode kernels read that order.
 void act_qdq_mxfp4(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, void* out, int64_t os,
-                   cudaStream_t s, bool early = false);
+                   cudaStream_t s, bool early = false, bool paired = false);
 
 // ---- quantized weights as the kernels see them ------------------------------------------------
 // kFp8Block: w e4m3 [E][N, K] (experts w_es bytes apart); scale f32 [E][ceil(N/bn), >= kb] rows
@@ -92,8 +95,10 @@ struct QGemvParams {
   // splits > 1, optional: one zeroed int per output tile (quant_gemv_tiles), so the tile's last
   // block sums the partials (no second kernel); each launch leaves them zeroed again.
   int* counters = nullptr;
-  // The stream shape (CudaBackend::set_quant_ring: 2, 23 or 24); 0: the format's own.
+  // The stream shape (CudaBackend::set_quant_ring: 2, 23, 24 or 25); 0: the format's own.
   int ring = 0;
+  // MXFP4: x is in act_qdq_mxfp4's pair order (its `paired` output).
+  bool x_paired = false;
 };
 int64_t quant_gemv_splits(int64_t N, int64_t K, int num_sms);
 int64_t quant_gemv_tiles(int64_t M, int64_t N);
@@ -135,11 +140,13 @@ void fp8_moe_gate_up(const void* xq, int64_t xq_rs, const float* xscale, int64_t
 // scales [P, kb] rows hs_rs.
 void fp8_moe_down(const void* hq, int64_t hq_rs, const float* hscale, int64_t hs_rs,
                   const MoeGroups& g, const Fp8W& down, float* y, cudaStream_t s, int ring = 0);
-// The same with MXFP4 experts on bf16 activations (x as it is, or act_qdq_mxfp4's output).
+// The same with MXFP4 experts on bf16 activations (x as it is, or act_qdq_mxfp4's output;
+// x_paired: in its pair order, `paired` there). h is written in the natural order.
 void mxfp4_moe_gate_up(const void* x, int64_t xs, const MoeGroups& g, const Mx4W& gate_up,
-                       int64_t I, void* h, DT h_dt, cudaStream_t s, int ring = 0);
+                       int64_t I, void* h, DT h_dt, cudaStream_t s, int ring = 0,
+                       bool x_paired = false);
 void mxfp4_moe_down(const void* h, int64_t hs, const MoeGroups& g, const Mx4W& down, float* y,
-                    cudaStream_t s, int ring = 0);
+                    cudaStream_t s, int ring = 0, bool h_paired = false);
 
 // ---- quant_misc.cu --------------------------------------------------------------------------
 // out[m, n] = acc[m, n] * xs[m] * ws[n], bf16 or f32 (per-channel FP8 prefill: a per-tensor FP8

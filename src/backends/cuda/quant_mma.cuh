@@ -256,7 +256,37 @@ struct Fp8Fmt {
 };
 
 // ---- MXFP4 -------------------------------------------------------------------------------------
-struct Mx4Fmt {
+// One tile's products (rows g, g + 8 of 16, the thread's group of each chunk) for NT activation
+// tiles: the e2m1 words as bf16 pairs times 2^-126, then times 2^(b - 1) (sg, sg8: b <= 128) and,
+// where kBig, times the rest of the power of two (hi, hi8: 2^(b - 128) above b = 128, else 1).
+template <int NT, bool kBig>
+__device__ __forceinline__ void mx4_tile(float (&acc)[NT][4], const uint4 (&w)[2], uint32_t sg,
+                                         uint32_t sg8, uint32_t hi, uint32_t hi8,
+                                         const uint32_t (&xp)[NT][4][4]) {
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    uint32_t a[4], b[4];
+    e2m1x8_pairs(word4(w[0], q), a);
+    e2m1x8_pairs(word4(w[1], q), b);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a[i] = bf16x2_mul(a[i], sg), b[i] = bf16x2_mul(b[i], sg8);
+    if (kBig) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = bf16x2_mul(a[i], hi), b[i] = bf16x2_mul(b[i], hi8);
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      mma_bf16(acc[nt], a[0], b[0], a[1], b[1], xp[nt][q][0], xp[nt][q][1]);
+      mma_bf16(acc[nt], a[2], b[2], a[3], b[3], xp[nt][q][2], xp[nt][q][3]);
+    }
+  }
+}
+
+// kPaired: the activations come in pair order (act_qdq_mxfp4's `paired` output: each aligned
+// block of 8 stored as x0 x4 x1 x5 x2 x6 x3 x7), so the bf16 pairs the mma takes are whole words
+// as loaded; otherwise they are put in that order here (prmt, 4 per 8 activations and tile).
+template <bool kPaired>
+struct Mx4FmtT {
   // One activation tile: two chunks per warp in 128 registers (24: four blocks per SM, 16-20
   // bytes of spills; routed experts at batch 32 53% of copy against 37-46% with two or three
   // blocks); two tiles in 170 (23, no spills).
@@ -301,48 +331,41 @@ struct Mx4Fmt {
   template <int NT, bool kFull>
   static __device__ __forceinline__ void compute(QAcc<NT>& acc, const Frag& f, const Rows& r,
                                                  const XTile<NT>& xt, int64_t ch, int c) {
-    uint4 xv[NT][4];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) load_x_slice<NT, kFull>(xv[nt], xt, nt, ch, c, r.K);
     // Activation pairs (x_i, x_i+4) of each 8-element word q, as the weight pairs come.
     uint32_t xp[NT][4][4];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+    for (int nt = 0; nt < NT; ++nt) {
+      uint4 xv[4];
+      load_x_slice<NT, kFull>(xv, xt, nt, ch, c, r.K);
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const uint32_t w0 = word4(xv[nt][q], 0), w1 = word4(xv[nt][q], 1);
-        const uint32_t w2 = word4(xv[nt][q], 2), w3 = word4(xv[nt][q], 3);
-        xp[nt][q][0] = prmt(w0, w2, 0x5410u), xp[nt][q][1] = prmt(w0, w2, 0x7632u);
-        xp[nt][q][2] = prmt(w1, w3, 0x5410u), xp[nt][q][3] = prmt(w1, w3, 0x7632u);
-      }
-#pragma unroll
-    for (int t = 0; t < 2; ++t) {
-      const uint32_t b0 = f.s[t][0], b1 = f.s[t][1];
-      const bool big = b0 > 128 || b1 > 128;
-      // 2^(b - 1): the pairs are the e2m1 values times 2^-126 (above 2^127, in two products).
-      const uint32_t sg = e8m0_half_bf16x2(min(b0, 128u)), sg8 = e8m0_half_bf16x2(min(b1, 128u));
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        uint32_t a[4], b[4];
-        e2m1x8_pairs(word4(f.w[t][0], q), a);
-        e2m1x8_pairs(word4(f.w[t][1], q), b);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) a[i] = bf16x2_mul(a[i], sg), b[i] = bf16x2_mul(b[i], sg8);
-        if (big) {  // scales above 2: the rest of the power of two in a second exact product
-#pragma unroll
-          for (int i = 0; i < 4; ++i)
-            a[i] = bf16x2_mul(a[i], b0 > 128 ? e8m0_bf16x2(b0 - 1) : 0x3F803F80u),
-            b[i] = bf16x2_mul(b[i], b1 > 128 ? e8m0_bf16x2(b1 - 1) : 0x3F803F80u);
-        }
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          mma_bf16(acc[t][nt], a[0], b[0], a[1], b[1], xp[nt][q][0], xp[nt][q][1]);
-          mma_bf16(acc[t][nt], a[2], b[2], a[3], b[3], xp[nt][q][2], xp[nt][q][3]);
+        const uint32_t w0 = word4(xv[q], 0), w1 = word4(xv[q], 1);
+        const uint32_t w2 = word4(xv[q], 2), w3 = word4(xv[q], 3);
+        if (kPaired) {
+          xp[nt][q][0] = w0, xp[nt][q][1] = w1, xp[nt][q][2] = w2, xp[nt][q][3] = w3;
+        } else {
+          xp[nt][q][0] = prmt(w0, w2, 0x5410u), xp[nt][q][1] = prmt(w0, w2, 0x7632u);
+          xp[nt][q][2] = prmt(w1, w3, 0x5410u), xp[nt][q][3] = prmt(w1, w3, 0x7632u);
         }
       }
     }
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      const uint32_t b0 = f.s[t][0], b1 = f.s[t][1];
+      // 2^(b - 1): the pairs are the e2m1 values times 2^-126 (above 2^127, in two products).
+      const uint32_t sg = e8m0_half_bf16x2(min(b0, 128u)), sg8 = e8m0_half_bf16x2(min(b1, 128u));
+      // Scales above 2 are rare (calibrated weights sit near 2^-8): one vote per tile takes the
+      // warp down the path with the second product, instead of a branch around it per word.
+      if (__any_sync(0xffffffffu, b0 > 128 || b1 > 128))
+        mx4_tile<NT, true>(acc[t], f.w[t], sg, sg8, b0 > 128 ? e8m0_bf16x2(b0 - 1) : 0x3F803F80u,
+                           b1 > 128 ? e8m0_bf16x2(b1 - 1) : 0x3F803F80u, xp);
+      else
+        mx4_tile<NT, false>(acc[t], f.w[t], sg, sg8, 0u, 0u, xp);
+    }
   }
 };
+using Mx4Fmt = Mx4FmtT<false>;
+using Mx4PairedFmt = Mx4FmtT<true>;
 
 // Warp w's chunks of [ch0, ch1) are ch0 + w, ch0 + w + kQWarps, ...: the i-th goes through
 // ring slot i % kQRing. Each slot is reloaded with the chunk kQRing places on as soon as its own
@@ -385,17 +408,19 @@ __device__ __forceinline__ void q_pass(QAcc<NT>& acc, QRing<F>& f, const typenam
 
 // Calls fn.template operator()<NT, B>() with B the blocks per SM the kernel is compiled for
 // (__launch_bounds__): `forced` names it (set_quant_ring, for measurements: 2 = no register bound;
-// 23 and 24 = held to 170 / 128 registers, three / four blocks per SM) or, for anything else,
-// the format's own for NT and the kernel (F::ring).
+// 23, 24 and 25 = held to 170 / 128 / 102 registers, three / four / five blocks per SM) or, for
+// anything else, the format's own for NT and the kernel (F::ring).
 template <class F, class Fn>
 void with_nt_ring(int nt, bool experts, int forced, Fn&& fn) {
-  const bool known = forced == 2 || forced == 23 || forced == 24;
+  const bool known = forced == 2 || forced == 23 || forced == 24 || forced == 25;
   const int r = known ? forced : F::ring(nt, experts);
   const auto go = [&]<int NT>() {
     if (r == 23)
       fn.template operator()<NT, 3>();
     else if (r == 24)
       fn.template operator()<NT, 4>();
+    else if (r == 25)
+      fn.template operator()<NT, 5>();
     else
       fn.template operator()<NT, 1>();
   };

@@ -159,13 +159,19 @@ void fp8_moe_down(const void* hq, int64_t hq_rs, const float* hscale, int64_t hs
 }
 
 void mxfp4_moe_gate_up(const void* x, int64_t xs, const MoeGroups& g, const Mx4W& gate_up,
-                       int64_t I, void* h, DT h_dt, cudaStream_t s, int ring) {
-  run<Mx4Fmt, Mx4W, true>(x, xs, nullptr, 0, g, gate_up, I, h, h_dt == DT::F32, ring, s);
+                       int64_t I, void* h, DT h_dt, cudaStream_t s, int ring, bool x_paired) {
+  if (x_paired)
+    run<Mx4PairedFmt, Mx4W, true>(x, xs, nullptr, 0, g, gate_up, I, h, h_dt == DT::F32, ring, s);
+  else
+    run<Mx4Fmt, Mx4W, true>(x, xs, nullptr, 0, g, gate_up, I, h, h_dt == DT::F32, ring, s);
 }
 
 void mxfp4_moe_down(const void* h, int64_t hs, const MoeGroups& g, const Mx4W& down, float* y,
-                    cudaStream_t s, int ring) {
-  run<Mx4Fmt, Mx4W, false>(h, hs, nullptr, 0, g, down, 0, y, false, ring, s);
+                    cudaStream_t s, int ring, bool h_paired) {
+  if (h_paired)
+    run<Mx4PairedFmt, Mx4W, false>(h, hs, nullptr, 0, g, down, 0, y, false, ring, s);
+  else
+    run<Mx4Fmt, Mx4W, false>(h, hs, nullptr, 0, g, down, 0, y, false, ring, s);
 }
 
 }  // namespace tandem::cuda::k
