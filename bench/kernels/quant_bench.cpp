@@ -29,7 +29,7 @@ namespace {
 
 namespace k = cuda::k;
 
-// TANDEM_QUANT_RING (2, 23, 24 or 25): the decode kernels' stream shape, as the backend reads it; 0
+// TANDEM_QUANT_RING (2, 23 or 24): the decode kernels' stream shape, as the backend reads it; 0
 // leaves each format its own.
 int ring_depth() {
   static const int r = cuda::heuristics::read_switches().quant_ring;
@@ -467,6 +467,19 @@ void bench_quant(double copy_gbps, bool quick) {
             },
             true),
         attn_b + shared_b + routed4);
+    row("layer linears, FP8 attn/shared + MXFP4 W4A4",
+        tm.us(
+            [&](cudaStream_t s) {
+              linears(s);
+              ex.mxfp4(gu4, dn4, true, s);
+            },
+            true),
+        attn_b + shared_b + routed4);
+    // TANDEM_QBENCH_TIMELINE=1: the MXFP4 W4A4 routed experts (the Quark checkpoints' default),
+    // per kernel.
+    if (const char* tl = std::getenv("TANDEM_QBENCH_TIMELINE"); tl && tl[0] == '1')
+      tm.timeline([&](cudaStream_t s) { ex.mxfp4(gu4, dn4, true, s); },
+                  "MXFP4 W4A4 routed experts, batch " + std::to_string(B));
   }
   std::printf(
       "(not counted: W_UK / W_UV head_matmul (bf16), the f32 router, norms, attention itself)\n\n");

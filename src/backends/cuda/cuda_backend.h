@@ -106,8 +106,8 @@ class CudaBackend final : public Backend {
   // 16-row groups per pass of the tensor-core expert kernels (heuristics::moe_row_groups): 0
   // automatic, 1 or 4 forced. TANDEM_MOE_ROW_GROUPS sets the starting value.
   void set_moe_row_groups(int groups) { moe_row_groups_ = groups; }
-  // The quantized decode kernels' stream shape (quant_mma.cuh, with_nt_ring): 2, 23, 24 or 25
-  // (two chunks per warp in any, 170, 128 or 102 registers); 0 (default) the format's own. The results do
+  // The quantized decode kernels' stream shape (quant_mma.cuh, with_nt_ring): 2, 23 or 24 (two
+  // chunks per warp in any, 170 or 128 registers); 0 (default) the format's own. The results do
   // not depend on it. TANDEM_QUANT_RING sets the starting value.
   void set_quant_ring(int depth) { quant_ring_ = depth; }
   // How many experts moe_experts' many-token path runs at a time (1-4; also
@@ -217,7 +217,7 @@ class CudaBackend final : public Backend {
   bool mla_wgmma_ = true;     // TANDEM_MLA_WGMMA
   int mla_column_parts_ = 0;  // TANDEM_MLA_COLUMN_PARTS: 1 / 2 / 4 forced, else the plan's choice
   int moe_row_groups_ = 0;    // TANDEM_MOE_ROW_GROUPS: 0 automatic, 1 / 4 forced
-  int quant_ring_ = 0;        // TANDEM_QUANT_RING: 0 per format, 2 / 23 / 24 / 25 forced
+  int quant_ring_ = 0;        // TANDEM_QUANT_RING: 0 per format, 2 / 23 / 24 forced
 };
 
 // The backend registered for DeviceType::CUDA (null before init_cuda_backend succeeds).

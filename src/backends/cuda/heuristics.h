@@ -44,7 +44,7 @@ struct Switches {
   int64_t mla_det_split = 512;    // TANDEM_MLA_DET_SPLIT: keys per split in deterministic mode
   int mla_column_parts = 0;       // TANDEM_MLA_COLUMN_PARTS: 1 / 2 / 4 forced, else automatic
   int moe_row_groups = 0;         // TANDEM_MOE_ROW_GROUPS: 1 / 4 forced, else automatic
-  int quant_ring = 0;             // TANDEM_QUANT_RING: 2 / 23 / 24 / 25 forced, else per format
+  int quant_ring = 0;             // TANDEM_QUANT_RING: 2 / 23 / 24 forced, else per format
   int mla_wide_mode = -1;         // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
   bool mla_wgmma = true;          // TANDEM_MLA_WGMMA=0: the 64-head kernel on mma.sync
   int expert_streams = 4;         // TANDEM_EXPERT_STREAMS: 1-4 (moe_experts' host path)

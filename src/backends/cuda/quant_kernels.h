@@ -95,7 +95,7 @@ struct QGemvParams {
   // splits > 1, optional: one zeroed int per output tile (quant_gemv_tiles), so the tile's last
   // block sums the partials (no second kernel); each launch leaves them zeroed again.
   int* counters = nullptr;
-  // The stream shape (CudaBackend::set_quant_ring: 2, 23, 24 or 25); 0: the format's own.
+  // The stream shape (CudaBackend::set_quant_ring: 2, 23 or 24); 0: the format's own.
   int ring = 0;
   // MXFP4: x is in act_qdq_mxfp4's pair order (its `paired` output).
   bool x_paired = false;

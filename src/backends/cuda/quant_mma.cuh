@@ -408,19 +408,19 @@ __device__ __forceinline__ void q_pass(QAcc<NT>& acc, QRing<F>& f, const typenam
 
 // Calls fn.template operator()<NT, B>() with B the blocks per SM the kernel is compiled for
 // (__launch_bounds__): `forced` names it (set_quant_ring, for measurements: 2 = no register bound;
-// 23, 24 and 25 = held to 170 / 128 / 102 registers, three / four / five blocks per SM) or, for
-// anything else, the format's own for NT and the kernel (F::ring).
+// 23 and 24 = held to 170 / 128 registers, three / four blocks per SM) or, for anything else,
+// the format's own for NT and the kernel (F::ring). Five blocks (102 registers) spilled 170-550
+// bytes and ran slower in every case (MXFP4 experts 40-57% of copy against 44-58%, FP8 48-56%
+// against 68-90%; 2026-12-04).
 template <class F, class Fn>
 void with_nt_ring(int nt, bool experts, int forced, Fn&& fn) {
-  const bool known = forced == 2 || forced == 23 || forced == 24 || forced == 25;
+  const bool known = forced == 2 || forced == 23 || forced == 24;
   const int r = known ? forced : F::ring(nt, experts);
   const auto go = [&]<int NT>() {
     if (r == 23)
       fn.template operator()<NT, 3>();
     else if (r == 24)
       fn.template operator()<NT, 4>();
-    else if (r == 25)
-      fn.template operator()<NT, 5>();
     else
       fn.template operator()<NT, 1>();
   };
