@@ -8,15 +8,14 @@
 // Thread (g, c) of a warp (g = lane / 4, c = lane % 4) owns 32 elements of each chunk (see
 // lane_k) for weight rows g and g + 8 of both tiles and for activation row g of each 8-row tile;
 // an mma takes whole 4-byte words of them as its k slots (bf16 m16n8k16: elements 4j .. 4j + 3
-// as k = {2c, 2c + 1, 2c + 8, 2c + 9}; FP8: one e4m3 word, 4 elements, as the same four slots
-// of an f16 m16n8k16). Weights and activations agree on this permutation, so each mma is a dot
-// product over 16 of the chunk's k in another order, and loads stay 16 bytes wide.
+// as k = {2c, 2c + 1, 2c + 8, 2c + 9}; e4m3 m16n8k32: words u, u + 1 as k = 4c .. 4c + 3 and
+// 16 + 4c .. 16 + 4c + 3). Weights and activations agree on this permutation, so each mma is a
+// dot product over 16 or 32 of the chunk's k in another order, and loads stay 16 bytes wide.
 //
 // FP8 (Fp8Fmt): weights and activations (act_quant_fp8's e4m3 bytes, half the bytes of the f16
-// copies they replaced) converted exactly to f16 pairs (F2FP) into the f16 mma: exact products,
-// fp32 sums. A chunk lies in one K block (bk a multiple of 128, or bk >= K), so each chunk's
-// eight mmas per tile chain from zero and are added to the accumulators times
-// ws[row block, b] * s[token, b].
+// copies they replaced) go into the e4m3 mma (m16n8k32, mma_e4m3: exact products, fp32 sums).
+// A chunk lies in one K block (bk a multiple of 128, or bk >= K), so each chunk's four mmas per
+// tile start from zero and are added to the accumulators times ws[row block, b] * s[token, b].
 // MXFP4 (Mx4Fmt): each thread's 32 elements of a row are one e8m0 group; each 8-nibble word
 // becomes four bf16x2 pairs (e_i, e_i+4) by a shift and a mask per part (e2m1x8_pairs: the
 // values times 2^-126), multiplied by their group's power of two times 2^126 (exact), and meets
@@ -25,7 +24,6 @@
 #pragma once
 
 #include <cuda_bf16.h>
-#include <cuda_fp8.h>
 
 #include "backends/cuda/mma.cuh"
 #include "backends/cuda/quant_kernels.h"
@@ -52,32 +50,17 @@ __device__ __forceinline__ uint32_t word4(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-// d += A (16 x 16, row) . B (16 x 8, col): f16 in, fp32 accumulate.
-__device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                        uint32_t a3, uint32_t b0, uint32_t b1) {
+// d += A (16 x 32, row) . B (32 x 8, col): e4m3 in, fp32 accumulate. On sm_90 ptxas lowers it to
+// exact e4m3 -> f16 conversions (F2FP.F16.E4M3.UNPACK_B) and two f16 HMMA.16816.F32: the products
+// are exact and the sums fp32 (cuobjdump on the H200, 2026-12-04), and an output's bits depend on
+// its own row and column only (CudaQuant.GemvBatchInvariant, RingDepthGivesTheSameBits).
+__device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
   asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// The two e4m3 of half `hi` of w as an f16x2 (exact: every e4m3 is an f16; F2FP.UNPACK_B).
-__device__ __forceinline__ uint32_t e4m3x2_f16x2(uint32_t w, bool hi) {
-  const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(
-      static_cast<__nv_fp8x2_storage_t>(hi ? w >> 16 : w & 0xFFFFu), __NV_E4M3);
-  return static_cast<uint32_t>(r.x) | (static_cast<uint32_t>(r.y) << 16);
-}
-
-// d += the products of four e4m3 of rows g (word a) and g + 8 (word a8) with four of column g
-// (word b), k slots 4c .. 4c + 3 of an m16n8k32 e4m3 fragment: one f16 mma, the low halves as
-// its slots 2c, 2c + 1 and the high halves as 2c + 8, 2c + 9 (weights and activations alike).
-// Written out rather than as mma.m16n8k32.e4m3, which ptxas lowers on sm_90 to the same
-// conversions and two f16 HMMA per call but each from zero, added to d by four FADD.
-__device__ __forceinline__ void mma_e4m3_k16(float (&d)[4], uint32_t a, uint32_t a8,
-                                             uint32_t b_lo, uint32_t b_hi) {
-  mma_f16(d, e4m3x2_f16x2(a, false), e4m3x2_f16x2(a8, false), e4m3x2_f16x2(a, true),
-          e4m3x2_f16x2(a8, true), b_lo, b_hi);
 }
 
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
@@ -251,22 +234,17 @@ struct Fp8Fmt {
       uint4 xv[2];
       load_x8_slice<NT, kFull>(xv, xt, nt, ch, c, r.K);
       const float s0 = __ldg(xt.sx[nt][0] + b), s1 = __ldg(xt.sx[nt][1] + b);
-      // The activations as f16 pairs once for both tiles: word w of the 8, low and high half.
-      uint32_t xh[8][2];
-#pragma unroll
-      for (int w = 0; w < 8; ++w) {
-        const uint32_t v = word4(xv[w >> 2], w & 3);
-        xh[w][0] = e4m3x2_f16x2(v, false), xh[w][1] = e4m3x2_f16x2(v, true);
-      }
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
-        // The chunk's 32 products per output in one fp32 chain (the chunk's K block scales
-        // them below): word w of the thread's two 16-byte pieces, rows g and g + 8.
         float d[4] = {0.f, 0.f, 0.f, 0.f};
+        // mma j: words u, u + 1 of the thread's 16-byte piece h (k slots 4c.. and 16 + 4c.. of
+        // the mma), the same words of rows g (a0, a2), g + 8 (a1, a3) and the activations.
 #pragma unroll
-        for (int w = 0; w < 8; ++w)
-          mma_e4m3_k16(d, word4(f.w[t][0][w >> 2], w & 3), word4(f.w[t][1][w >> 2], w & 3),
-                       xh[w][0], xh[w][1]);
+        for (int j = 0; j < 4; ++j) {
+          const int h = j >> 1, u = 2 * (j & 1);
+          mma_e4m3(d, word4(f.w[t][0][h], u), word4(f.w[t][1][h], u), word4(f.w[t][0][h], u + 1),
+                   word4(f.w[t][1][h], u + 1), word4(xv[h], u), word4(xv[h], u + 1));
+        }
         // C fragment: d0, d1 = row g, columns 2c, 2c + 1; d2, d3 = row g + 8.
         acc[t][nt][0] = fmaf(d[0], f.ws[t][0] * s0, acc[t][nt][0]);
         acc[t][nt][1] = fmaf(d[1], f.ws[t][0] * s1, acc[t][nt][1]);
