@@ -383,6 +383,64 @@ TEST_F(CudaQuant, ActQuantFp8MatchesContractBitwise) {
   }
 }
 
+// The host path's grouped quantizer: every expert's rows into its padded block in one launch,
+// bitwise what act_quant_fp8 writes expert by expert into the same layout (x in sorted order, and
+// h already in the padded order), experts without rows included; then moe_pad_rows' remap.
+TEST_F(CudaQuant, ActQuantFp8ExpertsMatchesPerExpertBitwise) {
+  const int64_t E = 9, K = 400, kb = (K + 127) / 128;
+  const std::vector<int> cnt = {5, 0, 1, 8, 3, 0, 0, 13, 2};
+  std::vector<int32_t> off(E + 1, 0), pad(E, 0);
+  int64_t Pp = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    off[e + 1] = off[e] + cnt[e];
+    pad[e] = static_cast<int32_t>(Pp);
+    Pp += (cnt[e] + 3) / 4 * 4;
+  }
+  const int64_t rows = off[E];
+  for (bool padded : {false, true}) {
+    const std::vector<float> x = activations(rng_, padded ? Pp : rows, K);
+    Dev<float> dx(x);  // f32 rows (h's dtype), off the bf16 grid
+    Dev<int32_t> doff(off), dpad(pad);
+    Dev<uint8_t> q1(static_cast<size_t>(Pp * K)), q2(static_cast<size_t>(Pp * K));
+    Dev<float> s1(static_cast<size_t>(Pp * kb)), s2(static_cast<size_t>(Pp * kb));
+    k::act_quant_fp8_experts(dx.p, K, k::DT::F32, padded, rows, K, true, doff.p, dpad.p, E, q1.p, K,
+                             s1.p, nullptr);
+    for (int64_t e = 0; e < E; ++e) {
+      if (cnt[e] == 0) continue;
+      const int64_t np = (cnt[e] + 3) / 4 * 4, src = padded ? pad[e] : off[e];
+      k::act_quant_fp8(dx.p + src * K, K, k::DT::F32, cnt[e], K, 128, true, q2.p + pad[e] * K, K,
+                       s2.p + pad[e] * kb, 1, np, nullptr);
+    }
+    const std::vector<uint8_t> a = q1.get(), b = q2.get();
+    const std::vector<float> sa = s1.get(), sb = s2.get();
+    int64_t bad = 0, bad_s = 0;
+    for (int64_t e = 0; e < E; ++e)
+      for (int r = 0; r < cnt[e]; ++r) {
+        const int64_t row = pad[e] + r, np = (cnt[e] + 3) / 4 * 4;
+        bad += std::memcmp(&a[row * K], &b[row * K], K) != 0;
+        for (int64_t g = 0; g < kb; ++g) {
+          const size_t i = static_cast<size_t>(pad[e] * kb + g * np + r);
+          bad_s += std::memcmp(&sa[i], &sb[i], 4) != 0;
+        }
+      }
+    EXPECT_EQ(bad, 0) << (padded ? "padded" : "sorted") << " rows";
+    EXPECT_EQ(bad_s, 0) << (padded ? "padded" : "sorted") << " scales";
+  }
+  // moe_pad_rows: pair p of expert idx[p] at sorted row inv[p] -> pad[e] + inv[p] - off[e].
+  std::vector<int32_t> idx, inv;
+  for (int64_t e = 0; e < E; ++e)
+    for (int r = 0; r < cnt[e]; ++r)
+      idx.push_back(static_cast<int32_t>(e)), inv.push_back(off[e] + r);
+  idx.push_back(-1), inv.push_back(-1);  // another rank's expert
+  Dev<int32_t> di(idx), dv(inv), doff(off), dpad(pad), dout(idx.size());
+  k::moe_pad_rows(di.p, dv.p, doff.p, dpad.p, static_cast<int64_t>(idx.size()), E, dout.p, nullptr);
+  const std::vector<int32_t> got = dout.get();
+  for (size_t p = 0; p < idx.size(); ++p) {
+    const int32_t want = idx[p] < 0 ? -1 : pad[idx[p]] + inv[p] - off[idx[p]];
+    EXPECT_EQ(got[p], want) << "pair " << p;
+  }
+}
+
 TEST_F(CudaQuant, ActQdqMxfp4MatchesContractBitwise) {
   for (int64_t K : {32, 96, 2048, 6144}) {
     const int64_t M = 5;

@@ -57,17 +57,12 @@ __device__ __forceinline__ void load8(const float* p, float (&f)[8]) {
 // between them kept the compiler from hoisting later loads); the group maxima are exact
 // whatever the block size, so the launcher picks it freely.
 template <typename TX>
-__global__ void __launch_bounds__(512)
-    act_quant_fp8_kernel(const TX* x, int64_t xs, int64_t K, int64_t bk, bool ue8m0, void* q,
-                         int64_t qs, float* scale, int64_t s_m, int64_t s_b, bool early) {
-  pdl_wait();
-  if (early) pdl_trigger();  // the weight stream behind may fetch its weights (not q) meanwhile
-  extern __shared__ unsigned gmax[];
-  const int64_t m = blockIdx.x;
+__device__ __forceinline__ void quant_row_fp8(const TX* xr, int64_t K, int64_t bk, bool ue8m0,
+                                              uint8_t* qr, float* srow, int64_t s_b,
+                                              unsigned* gmax) {
   const int nvec = static_cast<int>(K / 8), kb = static_cast<int>((K + bk - 1) / bk);
   const int vpg = bk >= K ? nvec : static_cast<int>(bk / 8);  // 8-value vectors per group
   const int tid = threadIdx.x, nt = blockDim.x;
-  const TX* xr = x + m * xs;
   float v[kVecs][8];
 #pragma unroll
   for (int j = 0; j < kVecs; ++j) {
@@ -93,15 +88,53 @@ __global__ void __launch_bounds__(512)
     if (vi >= nvec) break;
     const int b = vi / vpg;
     const float s = fp8_scale(__uint_as_float(gmax[b]), ue8m0);
-    if (vi - b * vpg == 0) scale[m * s_m + b * s_b] = s;
+    if (vi - b * vpg == 0) srow[b * s_b] = s;
     uint32_t e[4];  // 8 e4m3, two per 16 bits
 #pragma unroll
     for (int i = 0; i < 4; ++i)
       e[i] = __nv_cvt_float2_to_fp8x2(make_float2(v[j][2 * i] / s, v[j][2 * i + 1] / s),
                                       __NV_SATFINITE, __NV_E4M3);
     const uint2 o = make_uint2(e[0] | (e[1] << 16), e[2] | (e[3] << 16));
-    *reinterpret_cast<uint2*>(static_cast<uint8_t*>(q) + m * qs + static_cast<int64_t>(vi) * 8) = o;
+    *reinterpret_cast<uint2*>(qr + static_cast<int64_t>(vi) * 8) = o;
   }
+}
+
+template <typename TX>
+__global__ void __launch_bounds__(512)
+    act_quant_fp8_kernel(const TX* x, int64_t xs, int64_t K, int64_t bk, bool ue8m0, void* q,
+                         int64_t qs, float* scale, int64_t s_m, int64_t s_b, bool early) {
+  pdl_wait();
+  if (early) pdl_trigger();  // the weight stream behind may fetch its weights (not q) meanwhile
+  extern __shared__ unsigned gmax[];
+  const int64_t m = blockIdx.x;
+  quant_row_fp8(x + m * xs, K, bk, ue8m0, static_cast<uint8_t*>(q) + m * qs, scale + m * s_m, s_b,
+                gmax);
+}
+
+// grid rows (sorted pair rows of the experts on this rank): row m's expert e is found in offsets
+// (the last e with offsets[e] <= m; empty experts have offsets[e] == offsets[e + 1]), and the row
+// goes to row pad_off[e] + m - offsets[e] of q with its scales in the expert's [kb, np_e] block.
+template <typename TX>
+__global__ void __launch_bounds__(512)
+    act_quant_fp8_experts_kernel(const TX* x, int64_t xs, bool x_padded, int64_t K, bool ue8m0,
+                                 const int32_t* offsets, const int32_t* pad_off, int E, void* q,
+                                 int64_t qs, float* scale) {
+  pdl_wait();
+  extern __shared__ unsigned gmax[];
+  const int m = static_cast<int>(blockIdx.x);
+  int lo = 0, hi = E;  // offsets[lo] <= m < offsets[hi]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (offsets[mid] <= m)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  const int e = lo, r = m - offsets[e];
+  const int64_t np = (offsets[e + 1] - offsets[e] + 3) / 4 * 4, kb = (K + 127) / 128;
+  const int64_t dst = pad_off[e] + r;
+  quant_row_fp8(x + (x_padded ? dst : m) * xs, K, int64_t{128}, ue8m0,
+                static_cast<uint8_t*>(q) + dst * qs, scale + pad_off[e] * kb + r, np, gmax);
 }
 
 // Four consecutive values of a row (8- or 16-byte aligned) as floats.
@@ -254,6 +287,23 @@ void act_quant_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, int
   else
     launch(act_quant_fp8_kernel<bf16>, g, b, smem, s, static_cast<const bf16*>(x), xs, K, bk, ue8m0,
            q, qs, scale, s_m, s_b, early);
+}
+
+void act_quant_fp8_experts(const void* x, int64_t xs, DT x_dt, bool x_padded, int64_t rows,
+                           int64_t K, bool ue8m0, const int32_t* offsets, const int32_t* pad_off,
+                           int64_t E, void* q, int64_t qs, float* scale, cudaStream_t s) {
+  if (rows == 0) return;
+  const int64_t nvec = K / 8;
+  const int64_t threads =
+      std::min<int64_t>(512, std::max<int64_t>(32, ((nvec + kVecs - 1) / kVecs + 31) / 32 * 32));
+  const size_t smem = static_cast<size_t>((K + 127) / 128) * sizeof(unsigned);
+  const dim3 g(static_cast<unsigned>(rows)), b(static_cast<unsigned>(threads));
+  if (x_dt == DT::F32)
+    launch(act_quant_fp8_experts_kernel<float>, g, b, smem, s, static_cast<const float*>(x), xs,
+           x_padded, K, ue8m0, offsets, pad_off, static_cast<int>(E), q, qs, scale);
+  else
+    launch(act_quant_fp8_experts_kernel<bf16>, g, b, smem, s, static_cast<const bf16*>(x), xs,
+           x_padded, K, ue8m0, offsets, pad_off, static_cast<int>(E), q, qs, scale);
 }
 
 void act_qdq_mxfp4(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, void* out, int64_t os,

@@ -176,6 +176,7 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
   sz.take<uint8_t>(fp8 ? Pp * I : 0);         // hq
   sz.take<float>(fp8 ? Pp * kbh : 0);         // hs
   sz.take<uint16_t>(fp8 ? Pp * D : 0);        // yp: padded down output (bf16)
+  sz.take<int32_t>(fp8 ? E + P : 0);          // pad offsets, the pairs' padded rows
   sz.take<uint16_t>(fp8 ? 0 : 2 * I * D);     // one expert's gate_up, dequantized
   sz.take<uint16_t>(fp8 ? 0 : D * I);         // one expert's down, dequantized
   Pieces pc(static_cast<char*>(scratch(sz.bytes())));
@@ -192,43 +193,50 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
   auto* hq = pc.take<uint8_t>(fp8 ? Pp * I : 0);
   auto* hs = pc.take<float>(fp8 ? Pp * kbh : 0);
   auto* yp = pc.take<uint16_t>(fp8 ? Pp * D : 0);
+  auto* pad = pc.take<int32_t>(fp8 ? E + P : 0);  // [E] each expert's first padded row, [P] rows
   auto* wg = pc.take<uint16_t>(fp8 ? 0 : 2 * I * D);
   auto* wdn = pc.take<uint16_t>(fp8 ? 0 : D * I);
   const DT gdt = g32 ? DT::F32 : DT::BF16;
   if (valid > 0) k::moe_gather_x(x.raw(), x.stride(0), kk, perm, valid, D, xg, stream_);
   TD_CUDA_LAUNCH_CHECK();
   if (fp8) {
+    // One launch quantizes every expert's rows into its padded block (x, then h) and the pairs'
+    // rows are remapped for the combine, so that per expert only the two GEMMs are launched (a
+    // prefill step of GLM-5.2 has all 256 experts: two quantizers and a copy each were 768
+    // launches more per layer).
     LtFp8& l = lt8();
+    std::vector<int32_t> pad_off(static_cast<size_t>(E));
     int64_t po = 0;
-    std::vector<int64_t> pad_off(static_cast<size_t>(E));
+    for (int64_t e = 0; e < E; ++e)
+      pad_off[e] = static_cast<int32_t>(po), po += round_up(cnt[e], 4);
+    // From pageable memory: the copy is staged before the call returns.
+    TD_CUDA_CHECK(cudaMemcpyAsync(pad, pad_off.data(), E * 4, cudaMemcpyHostToDevice, stream_));
+    k::act_quant_fp8_experts(xg, D, DT::BF16, false, valid, D, ue8m0_gu, offsets, pad, E, xq, D, xs,
+                             stream_);
+    TD_CUDA_LAUNCH_CHECK();
     for (int64_t e = 0; e < E; ++e) {
-      const int64_t n = cnt[e], o = off[e], np = round_up(n, 4);
-      pad_off[e] = po;
-      if (n == 0) continue;
+      const int64_t np = round_up(cnt[e], 4), pe = pad_off[e];
+      if (np == 0) continue;
       // Scales of this expert's GEMM: [kb, np] at its own region (kb * np + m).
-      k::act_quant_fp8(xg + o * D, D, DT::BF16, n, D, 128, ue8m0_gu, xq + po * D, D, xs + po * kbx,
-                       1, np, stream_);
-      if (!l.gemm(LtFp8::Scales::kBlock128, xq + po * D, xs + po * kbx, g8.w + e * g8.w_es,
-                  g8.s + e * g8.s_es, gg + po * 2 * I * ge, 2 * I, g32, np, 2 * I, D, stream_))
+      if (!l.gemm(LtFp8::Scales::kBlock128, xq + pe * D, xs + pe * kbx, g8.w + e * g8.w_es,
+                  g8.s + e * g8.s_es, gg + pe * 2 * I * ge, 2 * I, g32, np, 2 * I, D, stream_))
         fail("cuda moe_experts: no block-scaled cuBLASLt algorithm for {} x {} x {}", np, 2 * I, D);
-      po += np;
     }
     if (po > 0) k::silu_mul(gg, 2 * I, hh, po, I, gdt, stream_);
     TD_CUDA_LAUNCH_CHECK();
+    k::act_quant_fp8_experts(hh, I, gdt, true, valid, I, ue8m0_dn, offsets, pad, E, hq, I, hs,
+                             stream_);
+    TD_CUDA_LAUNCH_CHECK();
     for (int64_t e = 0; e < E; ++e) {
-      const int64_t n = cnt[e], o = off[e], np = round_up(n, 4), pe = pad_off[e];
-      if (n == 0) continue;
-      k::act_quant_fp8(hh + pe * I * ge, I, gdt, n, I, 128, ue8m0_dn, hq + pe * I, I, hs + pe * kbh,
-                       1, np, stream_);
+      const int64_t np = round_up(cnt[e], 4), pe = pad_off[e];
+      if (np == 0) continue;
       if (!l.gemm(LtFp8::Scales::kBlock128, hq + pe * I, hs + pe * kbh, d8.w + e * d8.w_es,
                   d8.s + e * d8.s_es, yp + pe * D, D, false, np, D, I, stream_))
         fail("cuda moe_experts: no block-scaled cuBLASLt algorithm for {} x {} x {}", np, D, I);
-      // The expert's real rows back in sorted order.
-      TD_CUDA_CHECK(
-          cudaMemcpyAsync(xg + o * D, yp + pe * D, n * D * 2, cudaMemcpyDeviceToDevice, stream_));
     }
-    // y rows are bf16 here (cuBLASLt's D), reusing the gathered-x buffer.
-    k::moe_combine(xg, DT::BF16, inv, weights.data<float>(), T, kk, D, out.raw(), stream_);
+    // The combine reads y (bf16) through each pair's padded row.
+    k::moe_pad_rows(idx.data<int32_t>(), inv, offsets, pad, P, E, pad + E, stream_);
+    k::moe_combine(yp, DT::BF16, pad + E, weights.data<float>(), T, kk, D, out.raw(), stream_);
     TD_CUDA_LAUNCH_CHECK();
     return;
   }

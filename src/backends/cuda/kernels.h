@@ -224,6 +224,12 @@ void moe_experts_wgmma(const void* gate_up, const void* down, const int32_t* cou
 // given (the routed rows counted on the device: offsets[E]).
 void moe_gather_x(const void* x, int64_t xs, int64_t k, const int32_t* perm, int64_t pairs,
                   int64_t D, void* out, cudaStream_t s, const int32_t* valid = nullptr);
+// inv_out[p] = pad_off[e] + inv[p] - offsets[e] for each pair p routed to expert e = idx[p]
+// (inv_out[p] = -1 where inv[p] is -1 or e is another rank's): the pairs' rows in a layout with
+// expert e's rows from pad_off[e] (the FP8 host path's padded GEMM rows), for moe_combine.
+void moe_pad_rows(const int32_t* idx, const int32_t* inv, const int32_t* offsets,
+                  const int32_t* pad_off, int64_t pairs, int64_t E, int32_t* inv_out,
+                  cudaStream_t s);
 // out[t, d] = sum_j w[t, j] * y[inv[t * k + j], d] (y f32 or bf16 rows of length D).
 void moe_combine(const void* y, DT y_dt, const int32_t* inv, const float* w, int64_t T, int64_t k,
                  int64_t D, void* out, cudaStream_t s);

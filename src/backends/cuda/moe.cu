@@ -301,6 +301,17 @@ __global__ void moe_combine_kernel(const TY* y, const int32_t* inv, const float*
   out[t * D + d] = from_f<bf16>(acc);
 }
 
+// inv_out[p] = pad_off[e] + inv[p] - offsets[e] for pair p of expert e = idx[p] (-1 kept):
+// the pair's row in a layout where each expert's rows start at pad_off[e].
+__global__ void moe_pad_rows_kernel(const int32_t* idx, const int32_t* inv, const int32_t* offsets,
+                                    const int32_t* pad_off, int P, int E, int32_t* inv_out) {
+  pdl_wait();
+  const int p = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (p >= P) return;
+  const int32_t sl = inv[p], e = idx[p];
+  inv_out[p] = sl >= 0 && e >= 0 && e < E ? pad_off[e] + sl - offsets[e] : -1;
+}
+
 }  // namespace
 
 void moe_route(const float* logits, int64_t ls, const float* bias, int64_t T, int64_t E, int64_t k,
@@ -349,6 +360,14 @@ void moe_gather_x(const void* x, int64_t xs, int64_t k, const int32_t* perm, int
   const bool vec = xs % 8 == 0 && D % 8 == 0 && aligned16(x) && aligned16(out);
   launch(moe_gather_x_kernel, pairs, 256, 0, s, static_cast<const uint16_t*>(x), xs,
          static_cast<int>(k), perm, valid, D, vec, static_cast<uint16_t*>(out));
+}
+
+void moe_pad_rows(const int32_t* idx, const int32_t* inv, const int32_t* offsets,
+                  const int32_t* pad_off, int64_t pairs, int64_t E, int32_t* inv_out,
+                  cudaStream_t s) {
+  if (pairs == 0) return;
+  launch(moe_pad_rows_kernel, cdiv(pairs, 256), 256, 0, s, idx, inv, offsets, pad_off,
+         static_cast<int>(pairs), static_cast<int>(E), inv_out);
 }
 
 void moe_combine(const void* y, DT y_dt, const int32_t* inv, const float* w, int64_t T, int64_t k,

@@ -34,6 +34,18 @@ void act_quant_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, int
                    void* q, int64_t qs, float* scale, int64_t s_m, int64_t s_b, cudaStream_t s,
                    bool early = false);
 
+// act_quant_fp8 for the experts' host path (one block-scaled cuBLASLt GEMM per expert, each
+// expert's rows padded to a multiple of 4), all experts in one launch: sorted row m of expert e
+// (offsets: E + 1 entries, offsets[e] <= m < offsets[e + 1]) is written to row
+// pad_off[e] + m - offsets[e] of q (rows qs bytes apart), its group-b scale to
+// scale[pad_off[e] * kb + b * np_e + m - offsets[e]] (np_e: the expert's rows rounded up to 4:
+// the [kb, np_e] block cuBLASLt reads), and read from x at row m (x_padded false: x in sorted
+// order) or at the padded row (x_padded). Groups of 128, K a multiple of 8 up to 32768; the bits
+// of act_quant_fp8 row by row.
+void act_quant_fp8_experts(const void* x, int64_t xs, DT x_dt, bool x_padded, int64_t rows,
+                           int64_t K, bool ue8m0, const int32_t* offsets, const int32_t* pad_off,
+                           int64_t E, void* q, int64_t qs, float* scale, cudaStream_t s);
+
 // ActQuant::kMxfp4, quantize-dequantize: per row and group of 32, the shared exponent
 // floor(log2 amax) - 2 (scale 1 when amax is 0), e2m1 values rounded to nearest even and
 // saturating at +-6, written back as bf16 (q * 2^e, exact): the decode kernels then run the
