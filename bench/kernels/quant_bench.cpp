@@ -459,22 +459,16 @@ void bench_quant(double copy_gbps, bool quick) {
             ex.fp8(gu8, dn8, s);
           },
           "FP8 layer linears, batch " + std::to_string(B));
-    row("layer linears, FP8 attn/shared + MXFP4 experts",
-        tm.us(
-            [&](cudaStream_t s) {
-              linears(s);
-              ex.mxfp4(gu4, dn4, false, s);
-            },
-            true),
-        attn_b + shared_b + routed4);
-    row("layer linears, FP8 attn/shared + MXFP4 W4A4",
-        tm.us(
-            [&](cudaStream_t s) {
-              linears(s);
-              ex.mxfp4(gu4, dn4, true, s);
-            },
-            true),
-        attn_b + shared_b + routed4);
+    for (const bool w4a4 : {false, true})  // weight-only, then the Quark checkpoints' default
+      row(w4a4 ? "layer linears, FP8 attn/shared + MXFP4 W4A4"
+               : "layer linears, FP8 attn/shared + MXFP4 experts",
+          tm.us(
+              [&](cudaStream_t s) {
+                linears(s);
+                ex.mxfp4(gu4, dn4, w4a4, s);
+              },
+              true),
+          attn_b + shared_b + routed4);
     // TANDEM_QBENCH_TIMELINE=1: the MXFP4 W4A4 routed experts (the Quark checkpoints' default),
     // per kernel.
     if (const char* tl = std::getenv("TANDEM_QBENCH_TIMELINE"); tl && tl[0] == '1')
