@@ -251,6 +251,13 @@ __global__ void act_qdq_mxfp4_kernel(const TX* x, int64_t xs, int64_t M, int64_t
   *reinterpret_cast<uint2*>(out + m * os + k0) = v;
 }
 
+// Threads of a block quantizing one row of nvec 16-byte vectors, `per` vectors a thread (at most
+// kVecs, so every vector has a thread): whole warps, 32 to 512.
+int64_t row_block_threads(int64_t nvec, int64_t per) {
+  const auto warps_of = [&](int64_t n) { return ((nvec + n - 1) / n + 31) / 32 * 32; };
+  return std::min<int64_t>(512, std::max<int64_t>({32, warps_of(per), warps_of(kVecs)}));
+}
+
 }  // namespace
 
 bool act_quant_fp8_applies(int64_t K, int64_t bk) {
@@ -275,10 +282,7 @@ void act_quant_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, int
   // Whole warps, at most kVecs vectors each. Decode sizes (a few rows: a few blocks on a GPU of
   // 100+ SMs) take two vectors a thread, so that the divisions and stores spread over more warps;
   // many rows keep kVecs a thread (fewer, fuller blocks).
-  const int64_t per = M <= 256 ? 2 : kVecs;
-  const int64_t threads =
-      std::min<int64_t>(512, std::max<int64_t>({32, ((nvec + per - 1) / per + 31) / 32 * 32,
-                                                ((nvec + kVecs - 1) / kVecs + 31) / 32 * 32}));
+  const int64_t threads = row_block_threads(nvec, M <= 256 ? 2 : kVecs);
   const size_t smem = static_cast<size_t>((K + bk - 1) / bk) * sizeof(unsigned);
   const dim3 g(static_cast<unsigned>(M)), b(static_cast<unsigned>(threads));
   if (x_dt == DT::F32)
@@ -294,8 +298,7 @@ void act_quant_fp8_experts(const void* x, int64_t xs, DT x_dt, bool x_padded, in
                            int64_t E, void* q, int64_t qs, float* scale, cudaStream_t s) {
   if (rows == 0) return;
   const int64_t nvec = K / 8;
-  const int64_t threads =
-      std::min<int64_t>(512, std::max<int64_t>(32, ((nvec + kVecs - 1) / kVecs + 31) / 32 * 32));
+  const int64_t threads = row_block_threads(nvec, kVecs);
   const size_t smem = static_cast<size_t>((K + 127) / 128) * sizeof(unsigned);
   const dim3 g(static_cast<unsigned>(rows)), b(static_cast<unsigned>(threads));
   if (x_dt == DT::F32)
