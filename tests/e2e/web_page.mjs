@@ -40,18 +40,24 @@ try {
   const consoleErrors = [];
   const failedRequests = [];
   const chatBodies = [];
-  // Requests aborted on purpose (the Stop button) are expected to fail.
+  // Requests aborted on purpose (the Stop button) are expected to fail; the browser reports that
+  // failure asynchronously, so the test waits for it before it stops expecting one.
   let stopping = false;
+  let expectedAborts = 0;
+  // Which step the test is at, so that a failed request says when it failed.
+  let phase = 'load';
   page.on('console', (m) => {
     if (m.type() === 'error') consoleErrors.push(m.text());
   });
   page.on('pageerror', (e) => consoleErrors.push(`uncaught: ${e.message}`));
   page.on('requestfailed', (r) => {
     const expected = stopping && r.url().endsWith('/v1/chat/completions');
-    if (!expected) failedRequests.push(`${r.method()} ${r.url()}: ${r.failure()?.errorText}`);
+    if (expected) expectedAborts++;
+    else failedRequests.push(`${r.method()} ${r.url()} (${phase}): ${r.failure()?.errorText}`);
   });
   page.on('response', (r) => {
-    if (r.status() >= 400) failedRequests.push(`${r.request().method()} ${r.url()}: HTTP ${r.status()}`);
+    if (r.status() >= 400)
+      failedRequests.push(`${r.request().method()} ${r.url()} (${phase}): HTTP ${r.status()}`);
   });
   page.on('request', (r) => {
     if (r.method() === 'POST' && r.url().endsWith('/v1/chat/completions'))
@@ -121,6 +127,7 @@ try {
     new MutationObserver(() => { if (!stop.disabled) window.stopEnabledSeen = true; })
         .observe(stop, { attributes: true, attributeFilter: ['disabled'] });
   });
+  phase = 'turn 1';
   await ask('Tell me about Mr. Darcy.');
   await waitAnswer(1);
   check(await page.evaluate(() => window.stopEnabledSeen), 'Stop is enabled while the answer streams');
@@ -153,6 +160,7 @@ try {
   check(/^\d+ of \d+ tokens in use/.test(kv), 'the panel shows the KV cache use', kv);
 
   // Turn 2 carries the whole conversation.
+  phase = 'turn 2';
   await ask('And Elizabeth?');
   await waitAnswer(2);
   const a2 = await lastAnswer();
@@ -168,6 +176,7 @@ try {
   await setInput('temperature', 1);
   await setInput('max-tokens', 3000);
   stopping = true;
+  phase = 'stop';
   await ask('Write the next chapter.');
   await page.waitForFunction(() => {
     const all = document.querySelectorAll('.msg.assistant');
@@ -189,7 +198,13 @@ try {
     if (!idle) await new Promise((r) => setTimeout(r, 100));
   }
   check(idle, 'the server drops the stopped request');
+  if (a3.state === 'stopped') {
+    for (let i = 0; i < 50 && expectedAborts === 0; i++) await new Promise((r) => setTimeout(r, 100));
+    check(expectedAborts === 1, 'the browser reports the stopped request as aborted, once',
+          String(expectedAborts));
+  }
   stopping = false;
+  phase = 'new chat';
 
   // New chat empties the conversation.
   await page.click('#clear');
