@@ -566,6 +566,44 @@ void bench_quant(double copy_gbps, bool quick) {
     const double fl = 2.0 * E * rows * 3 * I * D;
     std::printf("%-28s %10s %10.1f %10.1f %7.0f%% %9.0f\n", "routed experts (128 rows each)", "-",
                 tb, tt, 100.0 * tt / tb, fl / (tb * 1e-6) / 1e12);
+    // The same products on the grouped FP8 wgmma kernels (moe_wgmma_fp8.cu), every expert's own
+    // rows (E x 128 sorted rows, scales transposed as the kernels read them), the tiles listed
+    // on the device: two launches, no host sync. "block us" is theirs; the percentage is
+    // per-tensor cuBLASLt's loop time over it, as in the rows above. h and y are f32.
+    if (k::fp8_moe_wgmma_applies(gu8.v, dn8.v, E)) {
+      const int64_t P = E * rows, Pp = (P + 3) / 4 * 4;
+      Tensor xa = dev_bytes(P * D), ha = dev_bytes(P * I);  // [P, D], [P, I] e4m3
+      fill_codes(xa.raw(), xa.nbytes(), true, 11);
+      fill_codes(ha.raw(), ha.nbytes(), true, 12);
+      Tensor xst = dev_floats(D / 128 * Pp, 1e-2f, 2e-2f, 13);  // [D / 128, Pp]
+      Tensor hst = dev_floats(I / 128 * Pp, 1e-2f, 2e-2f, 14);  // [I / 128, Pp]
+      std::vector<int32_t> cnt(static_cast<size_t>(E), static_cast<int32_t>(rows)), off;
+      for (int64_t e = 0; e <= E; ++e) off.push_back(static_cast<int32_t>(e * rows));
+      Tensor counts = Tensor::from_vector(cnt, {E}).to(Device::cuda());       // [E]
+      Tensor offsets = Tensor::from_vector(off, {E + 1}).to(Device::cuda());  // [E + 1]
+      Tensor tiles =
+          Tensor::empty({4 * k::fp8_moe_wgmma_max_tiles(P, E) + 1}, DType::I32, Device::cuda());
+      int32_t* num_tiles = tiles.data<int32_t>() + tiles.numel() - 1;
+      Tensor hf = Tensor::empty({P, I}, DType::F32, Device::cuda());  // [P, I]
+      Tensor yf = Tensor::empty({P, D}, DType::F32, Device::cuda());  // [P, D]
+      const double tw = tm.us(
+          [&](cudaStream_t s) {
+            k::fp8_moe_wgmma_tiles(counts.data<int32_t>(), E, tiles.data<int32_t>(), num_tiles, s);
+            k::fp8_moe_wgmma_gemm(true, xa.raw(), xst.data<float>(), Pp, P, counts.data<int32_t>(),
+                                  offsets.data<int32_t>(), E, gu8.v, tiles.data<int32_t>(),
+                                  num_tiles, hf.data<float>(), s);
+            k::fp8_moe_wgmma_gemm(false, ha.raw(), hst.data<float>(), Pp, P, counts.data<int32_t>(),
+                                  offsets.data<int32_t>(), E, dn8.v, tiles.data<int32_t>(),
+                                  num_tiles, yf.data<float>(), s);
+          },
+          false);
+      const double wbytes = static_cast<double>(gu8.bytes() + dn8.bytes());
+      std::printf(
+          "%-28s %10s %10.1f %10.1f %7.0f%% %9.0f   (grouped FP8 wgmma; weights once: "
+          "%.0f us at copy)\n",
+          "routed experts, grouped", "-", tw, tt, 100.0 * tt / tw, fl / (tw * 1e-6) / 1e12,
+          wbytes / (copy_gbps * 1e3));
+    }
     cuda::LtGemm bf;
     Tensor wg = Tensor::empty({2 * I, D}, DType::BF16, Device::cuda());  // one expert, dequantized
     Tensor wd = Tensor::empty({D, I}, DType::BF16, Device::cuda());

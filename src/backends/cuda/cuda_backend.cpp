@@ -38,6 +38,7 @@ CudaBackend::CudaBackend() : lt_(std::make_unique<LtGemm>()) {
   expert_streams_used_ = sw.expert_streams;
   moe_grouped_ = sw.moe_grouped;
   moe_wgmma_mode_ = sw.moe_wgmma_mode;
+  moe_fp8_wgmma_mode_ = sw.moe_fp8_wgmma_mode;
   for (int*& c : split_counters_) {
     TD_CUDA_CHECK(cudaMalloc(&c, kSplitCounters * sizeof(int)));
     TD_CUDA_CHECK(cudaMemset(c, 0, kSplitCounters * sizeof(int)));

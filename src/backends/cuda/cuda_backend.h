@@ -119,6 +119,10 @@ class CudaBackend final : public Backend {
   // it (deterministic mode included), 0 never, -1 (default) from
   // heuristics::kMoeWgmmaRowsPerExpert rows per expert in default mode. Also TANDEM_MOE_WGMMA.
   void set_moe_wgmma(int mode) { moe_wgmma_mode_ = mode; }
+  // The grouped FP8 wgmma expert GEMM (moe_wgmma_fp8.cu) for FP8 block experts
+  // (heuristics::moe_fp8_wgmma): 1 at every size where the shapes allow it, 0 never, -1 where
+  // the cuBLASLt-per-expert host path would run. Also TANDEM_MOE_FP8_WGMMA.
+  void set_moe_fp8_wgmma(int mode) { moe_fp8_wgmma_mode_ = mode; }
   bool moe_tensor_cores(int64_t pairs, int64_t experts) const;
 
   // The side branch runs on a second stream, forked from and joined to the current one with
@@ -166,14 +170,18 @@ class CudaBackend final : public Backend {
   LtFp8& lt8();
   void moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor& down, const Tensor& idx,
                  const Tensor& weights, Tensor& out, bool host_path, bool wgmma);
+  // quant_moe_chunk on FP8 block experts through the grouped FP8 wgmma kernels.
+  void fp8_moe_wgmma_chunk(const Tensor& x, const Weight& gate_up, const Weight& down,
+                           const Tensor& idx, const Tensor& weights, Tensor& out);
   // Whether moe_experts runs a chunk of `pairs` routed rows on the grouped wgmma kernels.
   bool moe_wgmma_path(int64_t pairs, int64_t E, int64_t I, int64_t D) const;
 
   cudaStream_t stream_ = nullptr;
   int num_sms_ = 132;
   bool mla_tensor_cores_ = true;
-  int moe_tc_mode_ = -1;     // TANDEM_MOE_TENSOR_CORES: -1 automatic, 0 off, 1 on
-  int moe_wgmma_mode_ = -1;  // TANDEM_MOE_WGMMA: -1 automatic, 0 off, 1 on
+  int moe_tc_mode_ = -1;        // TANDEM_MOE_TENSOR_CORES: -1 automatic, 0 off, 1 on
+  int moe_wgmma_mode_ = -1;     // TANDEM_MOE_WGMMA: -1 automatic, 0 off, 1 on
+  int moe_fp8_wgmma_mode_ = 0;  // TANDEM_MOE_FP8_WGMMA: -1 automatic, 0 off, 1 on
   bool deterministic_ = false;
   bool invariant_cublaslt_ = true;
   std::unique_ptr<LtGemm> lt_;

@@ -49,6 +49,11 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
   const k::Mx4W g4 = fp8 ? k::Mx4W{} : quant::mx4_view(gate_up),
                 d4 = fp8 ? k::Mx4W{} : quant::mx4_view(down);
   const bool qx = !fp8 && act_gu == ActQuant::kMxfp4, qh = !fp8 && act_dn == ActQuant::kMxfp4;
+  if (fp8 && heuristics::moe_fp8_wgmma(moe_fp8_wgmma_mode_, host_path) &&
+      k::fp8_moe_wgmma_applies(g8, d8, E)) {
+    fp8_moe_wgmma_chunk(x, gate_up, down, idx, weights, out);
+    return;
+  }
   // The host path needs cuBLASLt's block layout for FP8 (anything else keeps the device path).
   host_path = host_path && (!fp8 || (quant::lt_block_layout(g8) && quant::lt_block_layout(d8)));
   const int64_t kbx = fp8 ? (D + g8.bk - 1) / g8.bk : 0, kbh = fp8 ? (I + d8.bk - 1) / d8.bk : 0;
@@ -275,6 +280,65 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
       skinny(hin + o * I, I, 0, wt, 0, ye, D, 0, n, D, I, 1);
     }
   }
+  k::moe_combine(y, DT::F32, inv, weights.data<float>(), T, kk, D, out.raw(), stream_);
+  TD_CUDA_LAUNCH_CHECK();
+}
+
+// The grouped FP8 wgmma path (moe_wgmma_fp8.cu): each token quantized once, its e4m3 row copied
+// to each of its slots in expert order with the scales transposed for the kernels' TMA strips,
+// both GEMMs over device-listed tiles (h f32, quantized from its f32 value in between), then the
+// combine. No host sync.
+void CudaBackend::fp8_moe_wgmma_chunk(const Tensor& x, const Weight& gate_up, const Weight& down,
+                                      const Tensor& idx, const Tensor& weights, Tensor& out) {
+  const k::Fp8W g8 = quant::fp8_view(gate_up), d8 = quant::fp8_view(down);
+  const int64_t T = x.size(0), D = x.size(1), E = gate_up.w.size(0), kk = idx.size(1);
+  const int64_t I = d8.K, P = T * kk;
+  const int64_t kbx = (D + 127) / 128, kbh = (I + 127) / 128;
+  const int64_t Pp = round_up(P, 4);  // the transposed scales' row length: 16-byte TMA strides
+  const int64_t max_tiles = k::fp8_moe_wgmma_max_tiles(P, E);
+  Pieces sz;
+  sz.take<int32_t>(3 * E + 2 + 2 * P);
+  sz.take<int32_t>(4 * max_tiles + 1);
+  sz.take<uint8_t>(T * D);
+  sz.take<float>(T * kbx);
+  sz.take<uint8_t>(P * D);
+  sz.take<float>(kbx * Pp);
+  sz.take<float>(P * I);
+  sz.take<uint8_t>(P * I);
+  sz.take<float>(kbh * Pp);
+  sz.take<float>(P * D);
+  Pieces pc(static_cast<char*>(scratch(sz.bytes())));
+  auto* ints = pc.take<int32_t>(3 * E + 2 + 2 * P);   // counts, offsets, perm, inv, active, n
+  auto* tiles = pc.take<int32_t>(4 * max_tiles + 1);  // [max_tiles] int4 entries, then the count
+  auto* xq = pc.take<uint8_t>(T * D);                 // [T, D] e4m3
+  auto* xs = pc.take<float>(T * kbx);                 // [T, kbx]
+  auto* xsort = pc.take<uint8_t>(P * D);              // [P, D] e4m3, expert order
+  auto* xst = pc.take<float>(kbx * Pp);               // [kbx, Pp]
+  auto* h = pc.take<float>(P * I);                    // [P, I] f32
+  auto* hq = pc.take<uint8_t>(P * I);                 // [P, I] e4m3
+  auto* hst = pc.take<float>(kbh * Pp);               // [kbh, Pp]
+  auto* y = pc.take<float>(P * D);                    // [P, D] f32
+  int32_t* counts = ints;
+  int32_t* offsets = counts + E;
+  int32_t* perm = offsets + E + 1;
+  int32_t* inv = perm + P;
+  int32_t* active = inv + P;
+  int32_t* num_tiles = tiles + 4 * max_tiles;
+  k::moe_prepare(idx.data<int32_t>(), P, E, counts, offsets, perm, inv, active, active + E,
+                 stream_);
+  k::act_quant_fp8(x.raw(), x.stride(0), DT::BF16, T, D, 128, gate_up.ue8m0, xq, D, xs, kbx, 1,
+                   stream_);
+  // offsets[E]: the rows routed to this rank's experts (the others have no sorted row).
+  k::moe_gather_fp8(xq, xs, D, kbx, kk, perm, offsets + E, P, xsort, xst, Pp, stream_);
+  k::fp8_moe_wgmma_tiles(counts, E, tiles, num_tiles, stream_);
+  TD_CUDA_LAUNCH_CHECK();
+  k::fp8_moe_wgmma_gemm(true, xsort, xst, Pp, P, counts, offsets, E, g8, tiles, num_tiles, h,
+                        stream_);
+  TD_CUDA_LAUNCH_CHECK();
+  k::act_quant_fp8(h, I, DT::F32, P, I, 128, down.ue8m0, hq, I, hst, 1, Pp, stream_);
+  k::fp8_moe_wgmma_gemm(false, hq, hst, Pp, P, counts, offsets, E, d8, tiles, num_tiles, y,
+                        stream_);
+  TD_CUDA_LAUNCH_CHECK();
   k::moe_combine(y, DT::F32, inv, weights.data<float>(), T, kk, D, out.raw(), stream_);
   TD_CUDA_LAUNCH_CHECK();
 }

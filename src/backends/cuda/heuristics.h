@@ -50,6 +50,7 @@ struct Switches {
   int expert_streams = 4;         // TANDEM_EXPERT_STREAMS: 1-4 (moe_experts' host path)
   bool moe_grouped = true;        // TANDEM_MOE_GROUPED=0: per-expert GEMMs on that path
   int moe_wgmma_mode = -1;        // TANDEM_MOE_WGMMA: -1 automatic, 0 off, 1 on
+  int moe_fp8_wgmma_mode = 0;     // TANDEM_MOE_FP8_WGMMA: -1 automatic, 0 off (default), 1 on
 };
 Switches read_switches();
 
@@ -199,6 +200,16 @@ inline bool moe_wgmma(int mode, bool deterministic, int64_t pairs, int64_t exper
 template <typename Capturing>
 bool moe_host_path(int64_t pairs, int64_t experts, bool deterministic, Capturing&& capturing) {
   return pairs >= kMoeHostPathRowsPerExpert * experts && !capturing() && !deterministic;
+}
+
+// The grouped FP8 wgmma expert GEMM (moe_wgmma_fp8.cu) for FP8 block experts: `mode` 1 at every
+// size where the shapes allow it, 0 never, -1 (automatic) in place of the host path (one
+// block-scaled cuBLASLt GEMM per expert behind a host sync), at the sizes where that runs. The
+// switch's default is 0 until the kernel has been measured against the host path on a GPU
+// (TANDEM_MOE_FP8_WGMMA=-1 turns the automatic choice on).
+inline bool moe_fp8_wgmma(int mode, bool host_path) {
+  if (mode >= 0) return mode == 1;
+  return host_path;
 }
 
 // ---- quantized weights (FP8 block, MXFP4) -------------------------------------------------------

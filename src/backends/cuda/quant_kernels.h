@@ -160,6 +160,31 @@ void mxfp4_moe_gate_up(const void* x, int64_t xs, const MoeGroups& g, const Mx4W
 void mxfp4_moe_down(const void* h, int64_t hs, const MoeGroups& g, const Mx4W& down, float* y,
                     cudaStream_t s, int ring = 0, bool h_paired = false);
 
+// ---- moe_wgmma_fp8.cu -----------------------------------------------------------------------
+// The FP8 block experts at prefill sizes: the grouped expert GEMM on 8-bit warpgroup MMA, from
+// rows already in expert order. No host sync (graph-safe); batch-invariant. Applies to 128-wide
+// K blocks (any block height), I and D multiples of 16, experts stored densely one after another.
+bool fp8_moe_wgmma_applies(const Fp8W& gate_up, const Fp8W& down, int64_t E);
+// Tile-list entries (4 ints each, 16-byte aligned) the tiles need at most.
+int64_t fp8_moe_wgmma_max_tiles(int64_t pairs, int64_t E);
+// The rows in expert order: q_sorted[r] = q[perm[r] / k] (e4m3 [T, K] rows, K a multiple of 16)
+// and their scales transposed, scale_t[b * ld_t + r] = scale[(perm[r] / k) * kb + b], for
+// r < *valid (offsets[E]: the rows routed to this rank).
+void moe_gather_fp8(const void* q, const float* scale, int64_t K, int64_t kb, int64_t k,
+                    const int32_t* perm, const int32_t* valid, int64_t pairs, void* q_sorted,
+                    float* scale_t, int64_t ld_t, cudaStream_t s);
+// tiles: every expert's token tiles, listed on the device from counts; *num_tiles their number.
+void fp8_moe_wgmma_tiles(const int32_t* counts, int64_t E, int32_t* tiles, int32_t* num_tiles,
+                         cudaStream_t s);
+// One of the two GEMMs over the tiles: gate_up (w = the fused [E, 2I, D] weight) writes
+// h = silu(gate) * up, f32 [pairs, I]; down (w = [E, D, I]) writes y, f32 [pairs, D]. xq: the
+// sorted e4m3 rows [pairs, K]; xs_t: their scales [K / 128, ld_t] (ld_t a multiple of 4: the
+// layout act_quant_fp8 writes with s_m = 1, s_b = ld_t).
+void fp8_moe_wgmma_gemm(bool gate_up, const void* xq, const float* xs_t, int64_t ld_t,
+                        int64_t pairs, const int32_t* counts, const int32_t* offsets, int64_t E,
+                        const Fp8W& w, const int32_t* tiles, const int32_t* num_tiles, float* out,
+                        cudaStream_t s);
+
 // ---- quant_misc.cu --------------------------------------------------------------------------
 // out[m, n] = acc[m, n] * xs[m] * ws[n], bf16 or f32 (per-channel FP8 prefill: a per-tensor FP8
 // GEMM with unit scales into f32, then this epilogue). acc: f32 [M, N] contiguous; ws read with

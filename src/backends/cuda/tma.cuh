@@ -61,12 +61,12 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, u
 }
 
 // ---- host --------------------------------------------------------------------------------------
-// A 2-D bf16 tensor [rows, cols] with row stride `ld` elements, read in boxes of box_rows x 64
-// (128 bytes, the width of the 128-byte swizzle, which lays each box out as wgmma_desc's
-// K-major tiles expect: 8-row atoms, piece p of row r at p ^ (r % 8)). The driver entry point
-// is looked up through the runtime (no link against libcuda).
-inline CUtensorMap tma_map_bf16_2d(const void* base, int64_t rows, int64_t cols, int64_t ld,
-                                   int box_rows) {
+// A 2-D tensor [rows, cols] of `type` (elements of elem_bytes, rows ld elements apart: ld *
+// elem_bytes a multiple of 16, the base 16-byte aligned) read in boxes of box_rows x box_cols.
+// The driver entry point is looked up through the runtime (no link against libcuda).
+inline CUtensorMap tma_map_2d(const void* base, CUtensorMapDataType type, int elem_bytes,
+                              int64_t rows, int64_t cols, int64_t ld, int box_cols, int box_rows,
+                              CUtensorMapSwizzle swizzle) {
   static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult q{};
@@ -79,18 +79,41 @@ inline CUtensorMap tma_map_bf16_2d(const void* base, int64_t rows, int64_t cols,
   if (!encode) throw std::runtime_error("cuda: cuTensorMapEncodeTiled is not available");
   CUtensorMap map;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld * 2)};  // bytes, dims 1..
-  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld * elem_bytes)};  // bytes, dims 1..
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t step[2] = {1, 1};
-  const CUresult r =
-      encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
-             step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r = encode(&map, type, 2, const_cast<void*>(base), dims, strides, box, step,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     throw std::runtime_error("cuda: cuTensorMapEncodeTiled failed (" + std::to_string(r) +
                              ") for a [" + std::to_string(rows) + ", " + std::to_string(cols) +
                              "] tensor");
   return map;
+}
+
+// bf16 [rows, cols] read in boxes of box_rows x 64 (128 bytes, the width of the 128-byte
+// swizzle, which lays each box out as wgmma_desc's K-major tiles expect: 8-row atoms, piece p of
+// row r at p ^ (r % 8)).
+inline CUtensorMap tma_map_bf16_2d(const void* base, int64_t rows, int64_t cols, int64_t ld,
+                                   int box_rows) {
+  return tma_map_2d(base, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, rows, cols, ld, 64, box_rows,
+                    CU_TENSOR_MAP_SWIZZLE_128B);
+}
+
+// The same for bytes (e4m3): boxes of box_rows x 128, the same 128-byte swizzled atoms.
+inline CUtensorMap tma_map_u8_2d(const void* base, int64_t rows, int64_t cols, int64_t ld,
+                                 int box_rows) {
+  return tma_map_2d(base, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, rows, cols, ld, 128, box_rows,
+                    CU_TENSOR_MAP_SWIZZLE_128B);
+}
+
+// f32 [rows, cols] read one row segment at a time (box_cols x 1, unswizzled): a strip of
+// per-token scales.
+inline CUtensorMap tma_map_f32_strip(const void* base, int64_t rows, int64_t cols, int64_t ld,
+                                     int box_cols) {
+  return tma_map_2d(base, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, rows, cols, ld, box_cols, 1,
+                    CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
 }  // namespace tandem::cuda::k

@@ -269,6 +269,44 @@ __device__ __forceinline__ void wgmma_ss_tn(float (&d)[N / 2], uint64_t da, uint
     wgmma_m64n64k16_ss_tn(d, da, db, accumulate);
 }
 
+// d[64 x N] (+)= A[64 x 32] . B[N x 32]^T on e4m3 operands, both K-major in shared memory (the
+// only layout 8-bit wgmma takes; a 32-element k-step is 32 bytes, as bf16's 16), N = 16, 32, ..,
+// 128: a weight tile against a tile of FP8 token rows (moe_wgmma_fp8.cu). The products of one
+// k-step are summed in the tensor core's own fp32 order, so callers promote into a second
+// accumulator every few k-steps, as the FP8 block scales require anyway.
+#define TD_WGMMA_SS_E4M3(n, list, ia, ib, ip, ...)                                          \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #ip                                     \
+               ", 0;\n"                                                                     \
+               "wgmma.mma_async.sync.aligned.m64n" #n "k32.f32.e4m3.e4m3 {" list "}, %" #ia \
+               ", %" #ib ", p, 1, 1;\n}\n"                                                  \
+               : __VA_ARGS__                                                                \
+               : "l"(da), "l"(db), "r"(accumulate))
+template <int N>
+__device__ __forceinline__ void wgmma_ss_e4m3(float (&d)[N / 2], uint64_t da, uint64_t db,
+                                              int accumulate) {
+  static_assert(N % 16 == 0 && N >= 16 && N <= 128, "N = 16, 32, .., 128");
+  if constexpr (N == 16)
+    TD_WGMMA_SS_E4M3(16, TD_WGMMA_R8, 8, 9, 10, TD_WGMMA_ACC8(d, 0));
+  else if constexpr (N == 32)
+    TD_WGMMA_SS_E4M3(32, TD_WGMMA_R16, 16, 17, 18, TD_WGMMA_ACC8(d, 0), TD_WGMMA_ACC8(d, 8));
+  else if constexpr (N == 48)
+    TD_WGMMA_SS_E4M3(48, TD_WGMMA_R24, 24, 25, 26, TD_WGMMA_ACC8(d, 0), TD_WGMMA_ACC8(d, 8),
+                     TD_WGMMA_ACC8(d, 16));
+  else if constexpr (N == 64)
+    TD_WGMMA_SS_E4M3(64, TD_WGMMA_R32, 32, 33, 34, TD_WGMMA_ACC32(d, 0));
+  else if constexpr (N == 80)
+    TD_WGMMA_SS_E4M3(80, TD_WGMMA_R40, 40, 41, 42, TD_WGMMA_ACC32(d, 0), TD_WGMMA_ACC8(d, 32));
+  else if constexpr (N == 96)
+    TD_WGMMA_SS_E4M3(96, TD_WGMMA_R48, 48, 49, 50, TD_WGMMA_ACC32(d, 0), TD_WGMMA_ACC8(d, 32),
+                     TD_WGMMA_ACC8(d, 40));
+  else if constexpr (N == 112)
+    TD_WGMMA_SS_E4M3(112, TD_WGMMA_R56, 56, 57, 58, TD_WGMMA_ACC32(d, 0), TD_WGMMA_ACC8(d, 32),
+                     TD_WGMMA_ACC8(d, 40), TD_WGMMA_ACC8(d, 48));
+  else
+    TD_WGMMA_SS_E4M3(128, TD_WGMMA_R64, 64, 65, 66, TD_WGMMA_ACC64(d));
+}
+#undef TD_WGMMA_SS_E4M3
+
 #undef TD_WGMMA_ACC8
 #undef TD_WGMMA_ACC32
 #undef TD_WGMMA_ACC64

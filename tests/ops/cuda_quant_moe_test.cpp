@@ -1,0 +1,189 @@
+// The routed experts on quantized weights through the CUDA backend's moe_experts, every path
+// (the grouped decode kernels, the cuBLASLt-per-expert host path, the grouped FP8 wgmma GEMM),
+// against the CPU backend and against a host reference of the numerics contract
+// (cuda_quant_util.h). Fresh random weights with realistic scales and activations with outliers;
+// experts without tokens, experts with several 128-row tiles, expert parallelism (pairs routed
+// to another rank, id -1), hidden and intermediate sizes that are not multiples of 128.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/quant_kernels.h"
+#include "backends/cuda/quant_views.h"
+#include "core/tensor.h"
+#include "cuda_quant_util.h"
+#include "ops/backend.h"
+#include "ops/weight.h"
+
+namespace tandem {
+namespace {
+
+using namespace quant_test;
+
+// The host reference of moe_experts: out[t] = sum_j w[t, j] * down_e(q(h)) with h = silu(gate) *
+// up of the expert's product on q(x), every activation quantized by the format's rule (fmt 0
+// FP8 block with FP8 groups, 1 MXFP4 W4A16 where h is rounded to bf16 as the GPU passes it, 2
+// MXFP4 W4A4). Pairs with id -1 belong to another rank and add nothing.
+std::vector<double> moe_ref(int fmt, const Fp8Host& gu8, const Fp8Host& dn8, const Mx4Host& gu4,
+                            const Mx4Host& dn4, const std::vector<float>& x, const Routing& ro,
+                            int64_t T, int64_t D, int64_t I, int64_t kk) {
+  std::vector<double> ref(static_cast<size_t>(T * D), 0.0);
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<float> xq(x.begin() + t * D, x.begin() + (t + 1) * D), xs((D + 127) / 128);
+    if (fmt == 0) act_quant_fp8_ref(&x[t * D], D, 128, false, xq.data(), xs.data());
+    if (fmt == 2) act_qdq_mxfp4_ref(&x[t * D], D, xq.data());
+    for (int64_t j = 0; j < kk; ++j) {
+      const int64_t e = ro.idx[t * kk + j];
+      if (e < 0) continue;  // another rank's expert
+      const std::vector<double> gx = fmt == 0 ? fp8_ref(gu8, e, xq, xs, 1) : mx4_ref(gu4, e, xq, 1);
+      std::vector<float> hv(static_cast<size_t>(I)), hs((I + 127) / 128);
+      for (int64_t i = 0; i < I; ++i)
+        hv[i] = silu(static_cast<float>(gx[i])) * static_cast<float>(gx[I + i]);
+      if (fmt == 1)  // W4A16: h is the down product's bf16 input
+        for (float& v : hv) v = bf16_round(v);
+      std::vector<float> hq = hv;
+      if (fmt == 0) act_quant_fp8_ref(hv.data(), I, 128, false, hq.data(), hs.data());
+      if (fmt == 2) act_qdq_mxfp4_ref(hv.data(), I, hq.data());
+      const std::vector<double> yv = fmt == 0 ? fp8_ref(dn8, e, hq, hs, 1) : mx4_ref(dn4, e, hq, 1);
+      for (int64_t d = 0; d < D; ++d) ref[t * D + d] += ro.w[t * kk + j] * yv[d];
+    }
+  }
+  return ref;
+}
+
+// The CPU backend's moe_experts on the same weights and routing.
+std::vector<double> moe_cpu(Backend& cpu, const Weight& gc, const Weight& dc,
+                            const std::vector<float>& x, const Routing& ro, int64_t T, int64_t D,
+                            int64_t kk) {
+  Tensor oc = Tensor::empty({T, D}, DType::F32);
+  cpu.moe_experts(Tensor::from_vector(x, {T, D}), gc, dc, Tensor::from_vector(ro.idx, {T, kk}),
+                  Tensor::from_vector(ro.w, {T, kk}), oc);
+  return f32_rows(oc);
+}
+
+// The routed experts through moe_experts (device kernels; cuBLASLt per expert from 32 rows per
+// expert) and quant_moe_chunk's host path forced at smaller sizes: FP8 block and MXFP4 (W4A16,
+// W4A4), experts without tokens included. Against the CPU backend (h in f32 there, bf16 on the
+// GPU) and the host reference (h rounded to bf16 like the GPU).
+TEST_F(CudaQuantBackend, MoeExpertsMatchCpu) {
+  const int64_t E = 10, kk = 4;
+  for (int fmt = 0; fmt < 3; ++fmt)
+    for (int odd = 0; odd < 2; ++odd) {
+      // D, I: multiples of 128, then not (FP8: 400 / 144; MXFP4: 416 / 160).
+      const int64_t D = odd ? (fmt == 0 ? 400 : 416) : 512, I = odd ? (fmt == 0 ? 144 : 160) : 256;
+      const Fp8Host gu8 = make_fp8(rng_, fmt == 0 ? E : 1, 2 * I, D, 128, 128),
+                    dn8 = make_fp8(rng_, fmt == 0 ? E : 1, D, I, 128, 128);
+      const Mx4Host gu4 = make_mx4(rng_, fmt == 0 ? 1 : E, 2 * I, D),
+                    dn4 = make_mx4(rng_, fmt == 0 ? 1 : E, D, I);
+      const ActQuant act = fmt == 2 ? ActQuant::kMxfp4 : ActQuant::kNone;
+      const Weight gg = fmt == 0 ? fp8_weight(gu8, true) : mx4_weight(gu4, true, act);
+      const Weight dg = fmt == 0 ? fp8_weight(dn8, true) : mx4_weight(dn4, true, act);
+      const Weight gc = fmt == 0 ? fp8_weight(gu8, true, Device::cpu())
+                                 : mx4_weight(gu4, true, act, Device::cpu());
+      const Weight dc = fmt == 0 ? fp8_weight(dn8, true, Device::cpu())
+                                 : mx4_weight(dn4, true, act, Device::cpu());
+      // 160 tokens take the host path by themselves (pairs >= 32 E); 17 force it.
+      for (int64_t T :
+           small_only() ? std::vector<int64_t>{1, 17} : std::vector<int64_t>{1, 17, 65, 160})
+        for (int mode = 0; mode < 3; ++mode) {
+          // 1: the host path forced; 2: expert parallelism, a third of the pairs routed to
+          // another rank's experts (id -1, skipped) on whichever path T takes.
+          const bool force_host = mode == 1, ep = mode == 2;
+          if (force_host && T != 17) continue;
+          const std::vector<float> x = activations(rng_, T, D);
+          const std::vector<uint16_t> xb = to_bf16(x);
+          Routing ro = route(rng_, T, kk, E);
+          if (ep)
+            for (size_t p = 0; p < ro.idx.size(); p += 3) ro.idx[p] = -1;
+          Tensor xt = upload(xb.data(), xb.size() * 2, {T, D}, DType::BF16);
+          Tensor it = upload(ro.idx.data(), ro.idx.size() * 4, {T, kk}, DType::I32);
+          Tensor wt = upload(ro.w.data(), ro.w.size() * 4, {T, kk}, DType::F32);
+          Tensor out = Tensor::empty({T, D}, DType::BF16, Device::cuda());
+          if (force_host)
+            be_->quant_moe_chunk(xt, gg, dg, it, wt, out, true);
+          else
+            be_->moe_experts(xt, gg, dg, it, wt, out);
+          const std::vector<double> oc = moe_cpu(cpu(), gc, dc, x, ro, T, D, kk);
+          const std::vector<double> ref = moe_ref(fmt, gu8, dn8, gu4, dn4, x, ro, T, D, I, kk);
+          const std::vector<float> got = bf16_rows(out);
+          const std::string what = "format " + std::to_string(fmt) + " D " + std::to_string(D) +
+                                   " T " + std::to_string(T) + (force_host ? " host path" : "") +
+                                   (ep ? " expert-parallel" : "");
+          EXPECT_LE(rel_err(got, oc), 2e-2) << what << " (against the CPU backend)";
+          EXPECT_LE(rel_err(got, ref), 1e-2) << what << " (against the host reference)";
+        }
+    }
+}
+
+// The grouped FP8 wgmma expert GEMM (set_moe_fp8_wgmma(1): at every size) on shapes that probe
+// its edges: D and I not multiples of 128 (partial K blocks, a 64-row half of the up weights
+// that straddles two 128-row scale blocks, partial weight tiles at the end of an expert),
+// 64-row scale blocks, one expert taking every token (three 128-row token tiles, the last
+// partial) beside experts with a few rows and experts with none, and expert parallelism.
+// Against the CPU backend, the host reference, and itself: the last token alone gives the same
+// bits as in the batch (the kernel is batch-invariant).
+TEST_F(CudaQuantBackend, Fp8MoeWgmmaMatchesCpu) {
+  struct Case {
+    int64_t E, D, I, bn;
+  };
+  const int64_t kk = 4;
+  be_->set_moe_fp8_wgmma(1);
+  for (const Case c : {Case{8, 512, 256, 128}, Case{7, 400, 144, 128}, Case{6, 256, 208, 64}}) {
+    const Fp8Host gu = make_fp8(rng_, c.E, 2 * c.I, c.D, c.bn, 128),
+                  dn = make_fp8(rng_, c.E, c.D, c.I, c.bn, 128);
+    const Mx4Host none;
+    const Weight gg = fp8_weight(gu, true), dg = fp8_weight(dn, true);
+    const Weight gc = fp8_weight(gu, true, Device::cpu()), dc = fp8_weight(dn, true, Device::cpu());
+    if (!k::fp8_moe_wgmma_applies(cuda::quant::fp8_view(gg), cuda::quant::fp8_view(dg), c.E)) {
+      ADD_FAILURE() << "the grouped FP8 kernel does not apply to D " << c.D << " I " << c.I;
+      continue;
+    }
+    for (int64_t T : small_only() ? std::vector<int64_t>{1, 40} : std::vector<int64_t>{1, 40, 300})
+      for (int mode = 0; mode < 3; ++mode) {
+        // 0: spread over the first E - 2 experts (at E = 6 each of the four takes every token);
+        // 1: the first slot of every token goes to expert 1 (T rows there: up to three token
+        // tiles); 2: as 0 with a third of the pairs another rank's.
+        const std::vector<float> x = activations(rng_, T, c.D);
+        const std::vector<uint16_t> xb = to_bf16(x);
+        Routing ro = route(rng_, T, kk, c.E);
+        if (mode == 1)
+          for (int64_t t = 0; t < T; ++t) {
+            for (int64_t j = 1; j < kk; ++j)
+              if (ro.idx[t * kk + j] == 1) ro.idx[t * kk + j] = ro.idx[t * kk];
+            ro.idx[t * kk] = 1;
+          }
+        if (mode == 2)
+          for (size_t p = 0; p < ro.idx.size(); p += 3) ro.idx[p] = -1;
+        Tensor xt = upload(xb.data(), xb.size() * 2, {T, c.D}, DType::BF16);
+        Tensor it = upload(ro.idx.data(), ro.idx.size() * 4, {T, kk}, DType::I32);
+        Tensor wt = upload(ro.w.data(), ro.w.size() * 4, {T, kk}, DType::F32);
+        Tensor out = Tensor::empty({T, c.D}, DType::BF16, Device::cuda());
+        be_->moe_experts(xt, gg, dg, it, wt, out);
+        const std::vector<float> got = bf16_rows(out);
+        const std::vector<double> oc = moe_cpu(cpu(), gc, dc, x, ro, T, c.D, kk);
+        const std::vector<double> ref = moe_ref(0, gu, dn, none, none, x, ro, T, c.D, c.I, kk);
+        const std::string what = "E " + std::to_string(c.E) + " D " + std::to_string(c.D) + " I " +
+                                 std::to_string(c.I) + " bn " + std::to_string(c.bn) + " T " +
+                                 std::to_string(T) + " routing " + std::to_string(mode);
+        EXPECT_LE(rel_err(got, oc), 2e-2) << what << " (against the CPU backend)";
+        EXPECT_LE(rel_err(got, ref), 1e-2) << what << " (against the host reference)";
+        if (T > 1) {
+          Tensor one = Tensor::empty({1, c.D}, DType::BF16, Device::cuda());
+          be_->moe_experts(xt.narrow(0, T - 1, 1), gg, dg, it.narrow(0, T - 1, 1),
+                           wt.narrow(0, T - 1, 1), one);
+          const std::vector<float> o = bf16_rows(one);
+          EXPECT_EQ(std::memcmp(o.data(), &got[(T - 1) * c.D], c.D * sizeof(float)), 0)
+              << what << ": the last token alone differs from its row in the batch";
+        }
+      }
+  }
+  be_->set_moe_fp8_wgmma(0);
+}
+
+}  // namespace
+}  // namespace tandem
