@@ -214,6 +214,31 @@ struct DecodeLinear {
   void gemv(cudaStream_t s) const { k::fp8_gemv(p, w->v, s); }
 };
 
+// One FP8 linear on the grouped wgmma kernel (moe_wgmma_fp8.cu): random bf16 rows quantized
+// with their scales transposed ([kb, Mp]) by quant(), then the kernel (its tile list included).
+struct WgmmaLinear {
+  const Fp8Dev* w;
+  int64_t M, Mp;
+  Tensor x, xq, xs, meta, out;
+  WgmmaLinear(const Fp8Dev& wt, int64_t M_) : w(&wt), M(M_), Mp((M_ + 3) / 4 * 4) {
+    const int64_t N = wt.v.N, K = wt.v.K;
+    x = Tensor::empty({M, K}, DType::BF16, Device::cuda());  // [M, K]
+    cuda::fill_random(x, 5, 1.0f);
+    xq = dev_bytes(M * K);                                                  // [M, K] e4m3
+    xs = Tensor::empty({(K + 127) / 128, Mp}, DType::F32, Device::cuda());  // [kb, Mp]
+    meta = Tensor::empty({k::fp8_linear_wgmma_meta_ints(M)}, DType::I32, Device::cuda());
+    out = Tensor::empty({M, N}, DType::BF16, Device::cuda());  // [M, N]
+  }
+  void quant(cudaStream_t s) const {
+    k::act_quant_fp8(x.raw(), w->v.K, k::DT::BF16, M, w->v.K, 128, false, xq.raw(), w->v.K,
+                     xs.data<float>(), 1, Mp, s);
+  }
+  void gemm(cudaStream_t s) const {
+    k::fp8_linear_wgmma(xq.raw(), xs.data<float>(), Mp, M, w->v, meta.data<int32_t>(), out.raw(),
+                        w->v.N, k::DT::BF16, s);
+  }
+};
+
 // The operands of cuBLASLt's block-scaled FP8 GEMM for M rows of a linear: random bf16 rows,
 // quantized per 1x128 group (E4M3 bytes, scales [kb, M]) by quant(), and the output.
 struct BlockScaledRows {
@@ -379,7 +404,8 @@ void bench_quant(double copy_gbps, bool quick) {
       copy_gbps);
   if (ring_depth() != 0)
     std::printf("decode kernels' ring depth forced to %d (TANDEM_QUANT_RING)\n", ring_depth());
-  std::printf("%-26s %4s %27s %27s %9s\n", "shape", "M", "quant + gemv", "gemv alone", "quant us");
+  std::printf("%-26s %4s %27s %27s %9s %27s\n", "shape", "M", "quant + gemv", "gemv alone",
+              "quant us", "wgmma kernel alone");
   for (size_t i = 0; i < attn.size() + shared.size(); ++i) {
     const Lin& l = i < attn.size() ? attn[i] : shared[i - attn.size()];
     const Fp8Dev& w = i < attn.size() ? aw[i] : sw[i - attn.size()];
@@ -394,8 +420,17 @@ void bench_quant(double copy_gbps, bool quick) {
       const double t_g = tm.us([&](cudaStream_t s) { dl.gemv(s); }, true);
       const double t_q = tm.us([&](cudaStream_t s) { dl.quant(s); }, true);
       const double b = static_cast<double>(w.bytes());
-      std::printf("%-26s %4lld %27s %27s %9.1f\n", l.name, static_cast<long long>(M),
-                  cell(t_all, b, copy_gbps).c_str(), cell(t_g, b, copy_gbps).c_str(), t_q);
+      // The grouped FP8 wgmma kernel on the same weight (its tile list included): a candidate
+      // for every M in one kernel (issue #20 item 3), measured beside the stream.
+      std::string cw = "n/a";
+      if (k::fp8_linear_wgmma_applies(w.v)) {
+        const WgmmaLinear wl(w, M);
+        wl.quant(nullptr);
+        cw = cell(tm.us([&](cudaStream_t s) { wl.gemm(s); }, true), b, copy_gbps);
+      }
+      std::printf("%-26s %4lld %27s %27s %9.1f %27s\n", l.name, static_cast<long long>(M),
+                  cell(t_all, b, copy_gbps).c_str(), cell(t_g, b, copy_gbps).c_str(), t_q,
+                  cw.c_str());
       std::fflush(stdout);
     }
   }
@@ -519,7 +554,8 @@ void bench_quant(double copy_gbps, bool quick) {
       "\nFP8 linears past the decode sizes: the weight stream (deterministic mode's path at any M) "
       "against cuBLASLt block-scaled (default mode's above 64 rows); activations quantized "
       "beforehand, not timed\n");
-  std::printf("%-28s %6s %10s %10s %12s\n", "shape", "M", "stream us", "block us", "stream/block");
+  std::printf("%-28s %6s %10s %10s %12s %10s %12s\n", "shape", "M", "stream us", "block us",
+              "stream/block", "wgmma us", "wgmma/block");
   for (size_t i = 0; i < attn.size() + shared.size(); ++i) {
     const Lin& l = i < attn.size() ? attn[i] : shared[i - attn.size()];
     const Fp8Dev& w = i < attn.size() ? aw[i] : sw[i - attn.size()];
@@ -531,8 +567,16 @@ void bench_quant(double copy_gbps, bool quick) {
       rows.quant(nullptr);
       bool ok = true;
       const double tb = tm.us([&](cudaStream_t st) { ok = rows.gemm(lt, w, l.N, st); }, false);
-      std::printf("%-28s %6lld %10.1f %10s %12.2f\n", l.name, static_cast<long long>(Mr), ts,
-                  us_or_na(ok, tb).c_str(), ok ? ts / tb : 0.0);
+      double tw = 0;
+      const bool okw = k::fp8_linear_wgmma_applies(w.v);
+      if (okw) {
+        const WgmmaLinear wl(w, Mr);
+        wl.quant(nullptr);
+        tw = tm.us([&](cudaStream_t st) { wl.gemm(st); }, false);
+      }
+      std::printf("%-28s %6lld %10.1f %10s %12.2f %10s %12.2f\n", l.name,
+                  static_cast<long long>(Mr), ts, us_or_na(ok, tb).c_str(), ok ? ts / tb : 0.0,
+                  us_or_na(okw, tw).c_str(), ok && okw ? tw / tb : 0.0);
       std::fflush(stdout);
     }
   }

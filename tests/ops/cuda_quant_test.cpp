@@ -217,6 +217,78 @@ TEST_F(CudaQuant, Fp8GemvMatchesContract) {
   std::printf("FP8 gemv: worst f32 rel err against the contract %.3e\n", worst);
 }
 
+// The dense FP8 linear on the grouped wgmma kernel (moe_wgmma_fp8.cu): 128-wide K blocks, block
+// heights 128 and 64, N and K not multiples of 128, every M of rows_to_test (one to three
+// 128-row token tiles), bf16 and f32 out with a row stride wider than N; against the contract,
+// and a row alone against the same row in the batch, bitwise. The tensor core's own summation
+// inside a K block is coarser than the gemv's fp32 (hence the looser f32 bound, and the worst
+// error printed).
+TEST_F(CudaQuant, Fp8LinearWgmmaMatchesContract) {
+  const DenseShape shapes[] = {{384, 640, 128, 128, false},
+                               {200, 592, 128, 128, true},
+                               {264, 512, 64, 128, false},
+                               {2752, 6144, 128, 128, false}};
+  double worst = 0;
+  for (const DenseShape& sh : shapes) {
+    const Fp8Host w = make_fp8(rng_, 1, sh.N, sh.K, sh.bn, sh.bk);
+    Dev<uint8_t> dw(w.w);
+    Dev<float> ds(w.s);
+    const k::Fp8W wv = fp8_view(w, dw, ds);
+    ASSERT_TRUE(k::fp8_linear_wgmma_applies(wv));
+    const int64_t ors = sh.N + 4;  // output rows wider than N
+    for (int64_t M : rows_to_test()) {
+      if (sh.K >= 6144 && (M > 17 || small_only())) continue;  // the host reference's time
+      const int64_t Mp = (M + 3) / 4 * 4;
+      const std::vector<float> x = activations(rng_, M, sh.K);
+      Dev<uint16_t> dx(to_bf16(x));
+      Dev<uint8_t> xq(static_cast<size_t>(M * sh.K));  // [M, K] e4m3
+      Dev<float> xs(static_cast<size_t>(w.kb * Mp));   // [kb, Mp]
+      k::act_quant_fp8(dx.p, sh.K, k::DT::BF16, M, sh.K, w.bk, sh.ue8m0, xq.p, sh.K, xs.p, 1, Mp,
+                       nullptr);
+      Dev<int32_t> meta(static_cast<size_t>(k::fp8_linear_wgmma_meta_ints(M)));
+      Dev<float> out32(static_cast<size_t>(M * ors));
+      Dev<uint16_t> out16(static_cast<size_t>(M * ors));
+      k::fp8_linear_wgmma(xq.p, xs.p, Mp, M, wv, meta.p, out32.p, ors, k::DT::F32, nullptr);
+      k::fp8_linear_wgmma(xq.p, xs.p, Mp, M, wv, meta.p, out16.p, ors, k::DT::BF16, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<float> q(static_cast<size_t>(M * sh.K)), s(static_cast<size_t>(M * w.kb));
+      for (int64_t m = 0; m < M; ++m)
+        act_quant_fp8_ref(&x[m * sh.K], sh.K, w.bk, sh.ue8m0, &q[m * sh.K], &s[m * w.kb]);
+      const std::vector<double> ref = fp8_ref(w, 0, q, s, M);
+      // The first N of each output row.
+      auto rows = [&](const std::vector<float>& o) {
+        std::vector<float> r(static_cast<size_t>(M * sh.N));
+        for (int64_t m = 0; m < M; ++m)
+          std::copy(o.begin() + m * ors, o.begin() + m * ors + sh.N, r.begin() + m * sh.N);
+        return r;
+      };
+      const std::vector<float> o32 = rows(out32.get()), o16 = rows(from_bf16(out16.get()));
+      const std::string what = "N " + std::to_string(sh.N) + " K " + std::to_string(sh.K) + " bn " +
+                               std::to_string(sh.bn) + " M " + std::to_string(M);
+      const double e32 = rel_err(o32, ref);
+      worst = std::max(worst, e32);
+      EXPECT_LE(e32, 1e-3) << what << " (f32 out)";
+      EXPECT_LE(rel_err(o16, ref), 5e-3) << what << " (bf16 out)";
+      if (M > 1) {
+        // The last row alone (its quantized row and scales copied to a batch of one).
+        Dev<float> xs1(static_cast<size_t>(w.kb * 4));
+        const std::vector<float> sall = xs.get();
+        std::vector<float> s1(static_cast<size_t>(w.kb * 4), 0.f);
+        for (int64_t b = 0; b < w.kb; ++b) s1[b * 4] = sall[b * Mp + M - 1];
+        cudaMemcpy(xs1.p, s1.data(), s1.size() * 4, cudaMemcpyHostToDevice);
+        Dev<int32_t> meta1(static_cast<size_t>(k::fp8_linear_wgmma_meta_ints(1)));
+        Dev<float> one(static_cast<size_t>(ors));
+        k::fp8_linear_wgmma(xq.p + (M - 1) * sh.K, xs1.p, 4, 1, wv, meta1.p, one.p, ors, k::DT::F32,
+                            nullptr);
+        const std::vector<float> o1 = one.get();
+        EXPECT_EQ(std::memcmp(o1.data(), &o32[(M - 1) * sh.N], sh.N * sizeof(float)), 0)
+            << what << ": the last row alone differs from its row in the batch";
+      }
+    }
+  }
+  std::printf("FP8 wgmma linear: worst f32 rel err against the contract %.3e\n", worst);
+}
+
 TEST_F(CudaQuant, Mxfp4GemvMatchesContract) {
   const int64_t shapes[][2] = {{300, 512}, {130, 1568}, {257, 96}, {2048, 6144}};
   for (const auto& sh : shapes) {

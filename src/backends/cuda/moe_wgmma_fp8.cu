@@ -58,7 +58,9 @@ struct Fp8ExpertGemm {
   int64_t w_rows;            // weight rows per expert: 2I (gate_up) or D (down)
   const float* w_scale;      // [E][w_rows / bn][s_rs] f32
   int64_t s_es, s_rs, bn;
-  float* out;  // h [rows, I] or y [rows, D], f32
+  void* out;       // h [rows, I] f32 (gate_up); y [rows, D] f32 or bf16 (out_bf16)
+  int64_t out_rs;  // elements between output rows
+  bool out_bf16;
 };
 
 struct Ring {
@@ -147,10 +149,11 @@ __device__ __forceinline__ void consume(const Ring& ring, uint64_t* full, uint64
       }
     }
     consumers_sync();
+    auto* h = static_cast<float*>(p.out);
     for (int v = static_cast<int>(threadIdx.x) - 128; v < rows * 16; v += 256) {
       const int t = v / 16, q = v % 16;
       if (n0 + 4 * q < p.N)
-        *reinterpret_cast<float4*>(p.out + (orow0 + t) * p.N + n0 + 4 * q) =
+        *reinterpret_cast<float4*>(h + (orow0 + t) * p.out_rs + n0 + 4 * q) =
             *reinterpret_cast<const float4*>(hs + t * kHs + 4 * q);
     }
   } else {
@@ -164,9 +167,19 @@ __device__ __forceinline__ void consume(const Ring& ring, uint64_t* full, uint64
     consumers_sync();
     for (int v = static_cast<int>(threadIdx.x) - 128; v < rows * 32; v += 256) {
       const int t = v / 32, q = v % 32;
-      if (n0 + 4 * q < p.N)
-        *reinterpret_cast<float4*>(p.out + (orow0 + t) * p.N + n0 + 4 * q) =
-            *reinterpret_cast<const float4*>(ys + t * kYs + 4 * q);
+      if (n0 + 4 * q >= p.N) continue;
+      const float4 o = *reinterpret_cast<const float4*>(ys + t * kYs + 4 * q);
+      const int64_t at = (orow0 + t) * p.out_rs + n0 + 4 * q;
+      if (p.out_bf16) {
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(o.x, o.y),
+                             hi = __floats2bfloat162_rn(o.z, o.w);
+        uint2 pk;
+        pk.x = *reinterpret_cast<const uint32_t*>(&lo);
+        pk.y = *reinterpret_cast<const uint32_t*>(&hi);
+        *reinterpret_cast<uint2*>(static_cast<bf16*>(p.out) + at) = pk;
+      } else {
+        *reinterpret_cast<float4*>(static_cast<float*>(p.out) + at) = o;
+      }
     }
   }
 }
@@ -342,35 +355,72 @@ void fp8_moe_wgmma_tiles(const int32_t* counts, int64_t E, int32_t* tiles, int32
          reinterpret_cast<int4*>(tiles), num_tiles);
 }
 
+namespace {
+
+// Either product over the listed tiles (rows_total token rows; the weight's E experts stacked).
+void run_gemm(bool gate_up, const void* xq, const float* xs_t, int64_t ld_t, int64_t rows_total,
+              const int32_t* counts, const int32_t* offsets, int64_t E, const Fp8W& w,
+              const int32_t* tiles, const int32_t* num_tiles, int64_t max_tiles, void* out,
+              int64_t out_rs, bool out_bf16, cudaStream_t s) {
+  const int64_t N = gate_up ? w.N / 2 : w.N, K = w.K;
+  // Token maps: the rows [rows_total, K] and their scales [K blocks, ld_t]; the weight map:
+  // every expert's rows stacked [E * rows, K].
+  const CUtensorMap x = tma_map_u8_2d(xq, rows_total, K, K, 64);
+  const CUtensorMap sc = tma_map_f32_strip(xs_t, (K + 127) / 128, rows_total, ld_t, kTileRows);
+  const CUtensorMap wm = tma_map_u8_2d(w.w, E * w.N, K, K, 64);
+  Fp8ExpertGemm p{};
+  p.counts = counts, p.offsets = offsets, p.tiles = reinterpret_cast<const int4*>(tiles);
+  p.num_tiles = num_tiles;
+  p.col_tiles = static_cast<int>(gate_up ? cdiv(N, 64) : cdiv(N, kTileCols));
+  p.N = N, p.K = K, p.w_rows = w.N;
+  p.w_scale = w.s, p.s_es = w.s_es, p.s_rs = w.s_rs, p.bn = w.bn;
+  p.out = out, p.out_rs = out_rs, p.out_bf16 = out_bf16;
+  if (gate_up)
+    launch_fp8_gemm<true>(x, sc, wm, p, max_tiles, s);
+  else
+    launch_fp8_gemm<false>(x, sc, wm, p, max_tiles, s);
+}
+
+// A dense linear's tile list: one "expert" of M rows (counts, offsets, the tiles, their count in
+// the layout fp8_linear_wgmma documents). One block.
+__global__ void fp8_dense_tiles_kernel(int M, int n, int32_t* meta) {
+  pdl_wait();
+  if (threadIdx.x == 0) {
+    meta[0] = M, meta[1] = 0, meta[2] = M, meta[3] = 0;
+    meta[4 + 4 * n] = n;
+  }
+  auto* tiles = reinterpret_cast<int4*>(meta + 4);
+  for (int j = static_cast<int>(threadIdx.x); j < n; j += blockDim.x)
+    tiles[j] = make_int4(0, 0, n, 0);
+}
+
+}  // namespace
+
 void fp8_moe_wgmma_gemm(bool gate_up, const void* xq, const float* xs_t, int64_t ld_t,
                         int64_t pairs, const int32_t* counts, const int32_t* offsets, int64_t E,
                         const Fp8W& w, const int32_t* tiles, const int32_t* num_tiles, float* out,
                         cudaStream_t s) {
   if (pairs == 0) return;
-  const int64_t max_tiles = fp8_moe_wgmma_max_tiles(pairs, E);
-  const int64_t N = gate_up ? w.N / 2 : w.N, K = w.K;
-  // Token maps: the sorted rows [pairs, K] and their scales [K blocks, ld_t]; the weight map:
-  // every expert's rows stacked [E * rows, K].
-  const CUtensorMap x = tma_map_u8_2d(xq, pairs, K, K, 64);
-  const CUtensorMap sc = tma_map_f32_strip(xs_t, (K + 127) / 128, pairs, ld_t, kTileRows);
-  const CUtensorMap wm = tma_map_u8_2d(w.w, E * w.N, K, K, 64);
-  const Fp8ExpertGemm p{counts,
-                        offsets,
-                        reinterpret_cast<const int4*>(tiles),
-                        num_tiles,
-                        static_cast<int>(gate_up ? cdiv(N, 64) : cdiv(N, kTileCols)),
-                        N,
-                        K,
-                        w.N,
-                        w.s,
-                        w.s_es,
-                        w.s_rs,
-                        w.bn,
-                        out};
-  if (gate_up)
-    launch_fp8_gemm<true>(x, sc, wm, p, max_tiles, s);
-  else
-    launch_fp8_gemm<false>(x, sc, wm, p, max_tiles, s);
+  run_gemm(gate_up, xq, xs_t, ld_t, pairs, counts, offsets, E, w, tiles, num_tiles,
+           fp8_moe_wgmma_max_tiles(pairs, E), out, gate_up ? w.N / 2 : w.N, false, s);
+}
+
+bool fp8_linear_wgmma_applies(const Fp8W& w) {
+  return w.bk == 128 && w.bn >= 1 && w.K % 16 == 0 && w.N % 4 == 0 && w.N < (int64_t{1} << 31) &&
+         reinterpret_cast<uintptr_t>(w.w) % 16 == 0;
+}
+
+int64_t fp8_linear_wgmma_meta_ints(int64_t M) {
+  return 4 + 4 * ((M + kTileRows - 1) / kTileRows) + 1;
+}
+
+void fp8_linear_wgmma(const void* xq, const float* xs_t, int64_t ld_t, int64_t M, const Fp8W& w,
+                      int32_t* meta, void* out, int64_t out_rs, DT out_dt, cudaStream_t s) {
+  if (M == 0) return;
+  const int n = static_cast<int>((M + kTileRows - 1) / kTileRows);
+  launch(fp8_dense_tiles_kernel, 1, 256, 0, s, static_cast<int>(M), n, meta);
+  run_gemm(false, xq, xs_t, ld_t, M, meta, meta + 1, 1, w, meta + 4, meta + 4 + 4 * n, n, out,
+           out_rs, out_dt == DT::BF16, s);
 }
 
 }  // namespace tandem::cuda::k
