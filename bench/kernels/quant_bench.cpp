@@ -322,6 +322,37 @@ struct DecodeExperts {
                     ring_depth());
     combine(s);
   }
+  // The same FP8 experts on the grouped wgmma kernels, as the backend's fp8_moe_wgmma_chunk
+  // runs them: x quantized once per token (scales [T, kb]), the pairs' rows gathered into expert
+  // order with their scales transposed, the tile list, gate_up, h quantized (scales transposed),
+  // down, the combine. xsort, xst, hst and tiles: wgmma_buffers().
+  void fp8_wgmma(const Fp8Dev& gu, const Fp8Dev& dn, cudaStream_t s) const {
+    const int64_t Pp = (P + 3) / 4 * 4, kbx = D / 128, kbh = I / 128;
+    int32_t* tl = wtiles.data<int32_t>();
+    int32_t* nt = tl + wtiles.numel() - 1;
+    prepare(s);
+    k::act_quant_fp8(x.raw(), D, k::DT::BF16, T, D, 128, false, xq.raw(), D, xs.data<float>(), kbx,
+                     1, s);
+    k::moe_gather_fp8(xq.raw(), xs.data<float>(), D, kbx, kk, g.perm, g.offsets + E, P, xsort.raw(),
+                      xst.data<float>(), Pp, s);
+    k::fp8_moe_wgmma_tiles(g.counts, E, tl, nt, s);
+    k::fp8_moe_wgmma_gemm(true, xsort.raw(), xst.data<float>(), Pp, P, g.counts, g.offsets, E, gu.v,
+                          tl, nt, h.data<float>(), s);
+    k::act_quant_fp8(h.raw(), I, k::DT::F32, P, I, 128, false, hq.raw(), I, hst.data<float>(), 1,
+                     Pp, s);
+    k::fp8_moe_wgmma_gemm(false, hq.raw(), hst.data<float>(), Pp, P, g.counts, g.offsets, E, dn.v,
+                          tl, nt, y.data<float>(), s);
+    combine(s);
+  }
+  void wgmma_buffers() {
+    const int64_t Pp = (P + 3) / 4 * 4;
+    xsort = Tensor::empty({P, D}, DType::U8, Device::cuda());        // [P, D] e4m3
+    xst = Tensor::empty({D / 128, Pp}, DType::F32, Device::cuda());  // [kbx, Pp]
+    hst = Tensor::empty({I / 128, Pp}, DType::F32, Device::cuda());  // [kbh, Pp]
+    wtiles = Tensor::empty({4 * k::fp8_moe_wgmma_max_tiles(P, E) + 1}, DType::I32,
+                           Device::cuda());  // int4 tiles, then their count
+  }
+  Tensor xsort, xst, hst, wtiles;
   // The bf16 experts through moe_experts' device path as the backend picks it (SIMT kernels
   // below one row per expert, tensor cores from there): the baseline the quantized rows beat.
   void bf16(const Tensor& gu, const Tensor& dn, cudaStream_t s) const {
@@ -474,6 +505,11 @@ void bench_quant(double copy_gbps, bool quick) {
         e16 * static_cast<double>(ex.distinct));
     row("routed experts FP8 (prepare..combine)",
         tm.us([&](cudaStream_t s) { ex.fp8(gu8, dn8, s); }, true), routed8);
+    if (k::fp8_moe_wgmma_applies(gu8.v, dn8.v, E)) {
+      ex.wgmma_buffers();
+      row("routed experts FP8, grouped wgmma kernels",
+          tm.us([&](cudaStream_t s) { ex.fp8_wgmma(gu8, dn8, s); }, true), routed8);
+    }
     row("routed experts MXFP4 W4A16",
         tm.us([&](cudaStream_t s) { ex.mxfp4(gu4, dn4, false, s); }, true), routed4);
     row("routed experts MXFP4 W4A4 (qdq activations)",
