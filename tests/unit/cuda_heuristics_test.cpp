@@ -3,9 +3,15 @@
 // through may change with the number of query tokens in the step, or greedy speculation (a
 // verify of S + 1 tokens per sequence against a decode of one) stops being lossless.
 #ifdef TANDEM_WITH_CUDA
+#include "backends/cuda/expert_tiles.h"
 #include "backends/cuda/heuristics.h"
 
 #include <gtest/gtest.h>
+
+#include <array>
+#include <set>
+#include <tuple>
+#include <vector>
 
 namespace tandem::cuda {
 namespace {
@@ -95,6 +101,57 @@ TEST(CudaHeuristics, MoeWgmmaFromOneRowPerExpertAndAlwaysWhenDeterministic) {
   EXPECT_TRUE(heuristics::moe_wgmma(-1, true, 4096 * 8, E));
   EXPECT_TRUE(heuristics::moe_wgmma(1, false, 8, E));
   EXPECT_FALSE(heuristics::moe_wgmma(0, true, 4096 * 8, E));
+}
+
+TEST(CudaHeuristics, MoeFp8WgmmaReplacesTheHostPathOnlyWhenAsked) {
+  // Off by default (0); -1 where the host path would run; 1 everywhere.
+  EXPECT_FALSE(heuristics::moe_fp8_wgmma(0, true));
+  EXPECT_FALSE(heuristics::moe_fp8_wgmma(0, false));
+  EXPECT_TRUE(heuristics::moe_fp8_wgmma(-1, true));
+  EXPECT_FALSE(heuristics::moe_fp8_wgmma(-1, false));
+  EXPECT_TRUE(heuristics::moe_fp8_wgmma(1, false));
+  EXPECT_EQ(heuristics::Switches{}.moe_fp8_wgmma_mode, 0);
+}
+
+// The grouped FP8 expert kernels' block order (expert_tiles.h) on tile lists built as their tiles
+// kernel builds them: every (expert, weight tile, token tile) exactly once, and within an expert
+// the token tile varying fastest (blocks reading the same weight rows side by side).
+TEST(CudaHeuristics, ExpertBlocksCoverEveryTileOnceWeightTileMajor) {
+  constexpr int kRowsPerTile = 128;
+  const std::vector<std::vector<int>> cases = {
+      {0, 1, 128, 129, 0, 300, 512, 7}, {4096}, {0, 0, 5}, {256, 257, 383, 384, 385}};
+  for (const std::vector<int>& counts : cases)
+    for (int col_tiles : {1, 3, 32, 48}) {
+      std::vector<std::array<int, 3>> entries;  // (expert, first, count)
+      for (int e = 0; e < static_cast<int>(counts.size()); ++e) {
+        const int n = (counts[e] + kRowsPerTile - 1) / kRowsPerTile;
+        const int first = static_cast<int>(entries.size());
+        for (int j = 0; j < n; ++j) entries.push_back({e, first, n});
+      }
+      std::set<std::tuple<int, int, int>> seen;
+      const int blocks = static_cast<int>(entries.size()) * col_tiles;
+      for (int b = 0; b < blocks; ++b) {
+        const auto& en = entries[b / col_tiles];
+        const k::ExpertBlock eb = k::expert_block(b, col_tiles, en[0], en[1], en[2]);
+        EXPECT_EQ(eb.expert, en[0]);
+        ASSERT_GE(eb.col_tile, 0);
+        ASSERT_LT(eb.col_tile, col_tiles);
+        ASSERT_GE(eb.row_tile, 0);
+        ASSERT_LT(eb.row_tile, en[2]);
+        EXPECT_TRUE(seen.insert({eb.expert, eb.col_tile, eb.row_tile}).second)
+            << "block " << b << " repeats a tile";
+        if (b > 0 && entries[(b - 1) / col_tiles][0] == eb.expert) {
+          const auto& pe = entries[(b - 1) / col_tiles];
+          const k::ExpertBlock prev = k::expert_block(b - 1, col_tiles, pe[0], pe[1], pe[2]);
+          // The token tile advances first; the weight tile only when it wraps.
+          if (eb.row_tile > 0)
+            EXPECT_TRUE(prev.col_tile == eb.col_tile && prev.row_tile == eb.row_tile - 1);
+          else
+            EXPECT_TRUE(prev.col_tile == eb.col_tile - 1 && prev.row_tile == en[2] - 1);
+        }
+      }
+      EXPECT_EQ(static_cast<int>(seen.size()), blocks);
+    }
 }
 
 }  // namespace

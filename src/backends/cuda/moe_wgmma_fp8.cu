@@ -26,6 +26,7 @@
 #include <algorithm>
 
 #include "backends/cuda/common.cuh"
+#include "backends/cuda/expert_tiles.h"
 #include "backends/cuda/quant_kernels.h"
 #include "backends/cuda/tma.cuh"
 #include "backends/cuda/wgmma.cuh"
@@ -220,9 +221,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // The blocks of an expert are ordered (weight tile, token tile): those that read the same
   // weight rows run side by side, the first brings them into L2 for the others.
   const int4 tl = p.tiles[tile];
-  const int e = tl.x, first = tl.y, count = tl.z;
-  const int local = static_cast<int>(blockIdx.x) - first * p.col_tiles;
-  const int nt = local / count, row0 = (local % count) * kTileRows;
+  const ExpertBlock eb = expert_block(static_cast<int>(blockIdx.x), p.col_tiles, tl.x, tl.y, tl.z);
+  const int e = eb.expert, nt = eb.col_tile, row0 = eb.row_tile * kTileRows;
   const int rows = min(kTileRows, p.counts[e] - row0);
   const int width = ((rows + 15) / 16) * 16;  // the wgmmas' N: token rows read, padding unstored
   const int chunks = (width + 63) / 64;
