@@ -335,13 +335,13 @@ struct DecodeExperts {
                      1, s);
     k::moe_gather_fp8(xq.raw(), xs.data<float>(), D, kbx, kk, g.perm, g.offsets + E, P, xsort.raw(),
                       xst.data<float>(), Pp, s);
-    k::fp8_moe_wgmma_tiles(g.counts, E, tl, nt, s);
-    k::fp8_moe_wgmma_gemm(true, xsort.raw(), xst.data<float>(), Pp, P, g.counts, g.offsets, E, gu.v,
-                          tl, nt, h.data<float>(), s);
+    k::fp8_moe_wgmma_tiles(g.counts, 0, E, tl, nt, s);
+    k::fp8_moe_wgmma_gemm(true, xsort.raw(), xst.data<float>(), Pp, P, g.counts, g.offsets, gu.v, 0,
+                          E, tl, nt, h.data<float>(), s);
     k::act_quant_fp8(h.raw(), I, k::DT::F32, P, I, 128, false, hq.raw(), I, hst.data<float>(), 1,
                      Pp, s);
-    k::fp8_moe_wgmma_gemm(false, hq.raw(), hst.data<float>(), Pp, P, g.counts, g.offsets, E, dn.v,
-                          tl, nt, y.data<float>(), s);
+    k::fp8_moe_wgmma_gemm(false, hq.raw(), hst.data<float>(), Pp, P, g.counts, g.offsets, dn.v, 0,
+                          E, tl, nt, y.data<float>(), s);
     combine(s);
   }
   void wgmma_buffers() {
@@ -668,12 +668,13 @@ void bench_quant(double copy_gbps, bool quick) {
       Tensor yf = Tensor::empty({P, D}, DType::F32, Device::cuda());  // [P, D]
       const double tw = tm.us(
           [&](cudaStream_t s) {
-            k::fp8_moe_wgmma_tiles(counts.data<int32_t>(), E, tiles.data<int32_t>(), num_tiles, s);
+            k::fp8_moe_wgmma_tiles(counts.data<int32_t>(), 0, E, tiles.data<int32_t>(), num_tiles,
+                                   s);
             k::fp8_moe_wgmma_gemm(true, xa.raw(), xst.data<float>(), Pp, P, counts.data<int32_t>(),
-                                  offsets.data<int32_t>(), E, gu8.v, tiles.data<int32_t>(),
+                                  offsets.data<int32_t>(), gu8.v, 0, E, tiles.data<int32_t>(),
                                   num_tiles, hf.data<float>(), s);
             k::fp8_moe_wgmma_gemm(false, ha.raw(), hst.data<float>(), Pp, P, counts.data<int32_t>(),
-                                  offsets.data<int32_t>(), E, dn8.v, tiles.data<int32_t>(),
+                                  offsets.data<int32_t>(), dn8.v, 0, E, tiles.data<int32_t>(),
                                   num_tiles, yf.data<float>(), s);
           },
           false);

@@ -185,5 +185,161 @@ TEST_F(CudaQuantBackend, Fp8MoeWgmmaMatchesCpu) {
   be_->set_moe_fp8_wgmma(0);
 }
 
+// The MXFP4-as-FP8 conversions (mxfp4_fp8.cu, act_mxfp4_fp8) bit for bit against the rule written
+// from its statement: per 128-wide K block E = the largest exponent among the block's non-zero
+// groups (0 for an all-zero block), codes = e4m3 (nearest, ties even) of value * 2^-E, scale 2^E.
+// Weight group scales spread over 40 binades (so some groups lie more than 8 below their block's
+// largest and round), one all-zero group per row; activations with outliers and a zero block.
+TEST_F(CudaQuant, Mxfp4AsFp8MatchesTheRuleBitwise) {
+  // Weights: 3 experts of 40 rows x 1024, converted from expert 1 on.
+  Mx4Host w = make_mx4(rng_, 3, 40, 1024);
+  for (int64_t e = 0; e < w.E; ++e)
+    for (int64_t n = 0; n < w.N; ++n) {
+      for (int64_t g = 0; g < w.K / 32; ++g)
+        w.s[static_cast<size_t>((e * w.N + n) * w.s_rs + g)] =
+            static_cast<uint8_t>(100 + rng_.below(41));
+      // Group 5 all zero (its scale the row's largest: it must not set the block's exponent).
+      for (int64_t kk = 160; kk < 192; kk += 2)
+        w.w[static_cast<size_t>((e * w.N + n) * (w.K / 2) + kk / 2)] = 0;
+      w.s[static_cast<size_t>((e * w.N + n) * w.s_rs + 5)] = 141;
+    }
+  Dev<uint8_t> dw(w.w), ds(w.s);
+  const int64_t ne = 2, kb = w.K / 128;
+  Dev<uint8_t> q(static_cast<size_t>(ne * w.N * w.K));
+  Dev<float> qs(static_cast<size_t>(ne * w.N * kb));
+  const k::Mx4W view = mx4_view(w, dw, ds);
+  ASSERT_TRUE(k::mxfp4_fp8_applies(view));
+  k::mxfp4_to_fp8(view, 1, ne, q.p, qs.p, nullptr);
+  const std::vector<uint8_t> got = q.get();
+  const std::vector<float> gots = qs.get();
+  int64_t bad = 0, bad_s = 0, inexact = 0;
+  for (int64_t r = 0; r < ne * w.N; ++r) {
+    const int64_t e = 1 + r / w.N, n = r % w.N;
+    for (int64_t b = 0; b < kb; ++b) {
+      int eb = -100000;
+      for (int64_t g = 4 * b; g < 4 * b + 4; ++g) {
+        bool nz = false;
+        for (int64_t kk = 32 * g; kk < 32 * g + 32; ++kk) nz = nz || w.decode(e, n, kk) != 0.f;
+        if (nz)
+          eb = std::max(
+              eb, static_cast<int>(w.s[static_cast<size_t>((e * w.N + n) * w.s_rs + g)]) - 127);
+      }
+      if (eb == -100000) eb = 0;
+      bad_s += gots[r * kb + b] != std::ldexp(1.0f, eb);
+      for (int64_t kk = 128 * b; kk < 128 * b + 128; ++kk) {
+        const float v = std::ldexp(w.decode(e, n, kk), -eb);
+        const uint8_t c = e4m3_code(v);
+        bad += got[r * w.K + kk] != c;
+        inexact += e4m3_value(c) != v;
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0) << "weight codes differ from the rule";
+  EXPECT_EQ(bad_s, 0) << "weight block scales differ from the rule";
+  EXPECT_GT(inexact, 0) << "the test meant to exercise groups more than 8 binades down";
+
+  // Activations: bf16 rows and f32 rows, scales written transposed ([kb, Mp]).
+  for (bool f32 : {false, true}) {
+    const int64_t M = 37, K = 640, kbx = K / 128, Mp = 40;
+    std::vector<float> x = activations(rng_, M, K);
+    for (int64_t kk = 256; kk < 384; ++kk) x[3 * K + kk] = 0.f;  // row 3, block 2: all zero
+    if (!f32) x = from_bf16(to_bf16(x));
+    Dev<uint16_t> xb(to_bf16(x));
+    Dev<float> xf(x);
+    Dev<uint8_t> aq(static_cast<size_t>(M * K));
+    Dev<float> as(static_cast<size_t>(kbx * Mp));
+    k::act_mxfp4_fp8(f32 ? static_cast<const void*>(xf.p) : xb.p, K, f32 ? k::DT::F32 : k::DT::BF16,
+                     M, K, aq.p, K, as.p, 1, Mp, nullptr);
+    const std::vector<uint8_t> ag = aq.get();
+    const std::vector<float> sg = as.get();
+    int64_t abad = 0, asbad = 0;
+    for (int64_t m = 0; m < M; ++m) {
+      std::vector<float> qd(static_cast<size_t>(K));
+      act_qdq_mxfp4_ref(&x[m * K], K, qd.data());
+      for (int64_t b = 0; b < kbx; ++b) {
+        int eb = -100000;
+        for (int64_t g = 4 * b; g < 4 * b + 4; ++g) {
+          float amax = 0.f;
+          for (int64_t kk = 32 * g; kk < 32 * g + 32; ++kk)
+            amax = std::max(amax, std::fabs(x[m * K + kk]));
+          if (amax > 0.f)
+            eb = std::max(eb,
+                          static_cast<int>(std::floor(std::log2(static_cast<double>(amax)))) - 2);
+        }
+        if (eb == -100000) eb = 0;
+        asbad += sg[b * Mp + m] != std::ldexp(1.0f, eb);
+        for (int64_t kk = 128 * b; kk < 128 * b + 128; ++kk)
+          abad += ag[m * K + kk] != e4m3_code(std::ldexp(qd[kk], -eb));
+      }
+    }
+    EXPECT_EQ(abad, 0) << (f32 ? "f32" : "bf16") << " activation codes differ from the rule";
+    EXPECT_EQ(asbad, 0) << (f32 ? "f32" : "bf16") << " activation scales differ from the rule";
+  }
+}
+
+// MXFP4 W4A4 experts on the grouped FP8 wgmma kernels (set_moe_fp8_wgmma(1)): activations and
+// weights converted to FP8 blocks, the weights a group of experts at a time (the conversion
+// budget set to one, two and all experts), against the CPU backend, the host reference of the
+// W4A4 contract, and itself (the last token alone, bitwise).
+TEST_F(CudaQuantBackend, Mxfp4W4A4MoeWgmmaMatchesCpu) {
+  struct Case {
+    int64_t E, D, I;
+  };
+  const int64_t kk = 4;
+  be_->set_moe_fp8_wgmma(1);
+  for (const Case c : {Case{8, 512, 512}, Case{6, 1024, 512}}) {
+    const Mx4Host gu = make_mx4(rng_, c.E, 2 * c.I, c.D), dn = make_mx4(rng_, c.E, c.D, c.I);
+    const Fp8Host none;
+    const Weight gg = mx4_weight(gu, true, ActQuant::kMxfp4),
+                 dg = mx4_weight(dn, true, ActQuant::kMxfp4);
+    const Weight gc = mx4_weight(gu, true, ActQuant::kMxfp4, Device::cpu()),
+                 dc = mx4_weight(dn, true, ActQuant::kMxfp4, Device::cpu());
+    const int64_t per_expert = 2 * c.I * c.D + 2 * c.I * (c.D / 128) * 4;
+    for (int64_t group : {int64_t{1}, int64_t{2}, c.E}) {
+      be_->set_mxfp4_convert_bytes(group * per_expert);
+      for (int64_t T :
+           small_only() ? std::vector<int64_t>{1, 40} : std::vector<int64_t>{1, 40, 300})
+        for (int mode = 0; mode < 3; ++mode) {
+          if (group != c.E && mode != 0) continue;  // the groupings on one routing each
+          const std::vector<float> x = activations(rng_, T, c.D);
+          const std::vector<uint16_t> xb = to_bf16(x);
+          Routing ro = route(rng_, T, kk, c.E);
+          if (mode == 1)
+            for (int64_t t = 0; t < T; ++t) {
+              for (int64_t j = 1; j < kk; ++j)
+                if (ro.idx[t * kk + j] == 1) ro.idx[t * kk + j] = ro.idx[t * kk];
+              ro.idx[t * kk] = 1;
+            }
+          if (mode == 2)
+            for (size_t p = 0; p < ro.idx.size(); p += 3) ro.idx[p] = -1;
+          Tensor xt = upload(xb.data(), xb.size() * 2, {T, c.D}, DType::BF16);
+          Tensor it = upload(ro.idx.data(), ro.idx.size() * 4, {T, kk}, DType::I32);
+          Tensor wt = upload(ro.w.data(), ro.w.size() * 4, {T, kk}, DType::F32);
+          Tensor out = Tensor::empty({T, c.D}, DType::BF16, Device::cuda());
+          be_->moe_experts(xt, gg, dg, it, wt, out);
+          const std::vector<float> got = bf16_rows(out);
+          const std::vector<double> oc = moe_cpu(cpu(), gc, dc, x, ro, T, c.D, kk);
+          const std::vector<double> ref = moe_ref(2, none, none, gu, dn, x, ro, T, c.D, c.I, kk);
+          const std::string what = "E " + std::to_string(c.E) + " D " + std::to_string(c.D) +
+                                   " I " + std::to_string(c.I) + " experts per conversion " +
+                                   std::to_string(group) + " T " + std::to_string(T) + " routing " +
+                                   std::to_string(mode);
+          EXPECT_LE(rel_err(got, oc), 2e-2) << what << " (against the CPU backend)";
+          EXPECT_LE(rel_err(got, ref), 1e-2) << what << " (against the host reference)";
+          if (T > 1) {
+            Tensor one = Tensor::empty({1, c.D}, DType::BF16, Device::cuda());
+            be_->moe_experts(xt.narrow(0, T - 1, 1), gg, dg, it.narrow(0, T - 1, 1),
+                             wt.narrow(0, T - 1, 1), one);
+            const std::vector<float> o = bf16_rows(one);
+            EXPECT_EQ(std::memcmp(o.data(), &got[(T - 1) * c.D], c.D * sizeof(float)), 0)
+                << what << ": the last token alone differs from its row in the batch";
+          }
+        }
+    }
+  }
+  be_->set_mxfp4_convert_bytes(int64_t{1} << 30);
+  be_->set_moe_fp8_wgmma(0);
+}
+
 }  // namespace
 }  // namespace tandem

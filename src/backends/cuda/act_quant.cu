@@ -251,6 +251,45 @@ __global__ void act_qdq_mxfp4_kernel(const TX* x, int64_t xs, int64_t M, int64_t
   *reinterpret_cast<uint2*>(out + m * os + k0) = v;
 }
 
+// MXFP4 activations as FP8 blocks for the grouped FP8 kernels (the rule: mxfp4_fp8.cu): one warp
+// per (row, K block of 128), lane l on values 4l .. 4l + 3 (8 lanes a group): the MXFP4
+// quantization of act_qdq_mxfp4_kernel, then E = the largest exponent of the block's non-zero
+// groups, each value's e4m3 code of e2m1 * 2^(ex - E) and the block scale 2^E.
+template <typename TX>
+__global__ void act_mxfp4_fp8_kernel(const TX* x, int64_t xs, int64_t M, int64_t K, uint8_t* q,
+                                     int64_t qs, float* scale, int64_t s_m, int64_t s_b) {
+  pdl_wait();
+  const int64_t blocks = (K + 127) / 128;
+  const int64_t gw = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (gw >= M * blocks) return;  // whole warps only
+  const int64_t m = gw / blocks, b = gw % blocks, k0 = b * 128 + lane * 4;
+  const bool in = k0 < K;  // K is a multiple of 32: a group is all in or all out
+  float f[4] = {0.f, 0.f, 0.f, 0.f};
+  if (in) load4(x + m * xs + k0, f);
+  float amax = fmaxf(fmaxf(fabsf(f[0]), fabsf(f[1])), fmaxf(fabsf(f[2]), fabsf(f[3])));
+#pragma unroll
+  for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  int ex = 0;  // floor(log2 amax) - 2, as act_qdq_mxfp4
+  if (amax > 0.f) {
+    frexpf(amax, &ex);
+    ex = ex - 1 - 2;
+  }
+  // A group's largest value rounds to at least 4 * 2^ex: the group is non-zero iff amax is.
+  constexpr int kNoGroup = -100000;
+  int eb = amax > 0.f ? ex : kNoGroup;
+#pragma unroll
+  for (int o = 8; o < 32; o <<= 1) eb = max(eb, __shfl_xor_sync(0xffffffffu, eb, o));
+  if (eb == kNoGroup) eb = 0;
+  float c[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) c[i] = ldexpf(e2m1_rne(ldexpf(f[i], -ex)), ex - eb);
+  const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(c[0], c[1]), __NV_SATFINITE, __NV_E4M3);
+  const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c[2], c[3]), __NV_SATFINITE, __NV_E4M3);
+  if (in) *reinterpret_cast<uint32_t*>(q + m * qs + k0) = lo | (hi << 16);
+  if (lane == 0) scale[m * s_m + b * s_b] = ldexpf(1.0f, eb);
+}
+
 // Threads of a block quantizing one row of nvec 16-byte vectors, `per` vectors a thread (at most
 // kVecs, so every vector has a thread): whole warps, 32 to 512.
 int64_t row_block_threads(int64_t nvec, int64_t per) {
@@ -319,6 +358,18 @@ void act_qdq_mxfp4(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, voi
   else
     launch(act_qdq_mxfp4_kernel<bf16>, blocks, 256, 0, s, static_cast<const bf16*>(x), xs, M, K,
            static_cast<bf16*>(out), os, early, paired);
+}
+
+void act_mxfp4_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, void* q, int64_t qs,
+                   float* scale, int64_t s_m, int64_t s_b, cudaStream_t s) {
+  if (M == 0) return;
+  const unsigned blocks = cdiv(M * ((K + 127) / 128), 8);
+  if (x_dt == DT::F32)
+    launch(act_mxfp4_fp8_kernel<float>, blocks, 256, 0, s, static_cast<const float*>(x), xs, M, K,
+           static_cast<uint8_t*>(q), qs, scale, s_m, s_b);
+  else
+    launch(act_mxfp4_fp8_kernel<bf16>, blocks, 256, 0, s, static_cast<const bf16*>(x), xs, M, K,
+           static_cast<uint8_t*>(q), qs, scale, s_m, s_b);
 }
 
 }  // namespace tandem::cuda::k

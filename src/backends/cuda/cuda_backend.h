@@ -123,6 +123,10 @@ class CudaBackend final : public Backend {
   // (heuristics::moe_fp8_wgmma): 1 at every size where the shapes allow it, 0 never, -1 where
   // the cuBLASLt-per-expert host path would run. Also TANDEM_MOE_FP8_WGMMA.
   void set_moe_fp8_wgmma(int mode) { moe_fp8_wgmma_mode_ = mode; }
+  // The MXFP4 W4A4 experts take the same kernels on FP8 copies of their weights, converted a
+  // group of experts at a time into at most this many bytes of scratch (tests set it small to
+  // run several groups).
+  void set_mxfp4_convert_bytes(int64_t bytes) { mxfp4_convert_bytes_ = bytes; }
   bool moe_tensor_cores(int64_t pairs, int64_t experts) const;
 
   // The side branch runs on a second stream, forked from and joined to the current one with
@@ -173,6 +177,9 @@ class CudaBackend final : public Backend {
   // quant_moe_chunk on FP8 block experts through the grouped FP8 wgmma kernels.
   void fp8_moe_wgmma_chunk(const Tensor& x, const Weight& gate_up, const Weight& down,
                            const Tensor& idx, const Tensor& weights, Tensor& out);
+  // The same for MXFP4 W4A4 experts (mxfp4_fp8.cu: activations and weights as exact FP8 blocks).
+  void mxfp4_moe_wgmma_chunk(const Tensor& x, const Weight& gate_up, const Weight& down,
+                             const Tensor& idx, const Tensor& weights, Tensor& out);
   // Whether moe_experts runs a chunk of `pairs` routed rows on the grouped wgmma kernels.
   bool moe_wgmma_path(int64_t pairs, int64_t E, int64_t I, int64_t D) const;
 
@@ -182,6 +189,7 @@ class CudaBackend final : public Backend {
   int moe_tc_mode_ = -1;        // TANDEM_MOE_TENSOR_CORES: -1 automatic, 0 off, 1 on
   int moe_wgmma_mode_ = -1;     // TANDEM_MOE_WGMMA: -1 automatic, 0 off, 1 on
   int moe_fp8_wgmma_mode_ = 0;  // TANDEM_MOE_FP8_WGMMA: -1 automatic, 0 off, 1 on
+  int64_t mxfp4_convert_bytes_ = int64_t{1} << 30;
   bool deterministic_ = false;
   bool invariant_cublaslt_ = true;
   std::unique_ptr<LtGemm> lt_;

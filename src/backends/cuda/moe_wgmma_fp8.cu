@@ -57,6 +57,7 @@ struct Fp8ExpertGemm {
   int64_t N;                 // output columns: I (gate_up) or D (down)
   int64_t K;                 // D (gate_up) or I (down)
   int64_t w_rows;            // weight rows per expert: 2I (gate_up) or D (down)
+  int e_base;                // the weights hold experts e_base, e_base + 1, ..
   const float* w_scale;      // [E][w_rows / bn][s_rs] f32
   int64_t s_es, s_rs, bn;
   void* out;       // h [rows, I] f32 (gate_up); y [rows, D] f32 or bf16 (out_bf16)
@@ -88,7 +89,7 @@ __device__ __forceinline__ void consume(const Ring& ring, uint64_t* full, uint64
   // This thread's two weight rows within the expert (clamped: rows past the expert's own are
   // another expert's or zeros, and their outputs are never stored).
   const int64_t wr = (GATE_UP ? (half ? p.N : 0) + n0 : n0 + 64 * half) + m_lane;
-  const float* es = p.w_scale + e * p.s_es;
+  const float* es = p.w_scale + (e - p.e_base) * p.s_es;
   const float* sa = es + (min(wr, p.w_rows - 1) / p.bn) * p.s_rs;
   const float* sb = es + (min(wr + 8, p.w_rows - 1) / p.bn) * p.s_rs;
   float acc[N / 2], part[N / 2];
@@ -229,7 +230,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t orow0 = p.offsets[e] + row0;  // first sorted activation / output row
   // This tile's output columns and weight rows: gate_up takes 64 gate rows and their 64 up rows.
   const int64_t n0 = GATE_UP ? int64_t{nt} * 64 : int64_t{nt} * kTileCols;
-  const int64_t w_base = int64_t{e} * p.w_rows;
+  const int64_t w_base = int64_t{e - p.e_base} * p.w_rows;
   const int w_row0 = static_cast<int>(w_base + n0);
   const int w_row1 = static_cast<int>(GATE_UP ? w_base + p.N + n0 : w_base + n0 + 64);
   const int nk = static_cast<int>((p.K + kKStep - 1) / kKStep);
@@ -279,16 +280,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   consume_n<GATE_UP>(width, ring, full, empty, nk, wg - 1, e, rows, orow0, n0, p);
 }
 
-// tiles: for each expert with rows, its token tiles (e, first, count, 0) * count; *num_tiles the
-// total. One block.
-__global__ void moe_fp8_tiles_kernel(const int32_t* counts, int E, int4* tiles,
+// tiles: for each expert of [e_base, e_base + ne) with rows, its token tiles (e, first, count, 0)
+// * count; *num_tiles the total. One block.
+__global__ void moe_fp8_tiles_kernel(const int32_t* counts, int e_base, int ne, int4* tiles,
                                      int32_t* num_tiles) {
   pdl_wait();
   __shared__ int red[32];
   int base = 0;
-  for (int e0 = 0; e0 < E; e0 += blockDim.x) {
-    const int e = e0 + static_cast<int>(threadIdx.x);
-    const int n = e < E ? (counts[e] + kTileRows - 1) / kTileRows : 0;
+  for (int j0 = 0; j0 < ne; j0 += blockDim.x) {
+    const int j = j0 + static_cast<int>(threadIdx.x), e = e_base + j;
+    const int n = j < ne ? (counts[e] + kTileRows - 1) / kTileRows : 0;
     int total = 0;
     const int off = block_exclusive_scan(n, red, &total);
     for (int j = 0; j < n; ++j) tiles[base + off + j] = make_int4(e, base + off, n, 0);
@@ -349,19 +350,19 @@ void moe_gather_fp8(const void* q, const float* scale, int64_t K, int64_t kb, in
          static_cast<uint8_t*>(q_sorted), scale_t, ld_t);
 }
 
-void fp8_moe_wgmma_tiles(const int32_t* counts, int64_t E, int32_t* tiles, int32_t* num_tiles,
-                         cudaStream_t s) {
-  launch(moe_fp8_tiles_kernel, 1, 1024, 0, s, counts, static_cast<int>(E),
-         reinterpret_cast<int4*>(tiles), num_tiles);
+void fp8_moe_wgmma_tiles(const int32_t* counts, int64_t e_base, int64_t ne, int32_t* tiles,
+                         int32_t* num_tiles, cudaStream_t s) {
+  launch(moe_fp8_tiles_kernel, 1, 1024, 0, s, counts, static_cast<int>(e_base),
+         static_cast<int>(ne), reinterpret_cast<int4*>(tiles), num_tiles);
 }
 
 namespace {
 
 // Either product over the listed tiles (rows_total token rows; the weight's E experts stacked).
 void run_gemm(bool gate_up, const void* xq, const float* xs_t, int64_t ld_t, int64_t rows_total,
-              const int32_t* counts, const int32_t* offsets, int64_t E, const Fp8W& w,
-              const int32_t* tiles, const int32_t* num_tiles, int64_t max_tiles, void* out,
-              int64_t out_rs, bool out_bf16, cudaStream_t s) {
+              const int32_t* counts, const int32_t* offsets, const Fp8W& w, int64_t e_base,
+              int64_t E, const int32_t* tiles, const int32_t* num_tiles, int64_t max_tiles,
+              void* out, int64_t out_rs, bool out_bf16, cudaStream_t s) {
   const int64_t N = gate_up ? w.N / 2 : w.N, K = w.K;
   // Token maps: the rows [rows_total, K] and their scales [K blocks, ld_t]; the weight map:
   // every expert's rows stacked [E * rows, K].
@@ -372,7 +373,7 @@ void run_gemm(bool gate_up, const void* xq, const float* xs_t, int64_t ld_t, int
   p.counts = counts, p.offsets = offsets, p.tiles = reinterpret_cast<const int4*>(tiles);
   p.num_tiles = num_tiles;
   p.col_tiles = static_cast<int>(gate_up ? cdiv(N, 64) : cdiv(N, kTileCols));
-  p.N = N, p.K = K, p.w_rows = w.N;
+  p.N = N, p.K = K, p.w_rows = w.N, p.e_base = static_cast<int>(e_base);
   p.w_scale = w.s, p.s_es = w.s_es, p.s_rs = w.s_rs, p.bn = w.bn;
   p.out = out, p.out_rs = out_rs, p.out_bf16 = out_bf16;
   if (gate_up)
@@ -397,12 +398,12 @@ __global__ void fp8_dense_tiles_kernel(int M, int n, int32_t* meta) {
 }  // namespace
 
 void fp8_moe_wgmma_gemm(bool gate_up, const void* xq, const float* xs_t, int64_t ld_t,
-                        int64_t pairs, const int32_t* counts, const int32_t* offsets, int64_t E,
-                        const Fp8W& w, const int32_t* tiles, const int32_t* num_tiles, float* out,
-                        cudaStream_t s) {
+                        int64_t pairs, const int32_t* counts, const int32_t* offsets, const Fp8W& w,
+                        int64_t e_base, int64_t ne, const int32_t* tiles, const int32_t* num_tiles,
+                        float* out, cudaStream_t s) {
   if (pairs == 0) return;
-  run_gemm(gate_up, xq, xs_t, ld_t, pairs, counts, offsets, E, w, tiles, num_tiles,
-           fp8_moe_wgmma_max_tiles(pairs, E), out, gate_up ? w.N / 2 : w.N, false, s);
+  run_gemm(gate_up, xq, xs_t, ld_t, pairs, counts, offsets, w, e_base, ne, tiles, num_tiles,
+           fp8_moe_wgmma_max_tiles(pairs, ne), out, gate_up ? w.N / 2 : w.N, false, s);
 }
 
 bool fp8_linear_wgmma_applies(const Fp8W& w) {
@@ -419,7 +420,7 @@ void fp8_linear_wgmma(const void* xq, const float* xs_t, int64_t ld_t, int64_t M
   if (M == 0) return;
   const int n = static_cast<int>((M + kTileRows - 1) / kTileRows);
   launch(fp8_dense_tiles_kernel, 1, 256, 0, s, static_cast<int>(M), n, meta);
-  run_gemm(false, xq, xs_t, ld_t, M, meta, meta + 1, 1, w, meta + 4, meta + 4 + 4 * n, n, out,
+  run_gemm(false, xq, xs_t, ld_t, M, meta, meta + 1, w, 0, 1, meta + 4, meta + 4 + 4 * n, n, out,
            out_rs, out_dt == DT::BF16, s);
 }
 

@@ -46,6 +46,13 @@ void act_quant_fp8_experts(const void* x, int64_t xs, DT x_dt, bool x_padded, in
                            int64_t K, bool ue8m0, const int32_t* offsets, const int32_t* pad_off,
                            int64_t E, void* q, int64_t qs, float* scale, cudaStream_t s);
 
+// ActQuant::kMxfp4 activations for the grouped FP8 kernels: act_qdq_mxfp4's values (the same
+// quantization) written as FP8 blocks of 128, exactly where the block's groups lie within 8
+// binades of each other (mxfp4_fp8.cu states the rule): e4m3 codes q [M, K] (rows qs bytes
+// apart) and the block scales 2^E at scale[m * s_m + b * s_b]. K a multiple of 32.
+void act_mxfp4_fp8(const void* x, int64_t xs, DT x_dt, int64_t M, int64_t K, void* q, int64_t qs,
+                   float* scale, int64_t s_m, int64_t s_b, cudaStream_t s);
+
 // ActQuant::kMxfp4, quantize-dequantize: per row and group of 32, the shared exponent
 // floor(log2 amax) - 2 (scale 1 when amax is 0), e2m1 values rounded to nearest even and
 // saturating at +-6, written back as bf16 (q * 2^e, exact): the decode kernels then run the
@@ -165,25 +172,27 @@ void mxfp4_moe_down(const void* h, int64_t hs, const MoeGroups& g, const Mx4W& d
 // rows already in expert order. No host sync (graph-safe); batch-invariant. Applies to 128-wide
 // K blocks (any block height), I and D multiples of 16, experts stored densely one after another.
 bool fp8_moe_wgmma_applies(const Fp8W& gate_up, const Fp8W& down, int64_t E);
-// Tile-list entries (4 ints each, 16-byte aligned) the tiles need at most.
-int64_t fp8_moe_wgmma_max_tiles(int64_t pairs, int64_t E);
+// Tile-list entries (4 ints each, 16-byte aligned) the tiles of ne experts need at most.
+int64_t fp8_moe_wgmma_max_tiles(int64_t pairs, int64_t ne);
 // The rows in expert order: q_sorted[r] = q[perm[r] / k] (e4m3 [T, K] rows, K a multiple of 16)
 // and their scales transposed, scale_t[b * ld_t + r] = scale[(perm[r] / k) * kb + b], for
 // r < *valid (offsets[E]: the rows routed to this rank).
 void moe_gather_fp8(const void* q, const float* scale, int64_t K, int64_t kb, int64_t k,
                     const int32_t* perm, const int32_t* valid, int64_t pairs, void* q_sorted,
                     float* scale_t, int64_t ld_t, cudaStream_t s);
-// tiles: every expert's token tiles, listed on the device from counts; *num_tiles their number.
-void fp8_moe_wgmma_tiles(const int32_t* counts, int64_t E, int32_t* tiles, int32_t* num_tiles,
-                         cudaStream_t s);
-// One of the two GEMMs over the tiles: gate_up (w = the fused [E, 2I, D] weight) writes
-// h = silu(gate) * up, f32 [pairs, I]; down (w = [E, D, I]) writes y, f32 [pairs, D]. xq: the
-// sorted e4m3 rows [pairs, K]; xs_t: their scales [K / 128, ld_t] (ld_t a multiple of 4: the
-// layout act_quant_fp8 writes with s_m = 1, s_b = ld_t).
+// tiles: the token tiles of experts e_base .. e_base + ne - 1, listed on the device from counts;
+// *num_tiles their number.
+void fp8_moe_wgmma_tiles(const int32_t* counts, int64_t e_base, int64_t ne, int32_t* tiles,
+                         int32_t* num_tiles, cudaStream_t s);
+// One of the two GEMMs over the tiles: gate_up (w = the fused [ne, 2I, D] weight) writes
+// h = silu(gate) * up, f32 [pairs, I]; down (w = [ne, D, I]) writes y, f32 [pairs, D], for the
+// rows of experts e_base .. e_base + ne - 1 (w's experts, in order; tiles listed for them). xq:
+// the sorted e4m3 rows [pairs, K]; xs_t: their scales [K / 128, ld_t] (ld_t a multiple of 4:
+// the layout act_quant_fp8 writes with s_m = 1, s_b = ld_t).
 void fp8_moe_wgmma_gemm(bool gate_up, const void* xq, const float* xs_t, int64_t ld_t,
-                        int64_t pairs, const int32_t* counts, const int32_t* offsets, int64_t E,
-                        const Fp8W& w, const int32_t* tiles, const int32_t* num_tiles, float* out,
-                        cudaStream_t s);
+                        int64_t pairs, const int32_t* counts, const int32_t* offsets, const Fp8W& w,
+                        int64_t e_base, int64_t ne, const int32_t* tiles, const int32_t* num_tiles,
+                        float* out, cudaStream_t s);
 
 // A dense FP8 block linear (128-wide K blocks, any block height, N a multiple of 4) on the same
 // kernel, its M rows one "expert": out[m, n] = x[m] . w[n], bf16 or f32 (out_dt) rows out_rs
@@ -195,6 +204,13 @@ bool fp8_linear_wgmma_applies(const Fp8W& w);
 int64_t fp8_linear_wgmma_meta_ints(int64_t M);
 void fp8_linear_wgmma(const void* xq, const float* xs_t, int64_t ld_t, int64_t M, const Fp8W& w,
                       int32_t* meta, void* out, int64_t out_rs, DT out_dt, cudaStream_t s);
+
+// ---- mxfp4_fp8.cu --------------------------------------------------------------------------
+// MXFP4 expert weights as FP8 blocks for the grouped FP8 kernels: experts e0 .. e0 + ne - 1 of w
+// into e4m3 q [ne, N, K] and per-row block scales qs [ne, N, K / 128] (an Fp8W with bn = 1),
+// exact where a row's groups within a K block lie within 8 binades (the rule: mxfp4_fp8.cu).
+bool mxfp4_fp8_applies(const Mx4W& w);  // K a multiple of 512
+void mxfp4_to_fp8(const Mx4W& w, int64_t e0, int64_t ne, void* q, float* qs, cudaStream_t s);
 
 // ---- quant_misc.cu --------------------------------------------------------------------------
 // out[m, n] = acc[m, n] * xs[m] * ws[n], bf16 or f32 (per-channel FP8 prefill: a per-tensor FP8
