@@ -684,6 +684,44 @@ void bench_quant(double copy_gbps, bool quick) {
           "%.0f us at copy)\n",
           "routed experts, grouped", "-", tw, tt, 100.0 * tt / tw, fl / (tw * 1e-6) / 1e12,
           wbytes / (copy_gbps * 1e3));
+      // MXFP4 experts on the same kernels, as the backend runs W4A4 (mxfp4_moe_wgmma_chunk):
+      // each group of experts' weights converted to FP8 blocks (within 1 GiB), its tiles, its
+      // GEMM; gate_up for every group, then down. The activations are the FP8 rows above.
+      if (k::mxfp4_fp8_applies(gu4.v) && k::mxfp4_fp8_applies(dn4.v)) {
+        const int64_t G =
+            std::clamp<int64_t>((int64_t{1} << 30) / (2 * I * D + 2 * I * (D / 128) * 4), 1, E);
+        Tensor wq = dev_bytes(G * 2 * I * D);  // [G, 2I, D]
+        Tensor wsc = Tensor::empty({G * 2 * I * (D / 128)}, DType::F32, Device::cuda());
+        Tensor t4 =
+            Tensor::empty({4 * k::fp8_moe_wgmma_max_tiles(P, G) + 1}, DType::I32, Device::cuda());
+        int32_t* n4 = t4.data<int32_t>() + t4.numel() - 1;
+        const double tc = tm.us(
+            [&](cudaStream_t s) {
+              for (int pass = 0; pass < 2; ++pass) {
+                const k::Mx4W& src = pass == 0 ? gu4.v : dn4.v;
+                k::Fp8W w;
+                w.w = static_cast<const uint8_t*>(wq.raw()), w.s = wsc.data<float>();
+                w.N = src.N, w.K = src.K, w.bn = 1, w.bk = 128, w.s_rs = src.K / 128;
+                w.w_es = src.N * src.K, w.s_es = src.N * (src.K / 128);
+                for (int64_t e0 = 0; e0 < E; e0 += G) {
+                  const int64_t ne = std::min(G, E - e0);
+                  k::mxfp4_to_fp8(src, e0, ne, wq.raw(), wsc.data<float>(), s);
+                  k::fp8_moe_wgmma_tiles(counts.data<int32_t>(), e0, ne, t4.data<int32_t>(), n4, s);
+                  k::fp8_moe_wgmma_gemm(pass == 0, pass == 0 ? xa.raw() : ha.raw(),
+                                        pass == 0 ? xst.data<float>() : hst.data<float>(), Pp, P,
+                                        counts.data<int32_t>(), offsets.data<int32_t>(), w, e0, ne,
+                                        t4.data<int32_t>(), n4,
+                                        pass == 0 ? hf.data<float>() : yf.data<float>(), s);
+                }
+              }
+            },
+            false);
+        std::printf(
+            "%-28s %10s %10.1f %10s %7s %9.0f   (MXFP4 converted to FP8 blocks per %lld "
+            "experts + grouped FP8 wgmma)\n",
+            "routed experts MXFP4, grouped", "-", tc, "-", "-", fl / (tc * 1e-6) / 1e12,
+            static_cast<long long>(G));
+      }
     }
     cuda::LtGemm bf;
     Tensor wg = Tensor::empty({2 * I, D}, DType::BF16, Device::cuda());  // one expert, dequantized
