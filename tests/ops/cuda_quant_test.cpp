@@ -16,6 +16,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
@@ -813,6 +814,46 @@ TEST_F(CudaQuantBackend, LinearMatchesCpu) {
       }
     }
   }
+}
+
+// linear on FP8 block weights through the grouped wgmma kernel at every M
+// (set_fp8_linear_wgmma): against the CPU backend, bf16 and f32 out (the f32 one a view with a
+// wider row stride), and each batch's last row alone, bitwise.
+TEST_F(CudaQuantBackend, Fp8LinearWgmmaPathMatchesCpu) {
+  be_->set_fp8_linear_wgmma(true);
+  for (const auto& [N, K, bn] :
+       {std::tuple<int64_t, int64_t, int64_t>{384, 640, 128}, {200, 592, 128}, {264, 512, 64}}) {
+    const Fp8Host h = make_fp8(rng_, 1, N, K, bn, 128);
+    const Weight wg = fp8_weight(h, false), wc = fp8_weight(h, false, Device::cpu());
+    for (int64_t M : rows_to_test()) {
+      const std::vector<float> x = activations(rng_, M, K);
+      const std::vector<uint16_t> xb = to_bf16(x);
+      Tensor xt = upload(xb.data(), xb.size() * 2, {M, K}, DType::BF16);
+      Tensor o16 = Tensor::empty({M, N}, DType::BF16, Device::cuda());
+      Tensor o32 = Tensor::empty({M, N + 4}, DType::F32, Device::cuda()).narrow(1, 0, N);
+      be_->linear(xt, wg, o16);
+      be_->linear(xt, wg, o32);
+      Tensor oc = Tensor::empty({M, N}, DType::F32);
+      cpu().linear(Tensor::from_vector(x, {M, K}), wc, oc);
+      const std::vector<double> ref = f32_rows(oc);
+      const std::vector<float> g16 = bf16_rows(o16);
+      std::vector<float> g32(static_cast<size_t>(M * N));
+      cudaDeviceSynchronize();
+      cudaMemcpy2D(g32.data(), N * 4, o32.raw(), (N + 4) * 4, N * 4, M, cudaMemcpyDeviceToHost);
+      const std::string what =
+          "N " + std::to_string(N) + " K " + std::to_string(K) + " M " + std::to_string(M);
+      EXPECT_LE(rel_err(g16, ref), 6e-3) << what << " (bf16 out)";
+      EXPECT_LE(rel_err(g32, ref), 1e-3) << what << " (f32 out)";
+      if (M > 1) {
+        Tensor one = Tensor::empty({1, N}, DType::BF16, Device::cuda());
+        be_->linear(xt.narrow(0, M - 1, 1), wg, one);
+        const std::vector<float> o = bf16_rows(one);
+        EXPECT_EQ(std::memcmp(o.data(), &g16[(M - 1) * N], N * sizeof(float)), 0)
+            << what << ": the last row alone differs from its row in the batch";
+      }
+    }
+  }
+  be_->set_fp8_linear_wgmma(false);
 }
 
 // Decode paths are graph-capturable (no sync, no allocation once the scratch is sized: replay

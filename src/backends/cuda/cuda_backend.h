@@ -127,6 +127,10 @@ class CudaBackend final : public Backend {
   // group of experts at a time into at most this many bytes of scratch (tests set it small to
   // run several groups).
   void set_mxfp4_convert_bytes(int64_t bytes) { mxfp4_convert_bytes_ = bytes; }
+  // FP8 block linears on the grouped FP8 wgmma kernel at every M (fp8_linear_wgmma: one kernel,
+  // so batch-invariant), in place of the weight stream and cuBLASLt. Off by default until
+  // measured against them (TANDEM_FP8_LINEAR_WGMMA=1).
+  void set_fp8_linear_wgmma(bool on) { fp8_linear_wgmma_ = on; }
   bool moe_tensor_cores(int64_t pairs, int64_t experts) const;
 
   // The side branch runs on a second stream, forked from and joined to the current one with
@@ -190,6 +194,7 @@ class CudaBackend final : public Backend {
   int moe_wgmma_mode_ = -1;     // TANDEM_MOE_WGMMA: -1 automatic, 0 off, 1 on
   int moe_fp8_wgmma_mode_ = 0;  // TANDEM_MOE_FP8_WGMMA: -1 automatic, 0 off, 1 on
   int64_t mxfp4_convert_bytes_ = int64_t{1} << 30;
+  bool fp8_linear_wgmma_ = false;  // TANDEM_FP8_LINEAR_WGMMA
   bool deterministic_ = false;
   bool invariant_cublaslt_ = true;
   std::unique_ptr<LtGemm> lt_;

@@ -51,6 +51,24 @@ void CudaBackend::fp8_linear(const Tensor& x, const Weight& w, Tensor& out) {
     fail("cuda linear: FP8 block weights need FP8 group activations (kFp8Group) on the GPU");
   const k::Fp8W v = quant::fp8_view(w);
   const int64_t kb = (K + v.bk - 1) / v.bk;
+  const size_t out_align = odt == DT::F32 ? 16 : 8;  // the kernel's 4-column stores
+  if (fp8_linear_wgmma_ && k::fp8_linear_wgmma_applies(v) && out.stride(0) % 4 == 0 &&
+      reinterpret_cast<uintptr_t>(out.raw()) % out_align == 0) {
+    // The grouped FP8 wgmma kernel, its M rows one expert: scales transposed ([kb, Mp]).
+    const int64_t Mp = round_up(M, 4);
+    Pieces sz;
+    sz.take<uint8_t>(M * K);
+    sz.take<float>(kb * Mp);
+    sz.take<int32_t>(k::fp8_linear_wgmma_meta_ints(M));
+    Pieces pc(static_cast<char*>(scratch(sz.bytes())));
+    auto* xq = pc.take<uint8_t>(M * K);                               // [M, K] e4m3
+    auto* xs = pc.take<float>(kb * Mp);                               // [kb, Mp]
+    auto* meta = pc.take<int32_t>(k::fp8_linear_wgmma_meta_ints(M));  // counts, offsets, tiles
+    k::act_quant_fp8(x.raw(), x.stride(0), DT::BF16, M, K, v.bk, ue8m0, xq, K, xs, 1, Mp, stream_);
+    k::fp8_linear_wgmma(xq, xs, Mp, M, v, meta, out.raw(), out.stride(0), odt, stream_);
+    TD_CUDA_LAUNCH_CHECK();
+    return;
+  }
   const bool lt = heuristics::quant_lt_path(M, deterministic_) && odt == DT::BF16;
   if (lt && quant::lt_block_layout(v)) {
     // Block-scaled cuBLASLt: M padded to a multiple of 4, activation scales at kb * Mp + m; the

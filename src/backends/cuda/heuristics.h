@@ -51,6 +51,7 @@ struct Switches {
   bool moe_grouped = true;        // TANDEM_MOE_GROUPED=0: per-expert GEMMs on that path
   int moe_wgmma_mode = -1;        // TANDEM_MOE_WGMMA: -1 automatic, 0 off, 1 on
   int moe_fp8_wgmma_mode = 0;     // TANDEM_MOE_FP8_WGMMA: -1 automatic, 0 off (default), 1 on
+  bool fp8_linear_wgmma = false;  // TANDEM_FP8_LINEAR_WGMMA=1: FP8 block linears on wgmma, every M
 };
 Switches read_switches();
 
