@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
@@ -120,6 +121,59 @@ TEST_F(CudaQuantBackend, MoeExpertsMatchCpu) {
     }
 }
 
+// The weights of one grouped-kernel case on both devices, with the host copies the reference
+// reads (fmt 0: FP8 block in gu8 / dn8; 2: MXFP4 W4A4 in gu4 / dn4).
+struct ExpertCase {
+  int fmt;
+  int64_t E, D, I;
+  Fp8Host gu8, dn8;
+  Mx4Host gu4, dn4;
+  Weight gg, dg, gc, dc;
+};
+
+// One routed-experts run through the backend's moe_experts (whatever path its switches pick)
+// against the CPU backend, the host reference, and the batch's last token alone (bitwise).
+// Routing `mode`: 0 spread over the first E - 2 experts; 1 every token's first slot on expert 1
+// (T rows there: several token tiles); 2 as 0 with a third of the pairs another rank's (-1).
+void check_experts(cuda::CudaBackend* be, Backend& cpu, Rng& rng, const ExpertCase& c, int64_t T,
+                   int64_t kk, int mode, const std::string& what) {
+  const std::vector<float> x = activations(rng, T, c.D);
+  const std::vector<uint16_t> xb = to_bf16(x);
+  Routing ro = route(rng, T, kk, c.E);
+  if (mode == 1)
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t j = 1; j < kk; ++j)
+        if (ro.idx[t * kk + j] == 1) ro.idx[t * kk + j] = ro.idx[t * kk];
+      ro.idx[t * kk] = 1;
+    }
+  if (mode == 2)
+    for (size_t p = 0; p < ro.idx.size(); p += 3) ro.idx[p] = -1;
+  Tensor xt = upload(xb.data(), xb.size() * 2, {T, c.D}, DType::BF16);
+  Tensor it = upload(ro.idx.data(), ro.idx.size() * 4, {T, kk}, DType::I32);
+  Tensor wt = upload(ro.w.data(), ro.w.size() * 4, {T, kk}, DType::F32);
+  Tensor out = Tensor::empty({T, c.D}, DType::BF16, Device::cuda());
+  be->moe_experts(xt, c.gg, c.dg, it, wt, out);
+  const std::vector<float> got = bf16_rows(out);
+  const std::vector<double> oc = moe_cpu(cpu, c.gc, c.dc, x, ro, T, c.D, kk);
+  const std::vector<double> ref =
+      moe_ref(c.fmt, c.gu8, c.dn8, c.gu4, c.dn4, x, ro, T, c.D, c.I, kk);
+  const std::string at = what + " T " + std::to_string(T) + " routing " + std::to_string(mode);
+  EXPECT_LE(rel_err(got, oc), 2e-2) << at << " (against the CPU backend)";
+  EXPECT_LE(rel_err(got, ref), 1e-2) << at << " (against the host reference)";
+  if (T > 1) {
+    Tensor one = Tensor::empty({1, c.D}, DType::BF16, Device::cuda());
+    be->moe_experts(xt.narrow(0, T - 1, 1), c.gg, c.dg, it.narrow(0, T - 1, 1),
+                    wt.narrow(0, T - 1, 1), one);
+    const std::vector<float> o = bf16_rows(one);
+    EXPECT_EQ(std::memcmp(o.data(), &got[(T - 1) * c.D], c.D * sizeof(float)), 0)
+        << at << ": the last token alone differs from its row in the batch";
+  }
+}
+
+std::vector<int64_t> grouped_token_counts() {
+  return small_only() ? std::vector<int64_t>{1, 40} : std::vector<int64_t>{1, 40, 300};
+}
+
 // The grouped FP8 wgmma expert GEMM (set_moe_fp8_wgmma(1): at every size) on shapes that probe
 // its edges: D and I not multiples of 128 (partial K blocks, a 64-row half of the up weights
 // that straddles two 128-row scale blocks, partial weight tiles at the end of an expert),
@@ -128,59 +182,26 @@ TEST_F(CudaQuantBackend, MoeExpertsMatchCpu) {
 // Against the CPU backend, the host reference, and itself: the last token alone gives the same
 // bits as in the batch (the kernel is batch-invariant).
 TEST_F(CudaQuantBackend, Fp8MoeWgmmaMatchesCpu) {
-  struct Case {
+  struct Shape {
     int64_t E, D, I, bn;
   };
-  const int64_t kk = 4;
   be_->set_moe_fp8_wgmma(1);
-  for (const Case c : {Case{8, 512, 256, 128}, Case{7, 400, 144, 128}, Case{6, 256, 208, 64}}) {
-    const Fp8Host gu = make_fp8(rng_, c.E, 2 * c.I, c.D, c.bn, 128),
-                  dn = make_fp8(rng_, c.E, c.D, c.I, c.bn, 128);
-    const Mx4Host none;
-    const Weight gg = fp8_weight(gu, true), dg = fp8_weight(dn, true);
-    const Weight gc = fp8_weight(gu, true, Device::cpu()), dc = fp8_weight(dn, true, Device::cpu());
-    if (!k::fp8_moe_wgmma_applies(cuda::quant::fp8_view(gg), cuda::quant::fp8_view(dg), c.E)) {
-      ADD_FAILURE() << "the grouped FP8 kernel does not apply to D " << c.D << " I " << c.I;
+  for (const Shape sh :
+       {Shape{8, 512, 256, 128}, Shape{7, 400, 144, 128}, Shape{6, 256, 208, 64}}) {
+    ExpertCase c;
+    c.fmt = 0, c.E = sh.E, c.D = sh.D, c.I = sh.I;
+    c.gu8 = make_fp8(rng_, sh.E, 2 * sh.I, sh.D, sh.bn, 128);
+    c.dn8 = make_fp8(rng_, sh.E, sh.D, sh.I, sh.bn, 128);
+    c.gg = fp8_weight(c.gu8, true), c.dg = fp8_weight(c.dn8, true);
+    c.gc = fp8_weight(c.gu8, true, Device::cpu()), c.dc = fp8_weight(c.dn8, true, Device::cpu());
+    if (!k::fp8_moe_wgmma_applies(cuda::quant::fp8_view(c.gg), cuda::quant::fp8_view(c.dg), sh.E)) {
+      ADD_FAILURE() << "the grouped FP8 kernel does not apply to D " << sh.D << " I " << sh.I;
       continue;
     }
-    for (int64_t T : small_only() ? std::vector<int64_t>{1, 40} : std::vector<int64_t>{1, 40, 300})
-      for (int mode = 0; mode < 3; ++mode) {
-        // 0: spread over the first E - 2 experts (at E = 6 each of the four takes every token);
-        // 1: the first slot of every token goes to expert 1 (T rows there: up to three token
-        // tiles); 2: as 0 with a third of the pairs another rank's.
-        const std::vector<float> x = activations(rng_, T, c.D);
-        const std::vector<uint16_t> xb = to_bf16(x);
-        Routing ro = route(rng_, T, kk, c.E);
-        if (mode == 1)
-          for (int64_t t = 0; t < T; ++t) {
-            for (int64_t j = 1; j < kk; ++j)
-              if (ro.idx[t * kk + j] == 1) ro.idx[t * kk + j] = ro.idx[t * kk];
-            ro.idx[t * kk] = 1;
-          }
-        if (mode == 2)
-          for (size_t p = 0; p < ro.idx.size(); p += 3) ro.idx[p] = -1;
-        Tensor xt = upload(xb.data(), xb.size() * 2, {T, c.D}, DType::BF16);
-        Tensor it = upload(ro.idx.data(), ro.idx.size() * 4, {T, kk}, DType::I32);
-        Tensor wt = upload(ro.w.data(), ro.w.size() * 4, {T, kk}, DType::F32);
-        Tensor out = Tensor::empty({T, c.D}, DType::BF16, Device::cuda());
-        be_->moe_experts(xt, gg, dg, it, wt, out);
-        const std::vector<float> got = bf16_rows(out);
-        const std::vector<double> oc = moe_cpu(cpu(), gc, dc, x, ro, T, c.D, kk);
-        const std::vector<double> ref = moe_ref(0, gu, dn, none, none, x, ro, T, c.D, c.I, kk);
-        const std::string what = "E " + std::to_string(c.E) + " D " + std::to_string(c.D) + " I " +
-                                 std::to_string(c.I) + " bn " + std::to_string(c.bn) + " T " +
-                                 std::to_string(T) + " routing " + std::to_string(mode);
-        EXPECT_LE(rel_err(got, oc), 2e-2) << what << " (against the CPU backend)";
-        EXPECT_LE(rel_err(got, ref), 1e-2) << what << " (against the host reference)";
-        if (T > 1) {
-          Tensor one = Tensor::empty({1, c.D}, DType::BF16, Device::cuda());
-          be_->moe_experts(xt.narrow(0, T - 1, 1), gg, dg, it.narrow(0, T - 1, 1),
-                           wt.narrow(0, T - 1, 1), one);
-          const std::vector<float> o = bf16_rows(one);
-          EXPECT_EQ(std::memcmp(o.data(), &got[(T - 1) * c.D], c.D * sizeof(float)), 0)
-              << what << ": the last token alone differs from its row in the batch";
-        }
-      }
+    const std::string what = "E " + std::to_string(sh.E) + " D " + std::to_string(sh.D) + " I " +
+                             std::to_string(sh.I) + " bn " + std::to_string(sh.bn);
+    for (int64_t T : grouped_token_counts())
+      for (int mode = 0; mode < 3; ++mode) check_experts(be_, cpu(), rng_, c, T, 4, mode, what);
   }
   be_->set_moe_fp8_wgmma(0);
 }
@@ -282,59 +303,26 @@ TEST_F(CudaQuant, Mxfp4AsFp8MatchesTheRuleBitwise) {
 // budget set to one, two and all experts), against the CPU backend, the host reference of the
 // W4A4 contract, and itself (the last token alone, bitwise).
 TEST_F(CudaQuantBackend, Mxfp4W4A4MoeWgmmaMatchesCpu) {
-  struct Case {
-    int64_t E, D, I;
-  };
-  const int64_t kk = 4;
   be_->set_moe_fp8_wgmma(1);
-  for (const Case c : {Case{8, 512, 512}, Case{6, 1024, 512}}) {
-    const Mx4Host gu = make_mx4(rng_, c.E, 2 * c.I, c.D), dn = make_mx4(rng_, c.E, c.D, c.I);
-    const Fp8Host none;
-    const Weight gg = mx4_weight(gu, true, ActQuant::kMxfp4),
-                 dg = mx4_weight(dn, true, ActQuant::kMxfp4);
-    const Weight gc = mx4_weight(gu, true, ActQuant::kMxfp4, Device::cpu()),
-                 dc = mx4_weight(dn, true, ActQuant::kMxfp4, Device::cpu());
-    const int64_t per_expert = 2 * c.I * c.D + 2 * c.I * (c.D / 128) * 4;
-    for (int64_t group : {int64_t{1}, int64_t{2}, c.E}) {
+  for (const auto& [E, D, I] :
+       {std::tuple<int64_t, int64_t, int64_t>{8, 512, 512}, {6, 1024, 512}}) {
+    ExpertCase c;
+    c.fmt = 2, c.E = E, c.D = D, c.I = I;
+    c.gu4 = make_mx4(rng_, E, 2 * I, D), c.dn4 = make_mx4(rng_, E, D, I);
+    c.gg = mx4_weight(c.gu4, true, ActQuant::kMxfp4),
+    c.dg = mx4_weight(c.dn4, true, ActQuant::kMxfp4);
+    c.gc = mx4_weight(c.gu4, true, ActQuant::kMxfp4, Device::cpu());
+    c.dc = mx4_weight(c.dn4, true, ActQuant::kMxfp4, Device::cpu());
+    const int64_t per_expert = 2 * I * D + 2 * I * (D / 128) * 4;
+    for (int64_t group : {int64_t{1}, int64_t{2}, E}) {
       be_->set_mxfp4_convert_bytes(group * per_expert);
-      for (int64_t T :
-           small_only() ? std::vector<int64_t>{1, 40} : std::vector<int64_t>{1, 40, 300})
-        for (int mode = 0; mode < 3; ++mode) {
-          if (group != c.E && mode != 0) continue;  // the groupings on one routing each
-          const std::vector<float> x = activations(rng_, T, c.D);
-          const std::vector<uint16_t> xb = to_bf16(x);
-          Routing ro = route(rng_, T, kk, c.E);
-          if (mode == 1)
-            for (int64_t t = 0; t < T; ++t) {
-              for (int64_t j = 1; j < kk; ++j)
-                if (ro.idx[t * kk + j] == 1) ro.idx[t * kk + j] = ro.idx[t * kk];
-              ro.idx[t * kk] = 1;
-            }
-          if (mode == 2)
-            for (size_t p = 0; p < ro.idx.size(); p += 3) ro.idx[p] = -1;
-          Tensor xt = upload(xb.data(), xb.size() * 2, {T, c.D}, DType::BF16);
-          Tensor it = upload(ro.idx.data(), ro.idx.size() * 4, {T, kk}, DType::I32);
-          Tensor wt = upload(ro.w.data(), ro.w.size() * 4, {T, kk}, DType::F32);
-          Tensor out = Tensor::empty({T, c.D}, DType::BF16, Device::cuda());
-          be_->moe_experts(xt, gg, dg, it, wt, out);
-          const std::vector<float> got = bf16_rows(out);
-          const std::vector<double> oc = moe_cpu(cpu(), gc, dc, x, ro, T, c.D, kk);
-          const std::vector<double> ref = moe_ref(2, none, none, gu, dn, x, ro, T, c.D, c.I, kk);
-          const std::string what = "E " + std::to_string(c.E) + " D " + std::to_string(c.D) +
-                                   " I " + std::to_string(c.I) + " experts per conversion " +
-                                   std::to_string(group) + " T " + std::to_string(T) + " routing " +
-                                   std::to_string(mode);
-          EXPECT_LE(rel_err(got, oc), 2e-2) << what << " (against the CPU backend)";
-          EXPECT_LE(rel_err(got, ref), 1e-2) << what << " (against the host reference)";
-          if (T > 1) {
-            Tensor one = Tensor::empty({1, c.D}, DType::BF16, Device::cuda());
-            be_->moe_experts(xt.narrow(0, T - 1, 1), gg, dg, it.narrow(0, T - 1, 1),
-                             wt.narrow(0, T - 1, 1), one);
-            const std::vector<float> o = bf16_rows(one);
-            EXPECT_EQ(std::memcmp(o.data(), &got[(T - 1) * c.D], c.D * sizeof(float)), 0)
-                << what << ": the last token alone differs from its row in the batch";
-          }
-        }
+      const std::string what = "E " + std::to_string(E) + " D " + std::to_string(D) + " I " +
+                               std::to_string(I) + " experts per conversion " +
+                               std::to_string(group);
+      for (int64_t T : grouped_token_counts())
+        for (int mode = 0; mode < 3; ++mode)
+          if (group == E || mode == 0)  // the smaller groupings on one routing each
+            check_experts(be_, cpu(), rng_, c, T, 4, mode, what);
     }
   }
   be_->set_mxfp4_convert_bytes(int64_t{1} << 30);

@@ -209,6 +209,22 @@ __device__ __forceinline__ float e2m1_rne(float v) {
   return copysignf(q, v);
 }
 
+// The MXFP4 exponent of a group of 32 held by 8 aligned lanes, 4 values each: floor(log2 amax) - 2
+// (floor(log2) = frexp's exponent - 1: exact, subnormals included), 0 for an all-zero group;
+// the group's amax through *amax.
+__device__ __forceinline__ int mxfp4_group_exponent(const float (&f)[4], float* amax) {
+  float a = fmaxf(fmaxf(fabsf(f[0]), fabsf(f[1])), fmaxf(fabsf(f[2]), fabsf(f[3])));
+#pragma unroll
+  for (int o = 1; o < 8; o <<= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+  *amax = a;
+  int ex = 0;
+  if (a > 0.f) {
+    frexpf(a, &ex);
+    ex = ex - 1 - 2;
+  }
+  return ex;
+}
+
 // One warp per (row, 4 groups of 32): lane l holds 4 consecutive values; 8 lanes share a group.
 // In place (out == x) works for bf16: every value is read before any lane writes. paired: lanes
 // 2j and 2j + 1 (one aligned block of 8) swap their values and write x0 x4 x1 x5 / x2 x6 x3 x7.
@@ -225,15 +241,8 @@ __global__ void act_qdq_mxfp4_kernel(const TX* x, int64_t xs, int64_t M, int64_t
   const bool in = k0 < K;  // K is a multiple of 32: a group is all in or all out
   float f[4] = {0.f, 0.f, 0.f, 0.f};
   if (in) load4(x + m * xs + k0, f);
-  float amax = fmaxf(fmaxf(fabsf(f[0]), fabsf(f[1])), fmaxf(fabsf(f[2]), fabsf(f[3])));
-#pragma unroll
-  for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  // floor(log2 amax) = exponent of frexp - 1 (exact, subnormals included).
-  int ex = 0;
-  if (amax > 0.f) {
-    frexpf(amax, &ex);
-    ex = ex - 1 - 2;
-  }
+  float amax;
+  const int ex = mxfp4_group_exponent(f, &amax);
   float o[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) o[i] = ldexpf(e2m1_rne(ldexpf(f[i], -ex)), ex);
@@ -267,14 +276,8 @@ __global__ void act_mxfp4_fp8_kernel(const TX* x, int64_t xs, int64_t M, int64_t
   const bool in = k0 < K;  // K is a multiple of 32: a group is all in or all out
   float f[4] = {0.f, 0.f, 0.f, 0.f};
   if (in) load4(x + m * xs + k0, f);
-  float amax = fmaxf(fmaxf(fabsf(f[0]), fabsf(f[1])), fmaxf(fabsf(f[2]), fabsf(f[3])));
-#pragma unroll
-  for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  int ex = 0;  // floor(log2 amax) - 2, as act_qdq_mxfp4
-  if (amax > 0.f) {
-    frexpf(amax, &ex);
-    ex = ex - 1 - 2;
-  }
+  float amax;
+  const int ex = mxfp4_group_exponent(f, &amax);
   // A group's largest value rounds to at least 4 * 2^ex: the group is non-zero iff amax is.
   constexpr int kNoGroup = -100000;
   int eb = amax > 0.f ? ex : kNoGroup;

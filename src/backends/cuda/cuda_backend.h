@@ -178,11 +178,9 @@ class CudaBackend final : public Backend {
   LtFp8& lt8();
   void moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor& down, const Tensor& idx,
                  const Tensor& weights, Tensor& out, bool host_path, bool wgmma);
-  // quant_moe_chunk on FP8 block experts through the grouped FP8 wgmma kernels.
-  void fp8_moe_wgmma_chunk(const Tensor& x, const Weight& gate_up, const Weight& down,
-                           const Tensor& idx, const Tensor& weights, Tensor& out);
-  // The same for MXFP4 W4A4 experts (mxfp4_fp8.cu: activations and weights as exact FP8 blocks).
-  void mxfp4_moe_wgmma_chunk(const Tensor& x, const Weight& gate_up, const Weight& down,
+  // quant_moe_chunk on the grouped FP8 wgmma kernels (cuda_quant_moe_wgmma.cpp): FP8 block
+  // experts, or MXFP4 W4A4 experts as exact FP8 blocks (mxfp4_fp8.cu).
+  void grouped_fp8_moe_chunk(const Tensor& x, const Weight& gate_up, const Weight& down,
                              const Tensor& idx, const Tensor& weights, Tensor& out);
   // Whether moe_experts runs a chunk of `pairs` routed rows on the grouped wgmma kernels.
   bool moe_wgmma_path(int64_t pairs, int64_t E, int64_t I, int64_t D) const;

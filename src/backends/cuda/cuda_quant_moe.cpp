@@ -51,12 +51,12 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
   const bool qx = !fp8 && act_gu == ActQuant::kMxfp4, qh = !fp8 && act_dn == ActQuant::kMxfp4;
   if (fp8 && heuristics::moe_fp8_wgmma(moe_fp8_wgmma_mode_, host_path) &&
       k::fp8_moe_wgmma_applies(g8, d8, E)) {
-    fp8_moe_wgmma_chunk(x, gate_up, down, idx, weights, out);
+    grouped_fp8_moe_chunk(x, gate_up, down, idx, weights, out);
     return;
   }
   if (qx && qh && heuristics::moe_fp8_wgmma(moe_fp8_wgmma_mode_, host_path) &&
       k::mxfp4_fp8_applies(g4) && k::mxfp4_fp8_applies(d4)) {
-    mxfp4_moe_wgmma_chunk(x, gate_up, down, idx, weights, out);
+    grouped_fp8_moe_chunk(x, gate_up, down, idx, weights, out);
     return;
   }
   // The host path needs cuBLASLt's block layout for FP8 (anything else keeps the device path).
@@ -283,142 +283,6 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
       Tensor wt = Tensor::wrap(wdn, {D, I}, DType::BF16, Device::cuda());
       Tensor ye = Tensor::wrap(y + o * D, {n, D}, DType::F32, Device::cuda());
       skinny(hin + o * I, I, 0, wt, 0, ye, D, 0, n, D, I, 1);
-    }
-  }
-  k::moe_combine(y, DT::F32, inv, weights.data<float>(), T, kk, D, out.raw(), stream_);
-  TD_CUDA_LAUNCH_CHECK();
-}
-
-// The grouped FP8 wgmma path (moe_wgmma_fp8.cu): each token quantized once, its e4m3 row copied
-// to each of its slots in expert order with the scales transposed for the kernels' TMA strips,
-// both GEMMs over device-listed tiles (h f32, quantized from its f32 value in between), then the
-// combine. No host sync.
-void CudaBackend::fp8_moe_wgmma_chunk(const Tensor& x, const Weight& gate_up, const Weight& down,
-                                      const Tensor& idx, const Tensor& weights, Tensor& out) {
-  const k::Fp8W g8 = quant::fp8_view(gate_up), d8 = quant::fp8_view(down);
-  const int64_t T = x.size(0), D = x.size(1), E = gate_up.w.size(0), kk = idx.size(1);
-  const int64_t I = d8.K, P = T * kk;
-  const int64_t kbx = (D + 127) / 128, kbh = (I + 127) / 128;
-  const int64_t Pp = round_up(P, 4);  // the transposed scales' row length: 16-byte TMA strides
-  const int64_t max_tiles = k::fp8_moe_wgmma_max_tiles(P, E);
-  Pieces sz;
-  sz.take<int32_t>(3 * E + 2 + 2 * P);
-  sz.take<int32_t>(4 * max_tiles + 1);
-  sz.take<uint8_t>(T * D);
-  sz.take<float>(T * kbx);
-  sz.take<uint8_t>(P * D);
-  sz.take<float>(kbx * Pp);
-  sz.take<float>(P * I);
-  sz.take<uint8_t>(P * I);
-  sz.take<float>(kbh * Pp);
-  sz.take<float>(P * D);
-  Pieces pc(static_cast<char*>(scratch(sz.bytes())));
-  auto* ints = pc.take<int32_t>(3 * E + 2 + 2 * P);   // counts, offsets, perm, inv, active, n
-  auto* tiles = pc.take<int32_t>(4 * max_tiles + 1);  // [max_tiles] int4 entries, then the count
-  auto* xq = pc.take<uint8_t>(T * D);                 // [T, D] e4m3
-  auto* xs = pc.take<float>(T * kbx);                 // [T, kbx]
-  auto* xsort = pc.take<uint8_t>(P * D);              // [P, D] e4m3, expert order
-  auto* xst = pc.take<float>(kbx * Pp);               // [kbx, Pp]
-  auto* h = pc.take<float>(P * I);                    // [P, I] f32
-  auto* hq = pc.take<uint8_t>(P * I);                 // [P, I] e4m3
-  auto* hst = pc.take<float>(kbh * Pp);               // [kbh, Pp]
-  auto* y = pc.take<float>(P * D);                    // [P, D] f32
-  int32_t* counts = ints;
-  int32_t* offsets = counts + E;
-  int32_t* perm = offsets + E + 1;
-  int32_t* inv = perm + P;
-  int32_t* active = inv + P;
-  int32_t* num_tiles = tiles + 4 * max_tiles;
-  k::moe_prepare(idx.data<int32_t>(), P, E, counts, offsets, perm, inv, active, active + E,
-                 stream_);
-  k::act_quant_fp8(x.raw(), x.stride(0), DT::BF16, T, D, 128, gate_up.ue8m0, xq, D, xs, kbx, 1,
-                   stream_);
-  // offsets[E]: the rows routed to this rank's experts (the others have no sorted row).
-  k::moe_gather_fp8(xq, xs, D, kbx, kk, perm, offsets + E, P, xsort, xst, Pp, stream_);
-  k::fp8_moe_wgmma_tiles(counts, 0, E, tiles, num_tiles, stream_);
-  TD_CUDA_LAUNCH_CHECK();
-  k::fp8_moe_wgmma_gemm(true, xsort, xst, Pp, P, counts, offsets, g8, 0, E, tiles, num_tiles, h,
-                        stream_);
-  TD_CUDA_LAUNCH_CHECK();
-  k::act_quant_fp8(h, I, DT::F32, P, I, 128, down.ue8m0, hq, I, hst, 1, Pp, stream_);
-  k::fp8_moe_wgmma_gemm(false, hq, hst, Pp, P, counts, offsets, d8, 0, E, tiles, num_tiles, y,
-                        stream_);
-  TD_CUDA_LAUNCH_CHECK();
-  k::moe_combine(y, DT::F32, inv, weights.data<float>(), T, kk, D, out.raw(), stream_);
-  TD_CUDA_LAUNCH_CHECK();
-}
-
-// MXFP4 W4A4 experts on the grouped FP8 wgmma kernels: x and then h quantized to MXFP4 and
-// written as FP8 blocks (exact: mxfp4_fp8.cu), the weights converted to FP8 blocks with per-row
-// scales a group of experts at a time (within mxfp4_convert_bytes_ of scratch), each group's
-// GEMM over its own experts' tiles. Every expert's weights are converted once per chunk (gate_up
-// in the first pass, down in the second).
-void CudaBackend::mxfp4_moe_wgmma_chunk(const Tensor& x, const Weight& gate_up, const Weight& down,
-                                        const Tensor& idx, const Tensor& weights, Tensor& out) {
-  const k::Mx4W g4 = quant::mx4_view(gate_up), d4 = quant::mx4_view(down);
-  const int64_t T = x.size(0), D = x.size(1), E = gate_up.w.size(0), kk = idx.size(1);
-  const int64_t I = d4.K, P = T * kk;
-  const int64_t kbx = D / 128, kbh = I / 128;  // K multiples of 512 (mxfp4_fp8_applies)
-  const int64_t Pp = round_up(P, 4);
-  // Experts per conversion group: gate_up's FP8 copy (the larger) and its scales.
-  const int64_t per_expert = 2 * I * D + 2 * I * kbx * 4;
-  const int64_t G = std::clamp<int64_t>(mxfp4_convert_bytes_ / per_expert, 1, E);
-  const int64_t max_tiles = k::fp8_moe_wgmma_max_tiles(P, G);
-  Pieces sz;
-  sz.take<int32_t>(3 * E + 2 + 2 * P);
-  sz.take<int32_t>(4 * max_tiles + 1);
-  sz.take<uint8_t>(T * D);
-  sz.take<float>(T * kbx);
-  sz.take<uint8_t>(P * D);
-  sz.take<float>(kbx * Pp);
-  sz.take<float>(P * I);
-  sz.take<uint8_t>(P * I);
-  sz.take<float>(kbh * Pp);
-  sz.take<float>(P * D);
-  sz.take<uint8_t>(G * 2 * I * D);
-  sz.take<float>(G * 2 * I * kbx);
-  Pieces pc(static_cast<char*>(scratch(sz.bytes())));
-  auto* ints = pc.take<int32_t>(3 * E + 2 + 2 * P);   // counts, offsets, perm, inv, active, n
-  auto* tiles = pc.take<int32_t>(4 * max_tiles + 1);  // [max_tiles] int4 entries, then the count
-  auto* xq = pc.take<uint8_t>(T * D);                 // [T, D] e4m3
-  auto* xs = pc.take<float>(T * kbx);                 // [T, kbx] powers of two
-  auto* xsort = pc.take<uint8_t>(P * D);              // [P, D] e4m3, expert order
-  auto* xst = pc.take<float>(kbx * Pp);               // [kbx, Pp]
-  auto* h = pc.take<float>(P * I);                    // [P, I] f32
-  auto* hq = pc.take<uint8_t>(P * I);                 // [P, I] e4m3
-  auto* hst = pc.take<float>(kbh * Pp);               // [kbh, Pp]
-  auto* y = pc.take<float>(P * D);                    // [P, D] f32
-  auto* wq = pc.take<uint8_t>(G * 2 * I * D);         // [G, 2I, D] or [G, D, I] e4m3
-  auto* ws = pc.take<float>(G * 2 * I * kbx);         // [G, rows, K / 128]
-  int32_t* counts = ints;
-  int32_t* offsets = counts + E;
-  int32_t* perm = offsets + E + 1;
-  int32_t* inv = perm + P;
-  int32_t* active = inv + P;
-  int32_t* num_tiles = tiles + 4 * max_tiles;
-  k::moe_prepare(idx.data<int32_t>(), P, E, counts, offsets, perm, inv, active, active + E,
-                 stream_);
-  k::act_mxfp4_fp8(x.raw(), x.stride(0), DT::BF16, T, D, xq, D, xs, kbx, 1, stream_);
-  k::moe_gather_fp8(xq, xs, D, kbx, kk, perm, offsets + E, P, xsort, xst, Pp, stream_);
-  TD_CUDA_LAUNCH_CHECK();
-  // pass 0: gate_up into h; pass 1: down into y.
-  for (int pass = 0; pass < 2; ++pass) {
-    const k::Mx4W& src = pass == 0 ? g4 : d4;
-    k::Fp8W w;  // the converted group: per-row scales (bn = 1) of 128-wide K blocks
-    w.w = wq, w.s = ws, w.N = src.N, w.K = src.K, w.bn = 1, w.bk = 128;
-    w.s_rs = src.K / 128, w.w_es = src.N * src.K, w.s_es = src.N * (src.K / 128);
-    if (pass == 1) k::act_mxfp4_fp8(h, I, DT::F32, P, I, hq, I, hst, 1, Pp, stream_);
-    for (int64_t e0 = 0; e0 < E; e0 += G) {
-      const int64_t ne = std::min(G, E - e0);
-      k::mxfp4_to_fp8(src, e0, ne, wq, ws, stream_);
-      k::fp8_moe_wgmma_tiles(counts, e0, ne, tiles, num_tiles, stream_);
-      if (pass == 0)
-        k::fp8_moe_wgmma_gemm(true, xsort, xst, Pp, P, counts, offsets, w, e0, ne, tiles, num_tiles,
-                              h, stream_);
-      else
-        k::fp8_moe_wgmma_gemm(false, hq, hst, Pp, P, counts, offsets, w, e0, ne, tiles, num_tiles,
-                              y, stream_);
-      TD_CUDA_LAUNCH_CHECK();
     }
   }
   k::moe_combine(y, DT::F32, inv, weights.data<float>(), T, kk, D, out.raw(), stream_);

@@ -39,6 +39,7 @@
 #include <algorithm>
 
 #include "backends/cuda/common.cuh"
+#include "backends/cuda/grouped_wgmma.cuh"
 #include "backends/cuda/tma.cuh"
 #include "backends/cuda/wgmma.cuh"
 
@@ -77,11 +78,6 @@ struct Ring {
   int stages;
 };
 
-// The two consumer warpgroups (256 threads) meet: named barrier 1 (0 is __syncthreads).
-__device__ __forceinline__ void consumers_sync() {
-  asm volatile("bar.sync 1, 256;\n" ::: "memory");
-}
-
 // One consumer warpgroup: weight half `half` of the tile against its `rows` tokens (N = rows
 // rounded up to 16). The k-loop waits for each stage, issues one m64nNk16 per k-step, and
 // releases the previous stage once the wgmmas that read it have finished. acc[i] is (weight row
@@ -114,53 +110,17 @@ __device__ __forceinline__ void consume(const Ring& ring, uint64_t* full, uint64
   }
   wgmma_wait<0>();
   wgmma_fence_operands(acc);
-  consumers_sync();  // both warpgroups' wgmmas have read the ring for the last time
+  grouped::consumers_sync();  // both warpgroups' wgmmas have read the ring for the last time
 
   // The tile's outputs as [token][column] rows in the ring, then 16-byte stores along each row
   // (columns past N never leave: N is a multiple of 8, so a vector is all in or all out).
   const int t_lane = 2 * (lane % 4), m_lane = 16 * warp + lane / 4;
-  if constexpr (GATE_UP) {
-    constexpr int kHs = 64 + 8;  // bf16 per staged row: 144 bytes, 16-byte aligned, banks staggered
-    float* up = reinterpret_cast<float*>(ring.base);                // [N / 2][128] up values
-    bf16* hs = reinterpret_cast<bf16*>(ring.base + 128 * 128 * 4);  // [N][kHs] after 64 KB
-    if (half == 1) {
-#pragma unroll
-      for (int i = 0; i < N / 2; ++i) up[i * 128 + tid] = acc[i];
-    }
-    consumers_sync();
-    if (half == 0) {
-#pragma unroll
-      for (int i = 0; i < N / 2; ++i) {
-        const float g = acc[i], u = up[i * 128 + tid];
-        const int t = 8 * (i / 4) + t_lane + i % 2, m = m_lane + 8 * ((i / 2) % 2);
-        hs[t * kHs + m] = from_f<bf16>(g / (1.0f + expf(-g)) * u);
-      }
-    }
-    consumers_sync();
-    auto* h = static_cast<bf16*>(p.out);
-    for (int v = static_cast<int>(threadIdx.x) - 128; v < rows * 8; v += 256) {
-      const int t = v / 8, q = v % 8;
-      if (n0 + 8 * q < p.N)
-        *reinterpret_cast<uint4*>(h + (orow0 + t) * p.N + n0 + 8 * q) =
-            *reinterpret_cast<const uint4*>(hs + t * kHs + 8 * q);
-    }
-  } else {
-    constexpr int kYs = 128 + 4;  // floats per staged row: banks staggered by 4 per token
-    float* ys = reinterpret_cast<float*>(ring.base);  // [N][kYs]
-#pragma unroll
-    for (int i = 0; i < N / 2; ++i) {
-      const int t = 8 * (i / 4) + t_lane + i % 2, m = m_lane + 8 * ((i / 2) % 2);
-      ys[t * kYs + 64 * half + m] = acc[i];
-    }
-    consumers_sync();
-    auto* y = static_cast<float*>(p.out);
-    for (int v = static_cast<int>(threadIdx.x) - 128; v < rows * 32; v += 256) {
-      const int t = v / 32, q = v % 32;
-      if (n0 + 4 * q < p.N)
-        *reinterpret_cast<float4*>(y + (orow0 + t) * p.N + n0 + 4 * q) =
-            *reinterpret_cast<const float4*>(ys + t * kYs + 4 * q);
-    }
-  }
+  if constexpr (GATE_UP)
+    grouped::gate_up_epilogue<N>(acc, half, ring.base, tid, t_lane, m_lane, rows, orow0, n0, p.N,
+                                 static_cast<bf16*>(p.out), p.N);
+  else
+    grouped::down_epilogue<N>(acc, half, ring.base, t_lane, m_lane, rows, orow0, n0, p.N,
+                              static_cast<float*>(p.out), p.N);
 }
 
 template <bool GATE_UP>
@@ -218,20 +178,12 @@ __global__ void __launch_bounds__(kWThreads, 1)
   const int nk = static_cast<int>((p.K + kKStep - 1) / kKStep);
 
   Ring ring;
-  ring.base =
-      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  ring.base = grouped::ring_base(smem_raw);
   ring.stage_bytes = kWBytes + chunks * kChunkBytes;
   ring.stages = min(kMaxStages, kRingBytes / ring.stage_bytes);
   auto* full = reinterpret_cast<uint64_t*>(ring.base + kRingBytes);
   uint64_t* empty = full + kMaxStages;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < ring.stages; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], kConsumerWarps);
-    }
-    mbar_init_fence();
-  }
-  __syncthreads();
+  grouped::init_ring_barriers(full, empty, ring.stages, kConsumerWarps);
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {

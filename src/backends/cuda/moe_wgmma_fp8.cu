@@ -27,6 +27,7 @@
 
 #include "backends/cuda/common.cuh"
 #include "backends/cuda/expert_tiles.h"
+#include "backends/cuda/grouped_wgmma.cuh"
 #include "backends/cuda/quant_kernels.h"
 #include "backends/cuda/tma.cuh"
 #include "backends/cuda/wgmma.cuh"
@@ -71,11 +72,6 @@ struct Ring {
   int stages;
   int strip;  // byte offset of the token-scale strip in a stage
 };
-
-// The two consumer warpgroups (256 threads) meet: named barrier 1 (0 is __syncthreads).
-__device__ __forceinline__ void consumers_sync() {
-  asm volatile("bar.sync 1, 256;\n" ::: "memory");
-}
 
 // One consumer warpgroup: weight half `half` of the tile against its `rows` tokens (N = rows
 // rounded up to 16). acc[i] and part[i] are (weight row 16 warp + lane / 4 + 8 ((i / 2) % 2) of
@@ -129,61 +125,19 @@ __device__ __forceinline__ void consume(const Ring& ring, uint64_t* full, uint64
       phase ^= 1;
     }
   }
-  consumers_sync();  // both warpgroups' wgmmas have read the ring for the last time
+  grouped::consumers_sync();  // both warpgroups' wgmmas have read the ring for the last time
 
   // The tile's outputs as [token][column] rows in the ring, then 16-byte stores along each row
   // (columns past N never leave: N is a multiple of 4, so a vector is all in or all out).
-  if constexpr (GATE_UP) {
-    constexpr int kHs = 64 + 4;  // floats per staged row: 272 bytes, 16-byte aligned
-    float* up = reinterpret_cast<float*>(ring.base);                 // [N / 2][128] up values
-    float* hs = reinterpret_cast<float*>(ring.base + 64 * 128 * 4);  // [N][kHs] after 32 KB
-    if (half == 1) {
-#pragma unroll
-      for (int i = 0; i < N / 2; ++i) up[i * 128 + tid] = acc[i];
-    }
-    consumers_sync();
-    if (half == 0) {
-#pragma unroll
-      for (int i = 0; i < N / 2; ++i) {
-        const float g = acc[i], u = up[i * 128 + tid];
-        const int t = 8 * (i / 4) + t_lane + i % 2, m = m_lane + 8 * ((i / 2) % 2);
-        hs[t * kHs + m] = g / (1.0f + expf(-g)) * u;
-      }
-    }
-    consumers_sync();
-    auto* h = static_cast<float*>(p.out);
-    for (int v = static_cast<int>(threadIdx.x) - 128; v < rows * 16; v += 256) {
-      const int t = v / 16, q = v % 16;
-      if (n0 + 4 * q < p.N)
-        *reinterpret_cast<float4*>(h + (orow0 + t) * p.out_rs + n0 + 4 * q) =
-            *reinterpret_cast<const float4*>(hs + t * kHs + 4 * q);
-    }
-  } else {
-    constexpr int kYs = 128 + 4;  // floats per staged row: banks staggered by 4 per token
-    float* ys = reinterpret_cast<float*>(ring.base);  // [N][kYs]
-#pragma unroll
-    for (int i = 0; i < N / 2; ++i) {
-      const int t = 8 * (i / 4) + t_lane + i % 2, m = m_lane + 8 * ((i / 2) % 2);
-      ys[t * kYs + 64 * half + m] = acc[i];
-    }
-    consumers_sync();
-    for (int v = static_cast<int>(threadIdx.x) - 128; v < rows * 32; v += 256) {
-      const int t = v / 32, q = v % 32;
-      if (n0 + 4 * q >= p.N) continue;
-      const float4 o = *reinterpret_cast<const float4*>(ys + t * kYs + 4 * q);
-      const int64_t at = (orow0 + t) * p.out_rs + n0 + 4 * q;
-      if (p.out_bf16) {
-        const __nv_bfloat162 lo = __floats2bfloat162_rn(o.x, o.y),
-                             hi = __floats2bfloat162_rn(o.z, o.w);
-        uint2 pk;
-        pk.x = *reinterpret_cast<const uint32_t*>(&lo);
-        pk.y = *reinterpret_cast<const uint32_t*>(&hi);
-        *reinterpret_cast<uint2*>(static_cast<bf16*>(p.out) + at) = pk;
-      } else {
-        *reinterpret_cast<float4*>(static_cast<float*>(p.out) + at) = o;
-      }
-    }
-  }
+  if constexpr (GATE_UP)
+    grouped::gate_up_epilogue<N>(acc, half, ring.base, tid, t_lane, m_lane, rows, orow0, n0, p.N,
+                                 static_cast<float*>(p.out), p.out_rs);
+  else if (p.out_bf16)
+    grouped::down_epilogue<N>(acc, half, ring.base, t_lane, m_lane, rows, orow0, n0, p.N,
+                              static_cast<bf16*>(p.out), p.out_rs);
+  else
+    grouped::down_epilogue<N>(acc, half, ring.base, t_lane, m_lane, rows, orow0, n0, p.N,
+                              static_cast<float*>(p.out), p.out_rs);
 }
 
 template <bool GATE_UP>
@@ -236,21 +190,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int nk = static_cast<int>((p.K + kKStep - 1) / kKStep);
 
   Ring ring;
-  ring.base =
-      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  ring.base = grouped::ring_base(smem_raw);
   ring.strip = kWBytes + chunks * kChunkBytes;
   ring.stage_bytes = ring.strip + kStripSlot;
   ring.stages = min(kMaxStages, kRingBytes / ring.stage_bytes);
   auto* full = reinterpret_cast<uint64_t*>(ring.base + kRingBytes);
   uint64_t* empty = full + kMaxStages;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < ring.stages; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], kConsumerWarps);
-    }
-    mbar_init_fence();
-  }
-  __syncthreads();
+  grouped::init_ring_barriers(full, empty, ring.stages, kConsumerWarps);
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {

@@ -164,64 +164,89 @@ __device__ __forceinline__ void wgmma_rs_tn(float (&d)[N / 2], const uint32_t (&
     wgmma_m64n64k16_rs_tn(d, a, db, accumulate);
 }
 
+// Both operands K-major in shared memory: one instruction `m64n<n><kt>` (kt: the k-step and the
+// types, e.g. "k16.f32.bf16.bf16") whose text ends in `tail` (the scale and, for 16-bit types,
+// the transpose immediates), accumulating into the listed registers unless accumulate is 0.
+#define TD_WGMMA_SS_K(kt, tail, n, list, ia, ib, ip, ...)                                          \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #ip                                            \
+               ", 0;\n"                                                                            \
+               "wgmma.mma_async.sync.aligned.m64n" #n kt " {" list "}, %" #ia ", %" #ib ", p" tail \
+               ";\n}\n"                                                                            \
+               : __VA_ARGS__                                                                       \
+               : "l"(da), "l"(db), "r"(accumulate))
+// The instruction of width N = 16, 32, .., 128 (an if-constexpr chain a caller may continue).
+#define TD_WGMMA_SS_UPTO128(kt, tail)                                                \
+  if constexpr (N == 16)                                                             \
+    TD_WGMMA_SS_K(kt, tail, 16, TD_WGMMA_R8, 8, 9, 10, TD_WGMMA_ACC8(d, 0));         \
+  else if constexpr (N == 32)                                                        \
+    TD_WGMMA_SS_K(kt, tail, 32, TD_WGMMA_R16, 16, 17, 18, TD_WGMMA_ACC8(d, 0),       \
+                  TD_WGMMA_ACC8(d, 8));                                              \
+  else if constexpr (N == 48)                                                        \
+    TD_WGMMA_SS_K(kt, tail, 48, TD_WGMMA_R24, 24, 25, 26, TD_WGMMA_ACC8(d, 0),       \
+                  TD_WGMMA_ACC8(d, 8), TD_WGMMA_ACC8(d, 16));                        \
+  else if constexpr (N == 64)                                                        \
+    TD_WGMMA_SS_K(kt, tail, 64, TD_WGMMA_R32, 32, 33, 34, TD_WGMMA_ACC32(d, 0));     \
+  else if constexpr (N == 80)                                                        \
+    TD_WGMMA_SS_K(kt, tail, 80, TD_WGMMA_R40, 40, 41, 42, TD_WGMMA_ACC32(d, 0),      \
+                  TD_WGMMA_ACC8(d, 32));                                             \
+  else if constexpr (N == 96)                                                        \
+    TD_WGMMA_SS_K(kt, tail, 96, TD_WGMMA_R48, 48, 49, 50, TD_WGMMA_ACC32(d, 0),      \
+                  TD_WGMMA_ACC8(d, 32), TD_WGMMA_ACC8(d, 40));                       \
+  else if constexpr (N == 112)                                                       \
+    TD_WGMMA_SS_K(kt, tail, 112, TD_WGMMA_R56, 56, 57, 58, TD_WGMMA_ACC32(d, 0),     \
+                  TD_WGMMA_ACC8(d, 32), TD_WGMMA_ACC8(d, 40), TD_WGMMA_ACC8(d, 48)); \
+  else if constexpr (N == 128)                                                       \
+    TD_WGMMA_SS_K(kt, tail, 128, TD_WGMMA_R64, 64, 65, 66, TD_WGMMA_ACC64(d));
+#define TD_BF16_KT "k16.f32.bf16.bf16"
+#define TD_BF16_TAIL ", 1, 1, 0, 0"
+
 // d[64 x N] (+)= A[64 x 16] . B[N x 16]^T, both K-major in shared memory, N = 16, 32, .., 256:
 // Q K^T over a 64-key tile (N = 64), and a weight tile as A against a token tile of N rows as B
 // (the grouped expert GEMM, where N follows an expert's row count). One output element's
 // arithmetic does not depend on N.
-#define TD_WGMMA_SS_KK(n, list, ia, ib, ip, ...)                                            \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #ip                                     \
-               ", 0;\n"                                                                     \
-               "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32.bf16.bf16 {" list "}, %" #ia \
-               ", %" #ib ", p, 1, 1, 0, 0;\n}\n"                                            \
-               : __VA_ARGS__                                                                \
-               : "l"(da), "l"(db), "r"(accumulate))
 template <int N>
 __device__ __forceinline__ void wgmma_ss_kk(float (&d)[N / 2], uint64_t da, uint64_t db,
                                             int accumulate) {
   static_assert(N % 16 == 0 && N >= 16 && N <= 256, "N = 16, 32, .., 256");
-  if constexpr (N == 16)
-    TD_WGMMA_SS_KK(16, TD_WGMMA_R8, 8, 9, 10, TD_WGMMA_ACC8(d, 0));
-  else if constexpr (N == 32)
-    TD_WGMMA_SS_KK(32, TD_WGMMA_R16, 16, 17, 18, TD_WGMMA_ACC8(d, 0), TD_WGMMA_ACC8(d, 8));
-  else if constexpr (N == 48)
-    TD_WGMMA_SS_KK(48, TD_WGMMA_R24, 24, 25, 26, TD_WGMMA_ACC8(d, 0), TD_WGMMA_ACC8(d, 8),
-                   TD_WGMMA_ACC8(d, 16));
-  else if constexpr (N == 64)
-    TD_WGMMA_SS_KK(64, TD_WGMMA_R32, 32, 33, 34, TD_WGMMA_ACC32(d, 0));
-  else if constexpr (N == 80)
-    TD_WGMMA_SS_KK(80, TD_WGMMA_R40, 40, 41, 42, TD_WGMMA_ACC32(d, 0), TD_WGMMA_ACC8(d, 32));
-  else if constexpr (N == 96)
-    TD_WGMMA_SS_KK(96, TD_WGMMA_R48, 48, 49, 50, TD_WGMMA_ACC32(d, 0), TD_WGMMA_ACC8(d, 32),
-                   TD_WGMMA_ACC8(d, 40));
-  else if constexpr (N == 112)
-    TD_WGMMA_SS_KK(112, TD_WGMMA_R56, 56, 57, 58, TD_WGMMA_ACC32(d, 0), TD_WGMMA_ACC8(d, 32),
-                   TD_WGMMA_ACC8(d, 40), TD_WGMMA_ACC8(d, 48));
-  else if constexpr (N == 128)
-    TD_WGMMA_SS_KK(128, TD_WGMMA_R64, 64, 65, 66, TD_WGMMA_ACC64(d));
-  else if constexpr (N == 144)
-    TD_WGMMA_SS_KK(144, TD_WGMMA_R72, 72, 73, 74, TD_WGMMA_ACC64(d), TD_WGMMA_ACC8(d, 64));
+  TD_WGMMA_SS_UPTO128(TD_BF16_KT, TD_BF16_TAIL)
+  else if constexpr (N == 144) TD_WGMMA_SS_K(TD_BF16_KT, TD_BF16_TAIL, 144, TD_WGMMA_R72, 72, 73,
+                                             74, TD_WGMMA_ACC64(d), TD_WGMMA_ACC8(d, 64));
   else if constexpr (N == 160)
-    TD_WGMMA_SS_KK(160, TD_WGMMA_R80, 80, 81, 82, TD_WGMMA_ACC64(d), TD_WGMMA_ACC8(d, 64),
-                   TD_WGMMA_ACC8(d, 72));
+      TD_WGMMA_SS_K(TD_BF16_KT, TD_BF16_TAIL, 160, TD_WGMMA_R80, 80, 81, 82, TD_WGMMA_ACC64(d),
+                    TD_WGMMA_ACC8(d, 64), TD_WGMMA_ACC8(d, 72));
   else if constexpr (N == 176)
-    TD_WGMMA_SS_KK(176, TD_WGMMA_R88, 88, 89, 90, TD_WGMMA_ACC64(d), TD_WGMMA_ACC8(d, 64),
-                   TD_WGMMA_ACC8(d, 72), TD_WGMMA_ACC8(d, 80));
-  else if constexpr (N == 192)
-    TD_WGMMA_SS_KK(192, TD_WGMMA_R96, 96, 97, 98, TD_WGMMA_ACC64(d), TD_WGMMA_ACC32(d, 64));
+      TD_WGMMA_SS_K(TD_BF16_KT, TD_BF16_TAIL, 176, TD_WGMMA_R88, 88, 89, 90, TD_WGMMA_ACC64(d),
+                    TD_WGMMA_ACC8(d, 64), TD_WGMMA_ACC8(d, 72), TD_WGMMA_ACC8(d, 80));
+  else if constexpr (N == 192) TD_WGMMA_SS_K(TD_BF16_KT, TD_BF16_TAIL, 192, TD_WGMMA_R96, 96, 97,
+                                             98, TD_WGMMA_ACC64(d), TD_WGMMA_ACC32(d, 64));
   else if constexpr (N == 208)
-    TD_WGMMA_SS_KK(208, TD_WGMMA_R104, 104, 105, 106, TD_WGMMA_ACC64(d), TD_WGMMA_ACC32(d, 64),
-                   TD_WGMMA_ACC8(d, 96));
+      TD_WGMMA_SS_K(TD_BF16_KT, TD_BF16_TAIL, 208, TD_WGMMA_R104, 104, 105, 106, TD_WGMMA_ACC64(d),
+                    TD_WGMMA_ACC32(d, 64), TD_WGMMA_ACC8(d, 96));
   else if constexpr (N == 224)
-    TD_WGMMA_SS_KK(224, TD_WGMMA_R112, 112, 113, 114, TD_WGMMA_ACC64(d), TD_WGMMA_ACC32(d, 64),
-                   TD_WGMMA_ACC8(d, 96), TD_WGMMA_ACC8(d, 104));
-  else if constexpr (N == 240)
-    TD_WGMMA_SS_KK(240, TD_WGMMA_R120, 120, 121, 122, TD_WGMMA_ACC64(d), TD_WGMMA_ACC32(d, 64),
-                   TD_WGMMA_ACC8(d, 96), TD_WGMMA_ACC8(d, 104), TD_WGMMA_ACC8(d, 112));
-  else
-    TD_WGMMA_SS_KK(256, TD_WGMMA_R128, 128, 129, 130, TD_WGMMA_ACC64(d), TD_WGMMA_ACC32(d, 64),
-                   TD_WGMMA_ACC32(d, 96));
+      TD_WGMMA_SS_K(TD_BF16_KT, TD_BF16_TAIL, 224, TD_WGMMA_R112, 112, 113, 114, TD_WGMMA_ACC64(d),
+                    TD_WGMMA_ACC32(d, 64), TD_WGMMA_ACC8(d, 96), TD_WGMMA_ACC8(d, 104));
+  else if constexpr (N == 240) TD_WGMMA_SS_K(
+      TD_BF16_KT, TD_BF16_TAIL, 240, TD_WGMMA_R120, 120, 121, 122, TD_WGMMA_ACC64(d),
+      TD_WGMMA_ACC32(d, 64), TD_WGMMA_ACC8(d, 96), TD_WGMMA_ACC8(d, 104), TD_WGMMA_ACC8(d, 112));
+  else TD_WGMMA_SS_K(TD_BF16_KT, TD_BF16_TAIL, 256, TD_WGMMA_R128, 128, 129, 130, TD_WGMMA_ACC64(d),
+                     TD_WGMMA_ACC32(d, 64), TD_WGMMA_ACC32(d, 96));
 }
-#undef TD_WGMMA_SS_KK
+
+// d[64 x N] (+)= A[64 x 32] . B[N x 32]^T on e4m3 operands, both K-major in shared memory (the
+// only layout 8-bit wgmma takes; a 32-element k-step is 32 bytes, as bf16's 16), N = 16, 32, ..,
+// 128: a weight tile against a tile of FP8 token rows (moe_wgmma_fp8.cu). The products of one
+// k-step are summed in the tensor core's own accumulator, so callers promote into a second
+// accumulator every few k-steps, as the FP8 block scales require anyway.
+template <int N>
+__device__ __forceinline__ void wgmma_ss_e4m3(float (&d)[N / 2], uint64_t da, uint64_t db,
+                                              int accumulate) {
+  static_assert(N % 16 == 0 && N >= 16 && N <= 128, "N = 16, 32, .., 128");
+  TD_WGMMA_SS_UPTO128("k32.f32.e4m3.e4m3", ", 1, 1")
+}
+#undef TD_WGMMA_SS_K
+#undef TD_WGMMA_SS_UPTO128
+#undef TD_BF16_KT
+#undef TD_BF16_TAIL
 
 // d[64 x N] (+)= A[64 x 16] (shared memory, K-major) . B[16 x N] (shared memory, N-major:
 // transposed on the fly), N = 64, 128, 256: P V with P from a shared tile.
@@ -268,44 +293,6 @@ __device__ __forceinline__ void wgmma_ss_tn(float (&d)[N / 2], uint64_t da, uint
   else
     wgmma_m64n64k16_ss_tn(d, da, db, accumulate);
 }
-
-// d[64 x N] (+)= A[64 x 32] . B[N x 32]^T on e4m3 operands, both K-major in shared memory (the
-// only layout 8-bit wgmma takes; a 32-element k-step is 32 bytes, as bf16's 16), N = 16, 32, ..,
-// 128: a weight tile against a tile of FP8 token rows (moe_wgmma_fp8.cu). The products of one
-// k-step are summed in the tensor core's own fp32 order, so callers promote into a second
-// accumulator every few k-steps, as the FP8 block scales require anyway.
-#define TD_WGMMA_SS_E4M3(n, list, ia, ib, ip, ...)                                          \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #ip                                     \
-               ", 0;\n"                                                                     \
-               "wgmma.mma_async.sync.aligned.m64n" #n "k32.f32.e4m3.e4m3 {" list "}, %" #ia \
-               ", %" #ib ", p, 1, 1;\n}\n"                                                  \
-               : __VA_ARGS__                                                                \
-               : "l"(da), "l"(db), "r"(accumulate))
-template <int N>
-__device__ __forceinline__ void wgmma_ss_e4m3(float (&d)[N / 2], uint64_t da, uint64_t db,
-                                              int accumulate) {
-  static_assert(N % 16 == 0 && N >= 16 && N <= 128, "N = 16, 32, .., 128");
-  if constexpr (N == 16)
-    TD_WGMMA_SS_E4M3(16, TD_WGMMA_R8, 8, 9, 10, TD_WGMMA_ACC8(d, 0));
-  else if constexpr (N == 32)
-    TD_WGMMA_SS_E4M3(32, TD_WGMMA_R16, 16, 17, 18, TD_WGMMA_ACC8(d, 0), TD_WGMMA_ACC8(d, 8));
-  else if constexpr (N == 48)
-    TD_WGMMA_SS_E4M3(48, TD_WGMMA_R24, 24, 25, 26, TD_WGMMA_ACC8(d, 0), TD_WGMMA_ACC8(d, 8),
-                     TD_WGMMA_ACC8(d, 16));
-  else if constexpr (N == 64)
-    TD_WGMMA_SS_E4M3(64, TD_WGMMA_R32, 32, 33, 34, TD_WGMMA_ACC32(d, 0));
-  else if constexpr (N == 80)
-    TD_WGMMA_SS_E4M3(80, TD_WGMMA_R40, 40, 41, 42, TD_WGMMA_ACC32(d, 0), TD_WGMMA_ACC8(d, 32));
-  else if constexpr (N == 96)
-    TD_WGMMA_SS_E4M3(96, TD_WGMMA_R48, 48, 49, 50, TD_WGMMA_ACC32(d, 0), TD_WGMMA_ACC8(d, 32),
-                     TD_WGMMA_ACC8(d, 40));
-  else if constexpr (N == 112)
-    TD_WGMMA_SS_E4M3(112, TD_WGMMA_R56, 56, 57, 58, TD_WGMMA_ACC32(d, 0), TD_WGMMA_ACC8(d, 32),
-                     TD_WGMMA_ACC8(d, 40), TD_WGMMA_ACC8(d, 48));
-  else
-    TD_WGMMA_SS_E4M3(128, TD_WGMMA_R64, 64, 65, 66, TD_WGMMA_ACC64(d));
-}
-#undef TD_WGMMA_SS_E4M3
 
 #undef TD_WGMMA_ACC8
 #undef TD_WGMMA_ACC32
