@@ -43,6 +43,25 @@ TEST(Quant, Fp8CodecIsExactOnItsGrid) {
   EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.00390625f)), 1.0f);  // ties to even
 }
 
+// The fact the MXFP4-as-FP8 conversion of the GPU's grouped kernels rests on (mxfp4_fp8.cu,
+// docs/quantization.md): every e2m1 magnitude times 2^-d is an e4m3 number for d = 0..8, and
+// from d = 9 on some are not (so groups more than 8 binades below their block's largest round).
+TEST(Quant, E2m1ScaledDownEightBinadesIsE4m3) {
+  const float e2m1[] = {0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  for (int d = 0; d <= 8; ++d)
+    for (float m : e2m1) {
+      const float v = std::ldexp(m, -d);
+      EXPECT_EQ(fp8_e4m3_to_f32(f32_to_fp8_e4m3(v)), v) << m << " * 2^-" << d;
+      EXPECT_EQ(fp8_e4m3_to_f32(f32_to_fp8_e4m3(-v)), -v) << "-" << m << " * 2^-" << d;
+    }
+  int inexact = 0;
+  for (float m : e2m1) {
+    const float v = std::ldexp(m, -9);
+    inexact += fp8_e4m3_to_f32(f32_to_fp8_e4m3(v)) != v;
+  }
+  EXPECT_GT(inexact, 0) << "at d = 9 the grid should lose some e2m1 values";
+}
+
 TEST(Quant, BlockRoundTrips) {
   Rng rng(3);
   for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{64, 64}, {200, 300}, {128, 256}}) {
