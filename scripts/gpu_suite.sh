@@ -152,6 +152,28 @@ if [ "${SPEC:-1}" = "1" ]; then
     --max-total-tokens 65536 --workspace-mb 16384
   identical glm52-fp8-deterministic 1 spec_glm52_fp8_det
   identical glm52-fp8-deterministic 8 spec_glm52_fp8_det
+  # The grouped FP8 wgmma kernels (off by default until measured): with every FP8 expert step and
+  # FP8 linear on them (batch-invariant), deterministic MTP must still reproduce plain decoding,
+  # with FP8 weights and with MXFP4 W4A4 experts (converted to FP8 blocks); then TTFT of a
+  # 10,000-token prompt with them in place of the cuBLASLt-per-expert host path (-1) and without.
+  if [ "${GROUPED_FP8:-1}" = "1" ]; then
+    for Q in fp8 mxfp4; do
+      step spec_glm52_${Q}_grouped_det "${SPEC_TIMEOUT:-150}" env TANDEM_MOE_FP8_WGMMA=1 \
+        TANDEM_FP8_LINEAR_WGMMA=1 "$CARRY/tandem" bench-offline --device cuda --load-format dummy \
+        --preset glm5.2 --quantization $Q --kv-cache-dtype fp8_e4m3 --num-layers 4 --num-prompts 8 \
+        --prompt-tokens 2100 --max-new-tokens 24 --concurrency 1,8 --enable-deterministic-inference \
+        --max-total-tokens 65536 --workspace-mb 16384
+      identical glm52-$Q-grouped-deterministic 1 spec_glm52_${Q}_grouped_det
+      identical glm52-$Q-grouped-deterministic 8 spec_glm52_${Q}_grouped_det
+      for M in 0 -1; do
+        step ttft_glm52_${Q}_grouped${M} "${SPEC_TIMEOUT:-150}" env TANDEM_MOE_FP8_WGMMA=$M \
+          "$CARRY/tandem" bench-offline --device cuda --load-format dummy --preset glm5.2 \
+          --quantization $Q --num-layers 4 --num-prompts 3 --prompt-tokens 10000 --max-new-tokens 4 \
+          --concurrency 1 --speculative-num-steps 0 --max-total-tokens 65536 --workspace-mb 24576 \
+          --chunked-prefill-size 8192 --max-prefill-tokens 16384
+      done
+    done
+  fi
   for Q in fp8 mxfp4; do
     for NL in 4 7; do
       step spec_glm52_${Q}_$NL "${SPEC_TIMEOUT:-150}" "$CARRY/tandem" bench-offline --device cuda \
@@ -275,7 +297,7 @@ fi
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ -x "$SAN" ] && [ "${SANITIZE:-1}" = "1" ]; then
   step memcheck "${MEMCHECK_TIMEOUT:-180}" env TANDEM_OPS_SMALL=1 "$SAN" --tool memcheck --error-exitcode 9 "$CARRY/ops_tests" --gtest_color=no
-  step racecheck "${RACECHECK_TIMEOUT:-90}" env TANDEM_OPS_SMALL=1 "$SAN" --tool racecheck --error-exitcode 9 "$CARRY/ops_tests" --gtest_color=no --gtest_filter='CudaOps.Mla*:CudaOps.Indexer*:CudaOps.Moe*:CudaQuant.Fp8*'
+  step racecheck "${RACECHECK_TIMEOUT:-90}" env TANDEM_OPS_SMALL=1 "$SAN" --tool racecheck --error-exitcode 9 "$CARRY/ops_tests" --gtest_color=no --gtest_filter='CudaOps.Mla*:CudaOps.Indexer*:CudaOps.Moe*:CudaQuant.Fp8*:CudaQuantBackend.Fp8MoeWgmma*:CudaQuantBackend.Mxfp4W4A4*'
 fi
 
 ADAPT_STEPS=$(cd "$OUTDIR" && ls adapt_*.log 2>/dev/null | sed 's/\.log$//' | tr '\n' ' ')
@@ -283,7 +305,7 @@ ADAPT_STEPS=$(cd "$OUTDIR" && ls adapt_*.log 2>/dev/null | sed 's/\.log$//' | tr
   echo
   echo "==================== GPU SUITE SUMMARY ===================="
   head -1 "$OUTDIR/gpu.txt" >/dev/null; sed -n 2p "$OUTDIR/gpu.txt"
-  for n in ops_tests gpu_model_tests gpu_dist_tests kernel_bench quant_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det $ADAPT_STEPS http_bench grammar_bench memcheck racecheck; do
+  for n in ops_tests gpu_model_tests gpu_dist_tests kernel_bench quant_bench hf_baseline spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_grouped_det spec_glm52_mxfp4_grouped_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det $ADAPT_STEPS http_bench grammar_bench memcheck racecheck; do
     [ -f "$OUTDIR/$n.log" ] || continue
     printf "%-16s rc=%-4s %4ss  " "$n" "${RC[$n]}" "${SECS[$n]}"
     grep -E "^\[  (PASSED|FAILED)  \]|ERROR SUMMARY|RACECHECK SUMMARY" "$OUTDIR/$n.log" | head -3 | tr '\n' ' '
@@ -303,7 +325,7 @@ ADAPT_STEPS=$(cd "$OUTDIR" && ls adapt_*.log 2>/dev/null | sed 's/\.log$//' | tr
   sed -n '/^DECODE ATTENTION, bf16 vs FP8/,/^$/p' "$OUTDIR/kernel_bench.log"
   [ -f "$OUTDIR/quant_bench.log" ] && { echo; grep -v "^\[" "$OUTDIR/quant_bench.log"; }
   [ -f "$OUTDIR/hf_baseline.log" ] && { echo; echo "-- hf_baseline (transformers, same GPU, same run)"; cat "$OUTDIR/hf_baseline.log"; }
-  for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det mixed_chunk mixed_chunk_on $(cd "$OUTDIR" && ls ttft_*.log 2>/dev/null | sed 's/\.log$//' | tr '\n' ' ') grammar_bench; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
+  for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_grouped_det spec_glm52_mxfp4_grouped_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det mixed_chunk mixed_chunk_on $(cd "$OUTDIR" && ls ttft_*.log 2>/dev/null | sed 's/\.log$//' | tr '\n' ' ') grammar_bench; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
   for n in $ADAPT_STEPS; do echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -40; done
   [ -f "$OUTDIR/http_bench.log" ] && { echo; echo "-- http_bench"; sed -n '/^HTTP vs in-process/,$p' "$OUTDIR/http_bench.log"; }
   grep -h -E "error|Error|what\(\)" "$OUTDIR"/*.log | head -10
