@@ -49,13 +49,10 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
   const k::Mx4W g4 = fp8 ? k::Mx4W{} : quant::mx4_view(gate_up),
                 d4 = fp8 ? k::Mx4W{} : quant::mx4_view(down);
   const bool qx = !fp8 && act_gu == ActQuant::kMxfp4, qh = !fp8 && act_dn == ActQuant::kMxfp4;
-  if (fp8 && heuristics::moe_fp8_wgmma(moe_fp8_wgmma_mode_, host_path) &&
-      k::fp8_moe_wgmma_applies(g8, d8, E)) {
-    grouped_fp8_moe_chunk(x, gate_up, down, idx, weights, out);
-    return;
-  }
-  if (qx && qh && heuristics::moe_fp8_wgmma(moe_fp8_wgmma_mode_, host_path) &&
-      k::mxfp4_fp8_applies(g4) && k::mxfp4_fp8_applies(d4)) {
+  // The grouped FP8 wgmma kernels take FP8 block experts, and MXFP4 W4A4 experts as FP8 blocks.
+  const bool grouped_fits = fp8 ? k::fp8_moe_wgmma_applies(g8, d8, E)
+                                : qx && qh && k::mxfp4_fp8_applies(g4) && k::mxfp4_fp8_applies(d4);
+  if (grouped_fits && heuristics::moe_fp8_wgmma(moe_fp8_wgmma_mode_, host_path)) {
     grouped_fp8_moe_chunk(x, gate_up, down, idx, weights, out);
     return;
   }
