@@ -38,6 +38,25 @@ __device__ __forceinline__ void init_ring_barriers(uint64_t* full, uint64_t* emp
   __syncthreads();
 }
 
+// The producer thread's loop over nk stages of a ring of `stages` slots, stage_bytes apart from
+// base: wait until the slot is free again (from the second pass on), announce the stage's
+// `bytes` of copies on full[s], then issue them: load(slot, &full[s], kb).
+template <typename LoadStage>
+__device__ __forceinline__ void produce(uint8_t* base, int stage_bytes, int stages, uint64_t* full,
+                                        uint64_t* empty, int nk, uint32_t bytes, LoadStage&& load) {
+  int s = 0;
+  uint32_t phase = 0;
+  for (int kb = 0; kb < nk; ++kb) {
+    if (kb >= stages) mbar_wait(&empty[s], phase ^ 1);
+    mbar_arrive_expect_tx(&full[s], bytes);
+    load(base + s * stage_bytes, &full[s], kb);
+    if (++s == stages) {
+      s = 0;
+      phase ^= 1;
+    }
+  }
+}
+
 // gate_up: the tile's 128 weight rows are 64 gate rows (half 0) and their 64 up rows (half 1).
 // Half 1 passes its accumulators through shared memory at `base`; half 0 writes
 // h = silu(gate) * up (fp32 math) as TH into staged rows after 64 KB; then all 256 consumer

@@ -187,25 +187,16 @@ __global__ void __launch_bounds__(kWThreads, 1)
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
-    if (threadIdx.x == 0) {
-      const uint32_t bytes = static_cast<uint32_t>(ring.stage_bytes);
-      int s = 0;
-      uint32_t phase = 0;
-      for (int kb = 0; kb < nk; ++kb) {
-        if (kb >= ring.stages) mbar_wait(&empty[s], phase ^ 1);
-        uint8_t* st = ring.base + s * ring.stage_bytes;
-        mbar_arrive_expect_tx(&full[s], bytes);
-        tma_load_2d(st, &w_map, &full[s], kb * kKStep, w_row0);
-        tma_load_2d(st + kChunkBytes, &w_map, &full[s], kb * kKStep, w_row1);
-        for (int c = 0; c < chunks; ++c)
-          tma_load_2d(st + kWBytes + c * kChunkBytes, &x_map, &full[s], kb * kKStep,
-                      static_cast<int>(orow0) + 64 * c);
-        if (++s == ring.stages) {
-          s = 0;
-          phase ^= 1;
-        }
-      }
-    }
+    if (threadIdx.x == 0)
+      grouped::produce(ring.base, ring.stage_bytes, ring.stages, full, empty, nk,
+                       static_cast<uint32_t>(ring.stage_bytes),
+                       [&](uint8_t* st, uint64_t* bar, int kb) {
+                         tma_load_2d(st, &w_map, bar, kb * kKStep, w_row0);
+                         tma_load_2d(st + kChunkBytes, &w_map, bar, kb * kKStep, w_row1);
+                         for (int c = 0; c < chunks; ++c)
+                           tma_load_2d(st + kWBytes + c * kChunkBytes, &x_map, bar, kb * kKStep,
+                                       static_cast<int>(orow0) + 64 * c);
+                       });
     return;
   }
   consume_n<GATE_UP>(width, ring, full, empty, nk, wg - 1, rows, orow0, n0, p);
