@@ -7,8 +7,8 @@
 // What differs from the bf16 kernel, and why:
 // - A stage is one 128-wide K block (one 128-byte swizzle atom of e4m3, as 64 bf16 were): the
 //   weight halves (2 x 64 rows), the tile's token chunks (64 rows each) and a strip of the tile's
-//   128 token scales of that K block, which the producer copies by TMA from the transposed
-//   scales [K blocks, tokens].
+//   128 token scales of that K block (from a 16-byte boundary: 132 of them), which the producer
+//   copies by TMA from the transposed scales [K blocks, tokens].
 // - The scales change with every K block, so each consumer warpgroup multiplies a K block into a
 //   fresh accumulator (four m64nNk32, the products summed in the tensor core's fp32) and adds it
 //   into the running one scaled by weight scale x token scale: acc += part * (sw * sx). That
@@ -36,15 +36,20 @@ namespace tandem::cuda::k {
 
 namespace {
 
-constexpr int kThreads = 384;               // warpgroup 0 loads, 1 and 2 multiply
-constexpr int kTileRows = 128;              // expert rows (tokens) per tile: N <= 128
-constexpr int kTileCols = 128;              // weight rows per tile: two 64-row halves
-constexpr int kKStep = 128;                 // k per stage: one FP8 scale block, 128 bytes
-constexpr int kChunkBytes = 64 * kKStep;    // 8 KB: 64 rows x 128 bytes
-constexpr int kWBytes = 2 * kChunkBytes;    // the weight halves of a stage
-constexpr int kStripBytes = kTileRows * 4;  // the tile's token scales of the stage's K block
-constexpr int kStripSlot = 1024;            // keeps the next stage 1024-byte aligned
-constexpr int kRingBytes = 192 * 1024;      // stages of 25 or 33 KB: 7 or 5 of them
+constexpr int kThreads = 384;             // warpgroup 0 loads, 1 and 2 multiply
+constexpr int kTileRows = 128;            // expert rows (tokens) per tile: N <= 128
+constexpr int kTileCols = 128;            // weight rows per tile: two 64-row halves
+constexpr int kKStep = 128;               // k per stage: one FP8 scale block, 128 bytes
+constexpr int kChunkBytes = 64 * kKStep;  // 8 KB: 64 rows x 128 bytes
+constexpr int kWBytes = 2 * kChunkBytes;  // the weight halves of a stage
+// The tile's token scales of the stage's K block. A TMA box must start on a 16-byte boundary of
+// the row (a start between them is an illegal instruction), so the strip starts at the tile's
+// first row rounded down to a multiple of 4 and holds 4 more scales than the tile's rows.
+constexpr int kStripLead = 4;
+constexpr int kStripCols = kTileRows + kStripLead;
+constexpr int kStripBytes = kStripCols * 4;
+constexpr int kStripSlot = 1024;        // keeps the next stage 1024-byte aligned
+constexpr int kRingBytes = 192 * 1024;  // stages of 25 or 33 KB: 7 or 5 of them
 constexpr int kMaxStages = 8;
 constexpr int kConsumerWarps = 8;
 constexpr size_t kSmem = kRingBytes + 1024 + 2 * kMaxStages * sizeof(uint64_t);
@@ -80,6 +85,7 @@ template <int N, bool GATE_UP>
 __device__ __forceinline__ void consume(const Ring& ring, uint64_t* full, uint64_t* empty, int nk,
                                         int half, int e, int rows, int64_t orow0, int64_t n0,
                                         const Fp8ExpertGemm& p) {
+  const int lead = static_cast<int>(orow0 % kStripLead);  // the strip's scales before the tile's
   const int tid = threadIdx.x & 127, warp = tid / 32, lane = tid & 31;
   const int t_lane = 2 * (lane % 4), m_lane = 16 * warp + lane / 4;
   // This thread's two weight rows within the expert (clamped: rows past the expert's own are
@@ -108,14 +114,15 @@ __device__ __forceinline__ void consume(const Ring& ring, uint64_t* full, uint64
     wgmma_fence_operands(part);
     // Promote with the token scales of this K block, tokens 8 j + t_lane and + 1, read from the
     // stage's strip (not held in registers across the wait: 32 more at N = 128 spill).
-    const float* strip = reinterpret_cast<const float*>(st + ring.strip);
+    // The pair is 8-byte aligned only when lead is even: two 4-byte reads.
+    const float* strip = reinterpret_cast<const float*>(st + ring.strip) + lead;
 #pragma unroll
     for (int j = 0; j < N / 8; ++j) {
-      const float2 sx = *reinterpret_cast<const float2*>(strip + 8 * j + t_lane);
+      const float sx0 = strip[8 * j + t_lane], sx1 = strip[8 * j + t_lane + 1];
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const int i = 4 * j + q;
-        acc[i] = fmaf(part[i], (q / 2 ? wb : wa) * (q % 2 ? sx.y : sx.x), acc[i]);
+        acc[i] = fmaf(part[i], (q / 2 ? wb : wa) * (q % 2 ? sx1 : sx0), acc[i]);
       }
     }
     __syncwarp();  // every lane has read the strip before the stage is given back
@@ -210,7 +217,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                          for (int c = 0; c < chunks; ++c)
                            tma_load_2d(st + kWBytes + c * kChunkBytes, &x_map, bar, kb * kKStep,
                                        static_cast<int>(orow0) + 64 * c);
-                         tma_load_2d(st + ring.strip, &s_map, bar, static_cast<int>(orow0), kb);
+                         tma_load_2d(st + ring.strip, &s_map, bar,
+                                     static_cast<int>(orow0 - orow0 % kStripLead), kb);
                        });
     return;
   }
@@ -304,7 +312,7 @@ void run_gemm(bool gate_up, const void* xq, const float* xs_t, int64_t ld_t, int
   // Token maps: the rows [rows_total, K] and their scales [K blocks, ld_t]; the weight map:
   // every expert's rows stacked [E * rows, K].
   const CUtensorMap x = tma_map_u8_2d(xq, rows_total, K, K, 64);
-  const CUtensorMap sc = tma_map_f32_strip(xs_t, (K + 127) / 128, rows_total, ld_t, kTileRows);
+  const CUtensorMap sc = tma_map_f32_strip(xs_t, (K + 127) / 128, rows_total, ld_t, kStripCols);
   const CUtensorMap wm = tma_map_u8_2d(w.w, E * w.N, K, K, 64);
   Fp8ExpertGemm p{};
   p.counts = counts, p.offsets = offsets, p.tiles = reinterpret_cast<const int4*>(tiles);

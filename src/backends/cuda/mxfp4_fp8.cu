@@ -21,20 +21,22 @@ namespace {
 
 constexpr int kNoGroup = -100000;  // the exponent of a block without a non-zero value
 
-// The e2m1 value of a nibble (bit 3 the sign).
-__device__ __forceinline__ float e2m1_of(uint32_t nib) {
-  const uint32_t m = nib & 7u, e = m >> 1;
-  const float mag = e == 0
-                        ? 0.5f * static_cast<float>(m & 1u)
-                        : ldexpf(1.0f + 0.5f * static_cast<float>(m & 1u), static_cast<int>(e) - 1);
-  return (nib & 8u) ? -mag : mag;
-}
-
 // Four floats to four e4m3 bytes (round to nearest even, saturating), packed low first.
 __device__ __forceinline__ uint32_t e4m3x4(float a, float b, float c, float d) {
   const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
   const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
   return lo | (hi << 16);
+}
+
+// The e4m3 codes of four e2m1 values (the nibbles in bits 0..15 of `nibs`, bit 3 of each the
+// sign) times 2^d, from the table of the eight magnitudes' codes (t0: 0, 0.5, 1, 1.5; t1: 2, 3,
+// 4, 6 times 2^d): the magnitudes select bytes of the table, the signs are or-ed in (e4m3
+// rounding is symmetric, so -v is v's code with the sign bit).
+__device__ __forceinline__ uint32_t e4m3_of_nibbles(uint32_t nibs, uint32_t t0, uint32_t t1) {
+  uint32_t spread = nibs & 0xffffu;  // nibble i to the low half of byte i
+  spread = (spread | (spread << 8)) & 0x00ff00ffu;
+  spread = (spread | (spread << 4)) & 0x0f0f0f0fu;
+  return __byte_perm(t0, t1, nibs & 0x7777u) | ((spread & 0x08080808u) << 4);
 }
 
 // The largest of the exponents held by `lanes` consecutive lanes (a power of two, aligned).
@@ -58,18 +60,17 @@ __global__ void mxfp4_to_fp8_kernel(const uint8_t* w, const uint8_t* s, int64_t 
   const int64_t e = e0 + row / N, n = row % N;
   const uint2 v = *reinterpret_cast<const uint2*>(w + e * w_es + n * (K / 2) + k0 / 2);
   const int g = static_cast<int>(s[e * s_es + n * s_rs + k0 / 32]) - 127;
-  bool nz = ((v.x | v.y) & 0x77777777u) != 0u;
-  nz = nz || __shfl_xor_sync(0xffffffffu, nz, 1);  // the other half of the group
-  int eb = max_over<8>(nz ? g : kNoGroup);
+  const bool mine = ((v.x | v.y) & 0x77777777u) != 0u;
+  // Every lane shuffles (a shuffle skipped by some lanes of the mask is undefined).
+  const bool other = __shfl_xor_sync(0xffffffffu, mine, 1);  // the other half of the group
+  int eb = max_over<8>(mine || other ? g : kNoGroup);
   if (eb == kNoGroup) eb = 0;
   const int d = g - eb;
+  const uint32_t t0 = e4m3x4(0.0f, ldexpf(0.5f, d), ldexpf(1.0f, d), ldexpf(1.5f, d));
+  const uint32_t t1 = e4m3x4(ldexpf(2.0f, d), ldexpf(3.0f, d), ldexpf(4.0f, d), ldexpf(6.0f, d));
   uint32_t o[4];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t word = i < 2 ? v.x : v.y, sh = 16u * (i % 2);
-    o[i] = e4m3x4(ldexpf(e2m1_of(word >> sh), d), ldexpf(e2m1_of(word >> (sh + 4)), d),
-                  ldexpf(e2m1_of(word >> (sh + 8)), d), ldexpf(e2m1_of(word >> (sh + 12)), d));
-  }
+  for (int i = 0; i < 4; ++i) o[i] = e4m3_of_nibbles((i < 2 ? v.x : v.y) >> (16 * (i % 2)), t0, t1);
   *reinterpret_cast<uint4*>(q + row * K + k0) = make_uint4(o[0], o[1], o[2], o[3]);
   if ((lane & 7) == 0) qs[row * (K / 128) + k0 / 128] = ldexpf(1.0f, eb);
 }

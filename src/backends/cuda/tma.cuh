@@ -109,7 +109,8 @@ inline CUtensorMap tma_map_u8_2d(const void* base, int64_t rows, int64_t cols, i
 }
 
 // f32 [rows, cols] read one row segment at a time (box_cols x 1, unswizzled): a strip of
-// per-token scales.
+// per-token scales. The segment's first column must be a multiple of 4 (a box starts on a 16-byte
+// boundary; another start is an illegal instruction on the GPU).
 inline CUtensorMap tma_map_f32_strip(const void* base, int64_t rows, int64_t cols, int64_t ld,
                                      int box_cols) {
   return tma_map_2d(base, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, rows, cols, ld, box_cols, 1,
