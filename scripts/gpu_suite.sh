@@ -152,10 +152,10 @@ if [ "${SPEC:-1}" = "1" ]; then
     --max-total-tokens 65536 --workspace-mb 16384
   identical glm52-fp8-deterministic 1 spec_glm52_fp8_det
   identical glm52-fp8-deterministic 8 spec_glm52_fp8_det
-  # The grouped FP8 wgmma kernels (off by default until measured): with every FP8 expert step and
-  # FP8 linear on them (batch-invariant), deterministic MTP must still reproduce plain decoding,
-  # with FP8 weights and with MXFP4 W4A4 experts (converted to FP8 blocks); then TTFT of a
-  # 10,000-token prompt with them in place of the cuBLASLt-per-expert host path (-1) and without.
+  # The grouped FP8 wgmma kernels (by default in place of the cuBLASLt-per-expert host path): with
+  # every FP8 expert step and FP8 linear on them (batch-invariant), deterministic MTP must still
+  # reproduce plain decoding, with FP8 weights and with MXFP4 W4A4 experts (converted to FP8
+  # blocks); then TTFT of a 10,000-token prompt with them (-1, the default) and without (0).
   if [ "${GROUPED_FP8:-1}" = "1" ]; then
     for Q in fp8 mxfp4; do
       step spec_glm52_${Q}_grouped_det "${SPEC_TIMEOUT:-150}" env TANDEM_MOE_FP8_WGMMA=1 \

@@ -84,6 +84,8 @@ struct WorstErrors {
 // GPU) and the host reference (h rounded to bf16 like the GPU).
 TEST_F(CudaQuantBackend, MoeExpertsMatchCpu) {
   const int64_t E = 10, kk = 4;
+  // The grouped FP8 wgmma kernels off: the host path runs where it would (their own tests below).
+  be_->set_moe_fp8_wgmma(0);
   WorstErrors worst[3];
   for (int fmt = 0; fmt < 3; ++fmt)
     for (int odd = 0; odd < 2; ++odd) {
@@ -178,8 +180,15 @@ void check_experts(cuda::CudaBackend* be, Backend& cpu, Rng& rng, const ExpertCa
   const std::string at = what + " T " + std::to_string(T) + " routing " + std::to_string(mode);
   const double e_cpu = rel_err(got, oc), e_ref = rel_err(got, ref);
   worst.cpu = std::max(worst.cpu, e_cpu), worst.ref = std::max(worst.ref, e_ref);
-  EXPECT_LE(e_cpu, 2e-2) << at << " (against the CPU backend)";
-  EXPECT_LE(e_ref, 1e-2) << at << " (against the host reference)";
+  // Looser than the other paths' 2e-2 and 1e-2: the FP8 tensor cores sum a K block more
+  // coarsely than fp32 (about 1e-4 of the output's norm), which moves some values of h across a
+  // rounding boundary of its quantization, and each such value then differs by a whole step (1/16
+  // to 1/8 of it in e4m3, a third or more in e2m1). With a few tokens those steps do not average
+  // out: measured worst 1.04e-2 (FP8, one token) and 1.65e-2 (MXFP4 W4A4, 40 tokens), against
+  // 6.0e-3 and 1.7e-3 on the other paths. Each GEMM alone is held to 1e-3 of the contract
+  // in cuda_moe_wgmma_fp8_test.cpp, where both sides multiply the same quantized h.
+  EXPECT_LE(e_cpu, 3e-2) << at << " (against the CPU backend)";
+  EXPECT_LE(e_ref, 3e-2) << at << " (against the host reference)";
   if (T > 1) {
     Tensor one = Tensor::empty({1, c.D}, DType::BF16, Device::cuda());
     be->moe_experts(xt.narrow(0, T - 1, 1), c.gg, c.dg, it.narrow(0, T - 1, 1),
@@ -226,7 +235,6 @@ TEST_F(CudaQuantBackend, Fp8MoeWgmmaMatchesCpu) {
         check_experts(be_, cpu(), rng_, c, T, 4, mode, what, worst);
   }
   worst.print("grouped FP8 experts");
-  be_->set_moe_fp8_wgmma(0);
 }
 
 // The MXFP4-as-FP8 conversions (mxfp4_fp8.cu, act_mxfp4_fp8) bit for bit against the rule written
@@ -355,7 +363,6 @@ TEST_F(CudaQuantBackend, Mxfp4W4A4MoeWgmmaMatchesCpu) {
   }
   worst.print("grouped MXFP4 W4A4 experts");
   be_->set_mxfp4_convert_bytes(int64_t{1} << 30);
-  be_->set_moe_fp8_wgmma(0);
 }
 
 }  // namespace

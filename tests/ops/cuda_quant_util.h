@@ -424,10 +424,14 @@ class CudaQuantBackend : public CudaQuant {
     ASSERT_TRUE(init_backends());
     be_ = cuda::cuda_backend();
     ASSERT_NE(be_, nullptr);
+    moe_fp8_wgmma_before_ = be_->moe_fp8_wgmma();
   }
   void TearDown() override {
-    if (be_) be_->set_deterministic(false);
+    if (!be_) return;
+    be_->set_deterministic(false);
+    be_->set_moe_fp8_wgmma(moe_fp8_wgmma_before_);  // a test's choice ends with it
   }
+  int moe_fp8_wgmma_before_ = -1;
   cuda::CudaBackend* be_ = nullptr;
   Backend& cpu() { return backend_for(Device::cpu()); }
 };

@@ -103,14 +103,14 @@ TEST(CudaHeuristics, MoeWgmmaFromOneRowPerExpertAndAlwaysWhenDeterministic) {
   EXPECT_FALSE(heuristics::moe_wgmma(0, true, 4096 * 8, E));
 }
 
-TEST(CudaHeuristics, MoeFp8WgmmaReplacesTheHostPathOnlyWhenAsked) {
-  // Off by default (0); -1 where the host path would run; 1 everywhere.
+TEST(CudaHeuristics, MoeFp8WgmmaReplacesTheHostPathByDefault) {
+  // 0 never; -1 (the default) where the host path would run; 1 everywhere.
   EXPECT_FALSE(heuristics::moe_fp8_wgmma(0, true));
   EXPECT_FALSE(heuristics::moe_fp8_wgmma(0, false));
   EXPECT_TRUE(heuristics::moe_fp8_wgmma(-1, true));
   EXPECT_FALSE(heuristics::moe_fp8_wgmma(-1, false));
   EXPECT_TRUE(heuristics::moe_fp8_wgmma(1, false));
-  EXPECT_EQ(heuristics::Switches{}.moe_fp8_wgmma_mode, 0);
+  EXPECT_EQ(heuristics::Switches{}.moe_fp8_wgmma_mode, -1);
 }
 
 // The grouped FP8 expert kernels' block order (expert_tiles.h) on tile lists built as their tiles

@@ -123,6 +123,7 @@ class CudaBackend final : public Backend {
   // (heuristics::moe_fp8_wgmma): 1 at every size where the shapes allow it, 0 never, -1 where
   // the cuBLASLt-per-expert host path would run. Also TANDEM_MOE_FP8_WGMMA.
   void set_moe_fp8_wgmma(int mode) { moe_fp8_wgmma_mode_ = mode; }
+  int moe_fp8_wgmma() const { return moe_fp8_wgmma_mode_; }
   // The MXFP4 W4A4 experts take the same kernels on FP8 copies of their weights, converted a
   // group of experts at a time into at most this many bytes of scratch (tests set it small to
   // run several groups).
@@ -188,9 +189,9 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   int num_sms_ = 132;
   bool mla_tensor_cores_ = true;
-  int moe_tc_mode_ = -1;        // TANDEM_MOE_TENSOR_CORES: -1 automatic, 0 off, 1 on
-  int moe_wgmma_mode_ = -1;     // TANDEM_MOE_WGMMA: -1 automatic, 0 off, 1 on
-  int moe_fp8_wgmma_mode_ = 0;  // TANDEM_MOE_FP8_WGMMA: -1 automatic, 0 off, 1 on
+  int moe_tc_mode_ = -1;         // TANDEM_MOE_TENSOR_CORES: -1 automatic, 0 off, 1 on
+  int moe_wgmma_mode_ = -1;      // TANDEM_MOE_WGMMA: -1 automatic, 0 off, 1 on
+  int moe_fp8_wgmma_mode_ = -1;  // TANDEM_MOE_FP8_WGMMA: -1 automatic, 0 off, 1 on
   int64_t mxfp4_convert_bytes_ = int64_t{1} << 30;
   bool fp8_linear_wgmma_ = false;  // TANDEM_FP8_LINEAR_WGMMA
   bool deterministic_ = false;
