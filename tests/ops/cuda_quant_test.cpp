@@ -820,7 +820,7 @@ TEST_F(CudaQuantBackend, LinearMatchesCpu) {
 // (set_fp8_linear_wgmma): against the CPU backend, bf16 and f32 out (the f32 one a view with a
 // wider row stride), and each batch's last row alone, bitwise.
 TEST_F(CudaQuantBackend, Fp8LinearWgmmaPathMatchesCpu) {
-  be_->set_fp8_linear_wgmma(true);
+  be_->set_fp8_linear_wgmma(1);
   for (const auto& [N, K, bn] :
        {std::tuple<int64_t, int64_t, int64_t>{384, 640, 128}, {200, 592, 128}, {264, 512, 64}}) {
     const Fp8Host h = make_fp8(rng_, 1, N, K, bn, 128);
@@ -853,7 +853,7 @@ TEST_F(CudaQuantBackend, Fp8LinearWgmmaPathMatchesCpu) {
       }
     }
   }
-  be_->set_fp8_linear_wgmma(false);
+  be_->set_fp8_linear_wgmma(0);
 }
 
 // Decode paths are graph-capturable (no sync, no allocation once the scratch is sized: replay

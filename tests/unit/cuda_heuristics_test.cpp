@@ -104,13 +104,29 @@ TEST(CudaHeuristics, MoeWgmmaFromOneRowPerExpertAndAlwaysWhenDeterministic) {
 }
 
 TEST(CudaHeuristics, MoeFp8WgmmaReplacesTheHostPathByDefault) {
-  // 0 never; -1 (the default) where the host path would run; 1 everywhere.
-  EXPECT_FALSE(heuristics::moe_fp8_wgmma(0, true));
-  EXPECT_FALSE(heuristics::moe_fp8_wgmma(0, false));
-  EXPECT_TRUE(heuristics::moe_fp8_wgmma(-1, true));
-  EXPECT_FALSE(heuristics::moe_fp8_wgmma(-1, false));
-  EXPECT_TRUE(heuristics::moe_fp8_wgmma(1, false));
+  // (mode, host_path, deterministic, fp8_block). 0 never; 1 everywhere; -1 (the default) where
+  // the host path would run, and for FP8 block experts (not MXFP4) in deterministic mode.
+  for (bool det : {false, true})
+    for (bool fp8 : {false, true}) {
+      EXPECT_FALSE(heuristics::moe_fp8_wgmma(0, true, det, fp8));
+      EXPECT_FALSE(heuristics::moe_fp8_wgmma(0, false, det, fp8));
+      EXPECT_TRUE(heuristics::moe_fp8_wgmma(1, false, det, fp8));
+      EXPECT_TRUE(heuristics::moe_fp8_wgmma(-1, true, det, fp8));
+    }
+  EXPECT_FALSE(heuristics::moe_fp8_wgmma(-1, false, false, true));
+  EXPECT_TRUE(heuristics::moe_fp8_wgmma(-1, false, true, true));
+  EXPECT_FALSE(heuristics::moe_fp8_wgmma(-1, false, true, false));
   EXPECT_EQ(heuristics::Switches{}.moe_fp8_wgmma_mode, -1);
+}
+
+TEST(CudaHeuristics, Fp8LinearWgmmaInDeterministicModeByDefault) {
+  EXPECT_FALSE(heuristics::fp8_linear_wgmma(-1, false));
+  EXPECT_TRUE(heuristics::fp8_linear_wgmma(-1, true));
+  for (bool det : {false, true}) {
+    EXPECT_FALSE(heuristics::fp8_linear_wgmma(0, det));
+    EXPECT_TRUE(heuristics::fp8_linear_wgmma(1, det));
+  }
+  EXPECT_EQ(heuristics::Switches{}.fp8_linear_wgmma_mode, -1);
 }
 
 // The grouped FP8 expert kernels' block order (expert_tiles.h) on tile lists built as their tiles

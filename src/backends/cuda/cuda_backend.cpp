@@ -39,7 +39,7 @@ CudaBackend::CudaBackend() : lt_(std::make_unique<LtGemm>()) {
   moe_grouped_ = sw.moe_grouped;
   moe_wgmma_mode_ = sw.moe_wgmma_mode;
   moe_fp8_wgmma_mode_ = sw.moe_fp8_wgmma_mode;
-  fp8_linear_wgmma_ = sw.fp8_linear_wgmma;
+  fp8_linear_wgmma_mode_ = sw.fp8_linear_wgmma_mode;
   for (int*& c : split_counters_) {
     TD_CUDA_CHECK(cudaMalloc(&c, kSplitCounters * sizeof(int)));
     TD_CUDA_CHECK(cudaMemset(c, 0, kSplitCounters * sizeof(int)));

@@ -119,19 +119,20 @@ class CudaBackend final : public Backend {
   // it (deterministic mode included), 0 never, -1 (default) from
   // heuristics::kMoeWgmmaRowsPerExpert rows per expert in default mode. Also TANDEM_MOE_WGMMA.
   void set_moe_wgmma(int mode) { moe_wgmma_mode_ = mode; }
-  // The grouped FP8 wgmma expert GEMM (moe_wgmma_fp8.cu) for FP8 block experts
-  // (heuristics::moe_fp8_wgmma): 1 at every size where the shapes allow it, 0 never, -1 where
-  // the cuBLASLt-per-expert host path would run. Also TANDEM_MOE_FP8_WGMMA.
+  // The grouped FP8 wgmma expert GEMM (moe_wgmma_fp8.cu) for FP8 block experts and MXFP4 W4A4
+  // experts (heuristics::moe_fp8_wgmma): 1 at every size where the shapes allow it, 0 never, -1
+  // where the cuBLASLt-per-expert host path would run and, for FP8 block experts, at every size
+  // in deterministic mode. Also TANDEM_MOE_FP8_WGMMA.
   void set_moe_fp8_wgmma(int mode) { moe_fp8_wgmma_mode_ = mode; }
   int moe_fp8_wgmma() const { return moe_fp8_wgmma_mode_; }
   // The MXFP4 W4A4 experts take the same kernels on FP8 copies of their weights, converted a
   // group of experts at a time into at most this many bytes of scratch (tests set it small to
   // run several groups).
   void set_mxfp4_convert_bytes(int64_t bytes) { mxfp4_convert_bytes_ = bytes; }
-  // FP8 block linears on the grouped FP8 wgmma kernel at every M (fp8_linear_wgmma: one kernel,
-  // so batch-invariant), in place of the weight stream and cuBLASLt. Off by default until
-  // measured against them (TANDEM_FP8_LINEAR_WGMMA=1).
-  void set_fp8_linear_wgmma(bool on) { fp8_linear_wgmma_ = on; }
+  // FP8 block linears on the grouped FP8 wgmma kernel (heuristics::fp8_linear_wgmma): 1 at every
+  // M, 0 never, -1 at every M in deterministic mode only. Also TANDEM_FP8_LINEAR_WGMMA.
+  void set_fp8_linear_wgmma(int mode) { fp8_linear_wgmma_mode_ = mode; }
+  int fp8_linear_wgmma() const { return fp8_linear_wgmma_mode_; }
   bool moe_tensor_cores(int64_t pairs, int64_t experts) const;
 
   // The side branch runs on a second stream, forked from and joined to the current one with
@@ -193,7 +194,7 @@ class CudaBackend final : public Backend {
   int moe_wgmma_mode_ = -1;      // TANDEM_MOE_WGMMA: -1 automatic, 0 off, 1 on
   int moe_fp8_wgmma_mode_ = -1;  // TANDEM_MOE_FP8_WGMMA: -1 automatic, 0 off, 1 on
   int64_t mxfp4_convert_bytes_ = int64_t{1} << 30;
-  bool fp8_linear_wgmma_ = false;  // TANDEM_FP8_LINEAR_WGMMA
+  int fp8_linear_wgmma_mode_ = -1;  // TANDEM_FP8_LINEAR_WGMMA: -1 automatic, 0 off, 1 on
   bool deterministic_ = false;
   bool invariant_cublaslt_ = true;
   std::unique_ptr<LtGemm> lt_;

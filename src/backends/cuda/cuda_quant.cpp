@@ -52,7 +52,8 @@ void CudaBackend::fp8_linear(const Tensor& x, const Weight& w, Tensor& out) {
   const k::Fp8W v = quant::fp8_view(w);
   const int64_t kb = (K + v.bk - 1) / v.bk;
   const size_t out_align = odt == DT::F32 ? 16 : 8;  // the kernel's 4-column stores
-  if (fp8_linear_wgmma_ && k::fp8_linear_wgmma_applies(v) && out.stride(0) % 4 == 0 &&
+  if (heuristics::fp8_linear_wgmma(fp8_linear_wgmma_mode_, deterministic_) &&
+      k::fp8_linear_wgmma_applies(v) && out.stride(0) % 4 == 0 &&
       reinterpret_cast<uintptr_t>(out.raw()) % out_align == 0) {
     // The grouped FP8 wgmma kernel, its M rows one expert: scales transposed ([kb, Mp]).
     const int64_t Mp = round_up(M, 4);

@@ -52,7 +52,8 @@ void CudaBackend::quant_moe_chunk(const Tensor& x, const Weight& gate_up, const 
   // The grouped FP8 wgmma kernels take FP8 block experts, and MXFP4 W4A4 experts as FP8 blocks.
   const bool grouped_fits = fp8 ? k::fp8_moe_wgmma_applies(g8, d8, E)
                                 : qx && qh && k::mxfp4_fp8_applies(g4) && k::mxfp4_fp8_applies(d4);
-  if (grouped_fits && heuristics::moe_fp8_wgmma(moe_fp8_wgmma_mode_, host_path)) {
+  if (grouped_fits &&
+      heuristics::moe_fp8_wgmma(moe_fp8_wgmma_mode_, host_path, deterministic_, fp8)) {
     grouped_fp8_moe_chunk(x, gate_up, down, idx, weights, out);
     return;
   }

@@ -39,7 +39,7 @@ Switches read_switches() {
   if (const char* v = std::getenv("TANDEM_MOE_FP8_WGMMA"); v && *v)
     s.moe_fp8_wgmma_mode = std::clamp(std::atoi(v), -1, 1);
   if (const char* v = std::getenv("TANDEM_FP8_LINEAR_WGMMA"); v && *v)
-    s.fp8_linear_wgmma = std::atoi(v) == 1;
+    s.fp8_linear_wgmma_mode = std::clamp(std::atoi(v), -1, 1);
   if (const char* v = std::getenv("TANDEM_MOE_ROW_GROUPS"); v && *v)
     s.moe_row_groups = std::atoi(v);
   if (const char* v = std::getenv("TANDEM_QUANT_RING"); v && *v) s.quant_ring = std::atoi(v);

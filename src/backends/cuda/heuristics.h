@@ -36,22 +36,22 @@ namespace heuristics {
 // ---- environment switches (read once, when the backend is constructed) ------------------------
 // The table of every TANDEM_* switch is in docs/cuda-backend.md ("Switches").
 struct Switches {
-  bool mla_tensor_cores = true;   // TANDEM_MLA_SIMT=1 (any value not starting with '0'): false
-  bool side_stream = true;        // TANDEM_SIDE_STREAM=0: side branches run in order
-  bool last_block_reduce = true;  // TANDEM_SKINNY_LAST_BLOCK_REDUCE=0: a second reduce kernel
-  int moe_tc_mode = -1;           // TANDEM_MOE_TENSOR_CORES: -1 automatic, 0 off, 1 on
-  int64_t mla_min_split = 64;     // TANDEM_MLA_MIN_SPLIT: fewest keys per mla_decode split
-  int64_t mla_det_split = 512;    // TANDEM_MLA_DET_SPLIT: keys per split in deterministic mode
-  int mla_column_parts = 0;       // TANDEM_MLA_COLUMN_PARTS: 1 / 2 / 4 forced, else automatic
-  int moe_row_groups = 0;         // TANDEM_MOE_ROW_GROUPS: 1 / 4 forced, else automatic
-  int quant_ring = 0;             // TANDEM_QUANT_RING: 2 / 23 / 24 forced, else per format
-  int mla_wide_mode = -1;         // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
-  bool mla_wgmma = true;          // TANDEM_MLA_WGMMA=0: the 64-head kernel on mma.sync
-  int expert_streams = 4;         // TANDEM_EXPERT_STREAMS: 1-4 (moe_experts' host path)
-  bool moe_grouped = true;        // TANDEM_MOE_GROUPED=0: per-expert GEMMs on that path
-  int moe_wgmma_mode = -1;        // TANDEM_MOE_WGMMA: -1 automatic, 0 off, 1 on
-  int moe_fp8_wgmma_mode = -1;    // TANDEM_MOE_FP8_WGMMA: -1 automatic (default), 0 off, 1 on
-  bool fp8_linear_wgmma = false;  // TANDEM_FP8_LINEAR_WGMMA=1: FP8 block linears on wgmma, every M
+  bool mla_tensor_cores = true;    // TANDEM_MLA_SIMT=1 (any value not starting with '0'): false
+  bool side_stream = true;         // TANDEM_SIDE_STREAM=0: side branches run in order
+  bool last_block_reduce = true;   // TANDEM_SKINNY_LAST_BLOCK_REDUCE=0: a second reduce kernel
+  int moe_tc_mode = -1;            // TANDEM_MOE_TENSOR_CORES: -1 automatic, 0 off, 1 on
+  int64_t mla_min_split = 64;      // TANDEM_MLA_MIN_SPLIT: fewest keys per mla_decode split
+  int64_t mla_det_split = 512;     // TANDEM_MLA_DET_SPLIT: keys per split in deterministic mode
+  int mla_column_parts = 0;        // TANDEM_MLA_COLUMN_PARTS: 1 / 2 / 4 forced, else automatic
+  int moe_row_groups = 0;          // TANDEM_MOE_ROW_GROUPS: 1 / 4 forced, else automatic
+  int quant_ring = 0;              // TANDEM_QUANT_RING: 2 / 23 / 24 forced, else per format
+  int mla_wide_mode = -1;          // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
+  bool mla_wgmma = true;           // TANDEM_MLA_WGMMA=0: the 64-head kernel on mma.sync
+  int expert_streams = 4;          // TANDEM_EXPERT_STREAMS: 1-4 (moe_experts' host path)
+  bool moe_grouped = true;         // TANDEM_MOE_GROUPED=0: per-expert GEMMs on that path
+  int moe_wgmma_mode = -1;         // TANDEM_MOE_WGMMA: -1 automatic, 0 off, 1 on
+  int moe_fp8_wgmma_mode = -1;     // TANDEM_MOE_FP8_WGMMA: -1 automatic (default), 0 off, 1 on
+  int fp8_linear_wgmma_mode = -1;  // TANDEM_FP8_LINEAR_WGMMA: -1 automatic (default), 0 off, 1 on
 };
 Switches read_switches();
 
@@ -205,12 +205,25 @@ bool moe_host_path(int64_t pairs, int64_t experts, bool deterministic, Capturing
 
 // The grouped FP8 wgmma expert GEMM (moe_wgmma_fp8.cu) for FP8 block experts: `mode` 1 at every
 // size where the shapes allow it, 0 never, -1 (automatic) in place of the host path (one
-// block-scaled cuBLASLt GEMM per expert behind a host sync), at the sizes where that runs: the
-// default, since on an H200 the grouped kernels take 0.74x the host path's time for FP8 block
-// experts and 0.72x for MXFP4 W4A4 (GLM-5.2's routed experts, 4096 tokens; docs/benchmarks.md).
-inline bool moe_fp8_wgmma(int mode, bool host_path) {
+// block-scaled cuBLASLt GEMM per expert behind a host sync), at the sizes where that runs, and
+// for FP8 block experts (fp8_block) at every size in deterministic mode. On an H200 the grouped
+// kernels take 0.74x the host path's time for FP8 block experts and 0.72x for MXFP4 W4A4
+// (GLM-5.2's routed experts, 4096 tokens); in deterministic mode, where the grouped decode
+// kernels ran at every size, they cut FP8 prefill time and match decode at one token
+// (docs/benchmarks.md). MXFP4 experts stay on their own kernels there: converting their weights
+// to FP8 at every decode step would cost 4x per token.
+inline bool moe_fp8_wgmma(int mode, bool host_path, bool deterministic, bool fp8_block) {
   if (mode >= 0) return mode == 1;
-  return host_path;
+  return host_path || (deterministic && fp8_block);
+}
+
+// FP8 block linears on the grouped FP8 wgmma kernel at every M (fp8_linear_wgmma: one kernel, so
+// batch-invariant) in place of the weight stream and cuBLASLt: `mode` 1 always, 0 never, -1
+// (automatic) in deterministic mode only. There it replaces the weight stream at every M (1.5-2x
+// cuBLASLt's time above 64 rows, where the stream took 3-30x; 1.1-1.7x the stream's time at one
+// row); in default mode the stream (decode) and cuBLASLt (prefill) are faster.
+inline bool fp8_linear_wgmma(int mode, bool deterministic) {
+  return mode >= 0 ? mode == 1 : deterministic;
 }
 
 // ---- quantized weights (FP8 block, MXFP4) -------------------------------------------------------
