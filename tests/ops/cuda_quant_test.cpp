@@ -853,7 +853,6 @@ TEST_F(CudaQuantBackend, Fp8LinearWgmmaPathMatchesCpu) {
       }
     }
   }
-  be_->set_fp8_linear_wgmma(0);
 }
 
 // Decode paths are graph-capturable (no sync, no allocation once the scratch is sized: replay

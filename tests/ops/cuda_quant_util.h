@@ -425,13 +425,15 @@ class CudaQuantBackend : public CudaQuant {
     be_ = cuda::cuda_backend();
     ASSERT_NE(be_, nullptr);
     moe_fp8_wgmma_before_ = be_->moe_fp8_wgmma();
+    fp8_linear_wgmma_before_ = be_->fp8_linear_wgmma();
   }
   void TearDown() override {
     if (!be_) return;
     be_->set_deterministic(false);
-    be_->set_moe_fp8_wgmma(moe_fp8_wgmma_before_);  // a test's choice ends with it
+    be_->set_moe_fp8_wgmma(moe_fp8_wgmma_before_);  // a test's choices end with it
+    be_->set_fp8_linear_wgmma(fp8_linear_wgmma_before_);
   }
-  int moe_fp8_wgmma_before_ = -1;
+  int moe_fp8_wgmma_before_ = -1, fp8_linear_wgmma_before_ = -1;
   cuda::CudaBackend* be_ = nullptr;
   Backend& cpu() { return backend_for(Device::cpu()); }
 };
