@@ -322,12 +322,12 @@ struct DecodeExperts {
                     ring_depth());
     combine(s);
   }
-  // The same FP8 experts on the grouped wgmma kernels, as the backend's fp8_moe_wgmma_chunk
+  // The same FP8 experts on the grouped wgmma kernels, as the backend's grouped_fp8_moe_chunk
   // runs them: x quantized once per token (scales [T, kb]), the pairs' rows gathered into expert
   // order with their scales transposed, the tile list, gate_up, h quantized (scales transposed),
   // down, the combine. xsort, xst, hst and tiles: wgmma_buffers().
   void fp8_wgmma(const Fp8Dev& gu, const Fp8Dev& dn, cudaStream_t s) const {
-    const int64_t Pp = (P + 3) / 4 * 4, kbx = D / 128, kbh = I / 128;
+    const int64_t Pp = (P + 3) / 4 * 4, kbx = D / 128;
     int32_t* tl = wtiles.data<int32_t>();
     int32_t* nt = tl + wtiles.numel() - 1;
     prepare(s);
