@@ -10,10 +10,11 @@
 //   128 token scales of that K block (from a 16-byte boundary: 132 of them), which the producer
 //   copies by TMA from the transposed scales [K blocks, tokens].
 // - The scales change with every K block, so each consumer warpgroup multiplies a K block into a
-//   fresh accumulator (four m64nNk32, the products summed in the tensor core's fp32) and adds it
-//   into the running one scaled by weight scale x token scale: acc += part * (sw * sx). That
-//   needs two accumulators, so a tile takes at most 128 tokens (N <= 128: 64 + 64 registers),
-//   where the bf16 kernel takes 256. An expert with more rows has several token tiles; the
+//   fresh accumulator (four m64nNk32, the products summed in the tensor core's accumulator,
+//   coarser than fp32 on Hopper: docs/quantization.md) and adds it into the running one scaled
+//   by weight scale x token scale: acc += part * (sw * sx). That needs two accumulators, so a
+//   tile takes at most 128 tokens (N <= 128: 64 + 64 registers), where the bf16 kernel takes
+//   256. An expert with more rows has several token tiles; the
 //   blocks of one (expert, weight tile) over its token tiles are consecutive, so the second
 //   read of the weights comes from L2.
 // - The weight scale is looked up per weight row (two rows per thread), so any block height and
