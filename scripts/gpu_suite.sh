@@ -152,14 +152,17 @@ if [ "${SPEC:-1}" = "1" ]; then
     --max-total-tokens 65536 --workspace-mb 16384
   identical glm52-fp8-deterministic 1 spec_glm52_fp8_det
   identical glm52-fp8-deterministic 8 spec_glm52_fp8_det
-  # The grouped FP8 wgmma kernels (by default in place of the cuBLASLt-per-expert host path): with
-  # every FP8 expert step and FP8 linear on them (batch-invariant), deterministic MTP must still
-  # reproduce plain decoding, with FP8 weights and with MXFP4 W4A4 experts (converted to FP8
-  # blocks); then TTFT of a 10,000-token prompt with them (-1, the default) and without (0).
+  # The grouped FP8 wgmma kernels (by default in place of the cuBLASLt-per-expert host path, and
+  # deterministic mode's FP8 linears and experts at every size, which the step above runs): the
+  # configurations deterministic mode does not take by default must reproduce plain decoding too,
+  # FP8 on the weight stream and the grouped decode kernels (switches 0) and MXFP4 W4A4 experts on
+  # the grouped FP8 kernels (switches 1); then TTFT of a 10,000-token prompt with the grouped
+  # kernels (-1, the default) and without (0).
   if [ "${GROUPED_FP8:-1}" = "1" ]; then
     for Q in fp8 mxfp4; do
-      step spec_glm52_${Q}_grouped_det "${SPEC_TIMEOUT:-150}" env TANDEM_MOE_FP8_WGMMA=1 \
-        TANDEM_FP8_LINEAR_WGMMA=1 "$CARRY/tandem" bench-offline --device cuda --load-format dummy \
+      SW=$([ $Q = fp8 ] && echo 0 || echo 1)
+      step spec_glm52_${Q}_grouped_det "${SPEC_TIMEOUT:-150}" env TANDEM_MOE_FP8_WGMMA=$SW \
+        TANDEM_FP8_LINEAR_WGMMA=$SW "$CARRY/tandem" bench-offline --device cuda --load-format dummy \
         --preset glm5.2 --quantization $Q --kv-cache-dtype fp8_e4m3 --num-layers 4 --num-prompts 8 \
         --prompt-tokens 2100 --max-new-tokens 24 --concurrency 1,8 --enable-deterministic-inference \
         --max-total-tokens 65536 --workspace-mb 16384
