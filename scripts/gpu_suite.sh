@@ -166,8 +166,8 @@ if [ "${SPEC:-1}" = "1" ]; then
         --preset glm5.2 --quantization $Q --kv-cache-dtype fp8_e4m3 --num-layers 4 --num-prompts 8 \
         --prompt-tokens 2100 --max-new-tokens 24 --concurrency 1,8 --enable-deterministic-inference \
         --max-total-tokens 65536 --workspace-mb 16384
-      identical glm52-$Q-grouped-deterministic 1 spec_glm52_${Q}_grouped_det
-      identical glm52-$Q-grouped-deterministic 8 spec_glm52_${Q}_grouped_det
+      identical glm52-$Q-deterministic-switches$SW 1 spec_glm52_${Q}_grouped_det
+      identical glm52-$Q-deterministic-switches$SW 8 spec_glm52_${Q}_grouped_det
       for M in 0 -1; do
         step ttft_glm52_${Q}_grouped${M} "${SPEC_TIMEOUT:-150}" env TANDEM_MOE_FP8_WGMMA=$M \
           "$CARRY/tandem" bench-offline --device cuda --load-format dummy --preset glm5.2 \
