@@ -57,6 +57,20 @@ __device__ __forceinline__ void produce(uint8_t* base, int stage_bytes, int stag
   }
 }
 
+// The copies every stage of both kernels holds, in this order from st: the two 64-row weight
+// halves (rows w_row0 and w_row1 of w_map) and the tile's `chunks` 64-row token chunks (rows
+// orow0, orow0 + 64, .. of x_map), each a kChunkBytes box at column k0, completing on bar.
+template <int kChunkBytes>
+__device__ __forceinline__ void load_weights_and_tokens(uint8_t* st, const CUtensorMap* w_map,
+                                                        const CUtensorMap* x_map, uint64_t* bar,
+                                                        int k0, int w_row0, int w_row1, int chunks,
+                                                        int orow0) {
+  tma_load_2d(st, w_map, bar, k0, w_row0);
+  tma_load_2d(st + kChunkBytes, w_map, bar, k0, w_row1);
+  for (int c = 0; c < chunks; ++c)
+    tma_load_2d(st + (2 + c) * kChunkBytes, x_map, bar, k0, orow0 + 64 * c);
+}
+
 // gate_up: the tile's 128 weight rows are 64 gate rows (half 0) and their 64 up rows (half 1).
 // Half 1 passes its accumulators through shared memory at `base`; half 0 writes
 // h = silu(gate) * up (fp32 math) as TH into staged rows after 64 KB; then all 256 consumer

@@ -191,11 +191,9 @@ __global__ void __launch_bounds__(kWThreads, 1)
       grouped::produce(ring.base, ring.stage_bytes, ring.stages, full, empty, nk,
                        static_cast<uint32_t>(ring.stage_bytes),
                        [&](uint8_t* st, uint64_t* bar, int kb) {
-                         tma_load_2d(st, &w_map, bar, kb * kKStep, w_row0);
-                         tma_load_2d(st + kChunkBytes, &w_map, bar, kb * kKStep, w_row1);
-                         for (int c = 0; c < chunks; ++c)
-                           tma_load_2d(st + kWBytes + c * kChunkBytes, &x_map, bar, kb * kKStep,
-                                       static_cast<int>(orow0) + 64 * c);
+                         grouped::load_weights_and_tokens<kChunkBytes>(
+                             st, &w_map, &x_map, bar, kb * kKStep, w_row0, w_row1, chunks,
+                             static_cast<int>(orow0));
                        });
     return;
   }
