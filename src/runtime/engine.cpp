@@ -305,6 +305,11 @@ struct Engine::Impl {
         plan.draft_steps =
             std::clamp<int64_t>(opt.spec.depth_override(B, plan.draft_steps), 0, geo.draft_steps);
     }
+    // The draft reads prompts as they are prefilled while the policy speculates at the batch
+    // size they will decode in (the running set), so that their first round does not stall the
+    // whole batch on a catch-up over them.
+    if (depth && plan.kind == StepPlan::Kind::kPrefill)
+      plan.fill_draft = depth->drafts_at(static_cast<int64_t>(sched.running().size()));
     if (group) {
       std::vector<uint64_t> running;
       for (const auto& s : sched.running()) running.push_back(s->id);
@@ -317,13 +322,14 @@ struct Engine::Impl {
     const auto t0 = std::chrono::steady_clock::now();
     const SpecWorker::RoundStats stats = exec.run(plan);
     clock.lap(LoopPhase::kDevice);  // a plain decode step has charged its own phases
+    if (spec) out.count_draft_reads(stats.prefill_draft_tokens, stats.catch_up_tokens);
     if (depth && plan.kind == StepPlan::Kind::kDecode) {
       // Every decode step ends with its tokens on the host, so the host clock spans the device
       // work.
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       depth->observe(plan.draft_steps, static_cast<int64_t>(plan.decode.size()), seconds,
-                     stats.accepted, stats.catch_up_seconds, plan.draft_steps > 0 ? lag : 0);
+                     stats.accepted, stats.catch_up_seconds, stats.catch_up_tokens);
       out.count_depth(plan.draft_steps);
       for (const std::string& c : depth->take_changes()) log_info("{}", c);
       clock.lap(LoopPhase::kSchedule);

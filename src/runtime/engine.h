@@ -91,6 +91,10 @@ struct EngineMetrics {
   std::vector<uint64_t> spec_accepted_per_position;
   // Decode steps of a speculating engine by the depth they ran, [0, max depth] (0: plain).
   std::vector<uint64_t> spec_depth_steps;
+  // Positions the draft read along with the target's prefill steps, and in catch-ups before a
+  // round (adaptive depth: prompts and plainly decoded positions read later, stalling the round).
+  uint64_t spec_draft_prefill_tokens = 0;
+  uint64_t spec_draft_catch_up_tokens = 0;
   // With EngineOptions::profile_spec_phases: wall seconds spent in each phase of the speculative
   // rounds so far (draft decode, verify, accept + commit, draft extend), over spec_profiled_rounds
   // rounds (all requests of a round together).

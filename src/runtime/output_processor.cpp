@@ -124,6 +124,13 @@ void OutputProcessor::count_depth(int64_t depth) {
     m_.spec_depth_steps[static_cast<size_t>(depth)] += 1;
 }
 
+void OutputProcessor::count_draft_reads(int64_t prefill, int64_t catch_up) {
+  if (prefill <= 0 && catch_up <= 0) return;
+  std::lock_guard<std::mutex> g(mu_);
+  m_.spec_draft_prefill_tokens += static_cast<uint64_t>(std::max<int64_t>(prefill, 0));
+  m_.spec_draft_catch_up_tokens += static_cast<uint64_t>(std::max<int64_t>(catch_up, 0));
+}
+
 void OutputProcessor::add_phase_seconds(const std::array<double, 4>& seconds) {
   std::lock_guard<std::mutex> g(mu_);
   for (size_t i = 0; i < seconds.size(); ++i) m_.spec_phase_seconds[i] += seconds[i];

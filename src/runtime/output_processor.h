@@ -34,6 +34,8 @@ class OutputProcessor {
   void count_round(int64_t draft_steps, int64_t accepted);
   // A decode step of a speculating engine ran at this depth (0: plain).
   void count_depth(int64_t depth);
+  // Positions the draft read inside prefill steps and in catch-ups before rounds.
+  void count_draft_reads(int64_t prefill, int64_t catch_up);
   void add_phase_seconds(const std::array<double, 4>& seconds);
   // One iteration of the engine loop; decode: it ran a decode step.
   void add_loop_seconds(const std::array<double, static_cast<size_t>(LoopPhase::kCount)>& seconds,

@@ -18,8 +18,11 @@ uint64_t PrefixCache::key(uint64_t parent, const int32_t* tokens) const {
   return h ? h : 1;
 }
 
-std::vector<int32_t> PrefixCache::match(const std::vector<int32_t>& tokens, int64_t limit) {
+std::vector<int32_t> PrefixCache::match(const std::vector<int32_t>& tokens, int64_t limit,
+                                        int64_t* draft_pages) {
   std::vector<int32_t> out;
+  bool draft = true;  // every page so far holds draft KV
+  if (draft_pages) *draft_pages = 0;
   const uint64_t now = ++clock_;
   uint64_t parent = kRoot;
   for (int64_t p = 0; (p + 1) * page_size_ <= limit; ++p) {
@@ -32,13 +35,15 @@ std::vector<int32_t> PrefixCache::match(const std::vector<int32_t>& tokens, int6
     it->second.last_use = now;
     pages_.retain(it->second.page);
     out.push_back(it->second.page);
+    draft = draft && it->second.draft;
+    if (draft && draft_pages) ++*draft_pages;
     parent = k;
   }
   return out;
 }
 
 void PrefixCache::insert(const std::vector<int32_t>& tokens, int64_t computed,
-                         const std::vector<int32_t>& pages) {
+                         const std::vector<int32_t>& pages, int64_t draft_computed) {
   const uint64_t now = ++clock_;
   uint64_t parent = kRoot;
   for (int64_t p = 0; (p + 1) * page_size_ <= computed && p < static_cast<int64_t>(pages.size());
@@ -46,15 +51,20 @@ void PrefixCache::insert(const std::vector<int32_t>& tokens, int64_t computed,
     const int32_t* t = tokens.data() + p * page_size_;
     const uint64_t k = key(parent, t);
     auto it = entries_.find(k);
+    const bool draft = (p + 1) * page_size_ <= draft_computed;
     if (it == entries_.end()) {
       pages_.retain(pages[p]);
       pages_.mark_cached(pages[p], true);
-      entries_.emplace(k, Entry{pages[p], parent, std::vector<int32_t>(t, t + page_size_), now, p});
+      entries_.emplace(
+          k, Entry{pages[p], parent, std::vector<int32_t>(t, t + page_size_), now, p, draft});
     } else if (it->second.parent != parent ||
                !std::equal(t, t + page_size_, it->second.tokens.begin())) {
       break;  // a hash collision: leave the existing chain alone
     } else {
       it->second.last_use = now;
+      // Only the sequence that holds the cached page itself has written its draft KV; another
+      // page with the same tokens says nothing about it.
+      if (draft && it->second.page == pages[p]) it->second.draft = true;
     }
     parent = k;
   }

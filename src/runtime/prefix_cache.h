@@ -18,12 +18,17 @@ class PrefixCache {
   PrefixCache(PageAllocator& pages, int64_t page_size) : pages_(pages), page_size_(page_size) {}
 
   // The longest run of cached full pages that prefixes tokens[0, limit). Each returned page is
-  // retained for the caller (release it like any other page).
-  std::vector<int32_t> match(const std::vector<int32_t>& tokens, int64_t limit);
-  // Offers the full pages of a sequence whose KV covers tokens[0, computed). Pages already
-  // cached under the same key are skipped; new ones are retained by the cache.
+  // retained for the caller (release it like any other page). draft_pages (if given): how many
+  // of the returned pages, from the first, also hold the MTP draft's KV.
+  std::vector<int32_t> match(const std::vector<int32_t>& tokens, int64_t limit,
+                             int64_t* draft_pages = nullptr);
+  // Offers the full pages of a sequence whose KV covers tokens[0, computed) and whose draft KV
+  // covers tokens[0, draft_computed) (an adaptive-depth engine's draft may lag its target).
+  // Pages already cached under the same key are skipped, except that a cached page this
+  // sequence shares gains its draft flag once the sequence's draft has covered it; new pages are
+  // retained by the cache.
   void insert(const std::vector<int32_t>& tokens, int64_t computed,
-              const std::vector<int32_t>& pages);
+              const std::vector<int32_t>& pages, int64_t draft_computed);
   // Frees cached pages that nobody else holds until `want` pages are free or none are left.
   // Returns the number of pages freed.
   int64_t evict(int64_t want);
@@ -41,6 +46,7 @@ class PrefixCache {
     std::vector<int32_t> tokens;
     uint64_t last_use;
     int64_t depth;
+    bool draft;  // the page's draft KV is written too
   };
   uint64_t key(uint64_t parent, const int32_t* tokens) const;
 

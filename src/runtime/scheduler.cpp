@@ -124,7 +124,9 @@ bool Scheduler::allocate(Sequence& s, int64_t tokens) {
 
 void Scheduler::release(Sequence& s, bool keep_prefix) {
   if (s.pages.empty()) return;
-  if (keep_prefix && opt_.enable_prefix_cache) prefix_.insert(s.tokens, s.kv_len, s.pages);
+  // The draft's KV covers the positions it does not lag on (all of them unless adaptive depth).
+  if (keep_prefix && opt_.enable_prefix_cache)
+    prefix_.insert(s.tokens, s.kv_len, s.pages, s.kv_len - s.draft_lag);
   pages_.release(s.pages);
   s.pages.clear();
 }
@@ -135,14 +137,23 @@ bool Scheduler::admit(Sequence& s) {
   const int64_t n = static_cast<int64_t>(s.tokens.size());
   const int64_t S = opt_.draft_steps;
   if (s.pages.empty() && opt_.enable_prefix_cache) {
-    s.pages = prefix_.match(s.tokens, n - 1);  // at least one token is always computed
+    int64_t draft_pages = 0;
+    s.pages = prefix_.match(s.tokens, n - 1, &draft_pages);  // one token is always computed
+    // Without the stash the draft cannot read a cached page that lacks its KV later: such pages
+    // are computed again, the draft with them.
+    if (S > 0 && !opt_.draft_catches_up && draft_pages < static_cast<int64_t>(s.pages.size())) {
+      const std::vector<int32_t> rest(s.pages.begin() + draft_pages, s.pages.end());
+      pages_.release(rest);
+      s.pages.resize(static_cast<size_t>(draft_pages));
+    }
     s.kv_len = static_cast<int64_t>(s.pages.size()) * opt_.page_size;
     // The draft's pair (h_i, x_{i+1}) at the last cached position needs h_i: recompute it.
     if (S > 0 && s.kv_len > 0) --s.kv_len;
     if (s.generated == 0) s.cached_tokens = s.kv_len;
-    // A cached prefix may lack draft KV (its owner decoded plainly, adaptive depth 0): the
-    // draft reads it again from the stashed target states at the first speculative round.
-    if (opt_.draft_catches_up) s.draft_lag = s.kv_len;
+    // Cached pages past the first without draft KV (their owner decoded plainly, adaptive depth
+    // 0): the draft reads them from the stashed target states before it drafts again.
+    if (opt_.draft_catches_up)
+      s.draft_lag = s.kv_len - std::min(s.kv_len, draft_pages * opt_.page_size);
   }
   if (!allocate(s, n + 1 + S)) {
     pages_.release(s.pages);

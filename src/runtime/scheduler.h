@@ -32,6 +32,10 @@ struct StepPlan {
   std::vector<ScheduledChunk> prefill;  // kPrefill: in batch order
   std::vector<Sequence*> decode;        // kDecode: in admission order
   int64_t draft_steps = 0;              // kDecode: S drafts per sequence (0: plain decoding)
+  // kPrefill of an engine with the hidden-state stash (adaptive depth): the draft also reads the
+  // chunks of sequences it has not fallen behind on, as a fixed-depth engine always does; false
+  // leaves them to a catch-up at their first speculative round (SpecWorker::after_prefill).
+  bool fill_draft = true;
 };
 
 struct SchedulerOptions {

@@ -172,6 +172,19 @@ int64_t SpecDepthPolicy::settled_depth(int64_t batch) const {
   return c ? c->depth : o_.initial_depth;
 }
 
+bool SpecDepthPolicy::drafts_at(int64_t batch) const {
+  if (!o_.adaptive) return o_.initial_depth > 0;
+  if (const ClassState* c = find(batch)) return c->depth > 0;
+  const int64_t cls = batch_class(std::max<int64_t>(batch, 1));
+  const ClassState* nearest = nullptr;
+  double gap = 0;
+  for (const auto& [k, c] : classes_) {
+    const double g = class_distance(k, cls);
+    if (!nearest || g < gap) nearest = &c, gap = g;
+  }
+  return (nearest ? nearest->depth : o_.initial_depth) > 0;
+}
+
 void SpecDepthPolicy::start_probe(ClassState& c, int64_t depth) {
   c.probe_depth = depth;
   c.probe_left = o_.probe_steps;

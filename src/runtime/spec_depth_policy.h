@@ -71,6 +71,10 @@ class SpecDepthPolicy {
   double step_seconds(int64_t depth, int64_t batch) const;
   // The depth the class of `batch` has settled on (probes aside).
   int64_t settled_depth(int64_t batch) const;
+  // Whether steps of `batch` sequences are expected to speculate: the class's settled depth, or
+  // for a class not seen yet the nearest seen class's (where it would start), is above 0. The
+  // engine then has the draft read prompts as they are prefilled.
+  bool drafts_at(int64_t batch) const;
 
   // Decode steps run at each depth [0, max_depth].
   const std::vector<uint64_t>& histogram() const { return histogram_; }

@@ -50,42 +50,42 @@ SpecWorker::SpecWorker(ModelRunner& runner, OutputProcessor& out, const Speculat
       catch_up_tokens_(std::max<int64_t>(1, catch_up_tokens)) {}
 
 // Pairs (h_i, x_{i+1}) over each prefilled chunk; the last pair of a finished prompt pairs the
-// final prompt position with the token just sampled.
-void SpecWorker::after_prefill(const std::vector<ScheduledChunk>& batch,
-                               const ForwardResult& target) {
-  if (runner_.stashes()) {
-    // The runner stashed every prompt position's hidden state; the draft reads them later.
-    for (const ScheduledChunk& b : batch) {
-      Sequence& s = *b.seq;
-      if (!s.finished && static_cast<int64_t>(s.tokens.size()) > b.end)
-        s.draft_lag += b.end - b.start;
-    }
-    return;
-  }
+// final prompt position with the token just sampled. With the stash, a chunk the draft does not
+// read now (fill off, the draft already behind on the sequence, or nothing left to draft for)
+// adds to the sequence's lag instead: the lag stays the tail of [0, kv_len), and a finished
+// sequence's lag (with or without the stash) tells the prefix cache which pages lack draft KV.
+int64_t SpecWorker::after_prefill(const std::vector<ScheduledChunk>& batch,
+                                  const ForwardResult& target, bool fill) {
+  const bool stash = runner_.stashes();
   std::vector<SequenceChunk> chunks;
   std::vector<int32_t> hidden_rows;
   std::vector<Sequence*> seqs;
-  int64_t row = 0;
+  int64_t row = 0, read = 0;
   for (auto& b : batch) {
     Sequence& s = *b.seq;
     const int64_t len = b.end - b.start;
-    if (!s.finished && static_cast<int64_t>(s.tokens.size()) > b.end) {
+    const bool draftable = !s.finished && static_cast<int64_t>(s.tokens.size()) > b.end;
+    if (draftable && (!stash || (fill && s.draft_lag == 0))) {
       chunks.push_back({&s.pages,
                         b.start,
                         {s.tokens.begin() + b.start + 1, s.tokens.begin() + b.end + 1},
                         false});
       for (int64_t i = 0; i < len; ++i) hidden_rows.push_back(static_cast<int32_t>(row + i));
       seqs.push_back(&s);
+      read += len;
+    } else if (stash || s.finished) {  // (a finished sequence only tells the prefix cache)
+      s.draft_lag += len;
     }
     row += len;
   }
-  if (chunks.empty()) return;
+  if (chunks.empty()) return 0;
   Tensor h = ops::gather_rows(runner_.workspace(), target.hidden, runner_.indices(hidden_rows));
   ForwardResult d = runner_.extend_draft(chunks, h);
   std::vector<int64_t> ends;
   int64_t off = 0;
   for (auto& ch : chunks) ends.push_back(off += static_cast<int64_t>(ch.tokens.size()));
   set_next_drafts(seqs, d, ends);
+  return read;
 }
 
 // From a draft forward: d1 = argmax of each sequence's logit row, and the draft hidden state
@@ -202,9 +202,10 @@ void SpecWorker::after_plain_step(const std::vector<Sequence*>& seqs) {
 // Pairs (h_i, x_{i+1}) for the lagging positions i, h_i from the stash at i's KV slot, in
 // forwards of at most catch_up_tokens_ positions (a long prompt takes several, in order); a
 // sequence's last forward gives its d_1.
-void SpecWorker::catch_up(const std::vector<Sequence*>& seqs) {
+int64_t SpecWorker::catch_up(const std::vector<Sequence*>& seqs) {
   const int64_t P = runner_.page_size();
   Workspace& ws = runner_.workspace();
+  int64_t read = 0;
   for (;;) {
     std::vector<SequenceChunk> chunks;
     std::vector<int32_t> slots;
@@ -229,7 +230,8 @@ void SpecWorker::catch_up(const std::vector<Sequence*>& seqs) {
         rows.push_back(static_cast<int32_t>(chunks.size() - 1));
       }
     }
-    if (chunks.empty()) return;
+    if (chunks.empty()) return read;
+    read += static_cast<int64_t>(slots.size());
     const size_t mark = ws.mark();
     const Tensor h = runner_.stash_rows(slots);  // [positions, D]
     ForwardResult d = runner_.extend_draft(chunks, h);
@@ -249,7 +251,7 @@ SpecWorker::RoundStats SpecWorker::round(const std::vector<Sequence*>& seqs, int
   if (lagging) {
     // Timed on the host: set_next_drafts reads its argmax back, so the device is done.
     const auto t0 = Clock::now();
-    catch_up(seqs);
+    stats.catch_up_tokens = catch_up(seqs);
     stats.catch_up_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   }
   PhaseClock clock(profile_, runner_.device());
@@ -287,7 +289,7 @@ SpecWorker::RoundStats SpecWorker::round(const std::vector<Sequence*>& seqs, int
   clock.mark(1);
 
   // 3. Accept, commit, and count.
-  std::vector<int64_t> accepted(static_cast<size_t>(B));
+  std::vector<int64_t> accepted(static_cast<size_t>(B)), round_start(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
     Sequence& s = *seqs[b];
     const int64_t base = b * (S + 1);
@@ -316,37 +318,50 @@ SpecWorker::RoundStats SpecWorker::round(const std::vector<Sequence*>& seqs, int
       for (int64_t i = 0; i <= a.accepted; ++i)
         s.pending_hidden.push_back(runner_.hidden_row(v.hidden, base + i));
     // Verified positions L .. L + k hold KV of committed tokens; the rest is overwritten later.
+    round_start[b] = s.kv_len;
     s.kv_len += 1 + a.accepted;
     OutputProcessor::commit(s, a.tokens);
   }
   clock.mark(2);
 
   // 4. Draft extend, fixed width S + 1: the draft re-reads every verified position with the
-  // target's hidden states, so its KV for committed positions comes from target states.
+  // target's hidden states, so its KV for committed positions comes from target states. A
+  // sequence that finished in this round is read too (its committed positions only count), so
+  // that the prefix cache may hand its pages to a later turn with their draft KV complete; it
+  // takes no next draft.
   std::vector<SequenceChunk> ext;
-  std::vector<int32_t> hidden_rows;
+  std::vector<int32_t> hidden_rows, live_rows;
   std::vector<int64_t> logit_pos;
   std::vector<Sequence*> live;
   std::vector<int64_t> ends;
   int64_t off = 0;
   for (int64_t b = 0; b < B; ++b) {
     Sequence& s = *seqs[b];
-    if (s.finished) continue;
-    const int64_t k = accepted[b], L = s.kv_len - 1 - k;
-    std::vector<int32_t> toks(s.tokens.end() - (k + 1), s.tokens.end());  // d_1 .. d_k, bonus
-    for (int64_t i = k + 1; i <= S; ++i) toks.push_back(target_am[b * (S + 1) + i]);  // filler
+    // The round's committed positions: k + 1, or fewer where a stop or the length limit cut it
+    // (commit then clamps kv_len to them).
+    const int64_t L = round_start[b], c = s.kv_len - L;
+    if (c <= 0) continue;
+    std::vector<int32_t> toks(s.tokens.begin() + L + 1, s.tokens.begin() + L + 1 + c);
+    for (int64_t i = c; i <= S; ++i) toks.push_back(target_am[b * (S + 1) + i]);  // filler
     ext.push_back({&s.pages, L, toks, false});
     for (int64_t i = 0; i <= S; ++i) hidden_rows.push_back(static_cast<int32_t>(b * (S + 1) + i));
-    logit_pos.push_back(k);
-    ends.push_back(off + k + 1);
+    logit_pos.push_back(c - 1);
+    if (!s.finished) {
+      live_rows.push_back(static_cast<int32_t>(ext.size() - 1));
+      ends.push_back(off + c);
+      live.push_back(&s);
+    }
     off += S + 1;
-    live.push_back(&s);
   }
   if (!ext.empty()) {
     Tensor h = ops::gather_rows(ws, v.hidden, runner_.indices(hidden_rows));
     ForwardResult d =
         runner_.forward_fixed(ModelRunner::Kind::kDraft, ext, S + 1, logit_pos, h, Tensor());
-    set_next_drafts(live, d, ends);
+    if (!live.empty()) {
+      if (live.size() < ext.size())  // one logit row per live sequence, in order
+        d.logits = ops::gather_rows(ws, d.logits, runner_.indices(live_rows));
+      set_next_drafts(live, d, ends);
+    }
   }
   clock.mark(3);
   if (clock.on) out_.add_phase_seconds(clock.seconds);

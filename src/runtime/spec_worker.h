@@ -24,16 +24,22 @@ class SpecWorker {
   SpecWorker(ModelRunner& runner, OutputProcessor& out, const SpeculativeOptions& opt,
              bool profile_phases, int64_t catch_up_tokens);
 
-  // What a round did, for the adaptive depth policy.
+  // What a step did: a round's acceptance and catch-up (for the adaptive depth policy), a
+  // prefill's draft reads (for the metrics).
   struct RoundStats {
-    std::vector<int64_t> accepted;  // drafts accepted, per sequence of the round
-    double catch_up_seconds = 0;    // wall time of the draft catch-up (not the round's own cost)
+    std::vector<int64_t> accepted;     // drafts accepted, per sequence of the round
+    double catch_up_seconds = 0;       // wall time of the draft catch-up (not the round's own cost)
+    int64_t catch_up_tokens = 0;       // positions the catch-up read
+    int64_t prefill_draft_tokens = 0;  // a prefill step: positions the draft read with it
   };
 
-  // Draft KV for the prefilled chunks and each finished prompt's first draft token; with the
-  // hidden-state stash (adaptive depth) the draft reads the prompt later, at its first round, so
-  // an engine that decodes plainly never pays for the draft.
-  void after_prefill(const std::vector<ScheduledChunk>& batch, const ForwardResult& target);
+  // Draft KV for the prefilled chunks and each finished prompt's first draft token. With the
+  // hidden-state stash (adaptive depth) only where fill (the depth policy expects to speculate)
+  // and the draft has not fallen behind on the sequence; the others' positions are left to a
+  // catch-up at their first round, so an engine that decodes plainly never pays for the draft.
+  // Returns the positions the draft read.
+  int64_t after_prefill(const std::vector<ScheduledChunk>& batch, const ForwardResult& target,
+                        bool fill);
   // One round of S drafts (1 <= S <= the runner's depth) for every sequence; their pages already
   // hold S + 1 more positions.
   RoundStats round(const std::vector<Sequence*>& seqs, int64_t S);
@@ -44,7 +50,8 @@ class SpecWorker {
  private:
   // The draft reads the positions it missed while the engine decoded plainly (draft_lag > 0),
   // from their stashed target hidden states, and drafts d_1 from the last of them.
-  void catch_up(const std::vector<Sequence*>& seqs);
+  // Returns the positions it read.
+  int64_t catch_up(const std::vector<Sequence*>& seqs);
   std::vector<std::vector<int32_t>> draft(const std::vector<Sequence*>& seqs, int64_t S,
                                           RoundMasks& masks);
   // Masks the verify logits [B * (S + 1), V]: row b * (S + 1) + i by masks.row(b, i).

@@ -12,9 +12,11 @@ SpecWorker::RoundStats StepExecutor::run(const StepPlan& plan) {
   switch (plan.kind) {
     case StepPlan::Kind::kIdle:
       break;
-    case StepPlan::Kind::kPrefill:
-      prefill(plan.prefill);
-      break;
+    case StepPlan::Kind::kPrefill: {
+      SpecWorker::RoundStats stats;
+      stats.prefill_draft_tokens = prefill(plan.prefill, plan.fill_draft);
+      return stats;
+    }
     case StepPlan::Kind::kDecode:
       if (plan.draft_steps > 0) return spec_->round(plan.decode, plan.draft_steps);
       decode(plan.decode);
@@ -27,7 +29,7 @@ SpecWorker::RoundStats StepExecutor::run(const StepPlan& plan) {
 
 // Chunks that reach the end of their prompt sample its first token from their logit row (each
 // chunk contributes its last token's row).
-void StepExecutor::prefill(const std::vector<ScheduledChunk>& batch) {
+int64_t StepExecutor::prefill(const std::vector<ScheduledChunk>& batch, bool fill_draft) {
   std::vector<SequenceChunk> chunks;
   for (auto& b : batch)
     chunks.push_back({&b.seq->pages,
@@ -59,7 +61,7 @@ void StepExecutor::prefill(const std::vector<ScheduledChunk>& batch) {
       OutputProcessor::commit(s, {next[i]});
     }
   }
-  if (spec_) spec_->after_prefill(batch, r);
+  return spec_ ? spec_->after_prefill(batch, r, fill_draft) : 0;
 }
 
 void StepExecutor::decode(const std::vector<Sequence*>& seqs) {

@@ -18,14 +18,16 @@ class StepExecutor {
   StepExecutor(ModelRunner& runner, OutputProcessor& out, SpecWorker* spec)
       : runner_(runner), out_(out), spec_(spec) {}
 
-  // What the step did for the adaptive depth policy (empty unless it was a speculative round).
+  // What the step did for the adaptive depth policy and the metrics: a speculative round's
+  // acceptance and catch-up, a prefill's draft positions (empty for a plain decode step).
   SpecWorker::RoundStats run(const StepPlan& plan);
   // Plain decode steps charge their prepare, device and commit phases to this clock (the engine's;
   // followers keep none).
   void set_clock(LoopClock* clock) { clock_ = clock; }
 
  private:
-  void prefill(const std::vector<ScheduledChunk>& batch);
+  // Returns the positions the draft read with the prompts (SpecWorker::after_prefill).
+  int64_t prefill(const std::vector<ScheduledChunk>& batch, bool fill_draft);
   void decode(const std::vector<Sequence*>& seqs);
 
   ModelRunner& runner_;

@@ -180,6 +180,7 @@ Bytes encode_step(const StepPlan& plan, const std::vector<uint64_t>& running,
   w.put<uint8_t>(kStep);
   w.put<uint8_t>(static_cast<uint8_t>(plan.kind));
   w.put<int64_t>(plan.draft_steps);
+  w.put<uint8_t>(plan.fill_draft);
   // Each sequence once, with the token positions the step reads: a chunk [start, end) and the
   // token after it (the draft pairs h_i with x_{i+1}); a decode the last token.
   std::vector<const Sequence*> seqs;
@@ -236,6 +237,7 @@ FollowerSequences::Step FollowerSequences::apply(const Bytes& b) {
   if (kind > static_cast<uint8_t>(StepPlan::Kind::kDecode)) fail("step message: kind {}", kind);
   out.plan.kind = static_cast<StepPlan::Kind>(kind);
   out.plan.draft_steps = r.get<int64_t>();
+  out.plan.fill_draft = r.get<uint8_t>() != 0;
   const uint32_t n = r.get<uint32_t>();
   std::vector<Sequence*> in_step;
   for (uint32_t i = 0; i < n; ++i) in_step.push_back(read_sequence(r));

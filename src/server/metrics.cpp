@@ -213,6 +213,15 @@ std::string render_prometheus(const EngineMetrics& e, const ServerMetrics& s,
   for (size_t d = 0; d < e.spec_depth_steps.size(); ++d)
     w.sample("tandem:spec_depth_steps_total", fmt::format("depth=\"{}\"", d),
              static_cast<double>(e.spec_depth_steps[d]));
+  if (!e.spec_depth_steps.empty()) {
+    w.counter("tandem:spec_draft_prefill_tokens_total",
+              "Positions the MTP draft read along with prefill steps.",
+              static_cast<double>(e.spec_draft_prefill_tokens));
+    w.counter("tandem:spec_draft_catch_up_tokens_total",
+              "Positions the MTP draft read in catch-ups before a speculative round (adaptive "
+              "depth: prompts and plainly decoded positions it had not read).",
+              static_cast<double>(e.spec_draft_catch_up_tokens));
+  }
   w.gauge("vllm:num_requests_running", "Requests in the running batch.", e.num_running);
   w.gauge("vllm:num_requests_waiting", "Requests waiting to be scheduled.", e.num_waiting);
   w.gauge("vllm:kv_cache_usage_perc", "Fraction of the KV cache in use.", usage);

@@ -124,6 +124,8 @@ Json internal_state(ServerState& st) {
     // Decode steps by the depth they ran (index = drafts per round, 0 = plain decoding).
     s["spec_adaptive"] = o.spec.adaptive;
     s["spec_depth_steps"] = m.spec_depth_steps;
+    s["spec_draft_prefill_tokens"] = m.spec_draft_prefill_tokens;
+    s["spec_draft_catch_up_tokens"] = m.spec_draft_catch_up_tokens;
   }
   return s;
 }

@@ -594,8 +594,14 @@ depth_steps=$(grep '^tandem:spec_depth_steps_total{' "$work/body" | awk '{s += $
 [[ $(grep -c '^tandem:spec_depth_steps_total{' "$work/body") == 6 && $depth_steps -gt 0 ]] &&
   pass "adaptive depth: $depth_steps decode steps by depth in /metrics" ||
   fail "adaptive depth series: $(grep '^tandem:spec_depth_steps_total' "$work/body" | head -3)"
+# The draft read the prompts as they were prefilled (the policy starts out speculating).
+prefill_reads=$(grep '^tandem:spec_draft_prefill_tokens_total{' "$work/body" | awk '{print $2}')
+[[ -n $prefill_reads && $prefill_reads -gt 0 ]] &&
+  grep -q '^tandem:spec_draft_catch_up_tokens_total{' "$work/body" &&
+  pass "draft reads: $prefill_reads prompt positions with prefill steps" ||
+  fail "draft read counters: '$prefill_reads'"
 req GET /get_server_info
-expect "/get_server_info spec_depth_steps (adaptive)" 200 "j.speculative_adaptive === true && j.internal_states[0].spec_adaptive === true && j.internal_states[0].spec_depth_steps.length === 6 && j.internal_states[0].spec_depth_steps.reduce((a, b) => a + b, 0) > 0"
+expect "/get_server_info spec_depth_steps (adaptive)" 200 "j.speculative_adaptive === true && j.internal_states[0].spec_adaptive === true && j.internal_states[0].spec_depth_steps.length === 6 && j.internal_states[0].spec_depth_steps.reduce((a, b) => a + b, 0) > 0 && j.internal_states[0].spec_draft_prefill_tokens > 0 && j.internal_states[0].spec_draft_catch_up_tokens >= 0"
 if node "$e2e/openai_client.mjs" "$url" >"$work/spec_client.log" 2>&1; then
   pass "OpenAI client checks with speculative decoding"
 else

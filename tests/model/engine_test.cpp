@@ -398,6 +398,127 @@ TEST(Spec, AdaptiveDepthScheduleIsLossless) {
   EXPECT_GE(same, compared * 95 / 100) << same << " of " << compared;
 }
 
+// Adaptive depth reads prompts with the draft while they are prefilled (where the policy
+// speculates), and a reused prefix whose pages hold draft KV needs no catch-up: a multi-turn
+// conversation that always speculates never stalls a round on one. Where the draft fell behind
+// (an answer decoded plainly), the prefix cache marks those pages, and the next turn catches up
+// from the first of them on. Every output equals plain decoding's.
+TEST(Spec, DraftReadsPromptsAsTheyArePrefilledAndReusesPrefixesWithDraftKv) {
+  auto model = load_model("models/tandem-austen");
+  constexpr int64_t kPage = 16;
+  // Turn 1's KV ends on a page boundary (prompt + answer - 1 = a multiple of the page), so the
+  // positions of its last round fill a page that turn 2 reuses.
+  auto turn1 = prompts(model->config(), 8, 90, 91, 24, 33);
+  for (size_t i = 0; i < turn1.size(); ++i) {
+    turn1[i].max_new_tokens = i < 4 ? 24 : 28;
+    turn1[i].prompt.resize(static_cast<size_t>((i < 4 ? 41 : 37) + 16 * (i % 4)));
+  }
+  // Turn 2 of each conversation: its turn-1 prompt and answer, then new tokens.
+  std::vector<Result> plain1, plain2;
+  std::vector<Request> turn2 = turn1;
+  {
+    Engine e(model, EngineOptions{});
+    plain1 = run_all(e, turn1);
+    for (size_t i = 0; i < turn2.size(); ++i) {
+      turn2[i].prompt.insert(turn2[i].prompt.end(), plain1[i].tokens.begin(),
+                             plain1[i].tokens.end());
+      for (int t = 0; t < 9; ++t) turn2[i].prompt.push_back(300 + 17 * static_cast<int>(i) + t);
+    }
+    plain2 = run_all(e, turn2);
+  }
+  uint64_t prompts1 = 0, prompts2 = 0, lagging2 = 0;
+  for (size_t i = 0; i < turn1.size(); ++i) {
+    const int64_t n1 = static_cast<int64_t>(turn1[i].prompt.size());
+    const int64_t n2 = static_cast<int64_t>(turn2[i].prompt.size());
+    prompts1 += static_cast<uint64_t>(n1);
+    prompts2 += static_cast<uint64_t>(n2);
+    // Turn 1 answered plainly: its pages hold draft KV up to the end of its prompt; turn 2 reuses
+    // the pages its answer's KV fills (the last answer token has none), the last position
+    // recomputed, and lags from the first page without draft KV on if there is one.
+    const int64_t answer = turn1[i].max_new_tokens;
+    const int64_t pages = std::min(n1 + answer - 1, n2 - 1) / kPage, draft_pages = n1 / kPage;
+    if (pages > draft_pages) lagging2 += static_cast<uint64_t>(n2 - draft_pages * kPage);
+  }
+  struct Case {
+    const char* name;
+    bool adaptive;
+    int64_t turn1_depth;  // forced depth of every decode step of turn 1 (turn 2: 3)
+  };
+  for (const Case& c :
+       {Case{"adaptive, always speculating", true, 3},
+        Case{"adaptive, turn 1 answered plainly", true, 0}, Case{"fixed depth", false, 3}}) {
+    EngineOptions o;
+    o.spec.algorithm = "EAGLE";
+    o.spec.num_steps = 3;
+    o.spec.adaptive = c.adaptive;
+    o.page_size = kPage;
+    o.chunked_prefill_size = 24;  // prompts in several chunks
+    o.max_prefill_tokens = 48;
+    int64_t forced = c.turn1_depth;
+    if (c.adaptive) o.spec.depth_override = [&](int64_t, int64_t) { return forced; };
+    // The draft KV of reused pages is what a fresh prefill would have written: turn 2 drafts
+    // exactly what an engine without the prefix cache drafts (a stale position would change them).
+    DraftLog log, fresh;
+    if (c.turn1_depth > 0) {
+      EngineOptions f = o;
+      f.enable_prefix_cache = false;
+      fresh.attach(f);
+      Engine ref(model, f);
+      run_all(ref, turn1);
+      run_all(ref, turn2);
+      log.attach(o);
+    }
+    Engine e(model, o);
+    // The totals of finished requests are added just after their last output is sent.
+    const auto settled = [&](uint64_t finished) {
+      for (int i = 0; i < 2000 && e.metrics().requests_finished < finished; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return e.metrics();
+    };
+    const auto got1 = run_all(e, turn1);
+    const EngineMetrics m1 = settled(turn1.size());
+    forced = 3;
+    const auto got2 = run_all(e, turn2);
+    const EngineMetrics m2 = settled(turn1.size() + turn2.size());
+    for (size_t i = 0; i < turn1.size(); ++i) {
+      EXPECT_EQ(got1[i].tokens, plain1[i].tokens) << c.name << ": turn 1, request " << i;
+      EXPECT_EQ(got2[i].tokens, plain2[i].tokens) << c.name << ": turn 2, request " << i;
+    }
+    const uint64_t catch_up2 = m2.spec_draft_catch_up_tokens - m1.spec_draft_catch_up_tokens;
+    const uint64_t prefill2 = m2.spec_draft_prefill_tokens - m1.spec_draft_prefill_tokens;
+    const uint64_t cached2 = m2.cached_tokens_total - m1.cached_tokens_total;
+    std::printf(
+        "  %s: turn 1: the draft read %llu positions with the prefill, %llu in catch-ups; turn "
+        "2: %llu reused, %llu read with the prefill, %llu in catch-ups\n",
+        c.name, static_cast<unsigned long long>(m1.spec_draft_prefill_tokens),
+        static_cast<unsigned long long>(m1.spec_draft_catch_up_tokens),
+        static_cast<unsigned long long>(cached2), static_cast<unsigned long long>(prefill2),
+        static_cast<unsigned long long>(catch_up2));
+    // The policy starts at depth 3, so the draft reads every prompt position as it is prefilled.
+    EXPECT_EQ(m1.spec_draft_prefill_tokens, prompts1) << c.name;
+    EXPECT_EQ(m1.spec_draft_catch_up_tokens, 0u) << c.name;
+    EXPECT_GT(cached2, 0u) << c.name << ": turn 2 reuses turn 1's pages";
+    if (c.turn1_depth > 0) {
+      // Rounds leave the draft's KV complete, finishing ones too: turn 2 needs no catch-up.
+      EXPECT_EQ(catch_up2, 0u) << c.name;
+      EXPECT_EQ(prefill2, prompts2 - cached2) << c.name;
+      int64_t compared = 0;
+      for (const auto& [at, d] : log.drafts) {
+        if (at.first <= turn1.size()) continue;  // turn 2's requests only
+        const auto it = fresh.drafts.find(at);
+        ASSERT_NE(it, fresh.drafts.end())
+            << c.name << ": request " << at.first << " position " << at.second;
+        EXPECT_EQ(d, it->second) << c.name << ": request " << at.first << " position " << at.second;
+        ++compared;
+      }
+      EXPECT_GT(compared, 20) << c.name;
+    } else {
+      ASSERT_GT(lagging2, 0u) << "the test needs an answer that fills a page";
+      EXPECT_EQ(catch_up2, lagging2) << c.name;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tandem::test
 

@@ -125,6 +125,8 @@ TEST(Prometheus, FormatAndNames) {
   e.spec_accepted_tokens = 15;
   e.spec_accepted_per_position = {8, 5, 2};
   e.spec_depth_steps = {4, 0, 3, 7};
+  e.spec_draft_prefill_tokens = 900;
+  e.spec_draft_catch_up_tokens = 120;
   ServerMetrics s;
   s.ttft.observe(0.02);
   s.itl.observe(0.005, 4);
@@ -171,6 +173,9 @@ TEST(Prometheus, FormatAndNames) {
   EXPECT_EQ(value("tandem:spec_depth_steps_total{" + L + ",depth=\"0\"}"), 4);
   EXPECT_EQ(value("tandem:spec_depth_steps_total{" + L + ",depth=\"3\"}"), 7);
   EXPECT_EQ(p.type.at("tandem:spec_depth_steps_total"), "counter");
+  EXPECT_EQ(value("tandem:spec_draft_prefill_tokens_total{" + L + "}"), 900);
+  EXPECT_EQ(value("tandem:spec_draft_catch_up_tokens_total{" + L + "}"), 120);
+  EXPECT_EQ(p.type.at("tandem:spec_draft_catch_up_tokens_total"), "counter");
   // Buckets are cumulative and non-decreasing for every histogram.
   for (const auto& [family, type] : p.type) {
     if (type != "histogram") continue;

@@ -252,7 +252,11 @@ TEST(StepMessage, FollowerSequencesHoldWhatTheStepReads) {
   StepPlan plan;
   plan.kind = StepPlan::Kind::kPrefill;
   plan.prefill.push_back({seqs[0].get(), 16, 32});
+  plan.fill_draft = false;  // the draft leaves these positions to a catch-up, on every rank
   const FollowerSequences::Step p = f.apply(encode_step(plan, {10, 11, 12}));
+  EXPECT_FALSE(p.plan.fill_draft);
+  plan.fill_draft = true;
+  EXPECT_TRUE(FollowerSequences().apply(encode_step(plan, {10, 11, 12})).plan.fill_draft);
   ASSERT_EQ(p.plan.prefill.size(), 1u);
   const Sequence& a = *p.plan.prefill[0].seq;
   EXPECT_EQ(a.tokens.size(), seqs[0]->tokens.size());

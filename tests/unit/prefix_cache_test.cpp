@@ -22,7 +22,7 @@ TEST(PrefixCache, MatchesFullPagesOfASharedPrefixOnly) {
   std::vector<int32_t> pages;
   ASSERT_TRUE(a.allocate(3, pages));
   const auto toks = seq(11);
-  c.insert(toks, 11, pages);  // two full pages; the third (3 tokens) is not cached
+  c.insert(toks, 11, pages, 11);  // two full pages; the third (3 tokens) is not cached
   EXPECT_EQ(c.size(), 2);
   a.release(pages);  // the request finishes
   EXPECT_EQ(a.num_free(), 16 - 2);
@@ -39,15 +39,59 @@ TEST(PrefixCache, MatchesFullPagesOfASharedPrefixOnly) {
   EXPECT_TRUE(c.match(other, 3).empty());  // the limit leaves less than a page
 }
 
+// An adaptive-depth engine's draft may lag its target: a page is marked as holding draft KV only
+// when the draft covered all of it, a match counts those pages from the first on, and a cached
+// page gains the mark only from a sequence that holds that very page.
+TEST(PrefixCache, CountsThePagesThatHoldDraftKvFromTheFirst) {
+  PageAllocator a(16);
+  PrefixCache c(a, 4);
+  std::vector<int32_t> pages;
+  ASSERT_TRUE(a.allocate(3, pages));
+  const auto toks = seq(12);
+  c.insert(toks, 12, pages, 7);  // the draft covered page 0 and part of page 1
+  a.release(pages);
+  int64_t draft = -1;
+  auto m = c.match(toks, 12, &draft);
+  EXPECT_EQ(m.size(), 3u);
+  EXPECT_EQ(draft, 1);
+  // The same pages, now with the draft caught up to page 2 but not page 1's end: a gap ends the
+  // count even though page 2 is marked.
+  c.insert(toks, 12, m, 6);
+  auto m2 = c.match(toks, 12, &draft);
+  EXPECT_EQ(draft, 1);
+  a.release(m2);
+  c.insert(toks, 12, m, 12);  // the holder's draft covered everything
+  m2 = c.match(toks, 12, &draft);
+  EXPECT_EQ(draft, 3);
+  a.release(m2);
+  a.release(m);
+  // Another sequence with the same tokens in pages of its own cannot vouch for the cached ones.
+  PrefixCache c2(a, 4);
+  std::vector<int32_t> first, second;
+  ASSERT_TRUE(a.allocate(2, first));
+  ASSERT_TRUE(a.allocate(2, second));
+  c2.insert(toks, 8, first, 0);
+  c2.insert(toks, 8, second, 8);
+  m = c2.match(toks, 8, &draft);
+  EXPECT_EQ(m, first);
+  EXPECT_EQ(draft, 0);
+  a.release(m);
+  a.release(first);
+  a.release(second);
+  c2.clear();
+  c.clear();
+  EXPECT_EQ(a.num_free(), 16);
+}
+
 TEST(PrefixCache, EvictsLeastRecentlyUsedUnheldPagesTailFirst) {
   PageAllocator a(6);
   PrefixCache c(a, 2);
   std::vector<int32_t> p1, p2;
   ASSERT_TRUE(a.allocate(3, p1));
-  c.insert(seq(6), 6, p1);
+  c.insert(seq(6), 6, p1, 6);
   a.release(p1);
   ASSERT_TRUE(a.allocate(3, p2));
-  c.insert(seq(6, 100), 6, p2);
+  c.insert(seq(6, 100), 6, p2, 6);
   a.release(p2);
   EXPECT_EQ(a.num_free(), 0);
   auto held = c.match(seq(6, 100), 6);  // the second chain is in use and recent
@@ -84,7 +128,7 @@ TEST(PrefixCache, EvictableCountFollowsEveryHold) {
         a.release(pages);
         continue;
       }
-      c.insert(toks, len, pages);
+      c.insert(toks, len, pages, len);
       held.push_back(pages);
     } else if (op < 9 && !held.empty()) {  // one finishes
       const size_t i = rng.next_u64() % held.size();

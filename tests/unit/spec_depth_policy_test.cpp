@@ -297,6 +297,31 @@ TEST(SpecDepthPolicy, EachBatchClassKeepsWhatItLearned) {
   EXPECT_EQ(p.settled_depth(48), d64);  // ...and starts from the 64 class once it runs
 }
 
+// The engine has the draft read prompts while they are prefilled where the policy expects to
+// speculate: the class's settled depth, a class not seen yet taking the nearest seen class's.
+TEST(SpecDepthPolicy, DraftsPromptsWhereItSpeculates) {
+  EXPECT_TRUE(SpecDepthPolicy(opts(5, 3)).drafts_at(32));  // nothing seen: the initial depth
+  EXPECT_FALSE(SpecDepthPolicy(opts(5, 0)).drafts_at(1));
+  SpecDepthOptions pinned = opts(3, 2);
+  pinned.adaptive = false;
+  EXPECT_TRUE(SpecDepthPolicy(pinned).drafts_at(256));
+  // Deep speculation wins at batch 1, plain decoding at batch 64 (as in
+  // ReachesTheBestDepthForEachLoad).
+  SimEngine small = gpu_like(1e-3, 1e-6, 5e-5, 1e-6, {0.9, 0.85, 0.8, 0.8, 0.75});
+  SimEngine large = gpu_like(1e-3, 4e-5, 1e-4, 2e-5, {0.7, 0.6, 0.5, 0.5, 0.5});
+  SpecDepthPolicy p(opts());
+  run(p, large, 64, 400);
+  ASSERT_EQ(p.settled_depth(64), 0);
+  EXPECT_FALSE(p.drafts_at(64));
+  EXPECT_FALSE(p.drafts_at(40));   // class 48: nearest seen is 64
+  EXPECT_FALSE(p.drafts_at(200));  // class 256 likewise
+  run(p, small, 1, 400);
+  ASSERT_GT(p.settled_depth(1), 0);
+  EXPECT_TRUE(p.drafts_at(1));
+  EXPECT_TRUE(p.drafts_at(2));  // class 2: nearest seen is 1
+  EXPECT_FALSE(p.drafts_at(64));
+}
+
 TEST(SpecDepthPolicy, LearnsTheAcceptanceOfEachPosition) {
   SimEngine e = gpu_like(1e-3, 1e-6, 5e-5, 1e-6, {0.9, 0.7, 0.5, 0.3, 0.2});
   SpecDepthPolicy p(opts(5, 5));
