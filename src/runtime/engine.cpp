@@ -305,11 +305,19 @@ struct Engine::Impl {
         plan.draft_steps =
             std::clamp<int64_t>(opt.spec.depth_override(B, plan.draft_steps), 0, geo.draft_steps);
     }
-    // The draft reads prompts as they are prefilled while the policy speculates at the batch
-    // size they will decode in (the running set), so that their first round does not stall the
-    // whole batch on a catch-up over them.
-    if (depth && plan.kind == StepPlan::Kind::kPrefill)
-      plan.fill_draft = depth->drafts_at(static_cast<int64_t>(sched.running().size()));
+    // The draft reads prompts as they are prefilled where the policy speculates at the batch
+    // size they will decode in (the running set) and reading the whole prompts pays for itself
+    // (judged as the catch-up of them would be, not chunk by chunk), so that their first round
+    // does not stall the whole batch on a catch-up over them.
+    if (depth && plan.kind == StepPlan::Kind::kPrefill) {
+      int64_t positions = 0, remaining = 0;
+      for (const ScheduledChunk& c : plan.prefill)
+        positions += static_cast<int64_t>(c.seq->tokens.size());
+      for (const auto& s : sched.running())
+        remaining += std::max<int64_t>(s->req.max_new_tokens - s->generated, 0);
+      plan.fill_draft =
+          depth->worth_reading(static_cast<int64_t>(sched.running().size()), positions, remaining);
+    }
     if (group) {
       std::vector<uint64_t> running;
       for (const auto& s : sched.running()) running.push_back(s->id);
@@ -323,6 +331,7 @@ struct Engine::Impl {
     const SpecWorker::RoundStats stats = exec.run(plan);
     clock.lap(LoopPhase::kDevice);  // a plain decode step has charged its own phases
     if (spec) out.count_draft_reads(stats.prefill_draft_tokens, stats.catch_up_tokens);
+    if (depth) depth->observe_reads(stats.prefill_draft_seconds, stats.prefill_draft_tokens);
     if (depth && plan.kind == StepPlan::Kind::kDecode) {
       // Every decode step ends with its tokens on the host, so the host clock spans the device
       // work.

@@ -296,18 +296,23 @@ int64_t SpecDepthPolicy::choose(int64_t batch, int64_t lag_tokens, int64_t remai
 // everything else (0.66x of plain decoding on the H200).
 bool SpecDepthPolicy::worth_catching_up(const ClassState& c, int64_t cls, int64_t depth,
                                         int64_t lag_tokens, int64_t remaining_tokens) const {
-  if (lag_tokens <= 0 || catch_up_per_token_ <= 0) return true;
-  const double cost = static_cast<double>(lag_tokens) * catch_up_per_token_;
+  return lag_tokens <= 0 || worth_read(c, cls, depth, lag_tokens, remaining_tokens);
+}
+
+bool SpecDepthPolicy::worth_read(const ClassState& c, int64_t cls, int64_t depth, int64_t positions,
+                                 int64_t remaining_tokens) const {
+  if (read_per_position_ <= 0) return true;  // not known yet: read, and learn what it costs
+  const double cost = static_cast<double>(positions) * read_per_position_;
   const double plain_step = class_seconds(c, 0);
   if (plain_step <= 0 || cost <= o_.max_catch_up_steps * plain_step) return true;
-  // Seconds per committed token of the batch at a depth (its round alone; the catch-up is the
+  // Seconds per committed token of the batch at a depth (its round alone; the reading is the
   // cost); a depth not measured yet (a probe) is taken to be as good as the best one that is,
-  // and only with no depth > 0 known at all is the catch-up paid to find out.
+  // and only with no depth > 0 known at all is the reading paid to find out.
   auto token_seconds = [&](int64_t x) {
     const double step = class_seconds(c, x) - c.catch_up;
     return step > 0 ? step / (static_cast<double>(cls) * expected_tokens(x)) : -1.0;
   };
-  double spec_token = token_seconds(depth);
+  double spec_token = depth > 0 ? token_seconds(depth) : -1.0;
   for (int64_t x = 1; spec_token <= 0 && x <= o_.max_depth; ++x) {
     const double t = token_seconds(x);
     if (t > 0 && (spec_token <= 0 || t < spec_token)) spec_token = t;
@@ -317,17 +322,28 @@ bool SpecDepthPolicy::worth_catching_up(const ClassState& c, int64_t cls, int64_
   return static_cast<double>(remaining_tokens) * (plain_token - spec_token) > cost;
 }
 
+bool SpecDepthPolicy::worth_reading(int64_t batch, int64_t positions,
+                                    int64_t remaining_tokens) const {
+  if (!drafts_at(batch)) return false;
+  if (!o_.adaptive || positions <= 0) return true;
+  const ClassState* c = find(batch);
+  return !c || worth_read(*c, batch_class(batch), c->depth, positions, remaining_tokens);
+}
+
+void SpecDepthPolicy::observe_reads(double seconds, int64_t positions) {
+  if (positions <= 0 || !(seconds > 0)) return;
+  const double per_position = seconds / static_cast<double>(positions);
+  read_per_position_ =
+      read_per_position_ > 0
+          ? read_per_position_ + o_.time_alpha * (per_position - read_per_position_)
+          : per_position;
+}
+
 void SpecDepthPolicy::observe(int64_t depth, int64_t batch, double seconds,
                               const std::vector<int64_t>& accepted, double catch_up_seconds,
                               int64_t catch_up_tokens) {
   if (depth < 0 || depth > o_.max_depth) return;
-  if (catch_up_tokens > 0 && catch_up_seconds > 0) {
-    const double per_token = catch_up_seconds / static_cast<double>(catch_up_tokens);
-    catch_up_per_token_ =
-        catch_up_per_token_ > 0
-            ? catch_up_per_token_ + o_.time_alpha * (per_token - catch_up_per_token_)
-            : per_token;
-  }
+  observe_reads(catch_up_seconds, catch_up_tokens);
   for (int64_t k : accepted)
     for (int64_t j = 1; j <= std::min(k + 1, depth); ++j) {
       const size_t i = static_cast<size_t>(j - 1);

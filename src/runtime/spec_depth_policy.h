@@ -72,9 +72,18 @@ class SpecDepthPolicy {
   // The depth the class of `batch` has settled on (probes aside).
   int64_t settled_depth(int64_t batch) const;
   // Whether steps of `batch` sequences are expected to speculate: the class's settled depth, or
-  // for a class not seen yet the nearest seen class's (where it would start), is above 0. The
-  // engine then has the draft read prompts as they are prefilled.
+  // for a class not seen yet the nearest seen class's (where it would start), is above 0.
   bool drafts_at(int64_t batch) const;
+  // Whether the draft should read `positions` prompt positions now, along with their prefill,
+  // for a batch of `batch` sequences that may still generate remaining_tokens in all: where it
+  // drafts, and the reading pays for itself as a catch-up would have to (worth_catching_up: a
+  // cheap read always; a dear one only if the batch's remaining tokens win it back at the best
+  // measured depth). Unread positions are the sequences' lag, which a catch-up reads before they
+  // can speculate, so this only moves the cost out of the round that would stall on it.
+  bool worth_reading(int64_t batch, int64_t positions, int64_t remaining_tokens) const;
+  // The draft read `positions` positions outside a round (with a prefill step) in `seconds`
+  // (device included): its cost per position, as catch-ups also measure it.
+  void observe_reads(double seconds, int64_t positions);
 
   // Decode steps run at each depth [0, max_depth].
   const std::vector<uint64_t>& histogram() const { return histogram_; }
@@ -110,6 +119,10 @@ class SpecDepthPolicy {
   void decide(ClassState& c, int64_t cls);
   bool worth_catching_up(const ClassState& c, int64_t cls, int64_t depth, int64_t lag_tokens,
                          int64_t remaining_tokens) const;
+  // Whether reading `positions` positions is worth it for class c at depth (a depth not measured
+  // yet counts as the best measured one): cheap, or won back by remaining_tokens.
+  bool worth_read(const ClassState& c, int64_t cls, int64_t depth, int64_t positions,
+                  int64_t remaining_tokens) const;
   void start_probe(ClassState& c, int64_t depth);
 
   SpecDepthOptions o_;
@@ -117,7 +130,9 @@ class SpecDepthPolicy {
   std::vector<double> accept_;                           // [max_depth]: a_1 .. a_S
   std::vector<int64_t> accept_n_;                        // observations of each position
   std::vector<uint64_t> histogram_;
-  double catch_up_per_token_ = 0;  // running average of the draft's catch-up seconds per position
+  // Running average of the seconds per position the draft reads outside a round (catch-ups and
+  // prompts read with their prefill).
+  double read_per_position_ = 0;
   std::vector<std::string> changes_;
 };
 

@@ -54,8 +54,8 @@ SpecWorker::SpecWorker(ModelRunner& runner, OutputProcessor& out, const Speculat
 // read now (fill off, the draft already behind on the sequence, or nothing left to draft for)
 // adds to the sequence's lag instead: the lag stays the tail of [0, kv_len), and a finished
 // sequence's lag (with or without the stash) tells the prefix cache which pages lack draft KV.
-int64_t SpecWorker::after_prefill(const std::vector<ScheduledChunk>& batch,
-                                  const ForwardResult& target, bool fill) {
+std::pair<int64_t, double> SpecWorker::after_prefill(const std::vector<ScheduledChunk>& batch,
+                                                     const ForwardResult& target, bool fill) {
   const bool stash = runner_.stashes();
   std::vector<SequenceChunk> chunks;
   std::vector<int32_t> hidden_rows;
@@ -78,14 +78,18 @@ int64_t SpecWorker::after_prefill(const std::vector<ScheduledChunk>& batch,
     }
     row += len;
   }
-  if (chunks.empty()) return 0;
+  if (chunks.empty()) return {0, 0.0};
+  // Timed on the host from an idle device (the target's prefill done) to the drafts read back.
+  const Device dev = runner_.device();
+  if (stash) device_interface(dev.type).synchronize(dev);
+  const auto t0 = Clock::now();
   Tensor h = ops::gather_rows(runner_.workspace(), target.hidden, runner_.indices(hidden_rows));
   ForwardResult d = runner_.extend_draft(chunks, h);
   std::vector<int64_t> ends;
   int64_t off = 0;
   for (auto& ch : chunks) ends.push_back(off += static_cast<int64_t>(ch.tokens.size()));
   set_next_drafts(seqs, d, ends);
-  return read;
+  return {read, stash ? std::chrono::duration<double>(Clock::now() - t0).count() : 0.0};
 }
 
 // From a draft forward: d1 = argmax of each sequence's logit row, and the draft hidden state

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "runtime/constrained_decoding.h"
@@ -30,16 +31,18 @@ class SpecWorker {
     std::vector<int64_t> accepted;     // drafts accepted, per sequence of the round
     double catch_up_seconds = 0;       // wall time of the draft catch-up (not the round's own cost)
     int64_t catch_up_tokens = 0;       // positions the catch-up read
-    int64_t prefill_draft_tokens = 0;  // a prefill step: positions the draft read with it
+    int64_t prefill_draft_tokens = 0;  // a prefill step: positions the draft read with it,
+    double prefill_draft_seconds = 0;  // and the wall time of that (timed with the stash only)
   };
 
   // Draft KV for the prefilled chunks and each finished prompt's first draft token. With the
   // hidden-state stash (adaptive depth) only where fill (the depth policy expects to speculate)
   // and the draft has not fallen behind on the sequence; the others' positions are left to a
   // catch-up at their first round, so an engine that decodes plainly never pays for the draft.
-  // Returns the positions the draft read.
-  int64_t after_prefill(const std::vector<ScheduledChunk>& batch, const ForwardResult& target,
-                        bool fill);
+  // Returns the positions the draft read and, with the stash, the seconds it took (the device
+  // synchronized before, for the adaptive policy's cost of reading).
+  std::pair<int64_t, double> after_prefill(const std::vector<ScheduledChunk>& batch,
+                                           const ForwardResult& target, bool fill);
   // One round of S drafts (1 <= S <= the runner's depth) for every sequence; their pages already
   // hold S + 1 more positions.
   RoundStats round(const std::vector<Sequence*>& seqs, int64_t S);

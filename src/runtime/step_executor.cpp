@@ -1,5 +1,7 @@
 #include "runtime/step_executor.h"
 
+#include <tuple>
+
 #include "core/error.h"
 
 namespace tandem {
@@ -14,7 +16,8 @@ SpecWorker::RoundStats StepExecutor::run(const StepPlan& plan) {
       break;
     case StepPlan::Kind::kPrefill: {
       SpecWorker::RoundStats stats;
-      stats.prefill_draft_tokens = prefill(plan.prefill, plan.fill_draft);
+      std::tie(stats.prefill_draft_tokens, stats.prefill_draft_seconds) =
+          prefill(plan.prefill, plan.fill_draft);
       return stats;
     }
     case StepPlan::Kind::kDecode:
@@ -29,7 +32,8 @@ SpecWorker::RoundStats StepExecutor::run(const StepPlan& plan) {
 
 // Chunks that reach the end of their prompt sample its first token from their logit row (each
 // chunk contributes its last token's row).
-int64_t StepExecutor::prefill(const std::vector<ScheduledChunk>& batch, bool fill_draft) {
+std::pair<int64_t, double> StepExecutor::prefill(const std::vector<ScheduledChunk>& batch,
+                                                 bool fill_draft) {
   std::vector<SequenceChunk> chunks;
   for (auto& b : batch)
     chunks.push_back({&b.seq->pages,
@@ -61,7 +65,7 @@ int64_t StepExecutor::prefill(const std::vector<ScheduledChunk>& batch, bool fil
       OutputProcessor::commit(s, {next[i]});
     }
   }
-  return spec_ ? spec_->after_prefill(batch, r, fill_draft) : 0;
+  return spec_ ? spec_->after_prefill(batch, r, fill_draft) : std::pair<int64_t, double>{0, 0.0};
 }
 
 void StepExecutor::decode(const std::vector<Sequence*>& seqs) {

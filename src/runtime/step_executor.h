@@ -4,6 +4,9 @@
 // from rank 0's step message (step_message.h), so all ranks issue the same forwards.
 #pragma once
 
+#include <cstdint>
+#include <utility>
+
 #include "runtime/loop_clock.h"
 #include "runtime/model_runner.h"
 #include "runtime/output_processor.h"
@@ -26,8 +29,9 @@ class StepExecutor {
   void set_clock(LoopClock* clock) { clock_ = clock; }
 
  private:
-  // Returns the positions the draft read with the prompts (SpecWorker::after_prefill).
-  int64_t prefill(const std::vector<ScheduledChunk>& batch, bool fill_draft);
+  // Returns the positions the draft read with the prompts and the seconds it took
+  // (SpecWorker::after_prefill).
+  std::pair<int64_t, double> prefill(const std::vector<ScheduledChunk>& batch, bool fill_draft);
   void decode(const std::vector<Sequence*>& seqs);
 
   ModelRunner& runner_;
