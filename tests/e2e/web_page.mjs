@@ -135,8 +135,7 @@ try {
   const lengths = await page.evaluate(() => window.answerLengths.filter((n) => n > 0));
   check(a1.state === 'done' && a1.text.trim().length > 0, 'turn 1 streams a non-empty answer',
         JSON.stringify(a1));
-  check(lengths.length >= 2 && lengths.every((n, i) => i === 0 || n > lengths[i - 1]),
-        `the answer grew over ${lengths.length} renders`, JSON.stringify(lengths));
+  const grew = (ls) => ls.length >= 2 && ls.every((n, i) => i === 0 || n > ls[i - 1]);
   check(/\d+ tokens/.test(a1.meta) && a1.meta.includes('finish:'), 'the answer says its tokens and finish',
         a1.meta);
   check(await page.$eval('#send', (e) => !e.disabled) && await page.$eval('#stop', (e) => e.disabled),
@@ -161,9 +160,17 @@ try {
 
   // Turn 2 carries the whole conversation.
   phase = 'turn 2';
+  await page.evaluate(() => { window.answerLengths = []; });
   await ask('And Elizabeth?');
   await waitAnswer(2);
   const a2 = await lastAnswer();
+  // The answers grow over several renders. One answer may arrive in a single read of its stream
+  // when the browser is starved of the CPU while the server generates (seen once on a loaded
+  // two-core machine); both cannot, unless the page does not stream.
+  const lengths2 = await page.evaluate(() => window.answerLengths.filter((n) => n > 0));
+  check(grew(lengths) || grew(lengths2),
+        `the answers grew over ${lengths.length} and ${lengths2.length} renders`,
+        JSON.stringify([lengths, lengths2]));
   const b2 = chatBodies[1];
   const roles = b2 ? b2.body.messages.map((m) => m.role).join(',') : '';
   check(a2.state === 'done' && a2.text.length > 0 && roles === 'user,assistant,user' &&
