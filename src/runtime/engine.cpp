@@ -331,7 +331,7 @@ struct Engine::Impl {
     const SpecWorker::RoundStats stats = exec.run(plan);
     clock.lap(LoopPhase::kDevice);  // a plain decode step has charged its own phases
     if (spec) out.count_draft_reads(stats.prefill_draft_tokens, stats.catch_up_tokens);
-    if (depth) depth->observe_reads(stats.prefill_draft_seconds, stats.prefill_draft_tokens);
+    if (depth) depth->observe_prompt_reads(stats.prefill_draft_seconds, stats.prefill_draft_tokens);
     if (depth && plan.kind == StepPlan::Kind::kDecode) {
       // Every decode step ends with its tokens on the host, so the host clock spans the device
       // work.

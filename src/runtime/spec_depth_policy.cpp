@@ -296,15 +296,15 @@ int64_t SpecDepthPolicy::choose(int64_t batch, int64_t lag_tokens, int64_t remai
 // everything else (0.66x of plain decoding on the H200).
 bool SpecDepthPolicy::worth_catching_up(const ClassState& c, int64_t cls, int64_t depth,
                                         int64_t lag_tokens, int64_t remaining_tokens) const {
-  return lag_tokens <= 0 || worth_read(c, cls, depth, lag_tokens, remaining_tokens);
+  return lag_tokens <= 0 || worth_read(c, cls, depth, lag_tokens, remaining_tokens, true);
 }
 
 bool SpecDepthPolicy::worth_read(const ClassState& c, int64_t cls, int64_t depth, int64_t positions,
-                                 int64_t remaining_tokens) const {
+                                 int64_t remaining_tokens, bool cheap_ok) const {
   if (read_per_position_ <= 0) return true;  // not known yet: read, and learn what it costs
   const double cost = static_cast<double>(positions) * read_per_position_;
   const double plain_step = class_seconds(c, 0);
-  if (plain_step <= 0 || cost <= o_.max_catch_up_steps * plain_step) return true;
+  if (plain_step <= 0 || (cheap_ok && cost <= o_.max_catch_up_steps * plain_step)) return true;
   // Seconds per committed token of the batch at a depth (its round alone; the reading is the
   // cost); a depth not measured yet (a probe) is taken to be as good as the best one that is,
   // and only with no depth > 0 known at all is the reading paid to find out.
@@ -327,7 +327,15 @@ bool SpecDepthPolicy::worth_reading(int64_t batch, int64_t positions,
   if (!drafts_at(batch)) return false;
   if (!o_.adaptive || positions <= 0) return true;
   const ClassState* c = find(batch);
-  return !c || worth_read(*c, batch_class(batch), c->depth, positions, remaining_tokens);
+  // No read is made only for being cheap: a prompt read where the batch then decodes plainly is
+  // lost (a catch-up is at least followed by the speculative step it was for).
+  return !c || worth_read(*c, batch_class(batch), c->depth, positions, remaining_tokens, false);
+}
+
+void SpecDepthPolicy::observe_prompt_reads(double seconds, int64_t positions) {
+  if (positions <= 0 || !(seconds > 0)) return;
+  observe_reads(seconds, positions);
+  pending_reads_ += seconds;
 }
 
 void SpecDepthPolicy::observe_reads(double seconds, int64_t positions) {
@@ -354,7 +362,12 @@ void SpecDepthPolicy::observe(int64_t depth, int64_t batch, double seconds,
     }
   if (!o_.adaptive || batch <= 0 || !(seconds > 0)) return;
   ClassState& c = state(batch);
-  if (depth > 0) c.catch_up += o_.catch_up_alpha * (catch_up_seconds - c.catch_up);
+  if (depth > 0) {
+    // Prompts read with their prefill cost what their catch-up would have (not part of this
+    // step's wall time, so not subtracted from it below).
+    c.catch_up += o_.catch_up_alpha * (catch_up_seconds + pending_reads_ - c.catch_up);
+    pending_reads_ = 0;
+  }
   seconds -= catch_up_seconds;
   Timing& t = c.timing[static_cast<size_t>(depth)];
   if (++t.seen <= o_.untimed_steps) return;  // one-off costs of a new shape

@@ -76,14 +76,15 @@ class SpecDepthPolicy {
   bool drafts_at(int64_t batch) const;
   // Whether the draft should read `positions` prompt positions now, along with their prefill,
   // for a batch of `batch` sequences that may still generate remaining_tokens in all: where it
-  // drafts, and the reading pays for itself as a catch-up would have to (worth_catching_up: a
-  // cheap read always; a dear one only if the batch's remaining tokens win it back at the best
-  // measured depth). Unread positions are the sequences' lag, which a catch-up reads before they
-  // can speculate, so this only moves the cost out of the round that would stall on it.
+  // drafts, and the batch's remaining tokens win the reading back at the best measured depth (as
+  // a dear catch-up must, worth_catching_up; but no read is made only for being cheap). Unread
+  // positions are the sequences' lag, which a catch-up reads before they can speculate.
   bool worth_reading(int64_t batch, int64_t positions, int64_t remaining_tokens) const;
-  // The draft read `positions` positions outside a round (with a prefill step) in `seconds`
-  // (device included): its cost per position, as catch-ups also measure it.
-  void observe_reads(double seconds, int64_t positions);
+  // The draft read `positions` prompt positions with a prefill step in `seconds` (device
+  // included): its cost per position, as catch-ups also measure it; and a cost of speculating,
+  // charged to the next speculative step's class like the catch-up it replaced, so that depth
+  // choices weigh it as before.
+  void observe_prompt_reads(double seconds, int64_t positions);
 
   // Decode steps run at each depth [0, max_depth].
   const std::vector<uint64_t>& histogram() const { return histogram_; }
@@ -120,10 +121,12 @@ class SpecDepthPolicy {
   bool worth_catching_up(const ClassState& c, int64_t cls, int64_t depth, int64_t lag_tokens,
                          int64_t remaining_tokens) const;
   // Whether reading `positions` positions is worth it for class c at depth (a depth not measured
-  // yet counts as the best measured one): cheap, or won back by remaining_tokens.
+  // yet counts as the best measured one): cheap (within max_catch_up_steps plain steps, where
+  // cheap_ok), or won back by remaining_tokens.
   bool worth_read(const ClassState& c, int64_t cls, int64_t depth, int64_t positions,
-                  int64_t remaining_tokens) const;
+                  int64_t remaining_tokens, bool cheap_ok) const;
   void start_probe(ClassState& c, int64_t depth);
+  void observe_reads(double seconds, int64_t positions);
 
   SpecDepthOptions o_;
   std::vector<std::pair<int64_t, ClassState>> classes_;  // by class, in first-seen order
@@ -133,6 +136,7 @@ class SpecDepthPolicy {
   // Running average of the seconds per position the draft reads outside a round (catch-ups and
   // prompts read with their prefill).
   double read_per_position_ = 0;
+  double pending_reads_ = 0;  // prompt-read seconds not yet charged to a speculative step
   std::vector<std::string> changes_;
 };
 

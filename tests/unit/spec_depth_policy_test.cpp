@@ -340,16 +340,24 @@ TEST(SpecDepthPolicy, ReadsPromptsOnlyWhereTheyPayForThemselves) {
   const double spec = p.step_seconds(d, 4) / (4.0 * p.expected_tokens(d));
   ASSERT_GT(plain, spec);
   const double per_position = 1e-5;
-  p.observe_reads(per_position * 1000, 1000);
-  // A cheap read (within four plain steps) is always made.
+  p.observe_prompt_reads(per_position * 1000, 1000);
+  // Only if the remaining tokens win it back, however cheap (a catch-up that cheap is always
+  // paid, so that probes keep learning; a prompt read where the batch then decodes plainly is
+  // lost).
   const auto cheap = static_cast<int64_t>(3.9 * p.step_seconds(0, 4) / per_position);
-  EXPECT_TRUE(p.worth_reading(4, cheap, 0));
-  // A dear one only if the remaining tokens win it back.
+  EXPECT_FALSE(p.worth_reading(4, cheap, 0));
   const int64_t positions = 20 * cheap;
   const double cost = static_cast<double>(positions) * per_position;
   const auto even = static_cast<int64_t>(cost / (plain - spec));
   EXPECT_FALSE(p.worth_reading(4, positions, even / 2));
   EXPECT_TRUE(p.worth_reading(4, positions, even * 2));
+  // A prompt read is a cost of speculating, as its catch-up was: the next speculative step's
+  // class carries it in its estimate (catch_up_alpha of it, like a catch-up's seconds).
+  SpecDepthPolicy q = p;
+  p.observe_prompt_reads(0.5, 1000);
+  for (SpecDepthPolicy* x : {&p, &q}) x->observe(d, 4, 0.01, {1, 1, 1, 1});
+  EXPECT_NEAR(p.step_seconds(d, 4) - q.step_seconds(d, 4), 0.05 * 0.5, 1e-12);
+  EXPECT_DOUBLE_EQ(p.step_seconds(0, 4), q.step_seconds(0, 4));
   // Where the class decodes plainly nothing is read, however cheap.
   SimEngine large = gpu_like(1e-3, 4e-5, 1e-4, 2e-5, {0.7, 0.6, 0.5, 0.5, 0.5});
   run(p, large, 64, 400);
