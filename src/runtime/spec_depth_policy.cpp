@@ -39,13 +39,9 @@ const SpecDepthPolicy::ClassState* SpecDepthPolicy::find(int64_t batch) const {
 // them re-probing depths every neighbour already found slow.
 SpecDepthPolicy::ClassState& SpecDepthPolicy::state(int64_t batch) {
   const int64_t cls = batch_class(batch);
-  const ClassState* nearest = nullptr;
-  double gap = 0;
-  for (auto& [k, c] : classes_) {
+  for (auto& [k, c] : classes_)
     if (k == cls) return c;
-    const double g = class_distance(k, cls);
-    if (!nearest || g < gap) nearest = &c, gap = g;
-  }
+  const ClassState* nearest = nearest_class(cls);
   ClassState c;
   c.cls = cls;
   c.depth = nearest ? nearest->depth : o_.initial_depth;
@@ -68,6 +64,16 @@ SpecDepthPolicy::ClassState& SpecDepthPolicy::state(int64_t batch) {
     fresh.depth = best;
   }
   return fresh;
+}
+
+const SpecDepthPolicy::ClassState* SpecDepthPolicy::nearest_class(int64_t cls) const {
+  const ClassState* nearest = nullptr;
+  double gap = 0;
+  for (const auto& [k, c] : classes_) {
+    const double g = class_distance(k, cls);
+    if (!nearest || g < gap) nearest = &c, gap = g;
+  }
+  return nearest;
 }
 
 double SpecDepthPolicy::class_distance(int64_t a, int64_t b) {
@@ -175,13 +181,7 @@ int64_t SpecDepthPolicy::settled_depth(int64_t batch) const {
 bool SpecDepthPolicy::drafts_at(int64_t batch) const {
   if (!o_.adaptive) return o_.initial_depth > 0;
   if (const ClassState* c = find(batch)) return c->depth > 0;
-  const int64_t cls = batch_class(std::max<int64_t>(batch, 1));
-  const ClassState* nearest = nullptr;
-  double gap = 0;
-  for (const auto& [k, c] : classes_) {
-    const double g = class_distance(k, cls);
-    if (!nearest || g < gap) nearest = &c, gap = g;
-  }
+  const ClassState* nearest = nearest_class(batch_class(std::max<int64_t>(batch, 1)));
   return (nearest ? nearest->depth : o_.initial_depth) > 0;
 }
 

@@ -114,6 +114,7 @@ class SpecDepthPolicy {
   ClassState& state(int64_t batch);
   const ClassState* find(int64_t batch) const;
   static double class_distance(int64_t a, int64_t b);  // |log2(a / b)|
+  const ClassState* nearest_class(int64_t cls) const;  // the seen class nearest to cls, or null
   double borrowed_seconds(const ClassState& c, int64_t depth) const;
   double class_seconds(const ClassState& c, int64_t depth) const;
   double class_rate(const ClassState& c, int64_t depth, int64_t cls) const;
