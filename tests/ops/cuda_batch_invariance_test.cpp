@@ -241,8 +241,9 @@ TEST_F(CudaOps, MlaDecodeVerifyEqualsDecodeWhenDeterministic) {
   DeterministicScope scope(true);
   if (small_only()) GTEST_SKIP() << "GLM-5.2 dimensions";
   const int64_t H = 64, L = 576, Lc = 512, Q = 4;
-  // The 16-head kernel (the automatic choice here) and the 64-head one on mma.sync and wgmma.
-  for (int wide : {0, 1, 2})
+  // The 16-head kernel, the 64-head one on mma.sync and wgmma (one split), the chain (the
+  // automatic choice here for both 1 and 4 tokens).
+  for (int wide : {0, 1, 2, 4})
     for (int64_t K : {int64_t{0}, int64_t{2048}}) {
       use_mla_kernel(static_cast<MlaKernel>(wide));
       for (int32_t len : {700, 3000}) {
@@ -266,7 +267,8 @@ TEST_F(CudaOps, MlaDecodeVerifyEqualsDecodeWhenDeterministic) {
               ops::mla_decode(gpu_ws_, q.gpu.narrow(0, j, 1), pool.gpu, one, tk, scale, Lc);
           const int64_t bad = first_differing_row(alone, verify.narrow(0, j, 1).contiguous(), 1);
           EXPECT_EQ(bad, -1) << "mla_decode" << (wide == 1 ? " (64 heads)" : "")
-                             << (wide == 2 ? " (wgmma, 64 heads)" : "") << " len " << len
+                             << (wide == 2 ? " (wgmma, 64 heads)" : "")
+                             << (wide == 4 ? " (chain)" : "") << " len " << len
                              << (K ? " sparse" : " dense") << " token " << j
                              << ": alone differs from verify";
         }
@@ -315,6 +317,52 @@ TEST_F(CudaOps, MlaDecodeColumnPartsGiveTheSameBits) {
   use_automatic_mla_kernel();
 }
 
+// The chain of kernels (attention_chain.cu) gives the one-split wgmma kernel's bits: deterministic
+// mode runs the chain for few tokens and the one-block kernel for many, so a token's row must not
+// depend on which. Dense and sparse (top-2048, and a 1,000-wide top-k whose last block is
+// partial), edge lengths (one key, 64, 65), one to 60 query tokens (the scores kernel's two
+// shapes), column parts of the one-block kernel 1 and automatic; close to the CPU as well.
+TEST_F(CudaOps, MlaDecodeChainGivesTheOneBlockBits) {
+  if (small_only()) GTEST_SKIP() << "GLM-5.2 dimensions";
+  DeterministicScope scope(true);
+  const int64_t H = 64, L = 576, Lc = 512;
+  cuda::CudaBackend* b = cuda::cuda_backend();
+  use_mla_kernel(MlaKernel::kWgmma64);
+  struct Case {
+    std::vector<int32_t> lens, q;
+  };
+  const std::vector<Case> cases = {{{3000}, {1}},
+                                   {{700, 2600}, {4, 4}},
+                                   {{1, 64, 65, 90}, {1, 1, 2, 1}},
+                                   {{2500, 1200}, {30, 30}}};
+  for (const Case& c : cases)
+    for (int64_t K : {int64_t{0}, int64_t{2048}, int64_t{1000}}) {
+      Meta m = make_meta(c.lens, c.q, 64);
+      const int64_t T = m.cpu.num_tokens();
+      Pair pool = rand({m.slots, L});
+      Pair q = rand({T, H, L});
+      Pair topk;
+      if (K) topk = ints(random_topk_rows(rng_, m.pos_of, K), {T, K});
+      const float scale = 1.0f / std::sqrt(static_cast<float>(L));
+      const std::string what = "T=" + std::to_string(T) + " len0=" + std::to_string(c.lens[0]) +
+                               (K ? " top-" + std::to_string(K) : std::string(" dense"));
+      b->set_mla_chain(1);
+      const Tensor chain = ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, Lc);
+      b->set_mla_chain(0);
+      for (int parts : {1, 0}) {
+        b->set_mla_column_parts(parts);
+        const Tensor one = ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, Lc);
+        const int64_t bad = first_differing_row(chain, one, T);
+        EXPECT_EQ(bad, -1) << what << ", column parts " << parts << ": the chain's row " << bad
+                           << " differs from the one-block kernel's";
+      }
+      b->set_mla_column_parts(0);
+      expect_close(chain, ops::mla_decode(cpu_ws_, q.cpu, pool.cpu, m.cpu, topk.cpu, scale, Lc),
+                   1e-2, "mla_decode chain", what);  // the attention tolerance of cuda_ops_test
+    }
+  use_automatic_mla_kernel();
+}
+
 // A top-k row that lists every visible position in order and pads with -1 (what the indexer
 // writes while a sequence is shorter than K) gives the same bits as dense attention: the kernels
 // skip the chunks of the -1 tail, which must leave the running softmax and output unchanged.
@@ -331,8 +379,8 @@ TEST_F(CudaOps, MlaDecodeIdentityTopkEqualsDense) {
   Pair pool = rand({m.slots, L});
   Pair q = rand({T, H, L});
   const float scale = 1.0f / std::sqrt(static_cast<float>(L));
-  const char* names[] = {"mma", "mma 64 heads", "wgmma 64 heads", "simt"};
-  for (int kernel = 0; kernel < 4; ++kernel) {
+  const char* names[] = {"mma", "mma 64 heads", "wgmma 64 heads", "simt", "chain"};
+  for (int kernel = 0; kernel < 5; ++kernel) {
     use_mla_kernel(static_cast<MlaKernel>(kernel));
     const Tensor dense = ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, Tensor(), scale, Lc);
     const Tensor sparse = ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, Lc);

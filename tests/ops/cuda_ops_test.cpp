@@ -423,10 +423,11 @@ TEST_F(CudaOps, MlaDecodeDenseSparseAndSplit) {
                              " len0=" + std::to_string(c.lens[0]) + (c.K ? " sparse" : " dense");
     const Tensor want = ops::mla_decode(cpu_ws_, q.cpu, pool.cpu, m.cpu, topk.cpu, scale, c.Lc);
     // The tensor-core kernels (16 heads per block; all 64, where the dims allow, on mma.sync and
-    // on warpgroup MMA) and the SIMT one.
+    // on warpgroup MMA), the SIMT one, and the chain (up to 4,096 keys, GLM-5.2 dims).
     const char* names[] = {"mla_decode (mma)", "mla_decode (mma, 64 heads)",
-                           "mla_decode (wgmma, 64 heads)", "mla_decode (simt)"};
-    for (int kernel = 0; kernel < 4; ++kernel) {
+                           "mla_decode (wgmma, 64 heads)", "mla_decode (simt)",
+                           "mla_decode (chain)"};
+    for (int kernel = 0; kernel < 5; ++kernel) {
       use_mla_kernel(static_cast<MlaKernel>(kernel));
       // The wgmma kernel also with 2 and 4 column parts (blocks on 256 / 128 value columns).
       for (int parts : kernel == 2 ? std::vector<int>{0, 2, 4} : std::vector<int>{0}) {

@@ -23,13 +23,16 @@
 namespace tandem::test {
 
 // The mla_decode kernels the tests walk through (docs/cuda-backend.md): 16 heads a block on
-// mma.sync, 64 heads on mma.sync, 64 heads on warpgroup MMA, SIMT.
-enum class MlaKernel { kMma16, kMma64, kWgmma64, kSimt };
+// mma.sync, 64 heads on mma.sync, 64 heads on warpgroup MMA, SIMT, and the chain of kernels that
+// gives the warpgroup-MMA kernel's one-split bits (where it fits; else that kernel).
+enum class MlaKernel { kMma16, kMma64, kWgmma64, kSimt, kChain };
 inline void use_mla_kernel(MlaKernel k) {
   cuda::CudaBackend* b = cuda::cuda_backend();
+  const bool wgmma = k == MlaKernel::kWgmma64 || k == MlaKernel::kChain;
   b->set_mla_tensor_cores(k != MlaKernel::kSimt);
-  b->set_mla_wide(k == MlaKernel::kMma64 || k == MlaKernel::kWgmma64 ? 1 : 0);
-  b->set_mla_wgmma(k == MlaKernel::kWgmma64);
+  b->set_mla_wide(k == MlaKernel::kMma64 || wgmma ? 1 : 0);
+  b->set_mla_wgmma(wgmma);
+  b->set_mla_chain(k == MlaKernel::kChain ? 1 : 0);
 }
 // Back to the automatic choice after a walk.
 inline void use_automatic_mla_kernel() {
@@ -37,6 +40,7 @@ inline void use_automatic_mla_kernel() {
   b->set_mla_tensor_cores(true);
   b->set_mla_wide(-1);
   b->set_mla_wgmma(true);
+  b->set_mla_chain(-1);
 }
 
 // Every GPU output starts as NaN (floats) or 0x7f7f7f7f (ints): an element the op forgets to

@@ -5,11 +5,13 @@
 #ifdef TANDEM_WITH_CUDA
 #include "backends/cuda/expert_tiles.h"
 #include "backends/cuda/heuristics.h"
+#include "backends/cuda/kernels.h"
 
 #include <gtest/gtest.h>
 
 #include <array>
 #include <set>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -42,6 +44,52 @@ TEST(CudaHeuristics, DeterministicMlaDecodeChoiceIgnoresTheTokenCount) {
   EXPECT_EQ(heuristics::plan_mla_decode(128, 64, 2048, 512, true, kSms, true, 64).column_parts, 1);
   // Where the 64-head kernel does not apply (other head counts), never, whatever T.
   for (int64_t T : {1, 16, 128}) EXPECT_FALSE(heuristics::mla_wide(true, false, -1, true, T));
+}
+
+TEST(CudaHeuristics, DeterministicWgmmaMlaDecodeKeepsOneOrderAtEveryTokenCount) {
+  // Where the 64-head wgmma kernel applies: never a split (the keys in 64-key blocks, first to
+  // last), the chain of kernels for few tokens where its limits allow, the one-block kernel
+  // otherwise; both give the same bits.
+  for (int64_t range : {1, 700, 2048, 4096, 4097, 32768})
+    for (int64_t T : {1, 2, 4, 15, 16, 17, 60, 64, 65, 128, 512, 4096}) {
+      const MlaDecodePlan p =
+          heuristics::plan_mla_decode(T, 64, range, 512, true, kSms, true, 64, 512, true, -1);
+      const std::string what = "T=" + std::to_string(T) + " range " + std::to_string(range);
+      EXPECT_EQ(p.num_splits, 1) << what;
+      EXPECT_GE(p.split_len, range) << what;
+      const int64_t blocks = (range + 63) / 64;
+      const bool fits =
+          blocks <= heuristics::kMlaChainMaxBlocks &&
+          T * blocks <= heuristics::kMlaChainMaxBlocks * heuristics::kMlaChainMaxTokens;
+      EXPECT_EQ(p.chain, fits && T <= heuristics::kMlaChainMaxTokens) << what;
+      if (p.chain) {
+        EXPECT_EQ(p.chain_blocks, blocks) << what;
+        EXPECT_EQ(p.scratch_bytes, static_cast<size_t>(T * blocks) * k::kMlaChainBytesPerBlock);
+        EXPECT_TRUE(p.scores_per_block == 1 || p.scores_per_block == 2) << what;
+      } else {
+        EXPECT_EQ(p.scratch_bytes, 0u) << what;
+      }
+      // Forced off: the one-block kernel; forced on: the chain wherever it fits.
+      EXPECT_FALSE(
+          heuristics::plan_mla_decode(T, 64, range, 512, true, kSms, true, 64, 512, true, 0).chain);
+      EXPECT_EQ(
+          heuristics::plan_mla_decode(T, 64, range, 512, true, kSms, true, 64, 512, true, 1).chain,
+          fits)
+          << what;
+    }
+  // Batch 1 over top-2048: 32 blocks of the scores kernel, one key block each.
+  const MlaDecodePlan one =
+      heuristics::plan_mla_decode(1, 64, 2048, 512, true, kSms, true, 64, 512, true, -1);
+  EXPECT_EQ(one.chain_blocks, 32);
+  EXPECT_EQ(one.scores_per_block, 1);
+  // Default mode takes the chain only when told to.
+  EXPECT_FALSE(
+      heuristics::plan_mla_decode(1, 64, 2048, 512, true, kSms, false, 64, 512, true, -1).chain);
+  EXPECT_TRUE(
+      heuristics::plan_mla_decode(1, 64, 2048, 512, true, kSms, false, 64, 512, true, 1).chain);
+  // Where the wgmma kernel does not apply, deterministic mode keeps its fixed splits.
+  EXPECT_FALSE(
+      heuristics::plan_mla_decode(1, 64, 2048, 512, true, kSms, true, 64, 512, false, 1).chain);
 }
 
 TEST(CudaHeuristics, DefaultModeMlaDecodeFollowsTheTokenCount) {

@@ -445,6 +445,10 @@ __global__ void __launch_bounds__(kPrefillThreads) mla_prefill_kernel(MlaPrefill
 
 void mla_decode(const MlaDecodeParams& p, cudaStream_t s) {
   if (p.T == 0) return;
+  if (p.chain) {
+    mla_decode_chain(p, s);
+    return;
+  }
   if (p.tensor_cores) {
     if (p.wide && p.wgmma && mla_decode_wgmma_applies(p.H, p.L, p.Lc, p.kv_fp8))
       mla_decode_wgmma(p, s);

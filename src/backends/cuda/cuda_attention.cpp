@@ -21,9 +21,9 @@ bool CudaBackend::mla_wide(int64_t T, int64_t H, int64_t L, int64_t Lc) const {
 }
 
 MlaDecodePlan CudaBackend::plan_mla_decode(int64_t T, int64_t H, int64_t range, int64_t Lc,
-                                           bool wide) const {
+                                           bool wide, bool wgmma) const {
   return heuristics::plan_mla_decode(T, H, range, Lc, wide, num_sms_, deterministic_,
-                                     mla_min_split_, mla_det_split_);
+                                     mla_min_split_, mla_det_split_, wgmma, mla_chain_mode_);
 }
 
 void CudaBackend::mla_decode(const Tensor& q, const Tensor& pool, const AttentionMeta& meta,
@@ -58,12 +58,18 @@ void CudaBackend::mla_decode(const Tensor& q, const Tensor& pool, const Attentio
   p.tensor_cores = mla_tensor_cores_;
   p.wide = mla_wide(T, H, L, Lc);
   p.wgmma = mla_wgmma_;
+  // The chain keeps key slots as int32 (pools of up to 2^31 rows).
+  const bool wgmma =
+      p.wide && p.wgmma && k::mla_decode_wgmma_applies(H, L, Lc, fp8) && pool.size(0) <= INT32_MAX;
   const MlaDecodePlan plan =
-      plan_mla_decode(T, H, topk.defined() ? topk.size(1) : meta.max_seq_len, Lc, p.wide);
+      plan_mla_decode(T, H, topk.defined() ? topk.size(1) : meta.max_seq_len, Lc, p.wide, wgmma);
   p.split_len = plan.split_len, p.num_splits = plan.num_splits;
-  if (p.wide && p.wgmma && k::mla_decode_wgmma_applies(H, L, Lc, fp8))
-    p.column_parts = heuristics::mla_column_parts(mla_column_parts_, plan.column_parts);
-  if (plan.num_splits > 1) {
+  if (wgmma) p.column_parts = heuristics::mla_column_parts(mla_column_parts_, plan.column_parts);
+  if (plan.chain) {
+    p.chain = scratch(plan.scratch_bytes);
+    p.chain_blocks = plan.chain_blocks;
+    p.scores_per_block = plan.scores_per_block;
+  } else if (plan.num_splits > 1) {
     auto* s = static_cast<float*>(scratch(plan.scratch_bytes));
     p.part_o = s;
     p.part_lse = s + T * H * plan.num_splits * Lc;

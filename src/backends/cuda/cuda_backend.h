@@ -71,8 +71,9 @@ class CudaBackend final : public Backend {
   // plan: split-KV partition for T query tokens of H heads over key lists of up to `range`
   // entries (dense: max_seq_len; sparse: top-k width) with Lc output columns.
   // wide: the 64-heads-per-block kernel (one block per token and split).
-  MlaDecodePlan plan_mla_decode(int64_t T, int64_t H, int64_t range, int64_t Lc,
-                                bool wide = false) const;
+  // wgmma: the 64-head wgmma kernel applies (its one order, and the chain, in deterministic mode).
+  MlaDecodePlan plan_mla_decode(int64_t T, int64_t H, int64_t range, int64_t Lc, bool wide = false,
+                                bool wgmma = false) const;
   // Whether mla_decode runs the 64-heads-per-block kernel for T tokens of these dims
   // (heuristics::mla_wide): where it applies, from heuristics::kMlaWideMinTokens tokens, never in
   // deterministic mode (the kernel must not depend on the token count there, and the 16-head
@@ -87,6 +88,11 @@ class CudaBackend final : public Backend {
   // Column parts of the wgmma kernel (1, 2, 4; 0: the plan's choice, which is 1 outside
   // deterministic mode). TANDEM_MLA_COLUMN_PARTS sets the starting value.
   void set_mla_column_parts(int parts) { mla_column_parts_ = parts; }
+  // The chain of kernels that gives the one-block wgmma kernel's bits for few tokens
+  // (attention_chain.cu): -1 the plan's choice (deterministic mode, up to
+  // heuristics::kMlaChainMaxTokens tokens), 0 never, 1 wherever it fits (in either mode).
+  // TANDEM_MLA_CHAIN sets the starting value.
+  void set_mla_chain(int mode) { mla_chain_mode_ = mode; }
 
   // All launches go to this stream (the legacy default stream unless a graph capture set one).
   void set_stream(cudaStream_t s) { stream_ = s; }
@@ -237,6 +243,7 @@ class CudaBackend final : public Backend {
   int mla_wide_mode_ = -1;    // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
   bool mla_wgmma_ = true;     // TANDEM_MLA_WGMMA
   int mla_column_parts_ = 0;  // TANDEM_MLA_COLUMN_PARTS: 1 / 2 / 4 forced, else the plan's choice
+  int mla_chain_mode_ = -1;   // TANDEM_MLA_CHAIN: -1 the plan's, 0 never, 1 wherever it fits
   int moe_row_groups_ = 0;    // TANDEM_MOE_ROW_GROUPS: 0 automatic, 1 / 4 forced
   int quant_ring_ = 0;        // TANDEM_QUANT_RING: 0 per format, 2 / 23 / 24 forced
 };

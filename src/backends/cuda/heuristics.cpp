@@ -32,6 +32,8 @@ Switches read_switches() {
   if (const char* v = std::getenv("TANDEM_MLA_DET_SPLIT"); v && std::atoll(v) > 0)
     s.mla_det_split = std::atoll(v);
   if (const char* v = std::getenv("TANDEM_MLA_WIDE"); v && *v) s.mla_wide_mode = std::atoi(v) != 0;
+  if (const char* v = std::getenv("TANDEM_MLA_CHAIN"); v && *v)
+    s.mla_chain_mode = std::clamp(std::atoi(v), -1, 1);
   if (const char* v = std::getenv("TANDEM_MLA_COLUMN_PARTS"); v && *v)
     s.mla_column_parts = std::atoi(v);
   if (const char* v = std::getenv("TANDEM_MOE_WGMMA"); v && *v)
@@ -57,7 +59,7 @@ bool mla_wide(bool tensor_cores, bool applies, int mode, bool deterministic, int
 
 MlaDecodePlan plan_mla_decode(int64_t T, int64_t H, int64_t range, int64_t Lc, bool wide,
                               int64_t num_sms, bool deterministic, int64_t min_split_keys,
-                              int64_t det_split) {
+                              int64_t det_split, bool wgmma, int chain_mode) {
   constexpr int64_t NK = k::kMlaKeysPerChunk;
   range = std::max<int64_t>(range, 1);
   // Enough blocks for two per SM (the 16-head kernel) or about one (the wide kernel, 201 KB of
@@ -66,6 +68,28 @@ MlaDecodePlan plan_mla_decode(int64_t T, int64_t H, int64_t range, int64_t Lc, b
   const int64_t blocks = wide ? T : T * ((H + k::kMlaHeadsPerBlock - 1) / k::kMlaHeadsPerBlock);
   const int64_t sms = num_sms, target = wide ? 3 * sms / 4 : 2 * sms;
   MlaDecodePlan plan;
+  const int64_t chain_blocks = (range + NK - 1) / NK;
+  const bool chain_fits = wgmma && chain_blocks <= kMlaChainMaxBlocks &&
+                          T * chain_blocks <= kMlaChainMaxBlocks * kMlaChainMaxTokens;
+  if (chain_fits &&
+      (chain_mode == 1 || (deterministic && chain_mode == -1 && T <= kMlaChainMaxTokens))) {
+    plan.chain = true;
+    plan.chain_blocks = chain_blocks;
+    plan.scores_per_block = T * chain_blocks >= num_sms ? 2 : 1;
+    plan.split_len = round_up(range, NK);
+    plan.scratch_bytes = k::mla_chain_scratch_bytes(T, chain_blocks);
+    return plan;
+  }
+  if (deterministic && wgmma) {
+    // One split: the order of the chain above. Column parts (same bits) for fewer tokens.
+    plan.split_len = round_up(range, NK);
+    for (int parts : {4, 2})
+      if (T * parts <= num_sms) {
+        plan.column_parts = parts;
+        break;
+      }
+    return plan;
+  }
   if (deterministic) {
     // Split boundaries fixed by the key range alone: the same for 1 or S + 1 query tokens.
     plan.split_len = round_up(det_split, NK);

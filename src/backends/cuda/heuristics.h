@@ -29,6 +29,12 @@ struct MlaDecodePlan {
   // the value columns (1, 2 or 4). The output does not depend on it (attention_wgmma.cu), so
   // deterministic mode may choose it from the token count.
   int column_parts = 1;
+  // The chain of three kernels (attention_chain.cu) instead: the one-block wgmma kernel's bits
+  // with a token's key blocks spread over many SMs; chain_blocks = 64-key blocks per token,
+  // scores_per_block = key blocks per block of its scores kernel (1 or 2).
+  bool chain = false;
+  int64_t chain_blocks = 0;
+  int scores_per_block = 1;
 };
 
 namespace heuristics {
@@ -46,6 +52,7 @@ struct Switches {
   int moe_row_groups = 0;          // TANDEM_MOE_ROW_GROUPS: 1 / 4 forced, else automatic
   int quant_ring = 0;              // TANDEM_QUANT_RING: 2 / 23 / 24 forced, else per format
   int mla_wide_mode = -1;          // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
+  int mla_chain_mode = -1;         // TANDEM_MLA_CHAIN: -1 automatic, 0 off, 1 on (where it applies)
   bool mla_wgmma = true;           // TANDEM_MLA_WGMMA=0: the 64-head kernel on mma.sync
   int expert_streams = 4;          // TANDEM_EXPERT_STREAMS: 1-4 (moe_experts' host path)
   bool moe_grouped = true;         // TANDEM_MOE_GROUPED=0: per-expert GEMMs on that path
@@ -137,10 +144,23 @@ bool mla_wide(bool tensor_cores, bool applies, int mode, bool deterministic, int
 // 64-head one (201 KB of shared memory, one block per SM; a split costs a merge pass over
 // [T, H, splits, Lc] f32 partials, 23 us at 128 tokens); splits of at least min_split keys
 // (TANDEM_MLA_MIN_SPLIT, default 64: 128 measured the same on whole layers, 512 about 30 us
-// slower per layer, 1024 60-70 us). Deterministic mode: kDeterministicMlaSplit whatever T is.
+// slower per layer, 1024 60-70 us).
+//
+// Deterministic mode: where the 64-head wgmma kernel applies (`wgmma`: 64 heads, bf16 keys), one
+// order at every token count, the keys of a token in 64-key blocks from the first to the last
+// (no split, no merge): the one-block kernel, or for few tokens the chain of kernels that gives
+// its bits (attention_chain.cu; `chain_mode` -1 automatic, 0 never, 1 wherever it fits).
+// Elsewhere kDeterministicMlaSplit-key splits whatever T is. Default mode takes the chain only
+// when chain_mode is 1.
 MlaDecodePlan plan_mla_decode(int64_t T, int64_t H, int64_t range, int64_t Lc, bool wide,
                               int64_t num_sms, bool deterministic, int64_t min_split,
-                              int64_t det_split = kDeterministicMlaSplit);
+                              int64_t det_split = kDeterministicMlaSplit, bool wgmma = false,
+                              int chain_mode = -1);
+// The chain's limits: at most this many 64-key blocks per token (its values kernel keeps a
+// token's slot table in shared memory), and its scratch (25 KB per token and block) at most
+// kMlaChainMaxBlocks x 64 blocks; automatically up to kMlaChainMaxTokens query tokens.
+constexpr int64_t kMlaChainMaxBlocks = 64;
+constexpr int64_t kMlaChainMaxTokens = 64;
 // The wgmma kernel's column parts: `forced` (TANDEM_MLA_COLUMN_PARTS / set_mla_column_parts) when
 // it is 1, 2 or 4, else the plan's.
 inline int mla_column_parts(int forced, int planned) {

@@ -258,6 +258,11 @@ struct MlaDecodeParams {
   bool wide = false;         // with tensor_cores: all 64 heads per block (attention_wide.cu)
   bool wgmma = true;         // with wide: on warpgroup MMA where it applies (attention_wgmma.cu)
   int column_parts = 1;      // wgmma only: blocks per (token, split), each 512 / parts columns
+  // The chain (attention_chain.cu) instead of one kernel: its scratch (mla_chain_scratch_bytes),
+  // 64-key blocks per token, key blocks per block of its scores kernel (1 or 2).
+  void* chain = nullptr;
+  int64_t chain_blocks = 0;
+  int scores_per_block = 1;
 };
 constexpr int kMlaHeadsPerBlock = 16;
 constexpr int kMlaKeysPerChunk = 64;
@@ -269,6 +274,14 @@ void mla_decode_wide(const MlaDecodeParams& p, cudaStream_t s);  // that kernel 
 // Its warpgroup-MMA form: H = 64, Lc = 512, L = 576, bf16 pool.
 bool mla_decode_wgmma_applies(int64_t H, int64_t L, int64_t Lc, bool kv_fp8);
 void mla_decode_wgmma(const MlaDecodeParams& p, cudaStream_t s);  // that kernel only
+// The one-split wgmma kernel's bits from three kernels over T x blocks, for few query tokens
+// (attention_chain.cu). Its scratch per token and 64-key block: S (16 KB f32), P (8 KB bf16),
+// corrections and row sums (512 B), row maxima (256 B), key slots (256 B), a key flag (4 B).
+constexpr size_t kMlaChainBytesPerBlock = 16384 + 8192 + 512 + 256 + 256 + 4;
+inline size_t mla_chain_scratch_bytes(int64_t T, int64_t blocks) {
+  return static_cast<size_t>(T * blocks) * kMlaChainBytesPerBlock;
+}
+void mla_decode_chain(const MlaDecodeParams& p, cudaStream_t s);
 
 // Naive MLA prefill. q [T, H, dqk] (strides), kv [sumL, H, dn + dv] contiguous, k_pe [sumL, dr]
 // rows strided by pe_rs; out [T, H, dv] contiguous. topk: null (dense causal) or [T, K] with

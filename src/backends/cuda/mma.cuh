@@ -84,7 +84,7 @@ __device__ __forceinline__ void online_softmax_chunk(float (&s)[NT][4], float (&
     m_run[r] = m_new;
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    l_run[r] = l_run[r] * corr[r] + sum;
+    l_run[r] = __fmaf_rn(l_run[r], corr[r], sum);  // one rounding, as the chain repeats it
   }
 }
 
