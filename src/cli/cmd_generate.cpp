@@ -93,6 +93,10 @@ Runner add_generate(CLI::App& app) {
                "Choose the drafts of every step from the batch size, the running acceptance and "
                "the measured cost of each depth, in [0, --speculative-max-steps] (default: on; "
                "--disable-speculative-adaptive always drafts --speculative-num-steps)");
+  app.add_flag("--speculative-draft-reads-prompts", e.speculative_draft_reads_prompts,
+               "Adaptive depth: the draft reads each prompt along with its prefill where the "
+               "batch is expected to speculate and that pays for itself (default: off, a "
+               "catch-up before the prompt's first speculative round)");
   app.add_option("--speculative-max-steps", e.speculative_max_steps,
                  "Deepest adaptive round (default: max(--speculative-num-steps, 5))");
   app.add_flag("--enable-deterministic-inference", e.enable_deterministic_inference,

@@ -125,6 +125,10 @@ Runner add_serve(CLI::App& app) {
                "Choose the drafts of every step from the batch size, the running acceptance and "
                "the measured cost of each depth, in [0, --speculative-max-steps] (default: on; "
                "--disable-speculative-adaptive always drafts --speculative-num-steps)");
+  app.add_flag("--speculative-draft-reads-prompts", a->speculative_draft_reads_prompts,
+               "Adaptive depth: the draft reads each prompt along with its prefill where the "
+               "batch is expected to speculate and that pays for itself (default: off, a "
+               "catch-up before the prompt's first speculative round)");
   app.add_option(
       "--speculative-token-map", a->speculative_token_map,
       "JSON array of token ids: the draft proposes only these, through an LM head of "

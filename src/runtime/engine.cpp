@@ -305,11 +305,16 @@ struct Engine::Impl {
         plan.draft_steps =
             std::clamp<int64_t>(opt.spec.depth_override(B, plan.draft_steps), 0, geo.draft_steps);
     }
-    // The draft reads prompts as they are prefilled where the policy speculates at the batch
-    // size they will decode in (the running set) and reading the whole prompts pays for itself
-    // (judged as the catch-up of them would be, not chunk by chunk), so that their first round
-    // does not stall the whole batch on a catch-up over them.
-    if (depth && plan.kind == StepPlan::Kind::kPrefill) {
+    // With a fixed depth the draft reads every prompt as it is prefilled. With adaptive depth
+    // and --speculative-draft-reads-prompts, where the policy speculates at the batch size they
+    // will decode in (the running set) and reading the whole prompts pays for itself (judged as
+    // the catch-up of them would be, not chunk by chunk), so that their first round does not
+    // stall the whole batch on a catch-up over them; by default not at all (their positions lag
+    // and the catch-up before their first speculative round reads them).
+    if (depth && plan.kind == StepPlan::Kind::kPrefill && opt.spec.adaptive &&
+        !opt.spec.draft_reads_prompts) {
+      plan.fill_draft = false;  // the prompts lag; a catch-up reads them (SpeculativeOptions)
+    } else if (depth && plan.kind == StepPlan::Kind::kPrefill) {
       int64_t positions = 0, remaining = 0;
       for (const ScheduledChunk& c : plan.prefill)
         positions += static_cast<int64_t>(c.seq->tokens.size());

@@ -20,7 +20,15 @@ struct SpeculativeOptions {
   // [0, max_steps] (0: plain decoding) from the batch size, the running acceptance and the
   // measured cost of each depth. false (--disable-speculative-adaptive): always num_steps.
   bool adaptive = true;
-  int64_t max_steps = 0;         // deepest adaptive round; 0: max(num_steps, 5) (capped at 8)
+  int64_t max_steps = 0;  // deepest adaptive round; 0: max(num_steps, 5) (capped at 8)
+  // Adaptive depth only: the draft reads a prompt along with its prefill where the policy expects
+  // the batch to speculate and the reading pays for itself (SpecDepthPolicy::worth_reading),
+  // instead of in a catch-up before the prompt's first speculative round. Off by default: on the
+  // H200 (2026-12-05) it cost the GLM-5.2 4-layer slice at accept 3.5 25% of its TTFT and
+  // 5-6% of its throughput at concurrency 8-64 (the policy then decoded plainly throughout) and
+  // did not move the concurrency-1 cells (docs/benchmarks.md, "Adaptive depth").
+  // --speculative-draft-reads-prompts turns it on.
+  bool draft_reads_prompts = false;
   int64_t eagle_topk = 1;        // only 1 (chain drafts) is supported
   int64_t num_draft_tokens = 4;  // S + 1 tokens verified per round; 0: S + 1
   // The draft's vocabulary (--speculative-token-map, runtime/draft_vocab.h): it proposes only

@@ -58,6 +58,7 @@ Json ServerArgs::to_json() const {
   j["speculative_num_draft_tokens"] =
       speculative_num_draft_tokens > 0 ? speculative_num_draft_tokens : speculative_num_steps + 1;
   j["speculative_adaptive"] = speculative_adaptive;
+  j["speculative_draft_reads_prompts"] = speculative_draft_reads_prompts;
   j["speculative_max_steps"] = speculative_max_steps > 0 ? Json(speculative_max_steps) : Json();
   j["reasoning_parser"] = reasoning_parser.empty() ? Json() : Json(reasoning_parser);
   j["tool_call_parser"] = tool_call_parser.empty() ? Json() : Json(tool_call_parser);
@@ -195,6 +196,7 @@ EngineOptions engine_options(const ServerArgs& a, bool cuda_available,
   o.spec.eagle_topk = a.speculative_eagle_topk;
   o.spec.num_draft_tokens = a.speculative_num_draft_tokens;  // 0: num_steps + 1
   o.spec.adaptive = a.speculative_adaptive;
+  o.spec.draft_reads_prompts = a.speculative_draft_reads_prompts;
   o.spec.max_steps = a.speculative_max_steps;
   // Every engine rule is checked once, by the options themselves (the engine checks again).
   std::vector<std::string> notes;

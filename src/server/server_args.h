@@ -63,6 +63,9 @@ struct ServerArgs {
   // [0, speculative_max_steps] (0: max(num_steps, 5)); off: always num_steps.
   bool speculative_adaptive = true;
   int64_t speculative_max_steps = 0;
+  // Adaptive depth: the draft reads prompts with their prefill where that pays (off: in the
+  // catch-up before their first speculative round; SpeculativeOptions::draft_reads_prompts).
+  bool speculative_draft_reads_prompts = false;
   // Output parsers of chat completions (SGLang's flags and names); "": none.
   std::string reasoning_parser;  // glm45 | deepseek-r1 | deepseek-v3 | none
   std::string tool_call_parser;  // glm45 | glm47 | deepseekv3 | deepseekv31 | deepseekv32

@@ -559,6 +559,7 @@ same_structured tp1 tp2 "tp 2 / ep 2 vs tp 1"
 # --- speculative decoding ---------------------------------------------------------------------
 echo "--- MTP speculative decoding"
 start_server spec --tool-call-parser glm47 --speculative-algorithm EAGLE --speculative-num-steps 3 \
+  --speculative-draft-reads-prompts \
   --speculative-eagle-topk 1 --speculative-num-draft-tokens 4 \
   --speculative-draft-attention-backend aiter --max-total-tokens 16384 \
   --enable-return-hidden-states --allowed-origins '["http://a.example", "http://b.example"]'

@@ -451,6 +451,7 @@ TEST(Spec, DraftReadsPromptsAsTheyArePrefilledAndReusesPrefixesWithDraftKv) {
     o.spec.algorithm = "EAGLE";
     o.spec.num_steps = 3;
     o.spec.adaptive = c.adaptive;
+    o.spec.draft_reads_prompts = true;  // off by default (engine_options.h)
     o.page_size = kPage;
     o.chunked_prefill_size = 24;  // prompts in several chunks
     o.max_prefill_tokens = 48;

@@ -57,6 +57,12 @@ TEST(ServerArgs, Speculative) {
   a.speculative_adaptive = false;
   EXPECT_EQ(engine_options(a, false).spec.max_depth(), 7);
   EXPECT_EQ(a.to_json()["speculative_adaptive"], false);
+  // Prompts read with their prefill: off unless asked for (engine_options.h says why).
+  a.speculative_adaptive = true;
+  EXPECT_FALSE(engine_options(a, false).spec.draft_reads_prompts);
+  a.speculative_draft_reads_prompts = true;
+  EXPECT_TRUE(engine_options(a, false).spec.draft_reads_prompts);
+  EXPECT_EQ(a.to_json()["speculative_draft_reads_prompts"], true);
 }
 
 void expect_invalid(const ServerArgs& a, const std::string& needle) {
