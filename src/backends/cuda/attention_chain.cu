@@ -76,11 +76,6 @@ __host__ __device__ inline ChainScratch chain_scratch(void* base, int64_t n) {
 }
 static_assert(kMlaChainBytesPerBlock == 16384 + kPTile + 512 + 256 + 256 + 4);
 
-// k-step s (16 dims) of a K-major 64-row tile as a descriptor offset in 16-byte units.
-constexpr uint32_t chain_kstep_off(int s) {
-  return static_cast<uint32_t>(((s >> 2) * 64 * 128 + (s & 3) * 32) >> 4);
-}
-
 __device__ __forceinline__ unsigned char* align1024(unsigned char* raw) {
   return raw + ((1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(raw)) & 1023)) & 1023);
 }
@@ -161,8 +156,8 @@ __global__ void __launch_bounds__(kWG* NB, 1) mla_chain_scores_kernel(MlaDecodeP
   wgmma_fence();
 #pragma unroll
   for (int s = 0; s < CL / 16; ++s)
-    wgmma_ss_kk<64>(sacc, wgmma_desc_add(q_desc, chain_kstep_off(s)),
-                    wgmma_desc_add(k_desc, chain_kstep_off(s)), s > 0);
+    wgmma_ss_kk<64>(sacc, wgmma_desc_add(q_desc, kmajor64_kstep(s)),
+                    wgmma_desc_add(k_desc, kmajor64_kstep(s)), s > 0);
   wgmma_commit();
   wgmma_wait<0>();
   wgmma_fence_operands(sacc);

@@ -79,12 +79,6 @@ __device__ __forceinline__ void bar_arrive(int id) {
   asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
 }
 
-// k-step s (16 dims) of a K-major 64-row tile as a descriptor offset in 16-byte units: atom
-// s / 4, byte 32 (s % 4) of its 128-byte rows.
-constexpr uint32_t kstep_off(int s) {
-  return static_cast<uint32_t>(((s >> 2) * 64 * 128 + (s & 3) * 32) >> 4);
-}
-
 // grid (T, num_splits, NP), 256 threads: warpgroup 0 scores, warpgroup 1 copies (see above).
 template <int NP>
 __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecodeParams p) {
@@ -251,8 +245,8 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
         wgmma_fence();
 #pragma unroll
         for (int s = 0; s < GL / 16; ++s)
-          wgmma_ss_kk<64>(sacc, wgmma_desc_add(q_desc, kstep_off(s)),
-                          wgmma_desc_add(k_desc, kstep_off(s)), s > 0);
+          wgmma_ss_kk<64>(sacc, wgmma_desc_add(q_desc, kmajor64_kstep(s)),
+                          wgmma_desc_add(k_desc, kmajor64_kstep(s)), s > 0);
         wgmma_commit();
         wgmma_wait<0>();
         wgmma_fence_operands(sacc);

@@ -66,6 +66,12 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+// K-step s (16 bf16 dims) of a K-major 64-row swizzled tile as a descriptor offset in 16-byte
+// units (for wgmma_desc_add): atom s / 4, byte 32 (s % 4) of its 128-byte rows.
+constexpr uint32_t kmajor64_kstep(int s) {
+  return static_cast<uint32_t>(((s >> 2) * 64 * 128 + (s & 3) * 32) >> 4);
+}
+
 // A descriptor moved by off16 16-byte units (a k-step, a row group): a 32-bit add on the address
 // field, which cannot carry out of it (shared memory ends below 2^18 bytes).
 __device__ __forceinline__ uint64_t wgmma_desc_add(uint64_t d, uint32_t off16) {
