@@ -311,17 +311,18 @@ struct Engine::Impl {
     // the catch-up of them would be, not chunk by chunk), so that their first round does not
     // stall the whole batch on a catch-up over them; by default not at all (their positions lag
     // and the catch-up before their first speculative round reads them).
-    if (depth && plan.kind == StepPlan::Kind::kPrefill && opt.spec.adaptive &&
-        !opt.spec.draft_reads_prompts) {
-      plan.fill_draft = false;  // the prompts lag; a catch-up reads them (SpeculativeOptions)
-    } else if (depth && plan.kind == StepPlan::Kind::kPrefill) {
-      int64_t positions = 0, remaining = 0;
-      for (const ScheduledChunk& c : plan.prefill)
-        positions += static_cast<int64_t>(c.seq->tokens.size());
-      for (const auto& s : sched.running())
-        remaining += std::max<int64_t>(s->req.max_new_tokens - s->generated, 0);
-      plan.fill_draft =
-          depth->worth_reading(static_cast<int64_t>(sched.running().size()), positions, remaining);
+    if (depth && plan.kind == StepPlan::Kind::kPrefill) {
+      if (opt.spec.adaptive && !opt.spec.draft_reads_prompts) {
+        plan.fill_draft = false;  // the prompts lag; a catch-up reads them (SpeculativeOptions)
+      } else {
+        int64_t positions = 0, remaining = 0;
+        for (const ScheduledChunk& c : plan.prefill)
+          positions += static_cast<int64_t>(c.seq->tokens.size());
+        for (const auto& s : sched.running())
+          remaining += std::max<int64_t>(s->req.max_new_tokens - s->generated, 0);
+        plan.fill_draft = depth->worth_reading(static_cast<int64_t>(sched.running().size()),
+                                               positions, remaining);
+      }
     }
     if (group) {
       std::vector<uint64_t> running;
