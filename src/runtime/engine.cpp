@@ -17,6 +17,7 @@
 #include "runtime/scheduler.h"
 #include "runtime/sequence.h"
 #include "runtime/spec_depth_policy.h"
+#include "runtime/spec_depth_trace.h"
 #include "runtime/spec_worker.h"
 #include "runtime/step_executor.h"
 #include "runtime/step_message.h"
@@ -84,6 +85,8 @@ struct Engine::Impl {
   std::unique_ptr<SpecWorker> spec;
   StepExecutor exec;
   std::unique_ptr<SpecDepthPolicy> depth;  // the depth of each decode step, when speculating
+  // What the policy was asked and shown, when TANDEM_SPEC_DEPTH_TRACE names a file.
+  std::unique_ptr<SpecDepthTrace> depth_trace;
 
   // Messages from other threads.
   std::mutex mu;
@@ -112,7 +115,10 @@ struct Engine::Impl {
                                                 opt.max_prefill_tokens)
                  : nullptr),
         exec(runner, out, spec.get()),
-        depth(spec ? std::make_unique<SpecDepthPolicy>(depth_options(opt.spec)) : nullptr) {
+        depth(spec ? std::make_unique<SpecDepthPolicy>(depth_options(opt.spec)) : nullptr),
+        depth_trace(spec ? std::make_unique<SpecDepthTrace>(opt.spec.max_depth(),
+                                                            opt.spec.num_steps, opt.spec.adaptive)
+                         : nullptr) {
     out.publish(sched);
     exec.set_clock(&clock);
     thread = std::thread([this] {
@@ -290,6 +296,7 @@ struct Engine::Impl {
     StepPlan plan = sched.plan();
     if (plan.kind == StepPlan::Kind::kIdle) {
       trace.flush();
+      if (depth_trace) depth_trace->flush();
       return clock.lap(LoopPhase::kSchedule);
     }
     int64_t lag = 0;  // positions the draft must read before this step can speculate
@@ -301,6 +308,7 @@ struct Engine::Impl {
         remaining += std::max<int64_t>(s->req.max_new_tokens - s->generated, 0);
       }
       plan.draft_steps = depth->choose(B, lag, remaining);
+      depth_trace->choose(B, lag, remaining, plan.draft_steps);
       if (opt.spec.depth_override)
         plan.draft_steps =
             std::clamp<int64_t>(opt.spec.depth_override(B, plan.draft_steps), 0, geo.draft_steps);
@@ -337,7 +345,10 @@ struct Engine::Impl {
     const SpecWorker::RoundStats stats = exec.run(plan);
     clock.lap(LoopPhase::kDevice);  // a plain decode step has charged its own phases
     if (spec) out.count_draft_reads(stats.prefill_draft_tokens, stats.catch_up_tokens);
-    if (depth) depth->observe_prompt_reads(stats.prefill_draft_seconds, stats.prefill_draft_tokens);
+    if (depth) {
+      depth->observe_prompt_reads(stats.prefill_draft_seconds, stats.prefill_draft_tokens);
+      depth_trace->prompt_reads(stats.prefill_draft_seconds, stats.prefill_draft_tokens);
+    }
     if (depth && plan.kind == StepPlan::Kind::kDecode) {
       // Every decode step ends with its tokens on the host, so the host clock spans the device
       // work.
@@ -345,8 +356,13 @@ struct Engine::Impl {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       depth->observe(plan.draft_steps, static_cast<int64_t>(plan.decode.size()), seconds,
                      stats.accepted, stats.catch_up_seconds, stats.catch_up_tokens);
+      depth_trace->observe(plan.draft_steps, static_cast<int64_t>(plan.decode.size()), seconds,
+                           stats.catch_up_seconds, stats.catch_up_tokens, stats.accepted);
       out.count_depth(plan.draft_steps);
-      for (const std::string& c : depth->take_changes()) log_info("{}", c);
+      for (const std::string& c : depth->take_changes()) {
+        log_info("{}", c);
+        depth_trace->change(c);
+      }
       clock.lap(LoopPhase::kSchedule);
     }
     out.send(sched);

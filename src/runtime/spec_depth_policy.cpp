@@ -15,7 +15,7 @@ int64_t SpecDepthPolicy::batch_class(int64_t b) {
   return (b + 63) / 64 * 64;
 }
 
-SpecDepthPolicy::SpecDepthPolicy(SpecDepthOptions o) : o_(o) {
+SpecDepthPolicy::SpecDepthPolicy(SpecDepthOptions o) : o_(o), reads_(o.untimed_reads) {
   TD_CHECK(o_.max_depth >= 1 && o_.initial_depth >= 0 && o_.initial_depth <= o_.max_depth,
            "speculative depth: initial {} outside [0, {}]", o_.initial_depth, o_.max_depth);
   TD_CHECK(o_.probe_steps > o_.untimed_steps && o_.explore_every > o_.probe_steps,
@@ -45,7 +45,7 @@ SpecDepthPolicy::ClassState& SpecDepthPolicy::state(int64_t batch) {
   ClassState c;
   c.cls = cls;
   c.depth = nearest ? nearest->depth : o_.initial_depth;
-  c.catch_up = nearest ? nearest->catch_up : 0.0;
+  if (nearest) c.catch_up = nearest->catch_up;
   c.timing.resize(static_cast<size_t>(o_.max_depth + 1));
   classes_.emplace_back(cls, std::move(c));
   ClassState& fresh = classes_.back().second;
@@ -141,7 +141,7 @@ double SpecDepthPolicy::expected_tokens(int64_t depth) const {
 // grows about linearly with its drafts); else unknown (-1). Plain decoding is never extrapolated.
 double SpecDepthPolicy::class_seconds(const ClassState& c, int64_t depth) const {
   const Timing& t = c.timing[static_cast<size_t>(depth)];
-  const double catch_up = depth > 0 ? c.catch_up : 0.0;
+  const double catch_up = depth > 0 ? catch_up_seconds(c) : 0.0;
   if (t.samples > 0) return t.seconds + catch_up;
   if (const double b = borrowed_seconds(c, depth); b > 0) return b + catch_up;
   if (depth == 0) return -1.0;
@@ -161,6 +161,11 @@ double SpecDepthPolicy::class_seconds(const ClassState& c, int64_t depth) const 
   const double slope = (th - tl) / static_cast<double>(hi - lo);
   const double est = tl + slope * static_cast<double>(depth - lo);
   return est > 0 ? est + catch_up : -1.0;
+}
+
+double SpecDepthPolicy::catch_up_seconds(const ClassState& c) const {
+  return c.catch_up.reads * reads_.fixed_seconds() +
+         c.catch_up.positions * reads_.seconds_per_position() + c.catch_up.unpriced_seconds;
 }
 
 double SpecDepthPolicy::class_rate(const ClassState& c, int64_t depth, int64_t cls) const {
@@ -273,15 +278,20 @@ int64_t SpecDepthPolicy::choose(int64_t batch, int64_t lag_tokens, int64_t remai
     ++c.steps;
     if (c.probe_left == 0) decide(c, cls);
     depth = c.probe_left > 0 ? c.probe_depth : c.depth;
-    if (depth > 0 && !worth_catching_up(c, cls, depth, lag_tokens, remaining_tokens)) {
+    // However dear the catch-up looks, one is paid when the class has not speculated for as long
+    // as a probe from plain decoding waits: the price is an estimate, and one that is wrong (a
+    // stall measured as the read cost) would otherwise never be measured again.
+    if (depth > 0 && c.steps - c.last_spec < 4 * o_.explore_every &&
+        !worth_catching_up(c, cls, depth, lag_tokens, remaining_tokens)) {
       if (c.probe_left > 0) {  // a probe waits for a cheaper moment
         c.timing[static_cast<size_t>(c.probe_depth)].probe.clear();
         c.probe_left = 0;
         c.probe_depth = -1;
       }
       depth = 0;
-    } else if (c.probe_left > 0) {
-      --c.probe_left;
+    } else {
+      if (depth > 0) c.last_spec = c.steps;
+      if (c.probe_left > 0) --c.probe_left;
     }
   }
   ++histogram_[static_cast<size_t>(depth)];
@@ -301,15 +311,15 @@ bool SpecDepthPolicy::worth_catching_up(const ClassState& c, int64_t cls, int64_
 
 bool SpecDepthPolicy::worth_read(const ClassState& c, int64_t cls, int64_t depth, int64_t positions,
                                  int64_t remaining_tokens, bool cheap_ok) const {
-  if (read_per_position_ <= 0) return true;  // not known yet: read, and learn what it costs
-  const double cost = static_cast<double>(positions) * read_per_position_;
+  if (!reads_.known()) return true;  // not known yet: read, and learn what it costs
+  const double cost = reads_.seconds(positions);
   const double plain_step = class_seconds(c, 0);
   if (plain_step <= 0 || (cheap_ok && cost <= o_.max_catch_up_steps * plain_step)) return true;
   // Seconds per committed token of the batch at a depth (its round alone; the reading is the
   // cost); a depth not measured yet (a probe) is taken to be as good as the best one that is,
   // and only with no depth > 0 known at all is the reading paid to find out.
   auto token_seconds = [&](int64_t x) {
-    const double step = class_seconds(c, x) - c.catch_up;
+    const double step = class_seconds(c, x) - catch_up_seconds(c);
     return step > 0 ? step / (static_cast<double>(cls) * expected_tokens(x)) : -1.0;
   };
   double spec_token = depth > 0 ? token_seconds(depth) : -1.0;
@@ -334,24 +344,16 @@ bool SpecDepthPolicy::worth_reading(int64_t batch, int64_t positions,
 
 void SpecDepthPolicy::observe_prompt_reads(double seconds, int64_t positions) {
   if (positions <= 0 || !(seconds > 0)) return;
-  observe_reads(seconds, positions);
-  pending_reads_ += seconds;
-}
-
-void SpecDepthPolicy::observe_reads(double seconds, int64_t positions) {
-  if (positions <= 0 || !(seconds > 0)) return;
-  const double per_position = seconds / static_cast<double>(positions);
-  read_per_position_ =
-      read_per_position_ > 0
-          ? read_per_position_ + o_.time_alpha * (per_position - read_per_position_)
-          : per_position;
+  reads_.observe(positions, seconds);
+  ++pending_reads_;
+  pending_positions_ += positions;
 }
 
 void SpecDepthPolicy::observe(int64_t depth, int64_t batch, double seconds,
                               const std::vector<int64_t>& accepted, double catch_up_seconds,
                               int64_t catch_up_tokens) {
   if (depth < 0 || depth > o_.max_depth) return;
-  observe_reads(catch_up_seconds, catch_up_tokens);
+  reads_.observe(catch_up_tokens, catch_up_seconds);
   for (int64_t k : accepted)
     for (int64_t j = 1; j <= std::min(k + 1, depth); ++j) {
       const size_t i = static_cast<size_t>(j - 1);
@@ -364,9 +366,17 @@ void SpecDepthPolicy::observe(int64_t depth, int64_t batch, double seconds,
   ClassState& c = state(batch);
   if (depth > 0) {
     // Prompts read with their prefill cost what their catch-up would have (not part of this
-    // step's wall time, so not subtracted from it below).
-    c.catch_up += o_.catch_up_alpha * (catch_up_seconds + pending_reads_ - c.catch_up);
-    pending_reads_ = 0;
+    // step's wall time, so not subtracted from it below). Counted in positions and priced by the
+    // fitted read cost, not as measured: a one-off cost of the first reads would otherwise stay
+    // in the average for as long as it kept the class from speculating. (A caller that does not
+    // count the positions read is taken at its word.)
+    const double a = o_.catch_up_alpha;
+    const bool read = catch_up_tokens > 0;
+    CatchUp& u = c.catch_up;
+    u.reads += a * ((read ? 1.0 : 0.0) + static_cast<double>(pending_reads_) - u.reads);
+    u.positions += a * (static_cast<double>(catch_up_tokens + pending_positions_) - u.positions);
+    u.unpriced_seconds += a * ((read ? 0.0 : catch_up_seconds) - u.unpriced_seconds);
+    pending_reads_ = pending_positions_ = 0;
   }
   seconds -= catch_up_seconds;
   Timing& t = c.timing[static_cast<size_t>(depth)];

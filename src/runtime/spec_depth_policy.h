@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/draft_read_cost.h"
+
 namespace tandem {
 
 struct SpecDepthOptions {
@@ -36,6 +38,8 @@ struct SpecDepthOptions {
   int64_t probe_steps = 5;       // steps of one probe (its estimate: their median)
   int64_t untimed_steps = 2;     // a class's first steps at a depth (graph captures, algorithm
                                  // choice) are not timed
+  int64_t untimed_reads = 1;     // the process's first draft reads outside a round (lazy kernel
+                                 // loading of the eager draft forward) are not counted
   int64_t min_dwell = 8;         // steps of a class between two moves of its settled depth
   double time_alpha = 0.2;       // weight of a new step time in its running average
   double accept_alpha = 0.01;    // weight of one new acceptance observation
@@ -102,14 +106,22 @@ class SpecDepthPolicy {
     int64_t updated = 0;        // the class's step count at the last timed sample
     std::vector<double> probe;  // the timed samples of the probe in progress
   };
+  struct CatchUp {
+    double reads = 0, positions = 0, unpriced_seconds = 0;
+  };
   struct ClassState {
     int64_t cls = 0;  // the batch-size class
     int64_t depth = 0;
     std::vector<Timing> timing;  // [max_depth + 1]
     int64_t steps = 0;
     int64_t last_move = 0;  // steps at the last move
-    double catch_up = 0;    // running average of catch-up seconds per speculative step
+    // What a speculative step of the class reads outside its round, on average: reads (one
+    // forward or a prompt read each), positions, and seconds a caller gave without positions.
+    // Priced by the fitted read cost whenever it is needed (catch_up_seconds), so that a better
+    // fit reprices what the class has seen at once.
+    CatchUp catch_up;
     int64_t probe_depth = -1, probe_left = 0;
+    int64_t last_spec = 0;  // steps at the last speculative step
   };
   ClassState& state(int64_t batch);
   const ClassState* find(int64_t batch) const;
@@ -118,6 +130,7 @@ class SpecDepthPolicy {
   double borrowed_seconds(const ClassState& c, int64_t depth) const;
   double class_seconds(const ClassState& c, int64_t depth) const;
   double class_rate(const ClassState& c, int64_t depth, int64_t cls) const;
+  double catch_up_seconds(const ClassState& c) const;  // per speculative step
   void decide(ClassState& c, int64_t cls);
   bool worth_catching_up(const ClassState& c, int64_t cls, int64_t depth, int64_t lag_tokens,
                          int64_t remaining_tokens) const;
@@ -127,17 +140,16 @@ class SpecDepthPolicy {
   bool worth_read(const ClassState& c, int64_t cls, int64_t depth, int64_t positions,
                   int64_t remaining_tokens, bool cheap_ok) const;
   void start_probe(ClassState& c, int64_t depth);
-  void observe_reads(double seconds, int64_t positions);
 
   SpecDepthOptions o_;
   std::vector<std::pair<int64_t, ClassState>> classes_;  // by class, in first-seen order
   std::vector<double> accept_;                           // [max_depth]: a_1 .. a_S
   std::vector<int64_t> accept_n_;                        // observations of each position
   std::vector<uint64_t> histogram_;
-  // Running average of the seconds per position the draft reads outside a round (catch-ups and
-  // prompts read with their prefill).
-  double read_per_position_ = 0;
-  double pending_reads_ = 0;  // prompt-read seconds not yet charged to a speculative step
+  // What the draft's reads outside a round cost (catch-ups and prompts read with their prefill).
+  DraftReadCost reads_;
+  // Prompt reads and their positions not yet charged to a speculative step.
+  int64_t pending_reads_ = 0, pending_positions_ = 0;
   std::vector<std::string> changes_;
 };
 

@@ -1,0 +1,46 @@
+// A record of everything the adaptive depth policy was asked and shown, one line per call, so
+// that a run on the GPU can be replayed through the policy on the CPU (tests/unit replays
+// recorded traces) and a wrong choice traced to the observation behind it. Off unless
+// TANDEM_SPEC_DEPTH_TRACE names a file; lines are appended, so the engines of one bench-offline
+// run (one per row and pass) share a file, each opening with its `e` line.
+//
+//   e <max_depth> <initial_depth> <adaptive 0|1>             an engine starts
+//   c <batch> <lag_tokens> <remaining_tokens> <depth>        choose() and what it returned
+//   o <depth> <batch> <seconds> <catch_up_seconds> <catch_up_tokens> <accepted...>   observe()
+//   r <seconds> <positions>                                  observe_prompt_reads()
+//   # <text>                                                 a settled-depth change, as logged
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tandem {
+
+class SpecDepthTrace {
+ public:
+  // Opens the file TANDEM_SPEC_DEPTH_TRACE names, or stays off. A file that cannot be opened is
+  // reported once and the trace stays off (a diagnostic never stops serving).
+  SpecDepthTrace(int64_t max_depth, int64_t initial_depth, bool adaptive);
+
+  bool on() const { return file_ != nullptr; }
+  void choose(int64_t batch, int64_t lag_tokens, int64_t remaining_tokens, int64_t depth);
+  void observe(int64_t depth, int64_t batch, double seconds, double catch_up_seconds,
+               int64_t catch_up_tokens, const std::vector<int64_t>& accepted);
+  void prompt_reads(double seconds, int64_t positions);
+  void change(const std::string& text);
+  // Writes out what is buffered (the engine is idle).
+  void flush() {
+    if (on()) std::fflush(file_.get());
+  }
+
+ private:
+  struct Close {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  std::unique_ptr<std::FILE, Close> file_;
+};
+
+}  // namespace tandem
