@@ -1,0 +1,67 @@
+// TANDEM_SPEC_DEPTH_TRACE: what the adaptive depth policy was asked and shown, one line each, in
+// the format the header documents (a replay reads it back), appended across engines.
+#include "runtime/spec_depth_trace.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace tandem {
+namespace {
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream f(path);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(f, l);) out.push_back(l);
+  return out;
+}
+
+TEST(SpecDepthTrace, OffUnlessTheVariableNamesAFile) {
+  ::unsetenv("TANDEM_SPEC_DEPTH_TRACE");
+  SpecDepthTrace t(5, 3, true);
+  EXPECT_FALSE(t.on());
+  t.choose(1, 2, 3, 4);  // a no-op, not a crash
+  ::setenv("TANDEM_SPEC_DEPTH_TRACE", "/nonexistent-dir/trace.txt", 1);
+  SpecDepthTrace bad(5, 3, true);  // reported once, stays off
+  EXPECT_FALSE(bad.on());
+  ::unsetenv("TANDEM_SPEC_DEPTH_TRACE");
+}
+
+TEST(SpecDepthTrace, WritesOneLinePerCallAndAppendsAcrossEngines) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("spec_depth_trace_" + std::to_string(::getpid()) + ".txt"))
+                               .string();
+  std::filesystem::remove(path);
+  ::setenv("TANDEM_SPEC_DEPTH_TRACE", path.c_str(), 1);
+  {
+    SpecDepthTrace t(5, 3, true);
+    ASSERT_TRUE(t.on());
+    t.choose(32, 640, 3000, 2);
+    t.observe(2, 32, 0.00123456789, 0.0005, 640, {2, 0, 1});
+    t.observe(0, 32, 0.0004, 0.0, 0, {});
+    t.prompt_reads(0.002, 512);
+    t.prompt_reads(0.002, 0);  // nothing read: no line
+    t.change("batch class 32: speculative depth 3 -> 2");
+  }
+  { SpecDepthTrace second(4, 0, false); }
+  ::unsetenv("TANDEM_SPEC_DEPTH_TRACE");
+  const std::vector<std::string> l = lines_of(path);
+  ASSERT_EQ(l.size(), 7u);
+  EXPECT_EQ(l[0], "e 5 3 1");
+  EXPECT_EQ(l[1], "c 32 640 3000 2");
+  EXPECT_EQ(l[2], "o 2 32 0.001234568 0.000500000 640 2 0 1");
+  EXPECT_EQ(l[3], "o 0 32 0.000400000 0.000000000 0");
+  EXPECT_EQ(l[4], "r 0.002000000 512");
+  EXPECT_EQ(l[5], "# batch class 32: speculative depth 3 -> 2");
+  EXPECT_EQ(l[6], "e 4 0 0");
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace tandem
