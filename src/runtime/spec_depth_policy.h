@@ -90,6 +90,8 @@ class SpecDepthPolicy {
   // choices weigh it as before.
   void observe_prompt_reads(double seconds, int64_t positions);
 
+  // The fitted cost of the draft's reads outside a round (catch-ups, prompt reads).
+  const DraftReadCost& read_cost() const { return reads_; }
   // Decode steps run at each depth [0, max_depth].
   const std::vector<uint64_t>& histogram() const { return histogram_; }
   // Settled-depth changes since the last call, one line each ("batch 32: depth 3 -> 2 ...").

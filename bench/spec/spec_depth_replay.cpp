@@ -1,0 +1,169 @@
+// Reads a TANDEM_SPEC_DEPTH_TRACE file (runtime/spec_depth_trace.h) and, for each engine in it,
+// prints what the engine measured and what the adaptive depth policy made of it:
+// - the measurements themselves: per batch class and depth, the steps and their median seconds;
+//   the draft's reads outside a round (catch-ups and prompt reads) in order of arrival, first
+//   ones apart (the one-off costs of a process show there), and their median per position;
+// - a replay of the same calls through this build's policy: where its choices differ from the
+//   recorded ones (none, when the trace came from this policy), and its estimates at the end:
+//   per class the settled depth and each depth's step seconds and tokens per second, the read
+//   cost fit and the acceptance per draft position.
+// So one GPU run's trace lets the policy be studied and changed on any machine.
+//
+// usage: spec_depth_replay TRACE_FILE
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runtime/spec_depth_policy.h"
+
+namespace {
+
+using tandem::SpecDepthOptions;
+using tandem::SpecDepthPolicy;
+
+struct Engine {
+  SpecDepthOptions opt;
+  std::vector<std::string> lines;  // the engine's lines after its `e` line
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+void report(const Engine& e, int index) {
+  std::printf("== engine %d: max depth %lld, starts at %lld, %s\n", index,
+              static_cast<long long>(e.opt.max_depth), static_cast<long long>(e.opt.initial_depth),
+              e.opt.adaptive ? "adaptive" : "pinned");
+  SpecDepthPolicy p(e.opt);
+  std::map<std::pair<int64_t, int64_t>, std::vector<double>> step_s;  // (class, depth) -> seconds
+  std::vector<std::pair<int64_t, double>> reads;                      // (positions, seconds)
+  std::vector<int64_t> batches;
+  std::vector<uint64_t> recorded(static_cast<size_t>(e.opt.max_depth + 1), 0);
+  int64_t chosen = 0, differ = 0, changes = 0;
+  for (const std::string& line : e.lines) {
+    std::istringstream in(line);
+    char kind = 0;
+    in >> kind;
+    if (kind == 'c') {
+      int64_t b = 0, lag = 0, remaining = 0, d = 0;
+      in >> b >> lag >> remaining >> d;
+      ++chosen;
+      differ += p.choose(b, lag, remaining) != d;
+      if (std::find(batches.begin(), batches.end(), b) == batches.end()) batches.push_back(b);
+    } else if (kind == 'o') {
+      int64_t d = 0, b = 0, tokens = 0;
+      double s = 0, cu = 0;
+      in >> d >> b >> s >> cu >> tokens;
+      std::vector<int64_t> accepted;
+      for (int64_t k; in >> k;) accepted.push_back(k);
+      p.observe(d, b, s, accepted, cu, tokens);
+      if (d >= 0 && d <= e.opt.max_depth) ++recorded[static_cast<size_t>(d)];
+      step_s[{SpecDepthPolicy::batch_class(b), d}].push_back(s - cu);
+      if (tokens > 0) reads.emplace_back(tokens, cu);
+    } else if (kind == 'r') {
+      double s = 0;
+      int64_t n = 0;
+      in >> s >> n;
+      p.observe_prompt_reads(s, n);
+      if (s > 0) reads.emplace_back(n, s);  // (a fixed-depth engine does not time its reads)
+    } else if (kind == '#') {
+      ++changes;
+    }
+  }
+  std::string hist;
+  for (size_t d = 0; d < recorded.size(); ++d)
+    if (recorded[d]) hist += " " + std::to_string(d) + ":" + std::to_string(recorded[d]);
+  std::printf("decode steps by depth:%s; settled-depth changes: %lld\n", hist.c_str(),
+              static_cast<long long>(changes));
+  std::printf("measured step seconds (catch-up excluded), median [steps]:\n");
+  int64_t last_class = -1;
+  for (const auto& [key, v] : step_s) {
+    if (key.first != last_class)
+      std::printf("%s  class %4lld:", last_class < 0 ? "" : "\n",
+                  static_cast<long long>(key.first));
+    last_class = key.first;
+    std::printf("  d%lld %.3f ms [%zu]", static_cast<long long>(key.second), 1e3 * median(v),
+                v.size());
+  }
+  if (last_class >= 0) std::printf("\n");
+  if (!reads.empty()) {
+    std::printf("draft reads outside a round: %zu; the first ones (positions, ms):", reads.size());
+    for (size_t i = 0; i < std::min<size_t>(reads.size(), 4); ++i)
+      std::printf(" (%lld, %.3f)", static_cast<long long>(reads[i].first), 1e3 * reads[i].second);
+    std::vector<double> per;
+    for (size_t i = 1; i < reads.size(); ++i)
+      per.push_back(reads[i].second / static_cast<double>(reads[i].first));
+    std::printf("; after the first, median %.2f us per position\n", 1e6 * median(per));
+  }
+  std::printf("replay through this build's policy: %lld of %lld choices differ from the trace\n",
+              static_cast<long long>(differ), static_cast<long long>(chosen));
+  std::sort(batches.begin(), batches.end());
+  std::vector<int64_t> classes;
+  for (int64_t b : batches)
+    if (classes.empty() || SpecDepthPolicy::batch_class(b) != classes.back())
+      classes.push_back(SpecDepthPolicy::batch_class(b));
+  for (int64_t cls : classes) {
+    std::printf("  class %4lld: settled %lld; estimates (catch-up included):",
+                static_cast<long long>(cls), static_cast<long long>(p.settled_depth(cls)));
+    for (int64_t d = 0; d <= e.opt.max_depth; ++d) {
+      const double s = p.step_seconds(d, cls);
+      if (s > 0)
+        std::printf("  d%lld %.3f ms %.0f tok/s", static_cast<long long>(d), 1e3 * s,
+                    static_cast<double>(cls) * p.expected_tokens(d) / s);
+    }
+    std::printf("\n");
+  }
+  const tandem::DraftReadCost& rc = p.read_cost();
+  std::printf("read cost fit: %s fixed %.3f ms + %.3f us per position\n",
+              rc.known() ? "" : "(unknown)", 1e3 * rc.fixed_seconds(),
+              1e6 * rc.seconds_per_position());
+  std::printf("acceptance per position:");
+  for (int64_t j = 1; j <= e.opt.max_depth; ++j) std::printf(" %.3f", p.acceptance(j));
+  std::printf("\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s TANDEM_SPEC_DEPTH_TRACE_FILE\n", argv[0]);
+    return 2;
+  }
+  std::ifstream f(argv[1]);
+  if (!f) {
+    std::fprintf(stderr, "%s: cannot read %s\n", argv[0], argv[1]);
+    return 1;
+  }
+  std::vector<Engine> engines;
+  for (std::string line; std::getline(f, line);) {
+    if (line.empty()) continue;
+    if (line[0] == 'e') {
+      std::istringstream in(line.substr(1));
+      long long max_depth = 0, initial = 0;
+      int adaptive = 0;
+      if (!(in >> max_depth >> initial >> adaptive)) {
+        std::fprintf(stderr, "%s: malformed engine line '%s'\n", argv[0], line.c_str());
+        return 1;
+      }
+      Engine e;
+      e.opt.max_depth = max_depth;
+      e.opt.initial_depth = initial;
+      e.opt.adaptive = adaptive != 0;
+      engines.push_back(std::move(e));
+    } else if (!engines.empty()) {
+      engines.back().lines.push_back(line);
+    }
+  }
+  if (engines.empty()) {
+    std::fprintf(stderr, "%s: no engine in %s\n", argv[0], argv[1]);
+    return 1;
+  }
+  for (size_t i = 0; i < engines.size(); ++i) report(engines[i], static_cast<int>(i));
+  return 0;
+}
