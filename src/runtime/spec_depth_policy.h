@@ -63,7 +63,7 @@ class SpecDepthPolicy {
   // prompts and plainly decoded positions it skipped). Catch-up is a cost of speculating at all,
   // not of one depth: it is averaged over every speculative step of the class and added to each
   // depth > 0 (so a short answer to a long prompt may not be worth drafting).
-  // catch_up_tokens: the positions that catch-up read (its cost per token is learned).
+  // catch_up_tokens: the positions that catch-up read (its cost is fitted: DraftReadCost).
   void observe(int64_t depth, int64_t batch, double seconds, const std::vector<int64_t>& accepted,
                double catch_up_seconds = 0.0, int64_t catch_up_tokens = 0);
 
