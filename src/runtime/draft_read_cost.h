@@ -4,10 +4,14 @@
 //
 // Robust on purpose: the first reads of a process pay one-off costs (lazy loading of the kernels
 // an eager draft forward uses, workspace growth), tens to hundreds of times the steady cost. One
-// such sample taken at face value made the adaptive policy price every later catch-up as
-// unaffordable, so it stopped speculating for good (depth 0 in every cell of the H200 run of
-// 2026-12-05). So the first reads are not counted, and a sample far above the fit of the others
-// is left out of the fit.
+// such sample taken at face value makes the adaptive policy price every later catch-up as
+// unaffordable, so that it stops speculating for good (in simulation,
+// SpecDepthPolicy.AOneOffCostOfTheFirstCatchUpDoesNotStopSpeculating; the likely reason for
+// depth 0 in every cell of the H200 run of 2026-12-05). So the process's first read is not
+// counted, and the fit is a median one: a few samples far off the line cannot move it. (Not
+// counting the first read of every power-of-two class of lengths instead cost the short passes
+// of ProbesFromPlainDecodingWaitWhileTheCatchUpWouldCostMore a quarter of their throughput:
+// there every catch-up is of a new length, and a dear one must be priced from the first.)
 #pragma once
 
 #include <cstdint>
