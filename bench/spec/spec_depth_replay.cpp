@@ -103,6 +103,11 @@ void report(const Engine& e, int index) {
   }
   std::printf("replay through this build's policy: %lld of %lld choices differ from the trace\n",
               static_cast<long long>(differ), static_cast<long long>(chosen));
+  if (!e.opt.adaptive) {  // a pinned policy keeps no estimates
+    std::printf("pinned at depth %lld: no estimates\n",
+                static_cast<long long>(e.opt.initial_depth));
+    return;
+  }
   std::sort(batches.begin(), batches.end());
   std::vector<int64_t> classes;
   for (int64_t b : batches)
