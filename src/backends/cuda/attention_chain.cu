@@ -153,14 +153,7 @@ __global__ void __launch_bounds__(kWG* NB, 1) mla_chain_scores_kernel(MlaDecodeP
   float sacc[32];  // sacc[4 j + e]: key 8 j + 2c + (e & 1), head r0 (e < 2) or r1
   const uint64_t q_desc = wgmma_desc(qs, 16, 1024);
   const uint64_t k_desc = wgmma_desc(ks + wg * kTileBytes, 16, 1024);
-  wgmma_fence();
-#pragma unroll
-  for (int s = 0; s < CL / 16; ++s)
-    wgmma_ss_kk<64>(sacc, wgmma_desc_add(q_desc, kmajor64_kstep(s)),
-                    wgmma_desc_add(k_desc, kmajor64_kstep(s)), s > 0);
-  wgmma_commit();
-  wgmma_wait<0>();
-  wgmma_fence_operands(sacc);
+  wgmma_kmajor64_product<CL / 16>(sacc, q_desc, k_desc);
   float mloc[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int j = 0; j < CB / 8; ++j) {

@@ -242,14 +242,7 @@ __global__ void __launch_bounds__(kGThreads, 1) mla_decode_wgmma_kernel(MlaDecod
       uint32_t pa[4][4];  // P of keys [16 kk, 16 kk + 16): rows r0, r1 x keys 2c, 2c + 8 (+ 1)
       if (!skip) {
         const uint64_t k_desc = wgmma_desc(ks + (b & 1) * kKBytes, 16, 1024);
-        wgmma_fence();
-#pragma unroll
-        for (int s = 0; s < GL / 16; ++s)
-          wgmma_ss_kk<64>(sacc, wgmma_desc_add(q_desc, kmajor64_kstep(s)),
-                          wgmma_desc_add(k_desc, kmajor64_kstep(s)), s > 0);
-        wgmma_commit();
-        wgmma_wait<0>();
-        wgmma_fence_operands(sacc);
+        wgmma_kmajor64_product<GL / 16>(sacc, q_desc, k_desc);
         const uint32_t nw[4] = {nibs.x, nibs.y, nibs.z, nibs.w};
         float mloc[2] = {-INFINITY, -INFINITY};
 #pragma unroll

@@ -249,6 +249,22 @@ __device__ __forceinline__ void wgmma_ss_e4m3(float (&d)[N / 2], uint64_t da, ui
   static_assert(N % 16 == 0 && N >= 16 && N <= 128, "N = 16, 32, .., 128");
   TD_WGMMA_SS_UPTO128("k32.f32.e4m3.e4m3", ", 1, 1")
 }
+// d[64 x 64] = A[64 x 16 KS] . B[64 x 16 KS]^T over KS k-steps of two K-major 64-row swizzled
+// tiles, waited for: Q K^T of one 64-key block over MLA's 576 dims (KS = 36). The one-block
+// mla_decode kernel and the chain's scores kernel both call it, so that their scores are the
+// same instructions, and the same bits.
+template <int KS>
+__device__ __forceinline__ void wgmma_kmajor64_product(float (&d)[32], uint64_t da, uint64_t db) {
+  wgmma_fence();
+#pragma unroll
+  for (int s = 0; s < KS; ++s)
+    wgmma_ss_kk<64>(d, wgmma_desc_add(da, kmajor64_kstep(s)), wgmma_desc_add(db, kmajor64_kstep(s)),
+                    s > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  wgmma_fence_operands(d);
+}
+
 #undef TD_WGMMA_SS_K
 #undef TD_WGMMA_SS_UPTO128
 #undef TD_BF16_KT
