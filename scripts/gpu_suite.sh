@@ -23,6 +23,8 @@ if [ "${1:-}" = "--stage" ]; then
   cp "$BUILD/tests/ops_tests" "$BUILD/tests/gpu_model_tests" "$BUILD/bench/kernel_bench" "$BUILD/tandem" "$CARRY/"
   # NCCL and the one-shot all-reduce (optional: older builds lack it).
   [ -f "$BUILD/tests/gpu_dist_tests" ] && cp "$BUILD/tests/gpu_dist_tests" "$CARRY/"
+  # The adaptive-depth trace replay (host code; optional: older builds lack it).
+  [ -f "$BUILD/bench/spec_depth_replay" ] && cp "$BUILD/bench/spec_depth_replay" "$CARRY/"
   # The grammar engine's mask benchmark, on a real ~150K vocabulary (Qwen3's, the fixture).
   if [ -f "$BUILD/bench/grammar_bench" ] && [ -f "$ROOT/build/fixtures/tokenizer/qwen3/tokenizer.json" ]; then
     cp "$BUILD/bench/grammar_bench" "$CARRY/"
@@ -43,6 +45,7 @@ if [ "${1:-}" = "--stage" ]; then
   strip --strip-unneeded "$CARRY"/ops_tests "$CARRY"/gpu_model_tests "$CARRY"/kernel_bench "$CARRY"/tandem
   [ -f "$CARRY/grammar_bench" ] && strip --strip-unneeded "$CARRY/grammar_bench"
   [ -f "$CARRY/gpu_dist_tests" ] && strip --strip-unneeded "$CARRY/gpu_dist_tests"
+  [ -f "$CARRY/spec_depth_replay" ] && strip --strip-unneeded "$CARRY/spec_depth_replay"
   tar -cJf "$CARRY.tar.xz" -C "$(dirname "$CARRY")" "$(basename "$CARRY")"
   du -sh "$CARRY" "$CARRY.tar.xz"; ls "$CARRY" "$CARRY/lib"; cat "$CARRY/COMMIT"
   exit 0
@@ -210,21 +213,30 @@ if [ "${ADAPTIVE:-1}" = "1" ]; then
       FAILURES+=("$1: MTP output differs from plain decoding at concurrency $2")
     fi
   }
+  # Every adaptive step records what its policies were asked and shown (TANDEM_SPEC_DEPTH_TRACE,
+  # NAME.trace) and, where the replay tool travelled, what the build's policy makes of it
+  # (NAME.replay.txt: step times per class and depth, draft reads, estimates; docs/runtime.md).
+  trace() { echo "TANDEM_SPEC_DEPTH_TRACE=$OUTDIR/$1.trace"; }
   if [ "${ADAPT_AUSTEN:-1}" = "1" ]; then
-    step adapt_austen "${ADAPT_TIMEOUT:-200}" "$CARRY/tandem" bench-offline --device cuda $APROMPTS \
+    step adapt_austen "${ADAPT_TIMEOUT:-200}" env "$(trace adapt_austen)" "$CARRY/tandem" bench-offline --device cuda $APROMPTS \
       --concurrency 1,8,32,64 --speculative-num-steps 3,1,2,5 --adaptive
-    step adapt_austen_det "${ADAPT_TIMEOUT:-200}" "$CARRY/tandem" bench-offline --device cuda $APROMPTS \
+    step adapt_austen_det "${ADAPT_TIMEOUT:-200}" env "$(trace adapt_austen_det)" "$CARRY/tandem" bench-offline --device cuda $APROMPTS \
       --concurrency 1,8,32,64 --speculative-num-steps 3,1,2,5 --adaptive --enable-deterministic-inference
     for c in 1 8 32 64; do all_identical adaptive-deterministic $c adapt_austen_det; done
   fi
   for NL in ${ADAPT_LAYERS-4}; do
     for A in ${ADAPT_ACCEPT-2.4}; do
-      step adapt_glm52_${NL}_$A "${ADAPT_TIMEOUT:-200}" "$CARRY/tandem" bench-offline --device cuda \
+      step adapt_glm52_${NL}_$A "${ADAPT_TIMEOUT:-200}" env "$(trace adapt_glm52_${NL}_$A)" "$CARRY/tandem" bench-offline --device cuda \
         --load-format dummy --preset glm5.2 --num-layers $NL --num-prompts 64 --prompt-tokens 512 \
         --max-new-tokens 32 --concurrency 1,8,32,64 --simulate-accept-length $A \
         --speculative-num-steps 3,1,2,5 --adaptive
     done
   done
+  if [ -x "$CARRY/spec_depth_replay" ]; then
+    for t in "$OUTDIR"/adapt_*.trace; do
+      [ -f "$t" ] && "$CARRY/spec_depth_replay" "$t" > "${t%.trace}.replay.txt" 2>&1
+    done
+  fi
 fi
 # Structured outputs: every request constrained by a JSON schema (masks on the device, one
 # captured forward per draft step), TPOT against the unconstrained rows of spec_austen (same
@@ -329,7 +341,11 @@ ADAPT_STEPS=$(cd "$OUTDIR" && ls adapt_*.log 2>/dev/null | sed 's/\.log$//' | tr
   [ -f "$OUTDIR/quant_bench.log" ] && { echo; grep -v "^\[" "$OUTDIR/quant_bench.log"; }
   [ -f "$OUTDIR/hf_baseline.log" ] && { echo; echo "-- hf_baseline (transformers, same GPU, same run)"; cat "$OUTDIR/hf_baseline.log"; }
   for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_grouped_det spec_glm52_mxfp4_grouped_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det mixed_chunk mixed_chunk_on $(cd "$OUTDIR" && ls ttft_*.log 2>/dev/null | sed 's/\.log$//' | tr '\n' ' ') grammar_bench; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
-  for n in $ADAPT_STEPS; do echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -40; done
+  for n in $ADAPT_STEPS; do
+    echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -40
+    # The adaptive engines' sections of the replay (the pinned ones only list their step times).
+    [ -f "$OUTDIR/$n.replay.txt" ] && awk '/^== engine/ {p = /adaptive/} p' "$OUTDIR/$n.replay.txt"
+  done
   [ -f "$OUTDIR/http_bench.log" ] && { echo; echo "-- http_bench"; sed -n '/^HTTP vs in-process/,$p' "$OUTDIR/http_bench.log"; }
   grep -h -E "error|Error|what\(\)" "$OUTDIR"/*.log | head -10
   echo
