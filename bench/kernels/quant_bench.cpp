@@ -215,27 +215,26 @@ struct DecodeLinear {
 };
 
 // One FP8 linear on the grouped wgmma kernel (moe_wgmma_fp8.cu): random bf16 rows quantized
-// with their scales transposed ([kb, Mp]) by quant(), then the kernel (its tile list included).
+// with their scales transposed ([kb, Mp]) by quant(), then the kernel (one launch: a dense linear
+// needs no tile list).
 struct WgmmaLinear {
   const Fp8Dev* w;
   int64_t M, Mp;
-  Tensor x, xq, xs, meta, out;
+  Tensor x, xq, xs, out;
   WgmmaLinear(const Fp8Dev& wt, int64_t M_) : w(&wt), M(M_), Mp((M_ + 3) / 4 * 4) {
     const int64_t N = wt.v.N, K = wt.v.K;
     x = Tensor::empty({M, K}, DType::BF16, Device::cuda());  // [M, K]
     cuda::fill_random(x, 5, 1.0f);
     xq = dev_bytes(M * K);                                                  // [M, K] e4m3
     xs = Tensor::empty({(K + 127) / 128, Mp}, DType::F32, Device::cuda());  // [kb, Mp]
-    meta = Tensor::empty({k::fp8_linear_wgmma_meta_ints(M)}, DType::I32, Device::cuda());
-    out = Tensor::empty({M, N}, DType::BF16, Device::cuda());  // [M, N]
+    out = Tensor::empty({M, N}, DType::BF16, Device::cuda());               // [M, N]
   }
   void quant(cudaStream_t s) const {
     k::act_quant_fp8(x.raw(), w->v.K, k::DT::BF16, M, w->v.K, 128, false, xq.raw(), w->v.K,
                      xs.data<float>(), 1, Mp, s);
   }
   void gemm(cudaStream_t s) const {
-    k::fp8_linear_wgmma(xq.raw(), xs.data<float>(), Mp, M, w->v, meta.data<int32_t>(), out.raw(),
-                        w->v.N, k::DT::BF16, s);
+    k::fp8_linear_wgmma(xq.raw(), xs.data<float>(), Mp, M, w->v, out.raw(), w->v.N, k::DT::BF16, s);
   }
 };
 
@@ -451,7 +450,7 @@ void bench_quant(double copy_gbps, bool quick) {
       const double t_g = tm.us([&](cudaStream_t s) { dl.gemv(s); }, true);
       const double t_q = tm.us([&](cudaStream_t s) { dl.quant(s); }, true);
       const double b = static_cast<double>(w.bytes());
-      // The grouped FP8 wgmma kernel on the same weight (its tile list included): a candidate
+      // The grouped FP8 wgmma kernel on the same weight (one launch): a candidate
       // for every M in one kernel (issue #20 item 3), measured beside the stream.
       std::string cw = "n/a";
       if (k::fp8_linear_wgmma_applies(w.v)) {

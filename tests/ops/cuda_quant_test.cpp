@@ -246,11 +246,10 @@ TEST_F(CudaQuant, Fp8LinearWgmmaMatchesContract) {
       Dev<float> xs(static_cast<size_t>(w.kb * Mp));   // [kb, Mp]
       k::act_quant_fp8(dx.p, sh.K, k::DT::BF16, M, sh.K, w.bk, sh.ue8m0, xq.p, sh.K, xs.p, 1, Mp,
                        nullptr);
-      Dev<int32_t> meta(static_cast<size_t>(k::fp8_linear_wgmma_meta_ints(M)));
       Dev<float> out32(static_cast<size_t>(M * ors));
       Dev<uint16_t> out16(static_cast<size_t>(M * ors));
-      k::fp8_linear_wgmma(xq.p, xs.p, Mp, M, wv, meta.p, out32.p, ors, k::DT::F32, nullptr);
-      k::fp8_linear_wgmma(xq.p, xs.p, Mp, M, wv, meta.p, out16.p, ors, k::DT::BF16, nullptr);
+      k::fp8_linear_wgmma(xq.p, xs.p, Mp, M, wv, out32.p, ors, k::DT::F32, nullptr);
+      k::fp8_linear_wgmma(xq.p, xs.p, Mp, M, wv, out16.p, ors, k::DT::BF16, nullptr);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       std::vector<float> q(static_cast<size_t>(M * sh.K)), s(static_cast<size_t>(M * w.kb));
       for (int64_t m = 0; m < M; ++m)
@@ -277,9 +276,8 @@ TEST_F(CudaQuant, Fp8LinearWgmmaMatchesContract) {
         std::vector<float> s1(static_cast<size_t>(w.kb * 4), 0.f);
         for (int64_t b = 0; b < w.kb; ++b) s1[b * 4] = sall[b * Mp + M - 1];
         cudaMemcpy(xs1.p, s1.data(), s1.size() * 4, cudaMemcpyHostToDevice);
-        Dev<int32_t> meta1(static_cast<size_t>(k::fp8_linear_wgmma_meta_ints(1)));
         Dev<float> one(static_cast<size_t>(ors));
-        k::fp8_linear_wgmma(xq.p + (M - 1) * sh.K, xs1.p, 4, 1, wv, meta1.p, one.p, ors, k::DT::F32,
+        k::fp8_linear_wgmma(xq.p + (M - 1) * sh.K, xs1.p, 4, 1, wv, one.p, ors, k::DT::F32,
                             nullptr);
         const std::vector<float> o1 = one.get();
         EXPECT_EQ(std::memcmp(o1.data(), &o32[(M - 1) * sh.N], sh.N * sizeof(float)), 0)

@@ -60,13 +60,11 @@ void CudaBackend::fp8_linear(const Tensor& x, const Weight& w, Tensor& out) {
     Pieces sz;
     sz.take<uint8_t>(M * K);
     sz.take<float>(kb * Mp);
-    sz.take<int32_t>(k::fp8_linear_wgmma_meta_ints(M));
     Pieces pc(static_cast<char*>(scratch(sz.bytes())));
-    auto* xq = pc.take<uint8_t>(M * K);                               // [M, K] e4m3
-    auto* xs = pc.take<float>(kb * Mp);                               // [kb, Mp]
-    auto* meta = pc.take<int32_t>(k::fp8_linear_wgmma_meta_ints(M));  // counts, offsets, tiles
+    auto* xq = pc.take<uint8_t>(M * K);  // [M, K] e4m3
+    auto* xs = pc.take<float>(kb * Mp);  // [kb, Mp]
     k::act_quant_fp8(x.raw(), x.stride(0), DT::BF16, M, K, v.bk, ue8m0, xq, K, xs, 1, Mp, stream_);
-    k::fp8_linear_wgmma(xq, xs, Mp, M, v, meta, out.raw(), out.stride(0), odt, stream_);
+    k::fp8_linear_wgmma(xq, xs, Mp, M, v, out.raw(), out.stride(0), odt, stream_);
     TD_CUDA_LAUNCH_CHECK();
     return;
   }

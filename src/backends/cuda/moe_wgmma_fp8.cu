@@ -67,6 +67,9 @@ struct Fp8ExpertGemm {
   int e_base;                // the weights hold experts e_base, e_base + 1, ..
   const float* w_scale;      // [E][w_rows / bn][s_rs] f32
   int64_t s_es, s_rs, bn;
+  // A dense linear (> 0: its row count): one "expert" of dense_rows rows whose tiles follow from
+  // the block index, so counts, offsets and the tile list are not read (no kernel writes them).
+  int dense_rows;
   void* out;       // h [rows, I] f32 (gate_up); y [rows, D] f32 or bf16 (out_bf16)
   int64_t out_rs;  // elements between output rows
   bool out_bf16;
@@ -180,16 +183,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ uint8_t smem_raw[];
   pdl_wait();
   const int tile = static_cast<int>(blockIdx.x / p.col_tiles);
-  if (tile >= *p.num_tiles) return;  // uniform over the block: the grid is sized for the worst case
+  const int dense_tiles = (p.dense_rows + kTileRows - 1) / kTileRows;
+  // Uniform over the block: the grid is sized for the worst case (exactly, for a dense linear).
+  if (tile >= (p.dense_rows > 0 ? dense_tiles : *p.num_tiles)) return;
   // The blocks of an expert are ordered (weight tile, token tile): those that read the same
   // weight rows run side by side, the first brings them into L2 for the others.
-  const int4 tl = p.tiles[tile];
+  const int4 tl = p.dense_rows > 0 ? make_int4(0, 0, dense_tiles, 0) : p.tiles[tile];
   const ExpertBlock eb = expert_block(static_cast<int>(blockIdx.x), p.col_tiles, tl.x, tl.y, tl.z);
   const int e = eb.expert, nt = eb.col_tile, row0 = eb.row_tile * kTileRows;
-  const int rows = min(kTileRows, p.counts[e] - row0);
+  const int rows = min(kTileRows, (p.dense_rows > 0 ? p.dense_rows : p.counts[e]) - row0);
   const int width = ((rows + 15) / 16) * 16;  // the wgmmas' N: token rows read, padding unstored
   const int chunks = (width + 63) / 64;
-  const int64_t orow0 = p.offsets[e] + row0;  // first sorted activation / output row
+  // First sorted activation / output row.
+  const int64_t orow0 = (p.dense_rows > 0 ? 0 : p.offsets[e]) + row0;
   // This tile's output columns and weight rows: gate_up takes 64 gate rows and their 64 up rows.
   const int64_t n0 = GATE_UP ? int64_t{nt} * 64 : int64_t{nt} * kTileCols;
   const int64_t w_base = int64_t{e - p.e_base} * p.w_rows;
@@ -303,10 +309,11 @@ void fp8_moe_wgmma_tiles(const int32_t* counts, int64_t e_base, int64_t ne, int3
 namespace {
 
 // Either product over the listed tiles (rows_total token rows; the weight's E experts stacked).
+// dense: rows_total rows of a dense linear (counts, offsets and tiles unused, null).
 void run_gemm(bool gate_up, const void* xq, const float* xs_t, int64_t ld_t, int64_t rows_total,
               const int32_t* counts, const int32_t* offsets, const Fp8W& w, int64_t e_base,
               int64_t E, const int32_t* tiles, const int32_t* num_tiles, int64_t max_tiles,
-              void* out, int64_t out_rs, bool out_bf16, cudaStream_t s) {
+              void* out, int64_t out_rs, bool out_bf16, bool dense, cudaStream_t s) {
   const int64_t N = gate_up ? w.N / 2 : w.N, K = w.K;
   // Token maps: the rows [rows_total, K] and their scales [K blocks, ld_t]; the weight map:
   // every expert's rows stacked [E * rows, K].
@@ -320,23 +327,11 @@ void run_gemm(bool gate_up, const void* xq, const float* xs_t, int64_t ld_t, int
   p.N = N, p.K = K, p.w_rows = w.N, p.e_base = static_cast<int>(e_base);
   p.w_scale = w.s, p.s_es = w.s_es, p.s_rs = w.s_rs, p.bn = w.bn;
   p.out = out, p.out_rs = out_rs, p.out_bf16 = out_bf16;
+  p.dense_rows = dense ? static_cast<int>(rows_total) : 0;
   if (gate_up)
     launch_fp8_gemm<true>(x, sc, wm, p, max_tiles, s);
   else
     launch_fp8_gemm<false>(x, sc, wm, p, max_tiles, s);
-}
-
-// A dense linear's tile list: one "expert" of M rows (counts, offsets, the tiles, their count in
-// the layout fp8_linear_wgmma documents). One block.
-__global__ void fp8_dense_tiles_kernel(int M, int n, int32_t* meta) {
-  pdl_wait();
-  if (threadIdx.x == 0) {
-    meta[0] = M, meta[1] = 0, meta[2] = M, meta[3] = 0;
-    meta[4 + 4 * n] = n;
-  }
-  auto* tiles = reinterpret_cast<int4*>(meta + 4);
-  for (int j = static_cast<int>(threadIdx.x); j < n; j += blockDim.x)
-    tiles[j] = make_int4(0, 0, n, 0);
 }
 
 }  // namespace
@@ -347,7 +342,7 @@ void fp8_moe_wgmma_gemm(bool gate_up, const void* xq, const float* xs_t, int64_t
                         float* out, cudaStream_t s) {
   if (pairs == 0) return;
   run_gemm(gate_up, xq, xs_t, ld_t, pairs, counts, offsets, w, e_base, ne, tiles, num_tiles,
-           fp8_moe_wgmma_max_tiles(pairs, ne), out, gate_up ? w.N / 2 : w.N, false, s);
+           fp8_moe_wgmma_max_tiles(pairs, ne), out, gate_up ? w.N / 2 : w.N, false, false, s);
 }
 
 bool fp8_linear_wgmma_applies(const Fp8W& w) {
@@ -355,17 +350,13 @@ bool fp8_linear_wgmma_applies(const Fp8W& w) {
          reinterpret_cast<uintptr_t>(w.w) % 16 == 0;
 }
 
-int64_t fp8_linear_wgmma_meta_ints(int64_t M) {
-  return 4 + 4 * ((M + kTileRows - 1) / kTileRows) + 1;
-}
-
 void fp8_linear_wgmma(const void* xq, const float* xs_t, int64_t ld_t, int64_t M, const Fp8W& w,
-                      int32_t* meta, void* out, int64_t out_rs, DT out_dt, cudaStream_t s) {
+                      void* out, int64_t out_rs, DT out_dt, cudaStream_t s) {
   if (M == 0) return;
-  const int n = static_cast<int>((M + kTileRows - 1) / kTileRows);
-  launch(fp8_dense_tiles_kernel, 1, 256, 0, s, static_cast<int>(M), n, meta);
-  run_gemm(false, xq, xs_t, ld_t, M, meta, meta + 1, w, 0, 1, meta + 4, meta + 4 + 4 * n, n, out,
-           out_rs, out_dt == DT::BF16, s);
+  // One kernel: the tiles follow from the block index (a kernel that wrote a tile list first
+  // cost a launch per linear, a few us at one row).
+  run_gemm(false, xq, xs_t, ld_t, M, nullptr, nullptr, w, 0, 1, nullptr, nullptr,
+           (M + kTileRows - 1) / kTileRows, out, out_rs, out_dt == DT::BF16, true, s);
 }
 
 }  // namespace tandem::cuda::k

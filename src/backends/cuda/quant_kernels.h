@@ -198,12 +198,10 @@ void fp8_moe_wgmma_gemm(bool gate_up, const void* xq, const float* xs_t, int64_t
 // kernel, its M rows one "expert": out[m, n] = x[m] . w[n], bf16 or f32 (out_dt) rows out_rs
 // apart (16-byte aligned rows for f32, 8-byte for bf16). xq: e4m3 [M, K] rows K apart; xs_t: its
 // scales [K / 128, ld_t] (act_quant_fp8 with s_m = 1, s_b = ld_t, ld_t a multiple of 4 >= M).
-// meta: fp8_linear_wgmma_meta_ints(M) ints of scratch, 16-byte aligned (the counts, offsets and
-// tile list, written on the device). Batch-invariant: a row's bits do not depend on M.
+// One kernel launch. Batch-invariant: a row's bits do not depend on M.
 bool fp8_linear_wgmma_applies(const Fp8W& w);
-int64_t fp8_linear_wgmma_meta_ints(int64_t M);
 void fp8_linear_wgmma(const void* xq, const float* xs_t, int64_t ld_t, int64_t M, const Fp8W& w,
-                      int32_t* meta, void* out, int64_t out_rs, DT out_dt, cudaStream_t s);
+                      void* out, int64_t out_rs, DT out_dt, cudaStream_t s);
 
 // ---- mxfp4_fp8.cu --------------------------------------------------------------------------
 // MXFP4 expert weights as FP8 blocks for the grouped FP8 kernels: experts e0 .. e0 + ne - 1 of w
