@@ -7,10 +7,14 @@
 //   recorded ones (none, when the trace came from this policy), and its estimates at the end:
 //   per class the settled depth and each depth's step seconds and tokens per second, the read
 //   cost fit and the acceptance per draft position.
+// Then, for the whole trace (every engine's steps pooled), a closed-loop simulation of this
+// build's policy per batch class on the measured step times and acceptance
+// (spec_depth_bootstrap.h): its rate against the best fixed depth's.
 // So one GPU run's trace lets the policy be studied and changed on any machine.
 //
 // usage: spec_depth_replay TRACE_FILE
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -19,6 +23,7 @@
 #include <vector>
 
 #include "runtime/spec_depth_policy.h"
+#include "spec/spec_depth_bootstrap.h"
 
 namespace {
 
@@ -36,7 +41,7 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-void report(const Engine& e, int index) {
+void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled) {
   std::printf("== engine %d: max depth %lld, starts at %lld, %s\n", index,
               static_cast<long long>(e.opt.max_depth), static_cast<long long>(e.opt.initial_depth),
               e.opt.adaptive ? "adaptive" : "pinned");
@@ -63,6 +68,7 @@ void report(const Engine& e, int index) {
       std::vector<int64_t> accepted;
       for (int64_t k; in >> k;) accepted.push_back(k);
       p.observe(d, b, s, accepted, cu, tokens);
+      pooled.add_step(d, b, s - cu, accepted);
       if (d >= 0 && d <= e.opt.max_depth) ++recorded[static_cast<size_t>(d)];
       step_s[{SpecDepthPolicy::batch_class(b), d}].push_back(s - cu);
       if (tokens > 0) reads.emplace_back(tokens, cu);
@@ -169,6 +175,34 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s: no engine in %s\n", argv[0], argv[1]);
     return 1;
   }
-  for (size_t i = 0; i < engines.size(); ++i) report(engines[i], static_cast<int>(i));
+  tandem::bench::SpecDepthSamples pooled;
+  SpecDepthOptions sim;  // the adaptive engines' options (the last one's), else the defaults
+  for (size_t i = 0; i < engines.size(); ++i) {
+    report(engines[i], static_cast<int>(i), pooled);
+    if (engines[i].opt.adaptive) sim = engines[i].opt;
+  }
+  constexpr int64_t kSteps = 1500;
+  constexpr int kSeeds = 20;
+  std::printf(
+      "== closed-loop simulation of this build's policy (max depth %lld, starts at %lld) on the "
+      "trace's step times and acceptance, all engines pooled, no catch-ups: %d seeds of %lld "
+      "steps per class\n",
+      static_cast<long long>(sim.max_depth), static_cast<long long>(sim.initial_depth), kSeeds,
+      static_cast<long long>(kSteps));
+  for (int64_t cls : pooled.classes()) {
+    const tandem::bench::BootstrapResult r =
+        tandem::bench::bootstrap_class(pooled, cls, sim, kSteps, kSeeds);
+    if (r.best_depth < 0) continue;
+    std::string share;
+    for (size_t d = 0; d < r.depth_share.size(); ++d)
+      if (r.depth_share[d] >= 0.005)
+        share += " " + std::to_string(d) + ":" +
+                 std::to_string(static_cast<int>(std::lround(100 * r.depth_share[d]))) + "%";
+    std::printf(
+        "  class %4lld: best fixed depth %lld (%.0f tok/s); policy %.3f mean, %.3f worst of it; "
+        "depths%s\n",
+        static_cast<long long>(cls), static_cast<long long>(r.best_depth), r.best_rate,
+        r.mean_ratio, r.worst_ratio, share.c_str());
+  }
   return 0;
 }
