@@ -96,6 +96,17 @@ step() {  # step NAME TIMEOUT CMD...
 # NCCL at world 1, the one-shot all-reduce with two ranks on this one GPU, its latency table.
 [ "${DIST:-1}" = "1" ] && [ -x "$CARRY/gpu_dist_tests" ] && step gpu_dist_tests "${DIST_TIMEOUT:-150}" "$CARRY/gpu_dist_tests" --gtest_color=no
 [ "${KERNEL_BENCH:-1}" = "1" ] && step kernel_bench "${BENCH_TIMEOUT:-150}" "$CARRY/kernel_bench" $BENCH_ARGS
+# Kernel by kernel (CUPTI timeline of one graph replay): a dense layer's decode step at 8k context,
+# batch 1 and 32, deterministic mode (mla_decode's chain, the FP8-free batch-invariant path)
+# against default mode, for issue #20 item 3's gap.
+if [ "${TIMELINE:-1}" = "1" ]; then
+  for B in 1 32; do
+    step timeline_det_b$B "${TIMELINE_TIMEOUT:-120}" "$CARRY/kernel_bench" --deterministic --timeline \
+      --profile-step dense $B --profile-ctx 8192
+    step timeline_default_b$B "${TIMELINE_TIMEOUT:-120}" "$CARRY/kernel_bench" --timeline \
+      --profile-step dense $B --profile-ctx 8192
+  done
+fi
 # Quantized weights (FP8 block, MXFP4): decode linears and a GLM-5.2 MoE layer against the copy
 # bandwidth, FP8 prefill against cuBLASLt's per-tensor FP8 (allocates ~34 GB, so its own step).
 [ "${QUANT_BENCH:-1}" = "1" ] && step quant_bench "${QUANT_BENCH_TIMEOUT:-200}" "$CARRY/kernel_bench" --quant-only --quick
@@ -341,6 +352,9 @@ ADAPT_STEPS=$(cd "$OUTDIR" && ls adapt_*.log 2>/dev/null | sed 's/\.log$//' | tr
   [ -f "$OUTDIR/quant_bench.log" ] && { echo; grep -v "^\[" "$OUTDIR/quant_bench.log"; }
   [ -f "$OUTDIR/hf_baseline.log" ] && { echo; echo "-- hf_baseline (transformers, same GPU, same run)"; cat "$OUTDIR/hf_baseline.log"; }
   for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_grouped_det spec_glm52_mxfp4_grouped_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det mixed_chunk mixed_chunk_on $(cd "$OUTDIR" && ls ttft_*.log 2>/dev/null | sed 's/\.log$//' | tr '\n' ' ') grammar_bench; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
+  for n in timeline_det_b1 timeline_default_b1 timeline_det_b32 timeline_default_b32; do
+    [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | head -80; }
+  done
   for n in $ADAPT_STEPS; do
     echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -40
     # The adaptive engines' sections of the replay (the pinned ones only list their step times).
