@@ -11,6 +11,7 @@
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/lt_fp8.h"
 #include "backends/cuda/lt_gemm.h"
+#include "backends/cuda/quant_kernels.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -41,6 +42,7 @@ CudaBackend::CudaBackend() : lt_(std::make_unique<LtGemm>()) {
   moe_wgmma_mode_ = sw.moe_wgmma_mode;
   moe_fp8_wgmma_mode_ = sw.moe_fp8_wgmma_mode;
   fp8_linear_wgmma_mode_ = sw.fp8_linear_wgmma_mode;
+  k::set_fp8_wgmma_shape(sw.fp8_wgmma_k_stage, sw.fp8_wgmma_small_box);
   for (int*& c : split_counters_) {
     TD_CUDA_CHECK(cudaMalloc(&c, kSplitCounters * sizeof(int)));
     TD_CUDA_CHECK(cudaMemset(c, 0, kSplitCounters * sizeof(int)));

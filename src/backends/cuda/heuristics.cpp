@@ -45,6 +45,10 @@ Switches read_switches() {
   if (const char* v = std::getenv("TANDEM_MOE_ROW_GROUPS"); v && *v)
     s.moe_row_groups = std::atoi(v);
   if (const char* v = std::getenv("TANDEM_QUANT_RING"); v && *v) s.quant_ring = std::atoi(v);
+  if (const char* v = std::getenv("TANDEM_FP8_WGMMA_KSTAGE"); v && *v)
+    s.fp8_wgmma_k_stage = std::atoi(v);
+  if (const char* v = std::getenv("TANDEM_FP8_WGMMA_SMALL_BOX"); v && *v)
+    s.fp8_wgmma_small_box = std::strcmp(v, "0") != 0;
   s.mla_wgmma = !off("TANDEM_MLA_WGMMA");
   if (const char* v = std::getenv("TANDEM_EXPERT_STREAMS"); v && *v)
     s.expert_streams = std::clamp(std::atoi(v), 1, 4);

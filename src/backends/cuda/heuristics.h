@@ -59,6 +59,8 @@ struct Switches {
   int moe_wgmma_mode = -1;         // TANDEM_MOE_WGMMA: -1 automatic, 0 off, 1 on
   int moe_fp8_wgmma_mode = -1;     // TANDEM_MOE_FP8_WGMMA: -1 automatic (default), 0 off, 1 on
   int fp8_linear_wgmma_mode = -1;  // TANDEM_FP8_LINEAR_WGMMA: -1 automatic (default), 0 off, 1 on
+  int fp8_wgmma_k_stage = 1;       // TANDEM_FP8_WGMMA_KSTAGE: K blocks per stage (1, 2, 4)
+  bool fp8_wgmma_small_box = false;  // TANDEM_FP8_WGMMA_SMALL_BOX=1: 16-row token boxes
 };
 Switches read_switches();
 

@@ -51,9 +51,13 @@ constexpr int kStripCols = kTileRows + kStripLead;
 constexpr int kStripBytes = kStripCols * 4;
 constexpr int kStripSlot = 1024;        // keeps the next stage 1024-byte aligned
 constexpr int kRingBytes = 192 * 1024;  // stages of 25 or 33 KB: 7 or 5 of them
-constexpr int kMaxStages = 8;
+constexpr int kMaxStages = 12;          // 19 KB stages with 16-row token boxes: 10 of them
 constexpr int kConsumerWarps = 8;
 constexpr size_t kSmem = kRingBytes + 1024 + 2 * kMaxStages * sizeof(uint64_t);
+
+// The stage shape of every launch (set_fp8_wgmma_shape).
+int g_k_stage = 1;
+bool g_small_token_box = false;
 
 struct Fp8ExpertGemm {
   const int32_t* counts;     // [E] rows per expert
@@ -70,16 +74,26 @@ struct Fp8ExpertGemm {
   // A dense linear (> 0: its row count): one "expert" of dense_rows rows whose tiles follow from
   // the block index, so counts, offsets and the tile list are not read (no kernel writes them).
   int dense_rows;
+  // The stage shape (set_fp8_wgmma_shape; the same bits whatever it is): K blocks per stage (1, 2
+  // or 4: each weight row's 128-byte pieces of consecutive K blocks requested together), and the
+  // token boxes' rows (64, or 16 where no tile has more than 16 rows).
+  int k_stage;
+  int tok_box_rows;
   void* out;       // h [rows, I] f32 (gate_up); y [rows, D] f32 or bf16 (out_bf16)
   int64_t out_rs;  // elements between output rows
   bool out_bf16;
 };
 
+// A stage is ks sub-stages of one K block each, sub_bytes apart: the two weight halves, the
+// token boxes and the token-scale strip (at `strip` within the sub-stage). One full and one
+// empty barrier per stage.
 struct Ring {
   uint8_t* base;
   int stage_bytes;
   int stages;
-  int strip;  // byte offset of the token-scale strip in a stage
+  int strip;      // byte offset of the token-scale strip in a sub-stage
+  int sub_bytes;  // bytes of a sub-stage (a multiple of 1024)
+  int ks;         // K blocks per stage
 };
 
 // One consumer warpgroup: weight half `half` of the tile against its `rows` tokens (N = rows
@@ -103,33 +117,39 @@ __device__ __forceinline__ void consume(const Ring& ring, uint64_t* full, uint64
   for (int i = 0; i < N / 2; ++i) acc[i] = 0.0f;
   int s = 0;
   uint32_t phase = 0;
-  for (int kb = 0; kb < nk; ++kb) {
-    const float wa = sa[kb], wb = sb[kb];  // issued before the wait: L2 latency under it
+  for (int kb0 = 0; kb0 < nk; kb0 += ring.ks) {
+    // Issued before the wait (L2 latency under it); a later K block's of the stage under the
+    // wgmmas of the one before it.
+    float wa = sa[kb0], wb = sb[kb0];
     mbar_wait(&full[s], phase);
-    const uint8_t* st = ring.base + s * ring.stage_bytes;
-    const uint64_t w = wgmma_desc(st + half * kChunkBytes, 16, 1024);
-    const uint64_t tk = wgmma_desc(st + kWBytes, 16, 1024);
-    wgmma_fence();
+    const int n_sub = min(ring.ks, nk - kb0);
+    for (int j = 0; j < n_sub; ++j) {
+      const uint8_t* st = ring.base + s * ring.stage_bytes + j * ring.sub_bytes;
+      const uint64_t w = wgmma_desc(st + half * kChunkBytes, 16, 1024);
+      const uint64_t tk = wgmma_desc(st + kWBytes, 16, 1024);
+      wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < kKStep / 32; ++ks)  // 32-element k-steps: 32 bytes into the atom
-      wgmma_ss_e4m3<N>(part, wgmma_desc_add(w, 2 * ks), wgmma_desc_add(tk, 2 * ks), ks > 0);
-    wgmma_commit();
-    wgmma_wait<0>();
-    wgmma_fence_operands(part);
-    // Promote with the token scales of this K block, tokens 8 j + t_lane and + 1, read from the
-    // stage's strip (not held in registers across the wait: 32 more at N = 128 spill).
-    // The pair is 8-byte aligned only when lead is even: two 4-byte reads.
-    const float* strip = reinterpret_cast<const float*>(st + ring.strip) + lead;
+      for (int ks = 0; ks < kKStep / 32; ++ks)  // 32-element k-steps: 32 bytes into the atom
+        wgmma_ss_e4m3<N>(part, wgmma_desc_add(w, 2 * ks), wgmma_desc_add(tk, 2 * ks), ks > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operands(part);
+      // Promote with the token scales of this K block, tokens 8 c8 + t_lane and + 1, read from the
+      // stage's strip (not held in registers across the wait: 32 more at N = 128 spill).
+      // The pair is 8-byte aligned only when lead is even: two 4-byte reads.
+      const float* strip = reinterpret_cast<const float*>(st + ring.strip) + lead;
 #pragma unroll
-    for (int j = 0; j < N / 8; ++j) {
-      const float sx0 = strip[8 * j + t_lane], sx1 = strip[8 * j + t_lane + 1];
+      for (int c8 = 0; c8 < N / 8; ++c8) {
+        const float sx0 = strip[8 * c8 + t_lane], sx1 = strip[8 * c8 + t_lane + 1];
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int i = 4 * j + q;
-        acc[i] = fmaf(part[i], (q / 2 ? wb : wa) * (q % 2 ? sx1 : sx0), acc[i]);
+        for (int q = 0; q < 4; ++q) {
+          const int i = 4 * c8 + q;
+          acc[i] = fmaf(part[i], (q / 2 ? wb : wa) * (q % 2 ? sx1 : sx0), acc[i]);
+        }
       }
+      if (j + 1 < n_sub) wa = sa[kb0 + j + 1], wb = sb[kb0 + j + 1];
     }
-    __syncwarp();  // every lane has read the strip before the stage is given back
+    __syncwarp();  // every lane has read the strips before the stage is given back
     if (lane == 0) mbar_arrive(&empty[s]);
     if (++s == ring.stages) {
       s = 0;
@@ -193,7 +213,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int e = eb.expert, nt = eb.col_tile, row0 = eb.row_tile * kTileRows;
   const int rows = min(kTileRows, (p.dense_rows > 0 ? p.dense_rows : p.counts[e]) - row0);
   const int width = ((rows + 15) / 16) * 16;  // the wgmmas' N: token rows read, padding unstored
-  const int chunks = (width + 63) / 64;
+  // Token boxes: 64-row chunks, or one 16-row box (the host chose it: no tile above 16 rows).
+  const int chunks = p.tok_box_rows == 16 ? 1 : (width + 63) / 64;
+  const int chunk_bytes = p.tok_box_rows * kKStep;
   // First sorted activation / output row.
   const int64_t orow0 = (p.dense_rows > 0 ? 0 : p.offsets[e]) + row0;
   // This tile's output columns and weight rows: gate_up takes 64 gate rows and their 64 up rows.
@@ -205,8 +227,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   Ring ring;
   ring.base = grouped::ring_base(smem_raw);
-  ring.strip = kWBytes + chunks * kChunkBytes;
-  ring.stage_bytes = ring.strip + kStripSlot;
+  ring.strip = kWBytes + chunks * chunk_bytes;
+  ring.sub_bytes = ring.strip + kStripSlot;
+  // K blocks per stage, as asked while the ring still holds two stages.
+  ring.ks = p.k_stage;
+  while (ring.ks > 1 && kRingBytes / (ring.ks * ring.sub_bytes) < 2) ring.ks /= 2;
+  ring.stage_bytes = ring.ks * ring.sub_bytes;
   ring.stages = min(kMaxStages, kRingBytes / ring.stage_bytes);
   auto* full = reinterpret_cast<uint64_t*>(ring.base + kRingBytes);
   uint64_t* empty = full + kMaxStages;
@@ -214,17 +240,31 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
-    // Every box counts its whole size, rows past the tensor arriving as zeros.
-    if (threadIdx.x == 0)
-      grouped::produce(ring.base, ring.stage_bytes, ring.stages, full, empty, nk,
-                       static_cast<uint32_t>(ring.strip + kStripBytes),
-                       [&](uint8_t* st, uint64_t* bar, int kb) {
-                         grouped::load_weights_and_tokens<kChunkBytes>(
-                             st, &w_map, &x_map, bar, kb * kKStep, w_row0, w_row1, chunks,
-                             static_cast<int>(orow0));
-                         tma_load_2d(st + ring.strip, &s_map, bar,
-                                     static_cast<int>(orow0 - orow0 % kStripLead), kb);
-                       });
+    // Every box counts its whole size, rows past the tensor arriving as zeros. A stage's K blocks
+    // are requested back to back, so each weight row's pieces of them reach DRAM together.
+    if (threadIdx.x == 0) {
+      const uint32_t sub_tx = static_cast<uint32_t>(ring.strip + kStripBytes);
+      int s = 0;
+      uint32_t phase = 0;
+      for (int kb0 = 0; kb0 < nk; kb0 += ring.ks) {
+        if (kb0 >= ring.stages * ring.ks) mbar_wait(&empty[s], phase ^ 1);
+        const int n_sub = min(ring.ks, nk - kb0);
+        mbar_arrive_expect_tx(&full[s], n_sub * sub_tx);
+        for (int j = 0; j < n_sub; ++j) {
+          uint8_t* st = ring.base + s * ring.stage_bytes + j * ring.sub_bytes;
+          const int kb = kb0 + j;
+          grouped::load_weights_and_tokens<kChunkBytes>(st, &w_map, &x_map, &full[s], kb * kKStep,
+                                                        w_row0, w_row1, chunks,
+                                                        static_cast<int>(orow0));
+          tma_load_2d(st + ring.strip, &s_map, &full[s],
+                      static_cast<int>(orow0 - orow0 % kStripLead), kb);
+        }
+        if (++s == ring.stages) {
+          s = 0;
+          phase ^= 1;
+        }
+      }
+    }
     return;
   }
   consume_n<GATE_UP>(width, ring, full, empty, nk, wg - 1, e, rows, orow0, n0, p);
@@ -315,9 +355,12 @@ void run_gemm(bool gate_up, const void* xq, const float* xs_t, int64_t ld_t, int
               int64_t E, const int32_t* tiles, const int32_t* num_tiles, int64_t max_tiles,
               void* out, int64_t out_rs, bool out_bf16, bool dense, cudaStream_t s) {
   const int64_t N = gate_up ? w.N / 2 : w.N, K = w.K;
+  // 16-row token boxes only where no tile can have more rows: every row of a dense linear's, or
+  // every sorted row of the experts'.
+  const int tok_rows = g_small_token_box && rows_total <= 16 ? 16 : 64;
   // Token maps: the rows [rows_total, K] and their scales [K blocks, ld_t]; the weight map:
   // every expert's rows stacked [E * rows, K].
-  const CUtensorMap x = tma_map_u8_2d(xq, rows_total, K, K, 64);
+  const CUtensorMap x = tma_map_u8_2d(xq, rows_total, K, K, tok_rows);
   const CUtensorMap sc = tma_map_f32_strip(xs_t, (K + 127) / 128, rows_total, ld_t, kStripCols);
   const CUtensorMap wm = tma_map_u8_2d(w.w, E * w.N, K, K, 64);
   Fp8ExpertGemm p{};
@@ -328,6 +371,8 @@ void run_gemm(bool gate_up, const void* xq, const float* xs_t, int64_t ld_t, int
   p.w_scale = w.s, p.s_es = w.s_es, p.s_rs = w.s_rs, p.bn = w.bn;
   p.out = out, p.out_rs = out_rs, p.out_bf16 = out_bf16;
   p.dense_rows = dense ? static_cast<int>(rows_total) : 0;
+  p.k_stage = g_k_stage;
+  p.tok_box_rows = tok_rows;
   if (gate_up)
     launch_fp8_gemm<true>(x, sc, wm, p, max_tiles, s);
   else
@@ -343,6 +388,11 @@ void fp8_moe_wgmma_gemm(bool gate_up, const void* xq, const float* xs_t, int64_t
   if (pairs == 0) return;
   run_gemm(gate_up, xq, xs_t, ld_t, pairs, counts, offsets, w, e_base, ne, tiles, num_tiles,
            fp8_moe_wgmma_max_tiles(pairs, ne), out, gate_up ? w.N / 2 : w.N, false, false, s);
+}
+
+void set_fp8_wgmma_shape(int k_stage, bool small_token_box) {
+  g_k_stage = k_stage == 2 || k_stage == 4 ? k_stage : 1;
+  g_small_token_box = small_token_box;
 }
 
 bool fp8_linear_wgmma_applies(const Fp8W& w) {
