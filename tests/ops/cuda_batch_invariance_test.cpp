@@ -464,7 +464,10 @@ TEST_F(CudaOps, MoeWgmmaRowsAreBatchInvariant) {
   be->set_stream(prev);
   cudaGraphExec_t exec;
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  ASSERT_EQ(cudaMemset(out.raw(), 0xff, out.nbytes()), cudaSuccess);
+  // The poison on the replay's own stream: st does not wait for the legacy default stream, so a
+  // cudaMemset there could land after the replay's stores (it did under compute-sanitizer
+  // racecheck, whose slower kernels turned this test into "graph replay differs").
+  ASSERT_EQ(cudaMemsetAsync(out.raw(), 0xff, out.nbytes(), st), cudaSuccess);
   ASSERT_EQ(cudaGraphLaunch(exec, st), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
   EXPECT_EQ(first_differing_row(out, full, T), -1) << "moe_experts wgmma: graph replay differs";

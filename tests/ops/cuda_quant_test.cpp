@@ -892,9 +892,10 @@ TEST_F(CudaQuantBackend, DecodePathsCaptureAndAreBatchInvariant) {
   be_->set_stream(prev);
   cudaGraphExec_t exec;
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  cudaMemset(lo.raw(), 0xff, lo.nbytes());
-  cudaMemset(m8.raw(), 0xff, m8.nbytes());
-  cudaMemset(m4.raw(), 0xff, m4.nbytes());
+  // Poisoned on the replay's own stream (st does not wait for the legacy default stream).
+  cudaMemsetAsync(lo.raw(), 0xff, lo.nbytes(), st);
+  cudaMemsetAsync(m8.raw(), 0xff, m8.nbytes(), st);
+  cudaMemsetAsync(m4.raw(), 0xff, m4.nbytes(), st);
   ASSERT_EQ(cudaGraphLaunch(exec, st), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
   EXPECT_EQ(bf16_rows(lo), e_lo) << "linear replay";
