@@ -38,18 +38,22 @@ __device__ __forceinline__ void init_ring_barriers(uint64_t* full, uint64_t* emp
   __syncthreads();
 }
 
-// The producer thread's loop over nk stages of a ring of `stages` slots, stage_bytes apart from
-// base: wait until the slot is free again (from the second pass on), announce the stage's
-// `bytes` of copies on full[s], then issue them: load(slot, &full[s], kb).
-template <typename LoadStage>
+// The producer thread's loop over nk K steps, ks of them a stage, in a ring of `stages` slots
+// stage_bytes apart from base (each slot ks sub-slots of stage_bytes / ks): wait until the slot is
+// free again (from the second pass on), announce its steps' copies on full[s] (`bytes` a step),
+// then issue them back to back: load(sub-slot, &full[s], kb).
+template <typename LoadStep>
 __device__ __forceinline__ void produce(uint8_t* base, int stage_bytes, int stages, uint64_t* full,
-                                        uint64_t* empty, int nk, uint32_t bytes, LoadStage&& load) {
+                                        uint64_t* empty, int nk, int ks, uint32_t bytes,
+                                        LoadStep&& load) {
+  const int sub_bytes = stage_bytes / ks;
   int s = 0;
   uint32_t phase = 0;
-  for (int kb = 0; kb < nk; ++kb) {
-    if (kb >= stages) mbar_wait(&empty[s], phase ^ 1);
-    mbar_arrive_expect_tx(&full[s], bytes);
-    load(base + s * stage_bytes, &full[s], kb);
+  for (int kb0 = 0; kb0 < nk; kb0 += ks) {
+    if (kb0 >= stages * ks) mbar_wait(&empty[s], phase ^ 1);
+    const int n = min(ks, nk - kb0);
+    mbar_arrive_expect_tx(&full[s], n * bytes);
+    for (int j = 0; j < n; ++j) load(base + s * stage_bytes + j * sub_bytes, &full[s], kb0 + j);
     if (++s == stages) {
       s = 0;
       phase ^= 1;

@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(kWThreads, 1)
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     if (threadIdx.x == 0)
-      grouped::produce(ring.base, ring.stage_bytes, ring.stages, full, empty, nk,
+      grouped::produce(ring.base, ring.stage_bytes, ring.stages, full, empty, nk, 1,
                        static_cast<uint32_t>(ring.stage_bytes),
                        [&](uint8_t* st, uint64_t* bar, int kb) {
                          grouped::load_weights_and_tokens<kChunkBytes>(

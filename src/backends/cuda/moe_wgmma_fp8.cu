@@ -242,29 +242,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (wg == 0) {
     // Every box counts its whole size, rows past the tensor arriving as zeros. A stage's K blocks
     // are requested back to back, so each weight row's pieces of them reach DRAM together.
-    if (threadIdx.x == 0) {
-      const uint32_t sub_tx = static_cast<uint32_t>(ring.strip + kStripBytes);
-      int s = 0;
-      uint32_t phase = 0;
-      for (int kb0 = 0; kb0 < nk; kb0 += ring.ks) {
-        if (kb0 >= ring.stages * ring.ks) mbar_wait(&empty[s], phase ^ 1);
-        const int n_sub = min(ring.ks, nk - kb0);
-        mbar_arrive_expect_tx(&full[s], n_sub * sub_tx);
-        for (int j = 0; j < n_sub; ++j) {
-          uint8_t* st = ring.base + s * ring.stage_bytes + j * ring.sub_bytes;
-          const int kb = kb0 + j;
-          grouped::load_weights_and_tokens<kChunkBytes>(st, &w_map, &x_map, &full[s], kb * kKStep,
-                                                        w_row0, w_row1, chunks,
-                                                        static_cast<int>(orow0));
-          tma_load_2d(st + ring.strip, &s_map, &full[s],
-                      static_cast<int>(orow0 - orow0 % kStripLead), kb);
-        }
-        if (++s == ring.stages) {
-          s = 0;
-          phase ^= 1;
-        }
-      }
-    }
+    if (threadIdx.x == 0)
+      grouped::produce(ring.base, ring.stage_bytes, ring.stages, full, empty, nk, ring.ks,
+                       static_cast<uint32_t>(ring.strip + kStripBytes),
+                       [&](uint8_t* st, uint64_t* bar, int kb) {
+                         grouped::load_weights_and_tokens<kChunkBytes>(
+                             st, &w_map, &x_map, bar, kb * kKStep, w_row0, w_row1, chunks,
+                             static_cast<int>(orow0));
+                         tma_load_2d(st + ring.strip, &s_map, bar,
+                                     static_cast<int>(orow0 - orow0 % kStripLead), kb);
+                       });
     return;
   }
   consume_n<GATE_UP>(width, ring, full, empty, nk, wg - 1, e, rows, orow0, n0, p);
