@@ -100,11 +100,15 @@ step() {  # step NAME TIMEOUT CMD...
 # batch 1 and 32, deterministic mode (mla_decode's chain, the FP8-free batch-invariant path)
 # against default mode, for issue #20 item 3's gap.
 if [ "${TIMELINE:-1}" = "1" ]; then
-  for B in 1 32; do
-    step timeline_det_b$B "${TIMELINE_TIMEOUT:-120}" "$CARRY/kernel_bench" --deterministic --timeline \
-      --profile-step dense $B --profile-ctx 8192
-    step timeline_default_b$B "${TIMELINE_TIMEOUT:-120}" "$CARRY/kernel_bench" --timeline \
-      --profile-step dense $B --profile-ctx 8192
+  for L in ${TIMELINE_LAYERS:-dense moe}; do
+    for B in 1 32; do
+      # (dense keeps the names earlier results used.)
+      N=$([ "$L" = dense ] && echo "" || echo "${L}_")
+      step timeline_${N}det_b$B "${TIMELINE_TIMEOUT:-120}" "$CARRY/kernel_bench" --deterministic --timeline \
+        --profile-step $L $B --profile-ctx 8192
+      step timeline_${N}default_b$B "${TIMELINE_TIMEOUT:-120}" "$CARRY/kernel_bench" --timeline \
+        --profile-step $L $B --profile-ctx 8192
+    done
   done
 fi
 # Quantized weights (FP8 block, MXFP4): decode linears and a GLM-5.2 MoE layer against the copy
@@ -357,7 +361,7 @@ ADAPT_STEPS=$(cd "$OUTDIR" && ls adapt_*.log 2>/dev/null | sed 's/\.log$//' | tr
   [ -f "$OUTDIR/quant_bench_kstage4.log" ] && { echo; echo "-- quant_bench, TANDEM_FP8_WGMMA_KSTAGE=4 TANDEM_FP8_WGMMA_SMALL_BOX=1"; grep -v "^\[" "$OUTDIR/quant_bench_kstage4.log"; }
   [ -f "$OUTDIR/hf_baseline.log" ] && { echo; echo "-- hf_baseline (transformers, same GPU, same run)"; cat "$OUTDIR/hf_baseline.log"; }
   for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_grouped_det spec_glm52_mxfp4_grouped_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det mixed_chunk mixed_chunk_on $(cd "$OUTDIR" && ls ttft_*.log 2>/dev/null | sed 's/\.log$//' | tr '\n' ' ') grammar_bench; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
-  for n in timeline_det_b1 timeline_default_b1 timeline_det_b32 timeline_default_b32; do
+  for n in $(cd "$OUTDIR" && ls timeline_*.log 2>/dev/null | sed 's/\.log$//' | tr '\n' ' '); do
     [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | head -80; }
   done
   for n in $ADAPT_STEPS; do
