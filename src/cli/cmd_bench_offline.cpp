@@ -2,6 +2,7 @@
 // MTP speculative decoding, at several concurrencies (optionally with every output constrained by
 // a JSON schema or regex). Reports output tokens/s, TPOT and accept length, and checks that
 // greedy outputs are identical with and without speculation.
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -203,7 +204,7 @@ Runner add_bench_offline(CLI::App& app) {
     std::string json_schema, regex;  // structured outputs
     std::string token_map;           // --speculative-token-map
     std::string steps = "3";         // fixed depths, comma-separated
-    int64_t prompt_tokens = 64, max_new = 96, num_prompts = 16, max_steps = 0;
+    int64_t prompt_tokens = 64, max_new = 96, num_prompts = 16, max_steps = 0, repeat = 1;
     double simulate = 0;
     bool profile_phases = false, loop_phases = false, adaptive = false;
     bool no_plain = false, disable_cuda_graph = false, deterministic = false, no_warmup = false;
@@ -244,6 +245,10 @@ Runner add_bench_offline(CLI::App& app) {
   app.add_option("--write-prompt-ids", a->write_ids,
                  "Write the token ids of the prompts used to this JSON file");
   app.add_flag("--no-plain", a->no_plain, "Skip the runs without speculation");
+  app.add_option("--repeat", a->repeat,
+                 "Run every row this many times, interleaved (plain, each depth, adaptive, then "
+                 "again), and report each row's median run by tokens/s")
+      ->check(CLI::Range(1, 99));
   app.add_option("--svg", a->svg,
                  "Also write the results as an SVG chart: tok/s and TPOT against concurrency, "
                  "plain and MTP, and per-position acceptance");
@@ -458,6 +463,9 @@ Runner add_bench_offline(CLI::App& app) {
                     : dir.c_str(),
                 model->device().str().c_str(), prompts.size(), static_cast<long long>(a->max_new),
                 constrained_by.empty() ? "" : (", constrained by a " + constrained_by).c_str());
+    if (a->repeat > 1)
+      std::printf("each row: the median of %lld interleaved runs by tok/s\n",
+                  static_cast<long long>(a->repeat));
     std::printf("%-11s %-10s %10s %10s %10s %8s %s\n", "concurrency", "mode", "tok/s", "TPOT ms",
                 "TTFT ms", "accept", "per-position");
     bench::BenchChart chart;
@@ -467,11 +475,30 @@ Runner add_bench_offline(CLI::App& app) {
                                               : std::filesystem::path(dir).filename().string(),
                     model->device().str(), prompts.size(), a->max_new,
                     speculate ? spec_runs.back().label : "plain");
+    // A row's median run by tokens/s (the lower one of an even count). Rows measured minutes
+    // apart drift by a few percent on the same machine; --repeat interleaves the rows so that a
+    // drift reaches them all, and the median drops a run that met a stall.
+    auto median_run = [](std::vector<RunStats> runs) {
+      std::sort(runs.begin(), runs.end(), [](const RunStats& x, const RunStats& y) {
+        return x.tokens_per_s < y.tokens_per_s;
+      });
+      return runs[(runs.size() - 1) / 2];
+    };
     for (int64_t c : parse_list(a->concurrency)) {
       chart.concurrency.push_back(c);
+      // [row][repetition]: row 0 plain (when run), then spec_runs in order.
+      const size_t first_spec = a->no_plain ? 0 : 1;
+      std::vector<std::vector<RunStats>> runs(first_spec + spec_runs.size());
+      for (int64_t rep = 0; rep < a->repeat; ++rep) {
+        if (!a->no_plain)
+          runs[0].push_back(run(model, plain, prompts, a->max_new, c, !a->no_warmup, constraint));
+        for (size_t r = 0; r < spec_runs.size(); ++r)
+          runs[first_spec + r].push_back(
+              run(model, spec_runs[r].opt, prompts, a->max_new, c, !a->no_warmup, constraint));
+      }
       RunStats p;
       if (!a->no_plain) {
-        p = run(model, plain, prompts, a->max_new, c, !a->no_warmup, constraint);
+        p = median_run(runs[0]);
         std::printf("%-11lld %-10s %10.1f %10.2f %10.1f %8s\n", static_cast<long long>(c), "plain",
                     p.tokens_per_s, p.tpot_ms, p.ttft_ms, "-");
         if (a->loop_phases) print_loop(p);
@@ -482,7 +509,7 @@ Runner add_bench_offline(CLI::App& app) {
       std::string best_label = "plain";
       for (size_t r = 0; r < spec_runs.size(); ++r) {
         const SpecRun& sr = spec_runs[r];
-        RunStats s = run(model, sr.opt, prompts, a->max_new, c, !a->no_warmup, constraint);
+        const RunStats s = median_run(runs[first_spec + r]);
         if (r + 1 == spec_runs.size()) {  // the chart shows the last (adaptive when run)
           chart.mtp_tok_s.push_back(s.tokens_per_s);
           chart.mtp_tpot_ms.push_back(s.tpot_ms);
@@ -497,21 +524,26 @@ Runner add_bench_offline(CLI::App& app) {
           std::string verdict = "identical";
           if (a->simulate > 0) {
             verdict = "(simulated)";
-          } else if (s.outputs != p.outputs) {
+          } else if (const auto odd =
+                         std::find_if(runs[first_spec + r].begin(), runs[first_spec + r].end(),
+                                      [&](const RunStats& x) { return x.outputs != p.outputs; });
+                     odd != runs[first_spec + r].end()) {
+            // Every repetition is compared; the first that differs is described.
+            const RunStats& d = *odd;
             // Which requests diverge, and at which generated token.
             int differ = 0;
             std::string where, gaps;
-            for (size_t i = 0; i < s.outputs.size(); ++i) {
-              if (s.outputs[i] == p.outputs[i]) continue;
+            for (size_t i = 0; i < d.outputs.size(); ++i) {
+              if (d.outputs[i] == p.outputs[i]) continue;
               ++differ;
               size_t k = 0;
-              while (k < s.outputs[i].size() && k < p.outputs[i].size() &&
-                     s.outputs[i][k] == p.outputs[i][k])
+              while (k < d.outputs[i].size() && k < p.outputs[i].size() &&
+                     d.outputs[i][k] == p.outputs[i][k])
                 ++k;
               where += fmt::format("{}{}", where.empty() ? "" : ",", k);
               // How close the two choices were: the plain run's logit gap between its token and
               // the speculative run's, recomputed on the common prefix in one forward.
-              if (k < s.outputs[i].size() && k < p.outputs[i].size()) {
+              if (k < d.outputs[i].size() && k < p.outputs[i].size()) {
                 GenerateRequest g;
                 g.prompt = prompts[i];
                 g.prompt.insert(g.prompt.end(), p.outputs[i].begin(),
@@ -520,13 +552,13 @@ Runner add_bench_offline(CLI::App& app) {
                 Generator gen(*model, static_cast<int64_t>(g.prompt.size()) + 1, 16, kv_fp8);
                 const std::vector<float> l = gen.generate(g).logits[0];
                 gaps += fmt::format("{}{:.4f}", gaps.empty() ? "" : ",",
-                                    l[p.outputs[i][k]] - l[s.outputs[i][k]]);
+                                    l[p.outputs[i][k]] - l[d.outputs[i][k]]);
               }
             }
             verdict = fmt::format(
                 "DIFFER in {}/{} requests (first divergence at token {}; plain-minus-spec logit "
                 "gap there {})",
-                differ, s.outputs.size(), where, gaps);
+                differ, d.outputs.size(), where, gaps);
           }
           std::printf(" speedup %.2fx, outputs %s", s.tokens_per_s / p.tokens_per_s,
                       verdict.c_str());
