@@ -312,11 +312,14 @@ fi
 # 4- and 7-layer GLM-5.2 slices (dummy bf16 weights; 7 - 4 = three MoE layers, the increment
 # that extrapolates to 78 layers), with the default prefill chunks (512 per request, 2048 per
 # step) and with large ones (8192 per request, 16384 per step). PREFILL_TTFT=1 to run it.
+# TTFT_CHUNKS: "CHUNK BUDGET" pairs separated by commas ("512 512": a lone prompt's chunks as
+# they were before a prompt alone could take the whole budget).
 if [ "${PREFILL_TTFT:-0}" = "1" ]; then
+  IFS=, read -r -a TTFT_CHUNKS <<< "${TTFT_CHUNKS:-512 2048,8192 16384}"
   for NL in ${TTFT_LAYERS:-4 7}; do
-    for CH in "512 2048" "8192 16384"; do
+    for CH in "${TTFT_CHUNKS[@]}"; do
       read -r CHUNK BUDGET <<< "$CH"
-      step "ttft_${NL}l_$CHUNK" "${SPEC_TIMEOUT:-200}" "$CARRY/tandem" bench-offline --device cuda \
+      step "ttft_${NL}l_${CHUNK}_$BUDGET" "${SPEC_TIMEOUT:-200}" "$CARRY/tandem" bench-offline --device cuda \
         --load-format dummy --preset glm5.2 --num-layers $NL --num-prompts 3 --prompt-tokens 10000 \
         --max-new-tokens 4 --concurrency 1 --speculative-num-steps 0 --max-total-tokens 65536 \
         --workspace-mb 24576 --chunked-prefill-size $CHUNK --max-prefill-tokens $BUDGET

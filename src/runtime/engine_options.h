@@ -56,8 +56,10 @@ struct EngineOptions {
   int64_t page_size = 16;
   int64_t num_pages = 0;               // 0: derived from max_total_tokens
   int64_t max_total_tokens = 1 << 16;  // KV capacity in tokens when num_pages is 0
-  int64_t chunked_prefill_size = 512;  // largest prefill chunk of one request per step
-  int64_t max_prefill_tokens = 2048;   // prefill token budget of one step
+  // Largest prefill chunk of one request per step while any request decodes; with none
+  // decoding a prompt may take what the others leave of max_prefill_tokens (SchedulerOptions).
+  int64_t chunked_prefill_size = 512;
+  int64_t max_prefill_tokens = 2048;  // prefill token budget of one step
   // SGLang's --enable-mixed-chunk: while prompts are being prefilled, every decoding sequence
   // rides along in the prefill step with its last token (one token of the step's budget), so
   // decoding does not stall behind prompts. Plain decoding only (validate() turns it off when

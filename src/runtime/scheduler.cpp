@@ -69,7 +69,9 @@ bool Scheduler::admission_due(std::chrono::steady_clock::time_point now) const {
 }
 
 // Unfinished prompts first (in admission order), then admissions from the waiting queue (when
-// admit_waiting), each taking up to chunked_prefill_size tokens of the step's budget.
+// admit_waiting), each taking up to chunked_prefill_size tokens of the step's budget. While no
+// sequence decodes, what is left of the budget then goes to the same chunks in the same order
+// (see SchedulerOptions::chunked_prefill_size).
 std::vector<ScheduledChunk> Scheduler::prefill_chunks(int64_t budget, bool admit_waiting) {
   std::vector<ScheduledChunk> batch;
   auto schedule = [&](Sequence& s) {
@@ -94,6 +96,14 @@ std::vector<ScheduledChunk> Scheduler::prefill_chunks(int64_t budget, bool admit
     waiting_.pop_front();
     schedule(*running_.back());
   }
+  const bool decoding =
+      std::any_of(running_.begin(), running_.end(), [](const auto& s) { return s->prefilled; });
+  if (!decoding)
+    for (ScheduledChunk& c : batch) {
+      const int64_t more = std::min(static_cast<int64_t>(c.seq->tokens.size()) - c.end, budget);
+      c.end += more;
+      budget -= more;
+    }
   return batch;
 }
 

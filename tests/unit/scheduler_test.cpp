@@ -64,13 +64,16 @@ TEST(Scheduler, ChunkedPrefillUnderTheBudgetThenDecode) {
   ASSERT_EQ(p.kind, StepPlan::Kind::kPrefill);  // unfinished prompts continue, in order
   ASSERT_EQ(p.prefill.size(), 2u);
   EXPECT_EQ(p.prefill[0].start, 8);
-  EXPECT_EQ(p.prefill[0].end, 16);
+  // 8 (the chunk size), then request 2's last token, then with nothing decoding the 3 tokens
+  // of the budget that are left go to request 1 as well.
+  EXPECT_EQ(p.prefill[0].end, 19);
   EXPECT_EQ(p.prefill[1].start, 4);
   EXPECT_EQ(p.prefill[1].end, 5);
   run(p);
   p = sch.plan();
   ASSERT_EQ(p.kind, StepPlan::Kind::kPrefill);
   ASSERT_EQ(p.prefill.size(), 1u);
+  EXPECT_EQ(p.prefill[0].start, 19);
   EXPECT_EQ(p.prefill[0].end, 20);
   run(p);
   p = sch.plan();
@@ -79,6 +82,31 @@ TEST(Scheduler, ChunkedPrefillUnderTheBudgetThenDecode) {
   EXPECT_EQ(p.draft_steps, 0);
   for (Sequence* s : p.decode)  // pages cover the step's new position
     EXPECT_GE(static_cast<int64_t>(s->pages.size()) * 4, s->kv_len + 1);
+}
+
+// A prompt alone takes the whole step budget while nothing decodes, and only chunks of
+// chunked_prefill_size once a sequence decodes (each prefill step holds the decoders).
+TEST(Scheduler, APromptAloneTakesTheWholeBudgetUntilSomethingDecodes) {
+  Scheduler sch(64, opts());
+  sch.add(seq(1, 30));
+  for (int64_t start : {0, 12, 24}) {
+    StepPlan p = sch.plan();
+    ASSERT_EQ(p.kind, StepPlan::Kind::kPrefill);
+    ASSERT_EQ(p.prefill.size(), 1u);
+    EXPECT_EQ(p.prefill[0].start, start);
+    EXPECT_EQ(p.prefill[0].end, std::min<int64_t>(start + 12, 30));  // the budget, not 8
+    run(p);
+  }
+  sch.add(seq(2, 30));  // request 1 decodes now
+  for (int64_t start : {0, 8, 16, 24}) {
+    StepPlan p = sch.plan();
+    ASSERT_EQ(p.kind, StepPlan::Kind::kPrefill);
+    ASSERT_EQ(p.prefill.size(), 1u);
+    EXPECT_EQ(p.prefill[0].seq->id, 2u);
+    EXPECT_EQ(p.prefill[0].end, std::min<int64_t>(start + 8, 30));  // the chunk size
+    run(p);
+  }
+  EXPECT_EQ(sch.plan().kind, StepPlan::Kind::kDecode);
 }
 
 // mixed_chunk: while a prompt is prefilled, the decoding sequences' last tokens ride along as
