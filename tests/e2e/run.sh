@@ -237,6 +237,17 @@ else
   fail "bench-offline --svg: $(tail -3 "$work/bench-offline.log")"
 fi
 
+# bench-offline --repeat: every row run twice, interleaved; MTP's repetitions both identical to
+# plain decoding (the CPU backend is batch-invariant).
+if timeout 300 "$bin" bench-offline --num-prompts 2 --max-new-tokens 8 --concurrency 2 \
+  --speculative-num-steps 2 --repeat 2 >"$work/bench-repeat.log" 2>&1 &&
+  grep -q "the median of 2 interleaved runs" "$work/bench-repeat.log" &&
+  grep -qE "^2 +MTP S=2 .*outputs identical" "$work/bench-repeat.log"; then
+  pass "bench-offline --repeat 2 reports each row's median run"
+else
+  fail "bench-offline --repeat: $(tail -3 "$work/bench-repeat.log")"
+fi
+
 # --- the main server --------------------------------------------------------------------------
 # main_suite LABEL FLAGS...: every route, client and failure check against one server. It runs
 # twice: on one rank, and split over ranks (tensor + expert parallelism, one process per rank).
