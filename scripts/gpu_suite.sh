@@ -101,7 +101,7 @@ step() {  # step NAME TIMEOUT CMD...
 # against default mode, for issue #20 item 3's gap.
 if [ "${TIMELINE:-1}" = "1" ]; then
   for L in ${TIMELINE_LAYERS:-dense moe}; do
-    for B in 1 32; do
+    for B in ${TIMELINE_BATCHES:-1 32}; do
       # (dense keeps the names earlier results used.)
       N=$([ "$L" = dense ] && echo "" || echo "${L}_")
       step timeline_${N}det_b$B "${TIMELINE_TIMEOUT:-120}" "$CARRY/kernel_bench" --deterministic --timeline \
