@@ -371,7 +371,17 @@ void SpecDepthPolicy::observe(int64_t depth, int64_t batch, double seconds,
     }
   if (!o_.adaptive || batch <= 0 || !(seconds > 0)) return;
   ClassState& c = state(batch);
-  if (depth > 0) {
+  // A speculative step right after a plain one of the class first catches the draft up on what
+  // those plain steps skipped: a price of having decoded plainly, paid once on the way back (and
+  // weighed there, worth_catching_up), not a cost of every step at the depth. Averaged in, it made
+  // the depths of a class that had settled on plain decoding look dearer the longer it stayed
+  // there: on the H200 the shipped model at concurrency 1 (depth 3 9% ahead of plain decoding) saw
+  // each probe from plain decoding pay for 100-130 positions at ~20 us each and stayed plain
+  // (0.87-0.92x of the best depth; the simulated engines of the tests at 20 us per position:
+  // 0.93x). Its reads still price the fit.
+  const bool transition = depth > 0 && c.last_observed == 0;
+  c.last_observed = depth;
+  if (depth > 0 && !transition) {
     // Prompts read with their prefill cost what their catch-up would have (not part of this
     // step's wall time, so not subtracted from it below). Counted in positions and priced by the
     // fitted read cost, not as measured: a one-off cost of the first reads would otherwise stay

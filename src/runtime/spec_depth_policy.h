@@ -131,6 +131,9 @@ class SpecDepthPolicy {
     CatchUp catch_up;
     int64_t probe_depth = -1, probe_left = 0;
     int64_t last_spec = 0;  // steps at the last speculative step
+    // The depth of the class's last observed step (-1: none yet). A catch-up right after a plain
+    // step pays for the plain steps before it, not for the depth (see observe).
+    int64_t last_observed = -1;
   };
   ClassState& state(int64_t batch);
   const ClassState* find(int64_t batch) const;
