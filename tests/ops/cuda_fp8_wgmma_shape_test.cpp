@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/heuristics.h"
 #include "backends/cuda/quant_kernels.h"
 #include "cuda_quant_util.h"
 
@@ -30,7 +31,11 @@ std::string name(const Shape& s) {
 
 // Restores the default shape however the test ends.
 struct DefaultShapeAfter {
-  ~DefaultShapeAfter() { k::set_fp8_wgmma_shape(1, false); }
+  // Back to what the backend set at start-up (the switches), for the tests that follow.
+  ~DefaultShapeAfter() {
+    const cuda::heuristics::Switches sw = cuda::heuristics::read_switches();
+    k::set_fp8_wgmma_shape(sw.fp8_wgmma_k_stage, sw.fp8_wgmma_small_box);
+  }
 };
 
 TEST_F(CudaQuant, Fp8WgmmaStageShapesGiveTheSameBitsDense) {

@@ -202,8 +202,9 @@ void fp8_moe_wgmma_gemm(bool gate_up, const void* xq, const float* xs_t, int64_t
 bool fp8_linear_wgmma_applies(const Fp8W& w);
 // The stage shape of the grouped FP8 wgmma kernels (experts and dense linears; the bits do not
 // depend on it): k_stage K blocks per ring stage (1, 2 or 4; fewer where two such stages would
-// not fit), and 16-row token boxes (more stages) where at most 16 rows are multiplied. Default
-// (1, false); TANDEM_FP8_WGMMA_KSTAGE and TANDEM_FP8_WGMMA_SMALL_BOX at backend start-up.
+// not fit), and 16-row token boxes (more stages) where at most 16 rows are multiplied. The
+// backend sets (4, true) at start-up (Switches; TANDEM_FP8_WGMMA_KSTAGE and
+// TANDEM_FP8_WGMMA_SMALL_BOX override); without it the kernels take (1, false).
 void set_fp8_wgmma_shape(int k_stage, bool small_token_box);
 void fp8_linear_wgmma(const void* xq, const float* xs_t, int64_t ld_t, int64_t M, const Fp8W& w,
                       void* out, int64_t out_rs, DT out_dt, cudaStream_t s);
