@@ -114,10 +114,11 @@ fi
 # Quantized weights (FP8 block, MXFP4): decode linears and a GLM-5.2 MoE layer against the copy
 # bandwidth, FP8 prefill against cuBLASLt's per-tensor FP8 (allocates ~34 GB, so its own step).
 [ "${QUANT_BENCH:-1}" = "1" ] && step quant_bench "${QUANT_BENCH_TIMEOUT:-200}" "$CARRY/kernel_bench" --quant-only --quick
-# The grouped FP8 wgmma kernels with four K blocks per stage and 16-row token boxes (the same bits;
-# set_fp8_wgmma_shape): their columns against quant_bench's, same binary, minutes apart.
-[ "${QUANT_SHAPE:-1}" = "1" ] && step quant_bench_kstage4 "${QUANT_BENCH_TIMEOUT:-200}" \
-  env TANDEM_FP8_WGMMA_KSTAGE=4 TANDEM_FP8_WGMMA_SMALL_BOX=1 "$CARRY/kernel_bench" --quant-only --quick
+# The grouped FP8 wgmma kernels with their old stage shape, one K block per stage and 64-row token
+# boxes (the same bits; set_fp8_wgmma_shape; the default since session 31 is 4 and 16 rows): their
+# columns against quant_bench's, same binary, minutes apart.
+[ "${QUANT_SHAPE:-1}" = "1" ] && step quant_bench_kstage1 "${QUANT_BENCH_TIMEOUT:-200}" \
+  env TANDEM_FP8_WGMMA_KSTAGE=1 TANDEM_FP8_WGMMA_SMALL_BOX=0 "$CARRY/kernel_bench" --quant-only --quick
 # Baseline: transformers' own GlmMoeDsa modules at the same shapes, timed in this same run.
 if [ "${HF_BASELINE:-1}" = "1" ]; then
   step hf_baseline "${HF_TIMEOUT:-150}" env PYTHONUNBUFFERED=1 python3 python/hf_baseline.py
@@ -364,7 +365,7 @@ ADAPT_STEPS=$(cd "$OUTDIR" && ls adapt_*.log 2>/dev/null | sed 's/\.log$//' | tr
   sed -n '/^SUMMARY/,$p' "$OUTDIR/kernel_bench.log"
   sed -n '/^DECODE ATTENTION, bf16 vs FP8/,/^$/p' "$OUTDIR/kernel_bench.log"
   [ -f "$OUTDIR/quant_bench.log" ] && { echo; grep -v "^\[" "$OUTDIR/quant_bench.log"; }
-  [ -f "$OUTDIR/quant_bench_kstage4.log" ] && { echo; echo "-- quant_bench, TANDEM_FP8_WGMMA_KSTAGE=4 TANDEM_FP8_WGMMA_SMALL_BOX=1"; grep -v "^\[" "$OUTDIR/quant_bench_kstage4.log"; }
+  [ -f "$OUTDIR/quant_bench_kstage1.log" ] && { echo; echo "-- quant_bench, TANDEM_FP8_WGMMA_KSTAGE=1 TANDEM_FP8_WGMMA_SMALL_BOX=0 (the old stage shape)"; grep -v "^\[" "$OUTDIR/quant_bench_kstage1.log"; }
   [ -f "$OUTDIR/hf_baseline.log" ] && { echo; echo "-- hf_baseline (transformers, same GPU, same run)"; cat "$OUTDIR/hf_baseline.log"; }
   for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_grouped_det spec_glm52_mxfp4_grouped_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det mixed_chunk mixed_chunk_on $(cd "$OUTDIR" && ls ttft_*.log 2>/dev/null | sed 's/\.log$//' | tr '\n' ' ') grammar_bench; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
   for n in $(cd "$OUTDIR" && ls timeline_*.log 2>/dev/null | sed 's/\.log$//' | tr '\n' ' '); do
