@@ -10,6 +10,10 @@ int64_t pages_for(int64_t tokens, int64_t page_size) {
   return (tokens + page_size - 1) / page_size;
 }
 
+bool Scheduler::any_decoding() const {
+  return std::any_of(running_.begin(), running_.end(), [](const auto& s) { return s->prefilled; });
+}
+
 Scheduler::Scheduler(int64_t num_pages, SchedulerOptions o)
     : opt_(o), pages_(num_pages), prefix_(pages_, o.page_size) {}
 
@@ -38,9 +42,7 @@ StepPlan Scheduler::plan(std::chrono::steady_clock::time_point now) {
       return p;
     }
   }
-  bool decoding = false;
-  for (auto& s : running_) decoding |= s->prefilled;
-  if (!decoding) return p;
+  if (!any_decoding()) return p;
   grow_decode_pages(opt_.draft_steps + 1);  // a round writes x_L and S drafts
   p.kind = StepPlan::Kind::kDecode;
   p.draft_steps = opt_.draft_steps;
@@ -54,9 +56,7 @@ StepPlan Scheduler::plan(std::chrono::steady_clock::time_point now) {
 // the front in reverse admission order, having been admitted before everything still waiting.
 bool Scheduler::admission_due(std::chrono::steady_clock::time_point now) const {
   if (opt_.delay_factor <= 0) return true;
-  const bool decoding =
-      std::any_of(running_.begin(), running_.end(), [](const auto& s) { return s->prefilled; });
-  if (!decoding) return true;
+  if (!any_decoding()) return true;
   if (static_cast<int64_t>(running_.size() + waiting_.size()) >= opt_.max_running_requests)
     return true;  // no later arrival could join the step
   int64_t tokens = 0;
@@ -96,9 +96,7 @@ std::vector<ScheduledChunk> Scheduler::prefill_chunks(int64_t budget, bool admit
     waiting_.pop_front();
     schedule(*running_.back());
   }
-  const bool decoding =
-      std::any_of(running_.begin(), running_.end(), [](const auto& s) { return s->prefilled; });
-  if (!decoding)
+  if (!any_decoding())
     for (ScheduledChunk& c : batch) {
       const int64_t more = std::min(static_cast<int64_t>(c.seq->tokens.size()) - c.end, budget);
       c.end += more;
@@ -111,9 +109,7 @@ std::vector<ScheduledChunk> Scheduler::prefill_chunks(int64_t budget, bool admit
 // after growing its pages for that token (which may preempt, as before a decode step).
 std::vector<ScheduledChunk> Scheduler::decode_chunks() {
   TD_CHECK(opt_.draft_steps == 0, "mixed prefill and decode steps need plain decoding");
-  const bool decoding =
-      std::any_of(running_.begin(), running_.end(), [](const auto& s) { return s->prefilled; });
-  if (!decoding) return {};
+  if (!any_decoding()) return {};
   grow_decode_pages(1);
   std::vector<ScheduledChunk> out;
   for (auto& s : running_)

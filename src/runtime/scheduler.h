@@ -100,6 +100,7 @@ class Scheduler {
   bool admit(Sequence& s);
   std::vector<ScheduledChunk> prefill_chunks(int64_t budget, bool admit_waiting);
   bool admission_due(std::chrono::steady_clock::time_point now) const;
+  bool any_decoding() const;  // some running sequence has finished its prompt
   std::vector<ScheduledChunk> decode_chunks();
   void grow_decode_pages(int64_t extra);
   void preempt_last();
