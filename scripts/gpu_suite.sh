@@ -221,7 +221,8 @@ fi
 # adaptive included, must reproduce plain greedy decoding), then on real-shape GLM-5.2 slices
 # with simulated acceptance (ADAPT_ACCEPT, ADAPT_LAYERS). Each row of the shipped model's is the
 # median of ADAPT_REPEAT interleaved runs (3: rows measured separately drift by up to 5% on the
-# H200, more than the 2% the goal allows; ADAPT_GLM_REPEAT for the slices, 1).
+# H200, more than the 2% the goal allows; ADAPT_GLM_REPEAT for the slices, 1). ADAPT_QUANT=fp8
+# runs the slices with FP8 weights (a 7-layer bf16 slice, ~100 GB, does not fit an H100).
 if [ "${ADAPTIVE:-1}" = "1" ]; then
   APROMPTS="--prompts tests/data/austen/heldout_prompts_64.json --num-prompts 64"
   # all_identical NAME CONCURRENCY LOG: every MTP row of that concurrency says "outputs identical".
@@ -249,8 +250,9 @@ if [ "${ADAPTIVE:-1}" = "1" ]; then
   fi
   for NL in ${ADAPT_LAYERS-4}; do
     for A in ${ADAPT_ACCEPT-2.4}; do
-      step adapt_glm52_${NL}_$A "${ADAPT_TIMEOUT:-200}" env "$(trace adapt_glm52_${NL}_$A)" "$CARRY/tandem" bench-offline --device cuda \
-        --load-format dummy --preset glm5.2 --num-layers $NL --num-prompts 64 --prompt-tokens 512 \
+      step adapt_glm52_${NL}_$A${ADAPT_QUANT:+_$ADAPT_QUANT} "${ADAPT_TIMEOUT:-200}" \
+        env "$(trace adapt_glm52_${NL}_$A${ADAPT_QUANT:+_$ADAPT_QUANT})" "$CARRY/tandem" bench-offline --device cuda \
+        --load-format dummy --preset glm5.2 ${ADAPT_QUANT:+--quantization $ADAPT_QUANT} --num-layers $NL --num-prompts 64 --prompt-tokens 512 \
         --max-new-tokens 32 --concurrency 1,8,32,64 --simulate-accept-length $A \
         --speculative-num-steps 3,1,2,5 --adaptive --repeat "${ADAPT_GLM_REPEAT:-1}"
     done

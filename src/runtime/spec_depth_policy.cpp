@@ -192,6 +192,12 @@ bool SpecDepthPolicy::drafts_at(int64_t batch) const {
   return (nearest ? nearest->depth : o_.initial_depth) > 0;
 }
 
+bool SpecDepthPolicy::plain_measured_near(const ClassState& c) const {
+  for (const auto& [k, o] : classes_)
+    if (o.timing[0].samples > 0 && class_distance(k, c.cls) <= 1.0) return true;
+  return false;
+}
+
 void SpecDepthPolicy::start_probe(ClassState& c, int64_t depth) {
   c.probe_depth = depth;
   c.probe_left = o_.probe_steps;
@@ -222,6 +228,15 @@ void SpecDepthPolicy::decide(ClassState& c, int64_t cls) {
   for (int64_t n : order) {
     if (c.timing[static_cast<size_t>(n)].seen > 0) continue;
     const double r = class_rate(c, n, cls);
+    // Plain decoding's time borrowed from a class more than one doubling away is no reason to
+    // leave it out: the ratio of two classes' times at one depth does not carry to plain
+    // decoding (a verify of B x (S + 1) tokens grows with B unlike a plain step). A batch-64
+    // class scaled batch 4's plain time by their ratio at depth 5 to 5.5x its own and never
+    // measured it (settled at depth 1, 0.69x of plain decoding).
+    if (n == 0 && !plain_measured_near(c)) {
+      start_probe(c, n);
+      return;
+    }
     if (r < 0 || 1.25 * r >= best_estimate) {
       start_probe(c, n);
       return;

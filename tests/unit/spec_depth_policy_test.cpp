@@ -288,9 +288,15 @@ TEST(SpecDepthPolicy, EachBatchClassKeepsWhatItLearned) {
   p.take_changes();
   const RunResult back = run(p, e, 1, 50);
   // It resumes where it was (a re-measurement may still move it by one between near-equal
-  // depths).
-  for (int64_t d : back.settled) EXPECT_LE(std::abs(d - d1), 1);
-  EXPECT_GE(back.rate(), 0.97 * e.best_fixed_rate(5, 1));
+  // depths), at a depth near the best. (Judged by the settled depths: in 50 steps a periodic
+  // probe's five steps at a depth half as fast, or the draws of accepted tokens, move the
+  // realized rate by several percent either way.)
+  double settled_rate = 0;
+  for (int64_t d : back.settled) {
+    EXPECT_LE(std::abs(d - d1), 1);
+    settled_rate += e.fixed_rate(d, 1) / static_cast<double>(back.settled.size());
+  }
+  EXPECT_GE(settled_rate, 0.97 * e.best_fixed_rate(5, 1));
   // A class never seen starts from the nearest class that has settled.
   EXPECT_EQ(p.settled_depth(48), 3);  // unseen: reports the initial depth...
   p.choose(48);
@@ -360,7 +366,8 @@ TEST(SpecDepthPolicy, ReadsPromptsOnlyWhereTheyPayForThemselves) {
   SpecDepthPolicy q = p;
   p.observe_prompt_reads(per_position * 50000, 5000);
   for (SpecDepthPolicy* x : {&p, &q}) x->observe(d, 4, 0.01, {1, 1, 1, 1});
-  EXPECT_NEAR(p.step_seconds(d, 4) - q.step_seconds(d, 4), 0.05 * 5000 * per_position, 1e-12);
+  EXPECT_NEAR(p.step_seconds(d, 4) - q.step_seconds(d, 4),
+              SpecDepthOptions{}.catch_up_alpha * 5000 * per_position, 1e-12);
   EXPECT_DOUBLE_EQ(p.step_seconds(0, 4), q.step_seconds(0, 4));
   // Where the class decodes plainly nothing is read, however cheap.
   SimEngine large = gpu_like(1e-3, 4e-5, 1e-4, 2e-5, {0.7, 0.6, 0.5, 0.5, 0.5});
@@ -453,18 +460,25 @@ struct DrainSim {
   // step first reads all of them at catch_up_us_per_token.
   int64_t prompt_tokens = 0;
   double catch_up_us_per_token = 0;
+  // Requests differ in how predictable they are: each one's acceptance is `accept` scaled by a
+  // factor drawn uniformly from [1 - accept_spread, 1 + accept_spread] (capped at 0.98).
+  double accept_spread = 0;
 
   // One closed-loop pass; returns committed tokens per second.
   double pass(SpecDepthPolicy& p, int64_t requests, int64_t tokens, int64_t concurrency) {
     struct Live {
       int64_t left, lag;
+      double scale;  // this request's acceptance factor (accept_spread)
     };
     std::vector<Live> live;
     int64_t next = 0, lagging = 0;
     double seconds = 0, committed = 0;
     while (next < requests || !live.empty()) {
       while (next < requests && static_cast<int64_t>(live.size()) < concurrency)
-        live.push_back({tokens, prompt_tokens}), ++next, ++lagging;
+        live.push_back(
+            {tokens, prompt_tokens,
+             accept_spread > 0 ? 1.0 + accept_spread * (2.0 * rng.uniform() - 1.0) : 1.0}),
+            ++next, ++lagging;
       const int64_t batch = static_cast<int64_t>(live.size());
       int64_t lag = 0, remaining = 0;
       for (const Live& l : live) lag += l.lag, remaining += l.left;
@@ -481,7 +495,8 @@ struct DrainSim {
       std::vector<int64_t> accepted;
       for (Live& l : live) {
         int64_t k = 0;
-        while (k < d && rng.uniform() < accept[static_cast<size_t>(k)]) ++k;
+        while (k < d && rng.uniform() < std::min(0.98, l.scale * accept[static_cast<size_t>(k)]))
+          ++k;
         if (d > 0) accepted.push_back(k);
         const int64_t got = std::min(l.left, k + 1);
         l.left -= got;
@@ -645,11 +660,63 @@ TEST(SpecDepthPolicy, TheCatchUpAfterPlainStepsIsNotACostOfTheDepth) {
   DrainSim sim = make();
   sim.pass(p, 64, 96, 1);  // untimed
   const double adaptive = sim.pass(p, 64, 96, 1);
-  // 0.931 when the catch-up after plain steps was averaged in; 0.968 without. (With a slower
-  // catch-up average, catch_up_alpha 0.02: 0.999, but a class then trusts a plain-decoding time
-  // borrowed from a distant class too long: ReadsPromptsOnlyWhereTheyPayForThemselves.)
+  // 0.931 when the catch-up after plain steps was averaged in; 0.968 without; with the slower
+  // averages of OneHardAnswerDoesNotStopSpeculatingForGood higher still.
   EXPECT_GE(adaptive, 0.96 * best_rate) << adaptive / best_rate << " of depth " << best;
   EXPECT_GT(p.histogram()[static_cast<size_t>(best)], p.histogram()[0] / 4);
+}
+
+// The shipped model at concurrency 1 on the H200 once more (8ba0ad7, 2026-12-05, default kernels;
+// the fixed rows' median step times: plain 0.29 ms, depths 1-5 0.453-0.813 ms; S = 1 7% ahead of
+// plain decoding end to end). That run still sat at plain decoding for 92% of its steps (0.93x of
+// S = 1), for two reasons its trace shows, both noise that a class settled on plain decoding
+// cannot average away (its plain steps observe neither acceptance nor catch-ups, so the last
+// values stay until a probe, and a probe's five rounds barely move them):
+// - the running acceptance over the latest ~100 observations (one or two answers at concurrency
+//   1) spent 5% of the time below 0.63 (S = 1 row replayed; its mean 0.70); below ~0.65 depth 1
+//   looks no better than plain decoding;
+// - the catch-up average per speculative step (weight 0.05) of a catch-up every answer (~45
+//   rounds) swings between 0.25x and 2.5x of its mean, so right after an answer's prompt was
+//   read every depth looked 0.1 ms dearer.
+// Answers here differ in how predictable they are (+-10%). Weights 0.01 -> 0.002 (acceptance) and
+// 0.05 -> 0.01 (catch-up): mean of 6 seeds 0.955 -> 0.983 of the best depth (acceptance alone
+// 0.958, catch-up alone 0.978).
+TEST(SpecDepthPolicy, OneHardAnswerDoesNotStopSpeculatingForGood) {
+  auto make = [] {
+    DrainSim sim;
+    sim.at = {1, 8};
+    sim.step_ms = {{0.29, 0.453, 0.575, 0.68, 0.75, 0.813}, {0.35, 0.52, 0.65, 0.73, 0.81, 0.9}};
+    sim.accept = {0.70, 0.66, 0.70, 0.69, 0.72};
+    sim.accept_spread = 0.1;
+    sim.prompt_tokens = 64;
+    sim.catch_up_us_per_token = 20.0;
+    return sim;
+  };
+  double best_rate = 0;
+  int64_t best = -1;
+  for (int64_t d = 0; d <= 5; ++d) {
+    SpecDepthOptions o = opts(5, d);
+    o.adaptive = false;
+    SpecDepthPolicy pinned(o);
+    DrainSim sim = make();
+    sim.pass(pinned, 64, 96, 1);
+    const double r = sim.pass(pinned, 64, 96, 1);
+    if (r > best_rate) best_rate = r, best = d;
+  }
+  ASSERT_GT(best, 0);
+  // Over several seeds: the freeze is a matter of when a hard answer comes.
+  double sum = 0, worst = 1;
+  for (uint64_t seed : {11, 12, 13, 14, 15, 16}) {
+    SpecDepthPolicy p(opts(5, 3));
+    DrainSim sim = make();
+    sim.rng = Rng(seed);
+    sim.pass(p, 64, 96, 1);  // untimed
+    const double r = sim.pass(p, 64, 96, 1) / best_rate;
+    sum += r;
+    worst = std::min(worst, r);
+  }
+  EXPECT_GE(sum / 6, 0.97) << "mean of 6 seeds, of depth " << best;
+  EXPECT_GE(worst, 0.95) << "worst of 6 seeds, of depth " << best;
 }
 
 // Step costs measured on this CPU with the shipped model at batch 1 (2026-12-05: plain 2.2 ms,
