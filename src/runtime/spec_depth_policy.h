@@ -46,8 +46,8 @@ struct SpecDepthOptions {
                                  // loading of the eager draft forward) are not counted
   int64_t min_dwell = 16;        // steps of a class between two moves of its settled depth
   int64_t time_window = 15;      // a step time estimate is the median of this many latest steps
-  double accept_alpha = 0.002;   // weight of one new acceptance observation
-  double catch_up_alpha = 0.01;  // weight of one speculative step in the catch-up average
+  double accept_alpha = 0.01;    // weight of one new acceptance observation
+  double catch_up_alpha = 0.05;  // weight of one speculative step in the catch-up average
   double prior_accept = 0.6;     // conditional acceptance assumed before any is seen
   // A speculative step whose catch-up would cost more than this many plain steps runs plain
   // instead, unless the tokens the batch may still generate would win the catch-up back.

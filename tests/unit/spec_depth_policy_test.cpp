@@ -660,8 +660,7 @@ TEST(SpecDepthPolicy, TheCatchUpAfterPlainStepsIsNotACostOfTheDepth) {
   DrainSim sim = make();
   sim.pass(p, 64, 96, 1);  // untimed
   const double adaptive = sim.pass(p, 64, 96, 1);
-  // 0.931 when the catch-up after plain steps was averaged in; 0.968 without; with the slower
-  // averages of OneHardAnswerDoesNotStopSpeculatingForGood higher still.
+  // 0.931 when the catch-up after plain steps was averaged in; 0.968 without.
   EXPECT_GE(adaptive, 0.96 * best_rate) << adaptive / best_rate << " of depth " << best;
   EXPECT_GT(p.histogram()[static_cast<size_t>(best)], p.histogram()[0] / 4);
 }
@@ -678,10 +677,13 @@ TEST(SpecDepthPolicy, TheCatchUpAfterPlainStepsIsNotACostOfTheDepth) {
 // - the catch-up average per speculative step (weight 0.05) of a catch-up every answer (~45
 //   rounds) swings between 0.25x and 2.5x of its mean, so right after an answer's prompt was
 //   read every depth looked 0.1 ms dearer.
-// Answers here differ in how predictable they are (+-10%). Weights 0.01 -> 0.002 (acceptance) and
-// 0.05 -> 0.01 (catch-up): mean of 6 seeds 0.955 -> 0.983 of the best depth (acceptance alone
-// 0.958, catch-up alone 0.978).
-TEST(SpecDepthPolicy, OneHardAnswerDoesNotStopSpeculatingForGood) {
+// Here answers differ in how predictable they are (+-10%). With the default weights the policy
+// scores 0.955 of the best depth (mean of 6 seeds); with slower averages, acceptance 0.002 and
+// catch-up 0.01, 0.983 (acceptance alone 0.958, catch-up alone 0.978). Those are not the
+// defaults: on the GPU (2ff09fc, H100) they also sent concurrency 8 and 32 to speculation,
+// which the step times favour there by 8-10% but which lost 17-25% end to end (docs/runtime.md,
+// "What the step times do not see"). The test keeps the mechanism for the policy that will.
+TEST(SpecDepthPolicy, SlowerAveragesKeepSpeculatingThroughHardAnswers) {
   auto make = [] {
     DrainSim sim;
     sim.at = {1, 8};
@@ -707,7 +709,10 @@ TEST(SpecDepthPolicy, OneHardAnswerDoesNotStopSpeculatingForGood) {
   // Over several seeds: the freeze is a matter of when a hard answer comes.
   double sum = 0, worst = 1;
   for (uint64_t seed : {11, 12, 13, 14, 15, 16}) {
-    SpecDepthPolicy p(opts(5, 3));
+    SpecDepthOptions o = opts(5, 3);
+    o.accept_alpha = 0.002;
+    o.catch_up_alpha = 0.01;
+    SpecDepthPolicy p(o);
     DrainSim sim = make();
     sim.rng = Rng(seed);
     sim.pass(p, 64, 96, 1);  // untimed
