@@ -106,6 +106,12 @@ if [ "${TIMELINE:-1}" = "1" ]; then
       N=$([ "$L" = dense ] && echo "" || echo "${L}_")
       step timeline_${N}det_b$B "${TIMELINE_TIMEOUT:-120}" "$CARRY/kernel_bench" --deterministic --timeline \
         --profile-step $L $B --profile-ctx 8192
+      # The chain's values kernel on fewer value columns a block (more blocks a token; the same
+      # bits, CudaOps.MlaDecodeChainGivesTheOneBlockBits).
+      for VC in ${TIMELINE_VALUE_COLS-32 16}; do
+        step timeline_${N}det_v${VC}_b$B "${TIMELINE_TIMEOUT:-120}" env TANDEM_MLA_CHAIN_VALUE_COLS=$VC \
+          "$CARRY/kernel_bench" --deterministic --timeline --profile-step $L $B --profile-ctx 8192
+      done
       step timeline_${N}default_b$B "${TIMELINE_TIMEOUT:-120}" "$CARRY/kernel_bench" --timeline \
         --profile-step $L $B --profile-ctx 8192
     done

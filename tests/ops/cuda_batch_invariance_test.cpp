@@ -321,7 +321,9 @@ TEST_F(CudaOps, MlaDecodeColumnPartsGiveTheSameBits) {
 // mode runs the chain for few tokens and the one-block kernel for many, so a token's row must not
 // depend on which. Dense and sparse (top-2048, and a 1,000-wide top-k whose last block is
 // partial), edge lengths (one key, 64, 65), one to 60 query tokens (the scores kernel's two
-// shapes), column parts of the one-block kernel 1 and automatic; close to the CPU as well.
+// shapes), column parts of the one-block kernel 1 and automatic, the chain's values kernel on 64,
+// 32 and 16 value columns a block (m64n64k16, m64n32k16 and m64n16k16 over 128-, 64- and 32-byte
+// swizzled value rows); close to the CPU as well.
 TEST_F(CudaOps, MlaDecodeChainGivesTheOneBlockBits) {
   if (small_only()) GTEST_SKIP() << "GLM-5.2 dimensions";
   DeterministicScope scope(true);
@@ -348,6 +350,14 @@ TEST_F(CudaOps, MlaDecodeChainGivesTheOneBlockBits) {
                                (K ? " top-" + std::to_string(K) : std::string(" dense"));
       b->set_mla_chain(1);
       const Tensor chain = ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, Lc);
+      for (int cols : {32, 16}) {
+        b->set_mla_chain_value_cols(cols);
+        const Tensor narrow = ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, Lc);
+        const int64_t bad = first_differing_row(narrow, chain, T);
+        EXPECT_EQ(bad, -1) << what << ": the chain on " << cols << " value columns a block, row "
+                           << bad << " differs from 64";
+      }
+      b->set_mla_chain_value_cols(64);
       b->set_mla_chain(0);
       for (int parts : {1, 0}) {
         b->set_mla_column_parts(parts);

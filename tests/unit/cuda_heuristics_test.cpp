@@ -124,6 +124,14 @@ TEST(CudaHeuristics, ForcedMlaColumnPartsAreOneTwoOrFour) {
   EXPECT_EQ(heuristics::mla_column_parts(3, 1), 1);  // not 1, 2 or 4: the plan's
 }
 
+TEST(CudaHeuristics, ChainValueColumnsAreSixtyFourThirtyTwoOrSixteen) {
+  EXPECT_EQ(heuristics::Switches{}.mla_chain_value_cols, 64);
+  EXPECT_EQ(heuristics::chain_value_cols(32), 32);
+  EXPECT_EQ(heuristics::chain_value_cols(16), 16);
+  EXPECT_EQ(heuristics::chain_value_cols(8), 64);  // not a kernel's: the default
+  EXPECT_EQ(heuristics::chain_value_cols(0), 64);
+}
+
 TEST(CudaHeuristics, MoeRowGroupsFollowTheRowsPerExpert) {
   // Four 16-row groups per pass from 32 rows per expert on average (a 4,096-token GLM-5.2
   // prefill: 128), one below (decode: a handful); forced values win; the bits are the same

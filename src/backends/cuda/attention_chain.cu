@@ -17,8 +17,9 @@
 //   probabilities grid (T, blocks): the running max before block b is the max of the maxima of
 //                 the blocks before it (max is exact in any order), so P_b, c_b and the row sums
 //                 of P_b follow per block from the same online-softmax code;
-//   values        grid (T, 8): one 64-column atom of the value columns per block, in block order:
-//                 O = O c_b + P_b V_b (four m64n64k16, P from shared memory) and l = l c_b + sum_b.
+//   values        grid (T, 512 / NC): NC = 64, 32 or 16 of the value columns per block
+//                 (TANDEM_MLA_CHAIN_VALUE_COLS), in block order: O = O c_b + P_b V_b (four
+//                 m64nNCk16, P from shared memory) and l = l c_b + sum_b.
 // A column's wgmma arithmetic depends neither on N nor on whether A comes from registers or
 // shared memory (MlaDecodeColumnPartsGiveTheSameBits), so every output bit equals the one-block
 // kernel's (MlaDecodeChainGivesTheOneBlockBits).
@@ -45,9 +46,7 @@ constexpr int kCPieces = CL / 8;         // 16-byte pieces of a row (72)
 constexpr int kCAtoms = CL / 64;         // 128-byte column atoms of a row (9)
 constexpr int kTileBytes = CL * 2 * CB;  // 73,728: Q or one key block, swizzled bf16
 constexpr int kPTile = CH * CB * 2;      // 8,192: P [64 heads][64 keys] bf16, swizzled
-constexpr int kVTile = CB * 128;         // 8,192: one 64-column atom of 64 key rows
 constexpr int kWG = 128;                 // threads of a warpgroup
-constexpr int kValueParts = CLC / 64;    // value kernel blocks per token (8)
 constexpr int kRing = 6;                 // value kernel stages
 
 struct ChainScratch {
@@ -226,14 +225,21 @@ __global__ void __launch_bounds__(kWG) mla_chain_probs_kernel(MlaDecodeParams p)
 }
 
 // ---- values ---------------------------------------------------------------------------------
-// grid (T, 8), one warpgroup: value columns [64 part, 64 part + 64) over the blocks in order,
-// through a ring of kRing stages of (P_b, V_b's atom, c_b and sum_b).
+// grid (T, 512 / NC), one warpgroup: value columns [NC part, NC part + NC) over the blocks in
+// order, through a ring of kRing stages of (P_b, V_b's NC columns, c_b and sum_b). NC = 64 (eight
+// blocks a token), 32 or 16 (16 or 32 blocks: a batch-1 token's values on more SMs; every block
+// still reads all of each P_b, 8 KB, mostly from L2). A column's arithmetic does not depend on N
+// (MlaDecodeChainGivesTheOneBlockBits runs every NC).
+template <int NC>
 __global__ void __launch_bounds__(kWG) mla_chain_values_kernel(MlaDecodeParams p) {
+  constexpr int kVBytes = CB * NC * 2;              // one stage's value rows: 64 keys x NC columns
+  constexpr int kRowPieces = NC / 8;                // 16-byte pieces of a key's NC columns
+  constexpr int kPiecesPerThread = kRowPieces / 2;  // two threads a key
   pdl_wait();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* ps = align1024(smem_raw);                            // [kRing] P tiles
-  unsigned char* vs = ps + kRing * kPTile;                            // [kRing] value atoms
-  float* css = reinterpret_cast<float*>(vs + kRing * kVTile);         // [kRing][2][64]
+  unsigned char* vs = ps + kRing * kPTile;                            // [kRing] value columns
+  float* css = reinterpret_cast<float*>(vs + kRing * kVBytes);        // [kRing][2][64]
   int32_t* slots = reinterpret_cast<int32_t*>(css + kRing * 2 * CH);  // [blocks][64]
   int32_t* has = slots + p.chain_blocks * CB;                         // [blocks]
 
@@ -256,7 +262,7 @@ __global__ void __launch_bounds__(kWG) mla_chain_values_kernel(MlaDecodeParams p
   __syncthreads();
 
   // Block bi into stage bi % kRing (nothing for a block without a key: it is skipped).
-  const int kr = tid >> 1, kp0 = (tid & 1) * 4;  // value rows: key kr, pieces kp0 .. kp0 + 3
+  const int kr = tid >> 1, kp0 = (tid & 1) * kPiecesPerThread;  // key kr, its pieces from kp0
   const auto issue = [&](int bi) {
     if (bi < nb && has[bi]) {
       const int st = bi % kRing;
@@ -268,11 +274,11 @@ __global__ void __launch_bounds__(kWG) mla_chain_values_kernel(MlaDecodeParams p
       }
       const int32_t sl = slots[bi * CB + kr];
       const bool ok = sl >= 0;
-      const bf16* src_v = pool + (ok ? static_cast<int64_t>(sl) * CL + 64 * part : 0);
+      const bf16* src_v = pool + (ok ? static_cast<int64_t>(sl) * CL + NC * part : 0);
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
+      for (int k = 0; k < kPiecesPerThread; ++k) {
         const int piece = kp0 + k;
-        cp_async16(vs + st * kVTile + kr * 128 + ((piece ^ (kr & 7)) << 4),
+        cp_async16(vs + st * kVBytes + kr * (NC * 2) + (nmajor_piece<NC>(kr, piece) << 4),
                    src_v + (ok ? piece * 8 : 0), ok);
       }
       if (tid < 32)
@@ -281,9 +287,9 @@ __global__ void __launch_bounds__(kWG) mla_chain_values_kernel(MlaDecodeParams p
     cp_async_commit();
   };
 
-  float o[32];  // O[heads r0 / r1, columns 64 part + 8 j + 2c (+ 1)]: o[4 j + e]
+  float o[NC / 2];  // O[heads r0 / r1, columns NC part + 8 j + 2c (+ 1)]: o[4 j + e]
 #pragma unroll
-  for (int i = 0; i < 32; ++i) o[i] = 0.f;
+  for (int i = 0; i < NC / 2; ++i) o[i] = 0.f;
   float l_run[2] = {0.f, 0.f};
   for (int bi = 0; bi < kRing - 1; ++bi) issue(bi);
   for (int b = 0; b < nb; ++b) {
@@ -297,16 +303,16 @@ __global__ void __launch_bounds__(kWG) mla_chain_values_kernel(MlaDecodeParams p
       l_run[0] = __fmaf_rn(l_run[0], c0, cb[CH + r0]);
       l_run[1] = __fmaf_rn(l_run[1], c1, cb[CH + r1]);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
+      for (int j = 0; j < NC / 8; ++j) {
         o[4 * j] *= c0, o[4 * j + 1] *= c0;
         o[4 * j + 2] *= c1, o[4 * j + 3] *= c1;
       }
       const uint64_t p_desc = wgmma_desc(ps + st * kPTile, 16, 1024);
-      const uint64_t v_desc = wgmma_desc(vs + st * kVTile, CB * 128, 1024);
+      const uint64_t v_desc = wgmma_desc_nmajor<NC>(vs + st * kVBytes, kVBytes);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < CB / 16; ++kk)
-        wgmma_ss_tn<64>(o, wgmma_desc_add(p_desc, 2 * kk), wgmma_desc_add(v_desc, 128 * kk), 1);
+      for (int kk = 0; kk < CB / 16; ++kk)  // 16 key rows of V a k-step: NC * 2 * 16 bytes
+        wgmma_ss_tn<NC>(o, wgmma_desc_add(p_desc, 2 * kk), wgmma_desc_add(v_desc, 2 * NC * kk), 1);
       wgmma_commit();
       wgmma_wait<0>();
       wgmma_fence_operands(o);
@@ -322,8 +328,8 @@ __global__ void __launch_bounds__(kWG) mla_chain_values_kernel(MlaDecodeParams p
     const int64_t th = static_cast<int64_t>(t) * CH + h;
     const float inv = l > 0.f ? 1.0f / l : 0.f;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int col = 64 * part + 8 * j + 2 * c;
+    for (int j = 0; j < NC / 8; ++j) {
+      const int col = NC * part + 8 * j + 2 * c;
       *reinterpret_cast<__nv_bfloat162*>(static_cast<bf16*>(p.out) + th * CLC + col) =
           __floats2bfloat162_rn(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
     }
@@ -333,8 +339,15 @@ __global__ void __launch_bounds__(kWG) mla_chain_values_kernel(MlaDecodeParams p
 constexpr size_t scores_smem(int nb) {
   return 1024 + kTileBytes * (1 + nb) + 16 * nb;
 }
-size_t values_smem(int64_t blocks) {
-  return 1024 + kRing * (kPTile + kVTile + 2 * CH * 4) + static_cast<size_t>(blocks) * (CB + 1) * 4;
+size_t values_smem(int nc, int64_t blocks) {
+  return 1024 + kRing * (kPTile + CB * nc * 2 + 2 * CH * 4) +
+         static_cast<size_t>(blocks) * (CB + 1) * 4;
+}
+template <int NC>
+void launch_values(const MlaDecodeParams& p, cudaStream_t s) {
+  const size_t smem = values_smem(NC, p.chain_blocks);
+  opt_in_smem<mla_chain_values_kernel<NC>>(smem);
+  launch(mla_chain_values_kernel<NC>, dim3(static_cast<unsigned>(p.T), CLC / NC), kWG, smem, s, p);
 }
 
 }  // namespace
@@ -351,8 +364,12 @@ void mla_decode_chain(const MlaDecodeParams& p, cudaStream_t s) {
            p);
   }
   launch(mla_chain_probs_kernel, dim3(T, static_cast<unsigned>(nbm)), kWG, 0, s, p);
-  opt_in_smem<mla_chain_values_kernel>(values_smem(nbm));
-  launch(mla_chain_values_kernel, dim3(T, kValueParts), kWG, values_smem(nbm), s, p);
+  if (p.chain_value_cols == 16)
+    launch_values<16>(p, s);
+  else if (p.chain_value_cols == 32)
+    launch_values<32>(p, s);
+  else
+    launch_values<64>(p, s);
 }
 
 }  // namespace tandem::cuda::k

@@ -69,6 +69,7 @@ void CudaBackend::mla_decode(const Tensor& q, const Tensor& pool, const Attentio
     p.chain = scratch(plan.scratch_bytes);
     p.chain_blocks = plan.chain_blocks;
     p.scores_per_block = plan.scores_per_block;
+    p.chain_value_cols = mla_chain_value_cols_;
   } else if (plan.num_splits > 1) {
     auto* s = static_cast<float*>(scratch(plan.scratch_bytes));
     p.part_o = s;

@@ -34,6 +34,7 @@ CudaBackend::CudaBackend() : lt_(std::make_unique<LtGemm>()) {
   mla_wide_mode_ = sw.mla_wide_mode;
   mla_wgmma_ = sw.mla_wgmma;
   mla_column_parts_ = sw.mla_column_parts;
+  mla_chain_value_cols_ = sw.mla_chain_value_cols;
   mla_chain_mode_ = sw.mla_chain_mode;
   moe_row_groups_ = sw.moe_row_groups;
   quant_ring_ = sw.quant_ring;

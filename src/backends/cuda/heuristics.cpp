@@ -36,6 +36,8 @@ Switches read_switches() {
     s.mla_chain_mode = std::clamp(std::atoi(v), -1, 1);
   if (const char* v = std::getenv("TANDEM_MLA_COLUMN_PARTS"); v && *v)
     s.mla_column_parts = std::atoi(v);
+  if (const char* v = std::getenv("TANDEM_MLA_CHAIN_VALUE_COLS"); v && *v)
+    s.mla_chain_value_cols = chain_value_cols(std::atoi(v));
   if (const char* v = std::getenv("TANDEM_MOE_WGMMA"); v && *v)
     s.moe_wgmma_mode = std::atoi(v) != 0;
   if (const char* v = std::getenv("TANDEM_MOE_FP8_WGMMA"); v && *v)

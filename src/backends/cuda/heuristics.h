@@ -42,17 +42,20 @@ namespace heuristics {
 // ---- environment switches (read once, when the backend is constructed) ------------------------
 // The table of every TANDEM_* switch is in docs/cuda-backend.md ("Switches").
 struct Switches {
-  bool mla_tensor_cores = true;    // TANDEM_MLA_SIMT=1 (any value not starting with '0'): false
-  bool side_stream = true;         // TANDEM_SIDE_STREAM=0: side branches run in order
-  bool last_block_reduce = true;   // TANDEM_SKINNY_LAST_BLOCK_REDUCE=0: a second reduce kernel
-  int moe_tc_mode = -1;            // TANDEM_MOE_TENSOR_CORES: -1 automatic, 0 off, 1 on
-  int64_t mla_min_split = 64;      // TANDEM_MLA_MIN_SPLIT: fewest keys per mla_decode split
-  int64_t mla_det_split = 512;     // TANDEM_MLA_DET_SPLIT: keys per split in deterministic mode
-  int mla_column_parts = 0;        // TANDEM_MLA_COLUMN_PARTS: 1 / 2 / 4 forced, else automatic
-  int moe_row_groups = 0;          // TANDEM_MOE_ROW_GROUPS: 1 / 4 forced, else automatic
-  int quant_ring = 0;              // TANDEM_QUANT_RING: 2 / 23 / 24 forced, else per format
-  int mla_wide_mode = -1;          // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
-  int mla_chain_mode = -1;         // TANDEM_MLA_CHAIN: -1 automatic, 0 off, 1 on (where it applies)
+  bool mla_tensor_cores = true;   // TANDEM_MLA_SIMT=1 (any value not starting with '0'): false
+  bool side_stream = true;        // TANDEM_SIDE_STREAM=0: side branches run in order
+  bool last_block_reduce = true;  // TANDEM_SKINNY_LAST_BLOCK_REDUCE=0: a second reduce kernel
+  int moe_tc_mode = -1;           // TANDEM_MOE_TENSOR_CORES: -1 automatic, 0 off, 1 on
+  int64_t mla_min_split = 64;     // TANDEM_MLA_MIN_SPLIT: fewest keys per mla_decode split
+  int64_t mla_det_split = 512;    // TANDEM_MLA_DET_SPLIT: keys per split in deterministic mode
+  int mla_column_parts = 0;       // TANDEM_MLA_COLUMN_PARTS: 1 / 2 / 4 forced, else automatic
+  int moe_row_groups = 0;         // TANDEM_MOE_ROW_GROUPS: 1 / 4 forced, else automatic
+  int quant_ring = 0;             // TANDEM_QUANT_RING: 2 / 23 / 24 forced, else per format
+  int mla_wide_mode = -1;         // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
+  int mla_chain_mode = -1;        // TANDEM_MLA_CHAIN: -1 automatic, 0 off, 1 on (where it applies)
+  // The chain's values kernel: value columns per block, 64 (8 blocks a token), 32 or 16 (the same
+  // bits; more blocks for a batch-1 token's sequential pass over its key blocks).
+  int mla_chain_value_cols = 64;   // TANDEM_MLA_CHAIN_VALUE_COLS: 64, 32 or 16
   bool mla_wgmma = true;           // TANDEM_MLA_WGMMA=0: the 64-head kernel on mma.sync
   int expert_streams = 4;          // TANDEM_EXPERT_STREAMS: 1-4 (moe_experts' host path)
   bool moe_grouped = true;         // TANDEM_MOE_GROUPED=0: per-expert GEMMs on that path
@@ -68,6 +71,10 @@ struct Switches {
   bool fp8_wgmma_small_box = true;  // TANDEM_FP8_WGMMA_SMALL_BOX=0: token boxes of 64 rows
 };
 Switches read_switches();
+// A requested value-column count of the chain's values kernel: 16, 32 or 64 as given, else 64.
+inline int chain_value_cols(int requested) {
+  return requested == 16 || requested == 32 ? requested : 64;
+}
 
 // ---- linear / head_matmul ----------------------------------------------------------------------
 // Default mode, bf16 weights: linear runs cuBLASLt above this many rows, the skinny kernel at or

@@ -263,6 +263,7 @@ struct MlaDecodeParams {
   void* chain = nullptr;
   int64_t chain_blocks = 0;
   int scores_per_block = 1;
+  int chain_value_cols = 64;  // value columns per block of its values kernel: 64, 32 or 16
 };
 constexpr int kMlaHeadsPerBlock = 16;
 constexpr int kMlaKeysPerChunk = 64;

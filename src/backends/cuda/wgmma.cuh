@@ -34,6 +34,30 @@ __device__ __forceinline__ uint64_t wgmma_desc(const void* smem, uint32_t lbo, u
          (static_cast<uint64_t>(sbo >> 4) << 32) | (1ull << 62);
 }
 
+// An N-major tile of COLS columns (64, 32 or 16 bf16: rows of 128, 64 or 32 bytes) in the swizzle
+// of its row width (modes 1, 2, 3 = 128, 64, 32 bytes): 16-byte piece p of row r sits at piece
+// position p ^ (r % 8) for 128-byte rows, p ^ ((r / 2) % 4) for 64-byte rows and p ^ ((r / 4) % 2)
+// for 32-byte rows (the XOR of address bits 4.. with bits 7..); atoms of 8 rows (1024, 512 or 256
+// bytes) aligned to their size. sbo = the next 8 rows (of K); lbo names the next atom column,
+// which a tile one atom wide does not have (given as the tile's bytes, as for wgmma_desc).
+template <int COLS>
+__host__ __device__ constexpr uint32_t nmajor_piece(int row, int piece) {
+  static_assert(COLS == 64 || COLS == 32 || COLS == 16);
+  if constexpr (COLS == 64) return static_cast<uint32_t>(piece ^ (row & 7));
+  if constexpr (COLS == 32) return static_cast<uint32_t>(piece ^ ((row >> 1) & 3));
+  return static_cast<uint32_t>(piece ^ ((row >> 2) & 1));
+}
+template <int COLS>
+__device__ __forceinline__ uint64_t wgmma_desc_nmajor(const void* smem, uint32_t tile_bytes) {
+  static_assert(COLS == 64 || COLS == 32 || COLS == 16);
+  constexpr uint64_t mode = COLS == 64 ? 1 : COLS == 32 ? 2 : 3;
+  constexpr uint32_t sbo = 8 * COLS * 2;
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  return static_cast<uint64_t>((a & 0x3FFFFu) >> 4) |
+         (static_cast<uint64_t>(tile_bytes >> 4) << 16) | (static_cast<uint64_t>(sbo >> 4) << 32) |
+         (mode << 62);
+}
+
 // Orders this thread's register writes before the warpgroup's next wgmma reads them (and its
 // accumulator reads after a wait): required before the first wgmma of a batch.
 __device__ __forceinline__ void wgmma_fence() {
@@ -271,7 +295,29 @@ __device__ __forceinline__ void wgmma_kmajor64_product(float (&d)[32], uint64_t 
 #undef TD_BF16_TAIL
 
 // d[64 x N] (+)= A[64 x 16] (shared memory, K-major) . B[16 x N] (shared memory, N-major:
-// transposed on the fly), N = 64, 128, 256: P V with P from a shared tile.
+// transposed on the fly), N = 16, 32, 64, 128, 256: P V with P from a shared tile.
+__device__ __forceinline__ void wgmma_m64n16k16_ss_tn(float (&d)[8], uint64_t da, uint64_t db,
+                                                      int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {" TD_WGMMA_R8
+      "}, "
+      "%8, %9, p, 1, 1, 0, 1;\n}\n"
+      : TD_WGMMA_ACC8(d, 0)
+      : "l"(da), "l"(db), "r"(accumulate));
+}
+
+__device__ __forceinline__ void wgmma_m64n32k16_ss_tn(float (&d)[16], uint64_t da, uint64_t db,
+                                                      int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {" TD_WGMMA_R16
+      "}, "
+      "%16, %17, p, 1, 1, 0, 1;\n}\n"
+      : TD_WGMMA_ACC8(d, 0), TD_WGMMA_ACC8(d, 8)
+      : "l"(da), "l"(db), "r"(accumulate));
+}
+
 __device__ __forceinline__ void wgmma_m64n64k16_ss_tn(float (&d)[32], uint64_t da, uint64_t db,
                                                       int accumulate) {
   asm volatile(
@@ -312,8 +358,12 @@ __device__ __forceinline__ void wgmma_ss_tn(float (&d)[N / 2], uint64_t da, uint
     wgmma_m64n256k16_ss_tn(d, da, db, accumulate);
   else if constexpr (N == 128)
     wgmma_m64n128k16_ss_tn(d, da, db, accumulate);
-  else
+  else if constexpr (N == 64)
     wgmma_m64n64k16_ss_tn(d, da, db, accumulate);
+  else if constexpr (N == 32)
+    wgmma_m64n32k16_ss_tn(d, da, db, accumulate);
+  else
+    wgmma_m64n16k16_ss_tn(d, da, db, accumulate);
 }
 
 #undef TD_WGMMA_ACC8
