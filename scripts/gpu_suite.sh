@@ -253,6 +253,14 @@ if [ "${ADAPTIVE:-1}" = "1" ]; then
       --concurrency 1,8,32,64 --speculative-num-steps 3,1,2,5 --adaptive --enable-deterministic-inference \
       --repeat "${ADAPT_REPEAT:-3}"
     for c in 1 8 32 64; do all_identical adaptive-deterministic $c adapt_austen_det; done
+    # The same with answers of different lengths (--random-range-ratio: 24-96 new tokens), where
+    # plainly decoded requests no longer finish together (docs/runtime.md, "What the step times
+    # do not see"); ADAPT_RANGE="" skips it.
+    for R in ${ADAPT_RANGE-0.25}; do
+      step adapt_austen_range$R "${ADAPT_TIMEOUT:-200}" env "$(trace adapt_austen_range$R)" "$CARRY/tandem" \
+        bench-offline --device cuda $APROMPTS --concurrency 1,8,32,64 --speculative-num-steps 3,1,2,5 \
+        --adaptive --repeat "${ADAPT_REPEAT:-3}" --random-range-ratio $R
+    done
   fi
   for NL in ${ADAPT_LAYERS-4}; do
     for A in ${ADAPT_ACCEPT-2.4}; do

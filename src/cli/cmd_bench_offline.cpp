@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench_client/dataset.h"
 #include "bench_client/svg_chart.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
@@ -52,8 +53,10 @@ struct RunStats {
 using MakeConstraint = std::function<std::shared_ptr<TokenConstraint>()>;
 
 // Closed loop on one engine: keeps `concurrency` requests in flight until every prompt has run.
-RunStats pass(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int64_t max_new,
-              int64_t concurrency, const MakeConstraint& constraint) {
+// max_new: each request's max_new_tokens.
+RunStats pass(Engine& e, const std::vector<std::vector<int32_t>>& prompts,
+              const std::vector<int64_t>& max_new, int64_t concurrency,
+              const MakeConstraint& constraint) {
   RunStats st;
   st.outputs.resize(prompts.size());
   struct InFlight {
@@ -71,7 +74,7 @@ RunStats pass(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int64
     while (next < prompts.size() && static_cast<int64_t>(live.size()) < concurrency) {
       Request r;
       r.prompt = prompts[next];
-      r.max_new_tokens = max_new;
+      r.max_new_tokens = max_new[next];
       if (constraint) r.constraint = constraint();
       live.push_back({next, e.submit(r), Clock::now(), {}, false});
       ++next;
@@ -119,8 +122,8 @@ RunStats pass(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int64
 // runs first. The prefix cache is emptied in between, and the speculative counters are the timed
 // pass's own.
 RunStats run(std::shared_ptr<const Model> model, const EngineOptions& eo,
-             const std::vector<std::vector<int32_t>>& prompts, int64_t max_new, int64_t concurrency,
-             bool warmup, const MakeConstraint& constraint) {
+             const std::vector<std::vector<int32_t>>& prompts, const std::vector<int64_t>& max_new,
+             int64_t concurrency, bool warmup, const MakeConstraint& constraint) {
   Engine e(model, eo);
   EngineMetrics before;
   if (warmup) {
@@ -206,6 +209,7 @@ Runner add_bench_offline(CLI::App& app) {
     std::string steps = "3";         // fixed depths, comma-separated
     int64_t prompt_tokens = 64, max_new = 96, num_prompts = 16, max_steps = 0, repeat = 1;
     double simulate = 0;
+    double range_ratio = 1.0;  // --random-range-ratio: 1 = fixed lengths
     bool profile_phases = false, loop_phases = false, adaptive = false;
     bool no_plain = false, disable_cuda_graph = false, deterministic = false, no_warmup = false;
     bool weight_only_quant = false, mixed_chunk = false;
@@ -227,6 +231,11 @@ Runner add_bench_offline(CLI::App& app) {
   app.add_option("--num-prompts", a->num_prompts,
                  "Prompts to run (random token ids without --prompts)");
   app.add_option("--max-new-tokens", a->max_new, "Tokens generated per request");
+  app.add_option("--random-range-ratio", a->range_ratio,
+                 "Each request's prompt length (text and random prompts) and max new tokens "
+                 "uniform on [max(int(L*r),1), L], L = --prompt-tokens and --max-new-tokens, "
+                 "drawn once for every row (as tandem bench); 1 = fixed lengths")
+      ->capture_default_str();
   app.add_option("--concurrency", a->concurrency, "Comma-separated concurrencies");
   app.add_option("--speculative-num-steps", a->steps,
                  "Draft tokens per round, fixed; a comma-separated list runs each (0: plain "
@@ -342,6 +351,17 @@ Runner add_bench_offline(CLI::App& app) {
     } else {
       model = Model::load(dir, lo);
     }
+    // Every request's lengths, drawn once (the same for every row): with fixed lengths, requests
+    // decoded plainly all finish together, which favours plain decoding (docs/runtime.md, "What
+    // the step times do not see").
+    if (a->num_prompts < 1) fail("--num-prompts must be at least 1, got {}", a->num_prompts);
+    if (a->prompt_tokens < 1 || a->max_new < 1)
+      fail("--prompt-tokens and --max-new-tokens must be at least 1");
+    bench::Rng length_rng(1);
+    const std::vector<int64_t> prompt_lens =
+        bench::sample_lengths(a->prompt_tokens, a->range_ratio, a->num_prompts, length_rng);
+    const std::vector<int64_t> max_new =
+        bench::sample_lengths(a->max_new, a->range_ratio, a->num_prompts, length_rng);
     std::vector<std::vector<int32_t>> prompts;
     if (!a->prompts.empty()) {
       std::ifstream in(a->prompts);
@@ -353,8 +373,8 @@ Runner add_bench_offline(CLI::App& app) {
           if (!tok)
             tok = Tokenizer::from_file((std::filesystem::path(dir) / "tokenizer.json").string());
           std::vector<int32_t> ids = tok->encode(p.get<std::string>());
-          if (static_cast<int64_t>(ids.size()) > a->prompt_tokens)
-            ids.resize(static_cast<size_t>(a->prompt_tokens));
+          const int64_t len = prompt_lens[prompts.size()];
+          if (static_cast<int64_t>(ids.size()) > len) ids.resize(static_cast<size_t>(len));
           prompts.push_back(ids);
         } else {
           prompts.push_back(p.get<std::vector<int32_t>>());
@@ -365,7 +385,7 @@ Runner add_bench_offline(CLI::App& app) {
       Rng rng(1);
       for (int64_t i = 0; i < a->num_prompts; ++i) {
         std::vector<int32_t> p;
-        for (int64_t t = 0; t < a->prompt_tokens; ++t)
+        for (int64_t t = 0; t < prompt_lens[static_cast<size_t>(i)]; ++t)
           p.push_back(static_cast<int32_t>(rng.next_u64() %
                                            static_cast<uint64_t>(model->config().vocab_size)));
         prompts.push_back(p);
@@ -457,11 +477,19 @@ Runner add_bench_offline(CLI::App& app) {
     if (!a->token_map.empty() && !spec_runs.empty())
       std::printf("draft vocabulary: %zu of %lld tokens (%s)\n", draft_ids.size(),
                   static_cast<long long>(model->config().vocab_size), a->token_map.c_str());
-    std::printf("model %s on %s: %zu prompts, %lld new tokens each, greedy%s\n",
+    std::string lengths = fmt::format("{} new tokens each", a->max_new);
+    if (a->range_ratio < 1) {
+      int64_t lo = a->max_new, total = 0;
+      for (size_t i = 0; i < prompts.size(); ++i)
+        lo = std::min(lo, max_new[i]), total += max_new[i];
+      lengths = fmt::format("{}-{} new tokens ({} in all; --random-range-ratio {})", lo, a->max_new,
+                            total, a->range_ratio);
+    }
+    std::printf("model %s on %s: %zu prompts, %s, greedy%s\n",
                 a->load_format == "dummy"
                     ? ("dummy " + (a->preset.empty() ? dir : a->preset)).c_str()
                     : dir.c_str(),
-                model->device().str().c_str(), prompts.size(), static_cast<long long>(a->max_new),
+                model->device().str().c_str(), prompts.size(), lengths.c_str(),
                 constrained_by.empty() ? "" : (", constrained by a " + constrained_by).c_str());
     if (a->repeat > 1)
       std::printf("each row: the median of %lld interleaved runs by tok/s\n",
@@ -491,10 +519,10 @@ Runner add_bench_offline(CLI::App& app) {
       std::vector<std::vector<RunStats>> runs(first_spec + spec_runs.size());
       for (int64_t rep = 0; rep < a->repeat; ++rep) {
         if (!a->no_plain)
-          runs[0].push_back(run(model, plain, prompts, a->max_new, c, !a->no_warmup, constraint));
+          runs[0].push_back(run(model, plain, prompts, max_new, c, !a->no_warmup, constraint));
         for (size_t r = 0; r < spec_runs.size(); ++r)
           runs[first_spec + r].push_back(
-              run(model, spec_runs[r].opt, prompts, a->max_new, c, !a->no_warmup, constraint));
+              run(model, spec_runs[r].opt, prompts, max_new, c, !a->no_warmup, constraint));
       }
       RunStats p;
       if (!a->no_plain) {

@@ -248,6 +248,21 @@ else
   fail "bench-offline --repeat: $(tail -3 "$work/bench-repeat.log")"
 fi
 
+# bench-offline --random-range-ratio: requests of different lengths (drawn once, 4-16 new
+# tokens here: 59 in all for these 6, seed 1), MTP still identical to plain decoding; a ratio
+# outside [0, 1] is refused.
+if timeout 300 "$bin" bench-offline --num-prompts 6 --max-new-tokens 16 --concurrency 2 \
+  --speculative-num-steps 2 --random-range-ratio 0.25 >"$work/bench-range.log" 2>&1 &&
+  grep -q "6 prompts, 4-16 new tokens (59 in all; --random-range-ratio 0.25)" "$work/bench-range.log" &&
+  grep -qE "^2 +MTP S=2 .*outputs identical" "$work/bench-range.log" &&
+  ! "$bin" bench-offline --num-prompts 1 --max-new-tokens 4 --speculative-num-steps 0 \
+    --random-range-ratio 1.5 >"$work/bench-range-bad.log" 2>&1 &&
+  grep -q "must be in \[0, 1\]" "$work/bench-range-bad.log"; then
+  pass "bench-offline --random-range-ratio draws each request's lengths"
+else
+  fail "bench-offline --random-range-ratio: $(tail -3 "$work/bench-range.log")"
+fi
+
 # --- the main server --------------------------------------------------------------------------
 # main_suite LABEL FLAGS...: every route, client and failure check against one server. It runs
 # twice: on one rank, and split over ranks (tensor + expert parallelism, one process per rank).
