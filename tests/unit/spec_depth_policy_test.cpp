@@ -513,17 +513,18 @@ struct DrainSim {
   }
 };
 
-// The best fixed depth over the timed pass (after an untimed one) of 64 requests of 32 tokens, as
-// bench-offline finds it: each depth pinned on its own fresh policy and simulation.
-double best_fixed_pass(const std::function<DrainSim()>& make, int64_t concurrency, int64_t* best) {
+// The best fixed depth over the timed pass (after an untimed one) of 64 requests of `tokens`
+// tokens, as bench-offline finds it: each depth pinned on its own fresh policy and simulation.
+double best_fixed_pass(const std::function<DrainSim()>& make, int64_t concurrency, int64_t* best,
+                       int64_t tokens = 32) {
   double best_rate = 0;
   for (int64_t d = 0; d <= 5; ++d) {
     SpecDepthOptions o = opts(5, d);
     o.adaptive = false;
     SpecDepthPolicy pinned(o);
     DrainSim sim = make();
-    sim.pass(pinned, 64, 32, concurrency);
-    const double r = sim.pass(pinned, 64, 32, concurrency);
+    sim.pass(pinned, 64, tokens, concurrency);
+    const double r = sim.pass(pinned, 64, tokens, concurrency);
     if (r > best_rate) best_rate = r, *best = d;
   }
   return best_rate;
@@ -589,24 +590,11 @@ DrainSim austen_h200(double us_per_token) {
   return sim;
 }
 
-double best_fixed_austen(double us_per_token, int64_t* best) {
-  double best_rate = 0;
-  for (int64_t d = 0; d <= 5; ++d) {
-    SpecDepthOptions o = opts(5, d);
-    o.adaptive = false;
-    SpecDepthPolicy pinned(o);
-    DrainSim sim = austen_h200(us_per_token);
-    sim.pass(pinned, 64, 96, 1);
-    const double r = sim.pass(pinned, 64, 96, 1);
-    if (r > best_rate) best_rate = r, *best = d;
-  }
-  return best_rate;
-}
-
 TEST(SpecDepthPolicy, AOneOffCostOfTheFirstCatchUpDoesNotStopSpeculating) {
   for (double us_per_token : {3.0, 10.0}) {
     int64_t best = -1;
-    const double best_fixed = best_fixed_austen(us_per_token, &best);
+    const double best_fixed =
+        best_fixed_pass([&] { return austen_h200(us_per_token); }, 1, &best, 96);
     ASSERT_GT(best, 0);
     // untimed_reads 1: the first read is not counted. 0: it is, and only the periodic forced
     // catch-up (after 4 x explore_every steps without speculating) measures the read again.
@@ -644,17 +632,8 @@ TEST(SpecDepthPolicy, TheCatchUpAfterPlainStepsIsNotACostOfTheDepth) {
     sim.catch_up_us_per_token = 20.0;
     return sim;
   };
-  double best_rate = 0;
   int64_t best = -1;
-  for (int64_t d = 0; d <= 5; ++d) {
-    SpecDepthOptions o = opts(5, d);
-    o.adaptive = false;
-    SpecDepthPolicy pinned(o);
-    DrainSim sim = make();
-    sim.pass(pinned, 64, 96, 1);
-    const double r = sim.pass(pinned, 64, 96, 1);
-    if (r > best_rate) best_rate = r, best = d;
-  }
+  const double best_rate = best_fixed_pass(make, 1, &best, 96);
   ASSERT_GT(best, 0);
   SpecDepthPolicy p(opts(5, 3));
   DrainSim sim = make();
@@ -694,17 +673,8 @@ TEST(SpecDepthPolicy, SlowerAveragesKeepSpeculatingThroughHardAnswers) {
     sim.catch_up_us_per_token = 20.0;
     return sim;
   };
-  double best_rate = 0;
   int64_t best = -1;
-  for (int64_t d = 0; d <= 5; ++d) {
-    SpecDepthOptions o = opts(5, d);
-    o.adaptive = false;
-    SpecDepthPolicy pinned(o);
-    DrainSim sim = make();
-    sim.pass(pinned, 64, 96, 1);
-    const double r = sim.pass(pinned, 64, 96, 1);
-    if (r > best_rate) best_rate = r, best = d;
-  }
+  const double best_rate = best_fixed_pass(make, 1, &best, 96);
   ASSERT_GT(best, 0);
   // Over several seeds: the freeze is a matter of when a hard answer comes.
   double sum = 0, worst = 1;
