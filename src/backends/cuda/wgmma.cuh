@@ -229,6 +229,7 @@ __device__ __forceinline__ void wgmma_rs_tn(float (&d)[N / 2], const uint32_t (&
     TD_WGMMA_SS_K(kt, tail, 128, TD_WGMMA_R64, 64, 65, 66, TD_WGMMA_ACC64(d));
 #define TD_BF16_KT "k16.f32.bf16.bf16"
 #define TD_BF16_TAIL ", 1, 1, 0, 0"
+#define TD_BF16_TAIL_TN ", 1, 1, 0, 1"  // B N-major (transposed on the fly)
 
 // d[64 x N] (+)= A[64 x 16] . B[N x 16]^T, both K-major in shared memory, N = 16, 32, .., 256:
 // Q K^T over a 64-key tile (N = 64), and a weight tile as A against a token tile of N rows as B
@@ -289,35 +290,8 @@ __device__ __forceinline__ void wgmma_kmajor64_product(float (&d)[32], uint64_t 
   wgmma_fence_operands(d);
 }
 
-#undef TD_WGMMA_SS_K
-#undef TD_WGMMA_SS_UPTO128
-#undef TD_BF16_KT
-#undef TD_BF16_TAIL
-
 // d[64 x N] (+)= A[64 x 16] (shared memory, K-major) . B[16 x N] (shared memory, N-major:
 // transposed on the fly), N = 16, 32, 64, 128, 256: P V with P from a shared tile.
-__device__ __forceinline__ void wgmma_m64n16k16_ss_tn(float (&d)[8], uint64_t da, uint64_t db,
-                                                      int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {" TD_WGMMA_R8
-      "}, "
-      "%8, %9, p, 1, 1, 0, 1;\n}\n"
-      : TD_WGMMA_ACC8(d, 0)
-      : "l"(da), "l"(db), "r"(accumulate));
-}
-
-__device__ __forceinline__ void wgmma_m64n32k16_ss_tn(float (&d)[16], uint64_t da, uint64_t db,
-                                                      int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {" TD_WGMMA_R16
-      "}, "
-      "%16, %17, p, 1, 1, 0, 1;\n}\n"
-      : TD_WGMMA_ACC8(d, 0), TD_WGMMA_ACC8(d, 8)
-      : "l"(da), "l"(db), "r"(accumulate));
-}
-
 __device__ __forceinline__ void wgmma_m64n64k16_ss_tn(float (&d)[32], uint64_t da, uint64_t db,
                                                       int accumulate) {
   asm volatile(
@@ -361,10 +335,17 @@ __device__ __forceinline__ void wgmma_ss_tn(float (&d)[N / 2], uint64_t da, uint
   else if constexpr (N == 64)
     wgmma_m64n64k16_ss_tn(d, da, db, accumulate);
   else if constexpr (N == 32)
-    wgmma_m64n32k16_ss_tn(d, da, db, accumulate);
+    TD_WGMMA_SS_K(TD_BF16_KT, TD_BF16_TAIL_TN, 32, TD_WGMMA_R16, 16, 17, 18, TD_WGMMA_ACC8(d, 0),
+                  TD_WGMMA_ACC8(d, 8));
   else
-    wgmma_m64n16k16_ss_tn(d, da, db, accumulate);
+    TD_WGMMA_SS_K(TD_BF16_KT, TD_BF16_TAIL_TN, 16, TD_WGMMA_R8, 8, 9, 10, TD_WGMMA_ACC8(d, 0));
 }
+
+#undef TD_WGMMA_SS_K
+#undef TD_WGMMA_SS_UPTO128
+#undef TD_BF16_KT
+#undef TD_BF16_TAIL
+#undef TD_BF16_TAIL_TN
 
 #undef TD_WGMMA_ACC8
 #undef TD_WGMMA_ACC32
