@@ -108,7 +108,7 @@ if [ "${TIMELINE:-1}" = "1" ]; then
         --profile-step $L $B --profile-ctx 8192
       # The chain's values kernel on fewer value columns a block (more blocks a token; the same
       # bits, CudaOps.MlaDecodeChainGivesTheOneBlockBits).
-      for VC in ${TIMELINE_VALUE_COLS-32 16}; do
+      for VC in ${TIMELINE_VALUE_COLS-64}; do
         step timeline_${N}det_v${VC}_b$B "${TIMELINE_TIMEOUT:-120}" env TANDEM_MLA_CHAIN_VALUE_COLS=$VC \
           "$CARRY/kernel_bench" --deterministic --timeline --profile-step $L $B --profile-ctx 8192
       done

@@ -349,6 +349,7 @@ TEST_F(CudaOps, MlaDecodeChainGivesTheOneBlockBits) {
       const std::string what = "T=" + std::to_string(T) + " len0=" + std::to_string(c.lens[0]) +
                                (K ? " top-" + std::to_string(K) : std::string(" dense"));
       b->set_mla_chain(1);
+      b->set_mla_chain_value_cols(64);
       const Tensor chain = ops::mla_decode(gpu_ws_, q.gpu, pool.gpu, m.gpu, topk.gpu, scale, Lc);
       for (int cols : {32, 16}) {
         b->set_mla_chain_value_cols(cols);
@@ -357,7 +358,7 @@ TEST_F(CudaOps, MlaDecodeChainGivesTheOneBlockBits) {
         EXPECT_EQ(bad, -1) << what << ": the chain on " << cols << " value columns a block, row "
                            << bad << " differs from 64";
       }
-      b->set_mla_chain_value_cols(64);
+      b->set_mla_chain_value_cols(0);  // automatic again
       b->set_mla_chain(0);
       for (int parts : {1, 0}) {
         b->set_mla_column_parts(parts);

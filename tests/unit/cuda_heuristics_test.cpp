@@ -125,11 +125,24 @@ TEST(CudaHeuristics, ForcedMlaColumnPartsAreOneTwoOrFour) {
 }
 
 TEST(CudaHeuristics, ChainValueColumnsAreSixtyFourThirtyTwoOrSixteen) {
-  EXPECT_EQ(heuristics::Switches{}.mla_chain_value_cols, 64);
+  EXPECT_EQ(heuristics::Switches{}.mla_chain_value_cols, 0);  // automatic
+  EXPECT_EQ(heuristics::chain_value_cols(64), 64);
   EXPECT_EQ(heuristics::chain_value_cols(32), 32);
   EXPECT_EQ(heuristics::chain_value_cols(16), 16);
-  EXPECT_EQ(heuristics::chain_value_cols(8), 64);  // not a kernel's: the default
-  EXPECT_EQ(heuristics::chain_value_cols(0), 64);
+  EXPECT_EQ(heuristics::chain_value_cols(8), 0);  // not a kernel's: automatic
+}
+
+TEST(CudaHeuristics, ChainValueColumnsNarrowWhileTheTokensLeaveSmsIdle) {
+  // 132 SMs: 16 columns (32 blocks a token) up to 4 tokens, 32 (16 a token) up to 8, then 64.
+  EXPECT_EQ(heuristics::chain_value_cols_for(0, 1, 132), 16);
+  EXPECT_EQ(heuristics::chain_value_cols_for(0, 4, 132), 16);
+  EXPECT_EQ(heuristics::chain_value_cols_for(0, 5, 132), 32);
+  EXPECT_EQ(heuristics::chain_value_cols_for(0, 8, 132), 32);
+  EXPECT_EQ(heuristics::chain_value_cols_for(0, 9, 132), 64);
+  EXPECT_EQ(heuristics::chain_value_cols_for(0, 32, 132), 64);
+  // A forced width wins at every token count.
+  EXPECT_EQ(heuristics::chain_value_cols_for(64, 1, 132), 64);
+  EXPECT_EQ(heuristics::chain_value_cols_for(16, 32, 132), 16);
 }
 
 TEST(CudaHeuristics, MoeRowGroupsFollowTheRowsPerExpert) {

@@ -88,7 +88,8 @@ class CudaBackend final : public Backend {
   // Column parts of the wgmma kernel (1, 2, 4; 0: the plan's choice, which is 1 outside
   // deterministic mode). TANDEM_MLA_COLUMN_PARTS sets the starting value.
   void set_mla_column_parts(int parts) { mla_column_parts_ = parts; }
-  // The chain's values kernel's columns per block (TANDEM_MLA_CHAIN_VALUE_COLS; the same bits).
+  // The chain's values kernel's columns per block (TANDEM_MLA_CHAIN_VALUE_COLS; the same bits;
+  // 0: by the number of tokens).
   void set_mla_chain_value_cols(int cols) {
     mla_chain_value_cols_ = heuristics::chain_value_cols(cols);
   }
@@ -247,7 +248,7 @@ class CudaBackend final : public Backend {
   int mla_wide_mode_ = -1;    // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
   bool mla_wgmma_ = true;     // TANDEM_MLA_WGMMA
   int mla_column_parts_ = 0;  // TANDEM_MLA_COLUMN_PARTS: 1 / 2 / 4 forced, else the plan's choice
-  int mla_chain_value_cols_ = 64;  // TANDEM_MLA_CHAIN_VALUE_COLS
+  int mla_chain_value_cols_ = 0;  // TANDEM_MLA_CHAIN_VALUE_COLS (0: by the number of tokens)
   int mla_chain_mode_ = -1;        // TANDEM_MLA_CHAIN: -1 the plan's, 0 never, 1 wherever it fits
   int moe_row_groups_ = 0;         // TANDEM_MOE_ROW_GROUPS: 0 automatic, 1 / 4 forced
   int quant_ring_ = 0;             // TANDEM_QUANT_RING: 0 per format, 2 / 23 / 24 forced

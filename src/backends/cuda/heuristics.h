@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 namespace tandem::cuda {
 
@@ -54,8 +55,9 @@ struct Switches {
   int mla_wide_mode = -1;         // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
   int mla_chain_mode = -1;        // TANDEM_MLA_CHAIN: -1 automatic, 0 off, 1 on (where it applies)
   // The chain's values kernel: value columns per block, 64 (8 blocks a token), 32 or 16 (the same
-  // bits; more blocks for a batch-1 token's sequential pass over its key blocks).
-  int mla_chain_value_cols = 64;   // TANDEM_MLA_CHAIN_VALUE_COLS: 64, 32 or 16
+  // bits; more blocks for a batch-1 token's sequential pass over its key blocks); 0: by the
+  // number of tokens (chain_value_cols_for).
+  int mla_chain_value_cols = 0;    // TANDEM_MLA_CHAIN_VALUE_COLS: 64, 32 or 16 forced
   bool mla_wgmma = true;           // TANDEM_MLA_WGMMA=0: the 64-head kernel on mma.sync
   int expert_streams = 4;          // TANDEM_EXPERT_STREAMS: 1-4 (moe_experts' host path)
   bool moe_grouped = true;         // TANDEM_MOE_GROUPED=0: per-expert GEMMs on that path
@@ -71,9 +73,22 @@ struct Switches {
   bool fp8_wgmma_small_box = true;  // TANDEM_FP8_WGMMA_SMALL_BOX=0: token boxes of 64 rows
 };
 Switches read_switches();
-// A requested value-column count of the chain's values kernel: 16, 32 or 64 as given, else 64.
+// A requested value-column count of the chain's values kernel: 16, 32 or 64 as given, else 0
+// (automatic).
 inline int chain_value_cols(int requested) {
-  return requested == 16 || requested == 32 ? requested : 64;
+  return requested == 16 || requested == 32 || requested == 64 ? requested : 0;
+}
+// The values kernel's columns per block for `tokens` query tokens: a forced width, else the
+// narrowest whose blocks (tokens x 512 / width) still fit one per SM, else 64. Each block walks
+// its token's key blocks in order, so a few tokens are latency-bound on few SMs and narrower
+// blocks spread them; every block rereads its key block's 64 x 64 probabilities, so once the
+// SMs are full the narrow widths only add traffic. H100, 8k context, session 33: batch 1
+// 16.8 / 13.7 / 11.9 us at 64 / 32 / 16 columns, batch 32 36.0 / 45.5 / 57.4 us.
+inline int chain_value_cols_for(int requested, int64_t tokens, int64_t num_sms) {
+  if (requested != 0) return requested;
+  for (int cols : {16, 32})
+    if (tokens * (512 / cols) <= num_sms) return cols;
+  return 64;
 }
 
 // ---- linear / head_matmul ----------------------------------------------------------------------
