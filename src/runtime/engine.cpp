@@ -1,6 +1,7 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <future>
@@ -96,6 +97,9 @@ struct Engine::Impl {
   std::vector<std::promise<bool>> flushes;
   bool stopping = false;
   uint64_t next_id = 1;  // under mu
+
+  // Engine::pin_depth: every decode step's depth, not shown to the policy (-1: the policy's).
+  std::atomic<int64_t> pinned_depth{-1};
 
   LoopClock clock;       // the engine thread's own
   StepTrace trace;       // one line per step when TANDEM_STEP_TRACE names a file
@@ -299,7 +303,8 @@ struct Engine::Impl {
       if (depth_trace) depth_trace->flush();
       return clock.lap(LoopPhase::kSchedule);
     }
-    int64_t lag = 0;  // positions the draft must read before this step can speculate
+    int64_t lag = 0;      // positions the draft must read before this step can speculate
+    bool forced = false;  // pin_depth or depth_override replaced the policy's depth
     if (depth && plan.kind == StepPlan::Kind::kDecode) {
       const int64_t B = static_cast<int64_t>(plan.decode.size());
       int64_t remaining = 0;  // tokens the batch may still generate
@@ -309,9 +314,16 @@ struct Engine::Impl {
       }
       plan.draft_steps = depth->choose(B, lag, remaining);
       depth_trace->choose(B, lag, remaining, plan.draft_steps);
-      if (opt.spec.depth_override)
+      const int64_t chosen = plan.draft_steps, pinned = pinned_depth.load();
+      if (pinned >= 0) {
+        plan.draft_steps = std::min(pinned, geo.draft_steps);
+        forced = true;
+      } else if (opt.spec.depth_override) {
         plan.draft_steps =
-            std::clamp<int64_t>(opt.spec.depth_override(B, plan.draft_steps), 0, geo.draft_steps);
+            std::clamp<int64_t>(opt.spec.depth_override(B, chosen), 0, geo.draft_steps);
+        forced = plan.draft_steps != chosen;
+      }
+      if (forced) depth->overridden(B);
     }
     // With a fixed depth the draft reads every prompt as it is prefilled. With adaptive depth
     // and --speculative-draft-reads-prompts, where the policy speculates at the batch size they
@@ -354,10 +366,13 @@ struct Engine::Impl {
       // work.
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      depth->observe(plan.draft_steps, static_cast<int64_t>(plan.decode.size()), seconds,
-                     stats.accepted, stats.catch_up_seconds, stats.catch_up_tokens);
+      // A forced depth is not the policy's choice: its step would read as a probe the policy
+      // never started (bench-offline's graph warm-up passes pin every depth in turn).
+      if (!forced)
+        depth->observe(plan.draft_steps, static_cast<int64_t>(plan.decode.size()), seconds,
+                       stats.accepted, stats.catch_up_seconds, stats.catch_up_tokens);
       depth_trace->observe(plan.draft_steps, static_cast<int64_t>(plan.decode.size()), seconds,
-                           stats.catch_up_seconds, stats.catch_up_tokens, stats.accepted);
+                           stats.catch_up_seconds, stats.catch_up_tokens, stats.accepted, forced);
       out.count_depth(plan.draft_steps);
       for (const std::string& c : depth->take_changes()) {
         log_info("{}", c);
@@ -382,6 +397,10 @@ void Engine::abort(uint64_t id) {
 }
 bool Engine::flush_cache() {
   return impl_->flush();
+}
+void Engine::pin_depth(int64_t depth) {
+  TD_CHECK(depth < 0 || impl_->depth, "pin_depth({}): this engine does not speculate", depth);
+  impl_->pinned_depth.store(depth < 0 ? -1 : depth);
 }
 EngineMetrics Engine::metrics() const {
   return impl_->out.metrics();

@@ -42,7 +42,8 @@ struct SpeculativeOptions {
   // just before verification (forces full acceptance or full rejection).
   std::function<int32_t(uint64_t request, int64_t position, int32_t draft)> draft_override;
   // Testing aid: the depth of each decode step becomes hook(batch size, the policy's choice),
-  // clamped to [0, max_depth()] (forces schedules through plain steps and catch-ups).
+  // clamped to [0, max_depth()] (forces schedules through plain steps and catch-ups). A step
+  // whose depth the hook changed is not shown to the policy, which did not choose it.
   std::function<int64_t(int64_t batch, int64_t chosen)> depth_override;
   bool enabled() const { return !algorithm.empty(); }
   // The deepest round the engine must be built for (graphs, static buffers, KV headroom).

@@ -371,6 +371,15 @@ void SpecDepthPolicy::observe_prompt_reads(double seconds, int64_t positions) {
   pending_positions_ += positions;
 }
 
+void SpecDepthPolicy::overridden(int64_t batch) {
+  if (!o_.adaptive || batch <= 0) return;
+  ClassState& c = state(batch);
+  if (c.probe_depth < 0) return;
+  c.timing[static_cast<size_t>(c.probe_depth)].probe.clear();
+  c.probe_left = 0;
+  c.probe_depth = -1;
+}
+
 void SpecDepthPolicy::observe(int64_t depth, int64_t batch, double seconds,
                               const std::vector<int64_t>& accepted, double catch_up_seconds,
                               int64_t catch_up_tokens) {

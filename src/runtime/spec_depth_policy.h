@@ -71,6 +71,9 @@ class SpecDepthPolicy {
   void observe(int64_t depth, int64_t batch, double seconds, const std::vector<int64_t>& accepted,
                double catch_up_seconds = 0.0, int64_t catch_up_tokens = 0);
 
+  // The step just chosen for `batch` ran at another depth (the engine's depth_override) and is
+  // not observed: a probe it belonged to starts over when the class next decides.
+  void overridden(int64_t batch);
   // E(depth): expected committed tokens per sequence per step.
   double expected_tokens(int64_t depth) const;
   // Conditional acceptance estimate of draft position j (1-based).

@@ -7,6 +7,7 @@
 //   e <max_depth> <initial_depth> <adaptive 0|1>             an engine starts
 //   c <batch> <lag_tokens> <remaining_tokens> <depth>        choose() and what it returned
 //   o <depth> <batch> <seconds> <catch_up_seconds> <catch_up_tokens> <accepted...>   observe()
+//   f (as o)                                   a step at a depth the override forced, not shown
 //   r <seconds> <positions>                                  observe_prompt_reads()
 //   # <text>                                                 a settled-depth change, as logged
 #pragma once
@@ -28,7 +29,7 @@ class SpecDepthTrace {
   bool on() const { return file_ != nullptr; }
   void choose(int64_t batch, int64_t lag_tokens, int64_t remaining_tokens, int64_t depth);
   void observe(int64_t depth, int64_t batch, double seconds, double catch_up_seconds,
-               int64_t catch_up_tokens, const std::vector<int64_t>& accepted);
+               int64_t catch_up_tokens, const std::vector<int64_t>& accepted, bool forced = false);
   void prompt_reads(double seconds, int64_t positions);
   void change(const std::string& text);
   // Writes out what is buffered (the engine is idle).

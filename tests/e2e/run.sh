@@ -263,6 +263,19 @@ else
   fail "bench-offline --random-range-ratio: $(tail -3 "$work/bench-range.log")"
 fi
 
+# bench-offline --adaptive: before its untimed pass the adaptive engine runs one pass per depth
+# with the depth pinned (so that its timed pass meets no CUDA graph it has not captured), and
+# the policy is shown none of those steps: the trace marks them `f`, one or more at every depth.
+if TANDEM_SPEC_DEPTH_TRACE="$work/adaptive.trace" timeout 300 "$bin" bench-offline --num-prompts 6 \
+  --max-new-tokens 16 --concurrency 2 --speculative-num-steps 2 --adaptive \
+  --random-range-ratio 0.25 >"$work/bench-adaptive.log" 2>&1 &&
+  grep -qE "^2 +MTP adapt .*outputs identical" "$work/bench-adaptive.log" &&
+  [[ $(awk '$1 == "f" { print $2 }' "$work/adaptive.trace" | sort -u | tr -d '\n') == 012345 ]]; then
+  pass "bench-offline --adaptive warms every depth's graphs unseen by the policy"
+else
+  fail "bench-offline --adaptive warm-up: $(tail -3 "$work/bench-adaptive.log")"
+fi
+
 # --- the main server --------------------------------------------------------------------------
 # main_suite LABEL FLAGS...: every route, client and failure check against one server. It runs
 # twice: on one rank, and split over ranks (tensor + expert parallelism, one process per rank).

@@ -694,6 +694,22 @@ TEST(SpecDepthPolicy, SlowerAveragesKeepSpeculatingThroughHardAnswers) {
   EXPECT_GE(worst, 0.95) << "worst of 6 seeds, of depth " << best;
 }
 
+// A step whose depth the engine pinned is not observed: the probe it was part of starts over,
+// so that the probe's estimate is the median of probe_steps steps of its own depth.
+TEST(SpecDepthPolicy, AnOverriddenStepRestartsTheProbe) {
+  SpecDepthPolicy p(opts(5, 3));
+  ASSERT_EQ(p.choose(1), 3);  // a new class measures its starting depth first: a probe
+  p.overridden(1);            // that step ran at another depth
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_EQ(p.choose(1), 3);
+    p.observe(3, 1, 1e-3, {1});
+  }
+  EXPECT_LT(p.step_seconds(3, 1), 0) << "four observed steps of a five-step probe";
+  ASSERT_EQ(p.choose(1), 3);
+  p.observe(3, 1, 1e-3, {1});
+  EXPECT_NEAR(p.step_seconds(3, 1), 1e-3, 1e-9);
+}
+
 // Step costs measured on this CPU with the shipped model at batch 1 (2026-12-05: plain 2.2 ms,
 // depth 3 6.3 ms at an accept length of 2.4: plain decoding 18% ahead) and a stall of three
 // plain steps' time every 150 steps (the host descheduled). With step times as a running average

@@ -249,9 +249,9 @@ class CudaBackend final : public Backend {
   bool mla_wgmma_ = true;     // TANDEM_MLA_WGMMA
   int mla_column_parts_ = 0;  // TANDEM_MLA_COLUMN_PARTS: 1 / 2 / 4 forced, else the plan's choice
   int mla_chain_value_cols_ = 0;  // TANDEM_MLA_CHAIN_VALUE_COLS (0: by the number of tokens)
-  int mla_chain_mode_ = -1;        // TANDEM_MLA_CHAIN: -1 the plan's, 0 never, 1 wherever it fits
-  int moe_row_groups_ = 0;         // TANDEM_MOE_ROW_GROUPS: 0 automatic, 1 / 4 forced
-  int quant_ring_ = 0;             // TANDEM_QUANT_RING: 0 per format, 2 / 23 / 24 forced
+  int mla_chain_mode_ = -1;       // TANDEM_MLA_CHAIN: -1 the plan's, 0 never, 1 wherever it fits
+  int moe_row_groups_ = 0;        // TANDEM_MOE_ROW_GROUPS: 0 automatic, 1 / 4 forced
+  int quant_ring_ = 0;            // TANDEM_QUANT_RING: 0 per format, 2 / 23 / 24 forced
 };
 
 // The backend registered for DeviceType::CUDA (null before init_cuda_backend succeeds).
