@@ -312,18 +312,21 @@ struct Engine::Impl {
         lag += s->draft_lag;
         remaining += std::max<int64_t>(s->req.max_new_tokens - s->generated, 0);
       }
-      plan.draft_steps = depth->choose(B, lag, remaining);
-      depth_trace->choose(B, lag, remaining, plan.draft_steps);
-      const int64_t chosen = plan.draft_steps, pinned = pinned_depth.load();
-      if (pinned >= 0) {
+      // A pinned depth leaves the policy as it was: not asked, not shown (Engine::pin_depth).
+      if (const int64_t pinned = pinned_depth.load(); pinned >= 0) {
         plan.draft_steps = std::min(pinned, geo.draft_steps);
         forced = true;
-      } else if (opt.spec.depth_override) {
-        plan.draft_steps =
-            std::clamp<int64_t>(opt.spec.depth_override(B, chosen), 0, geo.draft_steps);
-        forced = plan.draft_steps != chosen;
+      } else {
+        const int64_t chosen = depth->choose(B, lag, remaining);
+        depth_trace->choose(B, lag, remaining, chosen);
+        plan.draft_steps = chosen;
+        if (opt.spec.depth_override) {
+          plan.draft_steps =
+              std::clamp<int64_t>(opt.spec.depth_override(B, chosen), 0, geo.draft_steps);
+          forced = plan.draft_steps != chosen;
+          if (forced) depth->overridden(B);
+        }
       }
-      if (forced) depth->overridden(B);
     }
     // With a fixed depth the draft reads every prompt as it is prefilled. With adaptive depth
     // and --speculative-draft-reads-prompts, where the policy speculates at the batch size they
