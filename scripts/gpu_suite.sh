@@ -229,6 +229,9 @@ fi
 # median of ADAPT_REPEAT interleaved runs (3: rows measured separately drift by up to 5% on the
 # H200, more than the 2% the goal allows; ADAPT_GLM_REPEAT for the slices, 1). ADAPT_QUANT=fp8
 # runs the slices with FP8 weights (a 7-layer bf16 slice, ~100 GB, does not fit an H100).
+# bench-offline's adaptive rows first run one pass per depth with the depth pinned (graph
+# warm-up, docs/runtime.md "CUDA graphs"): hence ADAPT_TIMEOUT 300 s a step (the 7-layer slice
+# took 175 s without them on the H200).
 if [ "${ADAPTIVE:-1}" = "1" ]; then
   APROMPTS="--prompts tests/data/austen/heldout_prompts_64.json --num-prompts 64"
   # all_identical NAME CONCURRENCY LOG: every MTP row of that concurrency says "outputs identical".
@@ -247,9 +250,9 @@ if [ "${ADAPTIVE:-1}" = "1" ]; then
   # (NAME.replay.txt: step times per class and depth, draft reads, estimates; docs/runtime.md).
   trace() { echo "TANDEM_SPEC_DEPTH_TRACE=$OUTDIR/$1.trace"; }
   if [ "${ADAPT_AUSTEN:-1}" = "1" ]; then
-    step adapt_austen "${ADAPT_TIMEOUT:-200}" env "$(trace adapt_austen)" "$CARRY/tandem" bench-offline --device cuda $APROMPTS \
+    step adapt_austen "${ADAPT_TIMEOUT:-300}" env "$(trace adapt_austen)" "$CARRY/tandem" bench-offline --device cuda $APROMPTS \
       --concurrency 1,8,32,64 --speculative-num-steps 3,1,2,5 --adaptive --repeat "${ADAPT_REPEAT:-3}"
-    step adapt_austen_det "${ADAPT_TIMEOUT:-200}" env "$(trace adapt_austen_det)" "$CARRY/tandem" bench-offline --device cuda $APROMPTS \
+    step adapt_austen_det "${ADAPT_TIMEOUT:-300}" env "$(trace adapt_austen_det)" "$CARRY/tandem" bench-offline --device cuda $APROMPTS \
       --concurrency 1,8,32,64 --speculative-num-steps 3,1,2,5 --adaptive --enable-deterministic-inference \
       --repeat "${ADAPT_REPEAT:-3}"
     for c in 1 8 32 64; do all_identical adaptive-deterministic $c adapt_austen_det; done
@@ -257,14 +260,14 @@ if [ "${ADAPTIVE:-1}" = "1" ]; then
     # plainly decoded requests no longer finish together (docs/runtime.md, "What the step times
     # do not see"); ADAPT_RANGE="" skips it.
     for R in ${ADAPT_RANGE-0.25}; do
-      step adapt_austen_range$R "${ADAPT_TIMEOUT:-200}" env "$(trace adapt_austen_range$R)" "$CARRY/tandem" \
+      step adapt_austen_range$R "${ADAPT_TIMEOUT:-300}" env "$(trace adapt_austen_range$R)" "$CARRY/tandem" \
         bench-offline --device cuda $APROMPTS --concurrency 1,8,32,64 --speculative-num-steps 3,1,2,5 \
         --adaptive --repeat "${ADAPT_REPEAT:-3}" --random-range-ratio $R
     done
   fi
   for NL in ${ADAPT_LAYERS-4}; do
     for A in ${ADAPT_ACCEPT-2.4}; do
-      step adapt_glm52_${NL}_$A${ADAPT_QUANT:+_$ADAPT_QUANT} "${ADAPT_TIMEOUT:-200}" \
+      step adapt_glm52_${NL}_$A${ADAPT_QUANT:+_$ADAPT_QUANT} "${ADAPT_TIMEOUT:-300}" \
         env "$(trace adapt_glm52_${NL}_$A${ADAPT_QUANT:+_$ADAPT_QUANT})" "$CARRY/tandem" bench-offline --device cuda \
         --load-format dummy --preset glm5.2 ${ADAPT_QUANT:+--quantization $ADAPT_QUANT} --num-layers $NL --num-prompts 64 --prompt-tokens 512 \
         --max-new-tokens 32 --concurrency 1,8,32,64 --simulate-accept-length $A \
@@ -304,7 +307,7 @@ fi
 if [ "${DRAFT_VOCAB:-1}" = "1" ]; then
   python3 -c "import json; print(json.dumps(list(range(32768))))" > "$OUTDIR/first32k.json"
   for MAP in "" "--speculative-token-map $OUTDIR/first32k.json"; do
-    step "draft_vocab_glm52${MAP:+_32k}" "${ADAPT_TIMEOUT:-200}" "$CARRY/tandem" bench-offline --device cuda \
+    step "draft_vocab_glm52${MAP:+_32k}" "${ADAPT_TIMEOUT:-300}" "$CARRY/tandem" bench-offline --device cuda \
       --load-format dummy --preset glm5.2 --num-layers 4 --num-prompts 64 --prompt-tokens 512 \
       --max-new-tokens 32 --concurrency 1,8,32,64 --simulate-accept-length 2.4 \
       --speculative-num-steps 3 $MAP
