@@ -5,9 +5,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <thread>
+
+#include <unistd.h>
 
 #include "core/rng.h"
 #include "engine_test_util.h"
@@ -324,6 +328,64 @@ TEST(Spec, ForcedFullAcceptanceAndFullRejection) {
     else
       EXPECT_DOUBLE_EQ(m.avg_spec_accept_length(), 1.0);
   }
+}
+
+// Engine::pin_depth (bench-offline's graph warm-up): while pinned every decode step runs that
+// depth, the output stays plain decoding's, and the policy is neither asked nor shown the steps
+// (the depth trace holds none of them as a choice or an observation, only as `f` lines); -1
+// hands the choice back. An engine that does not speculate refuses a depth.
+TEST(Spec, PinnedDepthRunsEveryStepAndIsHiddenFromThePolicy) {
+  auto model = load_model("models/tandem-austen");
+  auto reqs = prompts(model->config(), 4, 20, 60, 24, 17);
+  std::vector<Result> plain;
+  {
+    Engine e(model, EngineOptions{});
+    plain = run_all(e, reqs);
+    EXPECT_THROW(e.pin_depth(2), Error);
+    e.pin_depth(-1);  // no depth: nothing to refuse
+  }
+  const std::string trace = (std::filesystem::temp_directory_path() /
+                             ("pinned_depth_" + std::to_string(::getpid()) + ".trace"))
+                                .string();
+  std::filesystem::remove(trace);
+  ::setenv("TANDEM_SPEC_DEPTH_TRACE", trace.c_str(), 1);
+  EngineOptions o;
+  o.spec.algorithm = "EAGLE";
+  o.spec.num_steps = 3;
+  o.spec.max_steps = 5;  // adaptive by default
+  {
+    Engine e(model, o);
+    ::unsetenv("TANDEM_SPEC_DEPTH_TRACE");  // read when the engine starts
+    for (int64_t d : {0, 2, 5}) {
+      e.pin_depth(d);
+      const EngineMetrics before = e.metrics();
+      const auto got = run_all(e, reqs);
+      for (size_t i = 0; i < reqs.size(); ++i)
+        EXPECT_EQ(got[i].tokens, plain[i].tokens) << "pinned at " << d << ", request " << i;
+      const EngineMetrics m = e.metrics();
+      uint64_t steps = 0, at_d = 0;
+      for (size_t k = 0; k < m.spec_depth_steps.size(); ++k) {
+        const uint64_t n = m.spec_depth_steps[k] - before.spec_depth_steps.at(k);
+        steps += n;
+        if (static_cast<int64_t>(k) == d) at_d = n;
+      }
+      EXPECT_GT(steps, 0u);
+      EXPECT_EQ(at_d, steps) << "every decode step at the pinned depth " << d;
+    }
+    e.pin_depth(-1);
+    const auto got = run_all(e, reqs);
+    for (size_t i = 0; i < reqs.size(); ++i)
+      EXPECT_EQ(got[i].tokens, plain[i].tokens) << "the policy's depths, request " << i;
+  }
+  // The trace: pinned steps only as `f` lines; the policy's own steps each a `c` and an `o`.
+  std::ifstream in(trace);
+  std::map<char, int64_t> lines;
+  for (std::string l; std::getline(in, l);)
+    if (!l.empty()) ++lines[l[0]];
+  std::filesystem::remove(trace);
+  EXPECT_GT(lines['f'], 0);
+  EXPECT_GT(lines['o'], 0);
+  EXPECT_EQ(lines['c'], lines['o']);
 }
 
 // Adaptive depth forced through a schedule of every depth, plain steps (0) included: greedy and
