@@ -232,6 +232,7 @@ Runner add_bench_offline(CLI::App& app) {
     bool profile_phases = false, loop_phases = false, adaptive = false;
     bool no_plain = false, disable_cuda_graph = false, deterministic = false, no_warmup = false;
     bool weight_only_quant = false, mixed_chunk = false;
+    int64_t prefill_graph_tokens = -1;  // EngineOptions::cuda_graph_max_prefill_tokens
     std::string device = "cpu", load_format = "auto", preset, quantization, loader_extra,
                 kv_cache_dtype = "auto";
     int64_t num_layers = 0, max_total_tokens = 1 << 16, workspace_mb = EngineOptions{}.workspace_mb;
@@ -284,6 +285,9 @@ Runner add_bench_offline(CLI::App& app) {
                "Time the first pass (default: an untimed pass of the same workload first)");
   app.add_option("--device", a->device, "cpu | cuda");
   app.add_flag("--disable-cuda-graph", a->disable_cuda_graph, "Run decode-shaped forwards eagerly");
+  app.add_option("--cuda-graph-max-prefill-tokens", a->prefill_graph_tokens,
+                 "Prefill steps of at most this many padded tokens replay CUDA graphs (0: eager; "
+                 "default 256 on GPUs)");
   app.add_flag("--profile-spec-phases", a->profile_phases,
                "Print the mean ms per speculative round of each phase (draft, verify, accept, "
                "extend); synchronizes the device between phases, which costs some speed");
@@ -452,6 +456,7 @@ Runner add_bench_offline(CLI::App& app) {
     plain.max_total_tokens = a->max_total_tokens;
     plain.page_size = a->device == "cuda" ? 64 : 16;
     plain.disable_cuda_graph = a->disable_cuda_graph;
+    plain.cuda_graph_max_prefill_tokens = a->prefill_graph_tokens;
     plain.workspace_mb = a->workspace_mb;
     plain.deterministic = a->deterministic;
     plain.kv_cache_fp8 = kv_fp8;

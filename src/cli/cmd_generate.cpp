@@ -102,6 +102,8 @@ Runner add_generate(CLI::App& app) {
   app.add_flag("--enable-deterministic-inference", e.enable_deterministic_inference,
                "Batch-invariant kernels (GPU): greedy speculation reproduces plain decoding");
   app.add_flag("--disable-cuda-graph", e.disable_cuda_graph, "Do not capture CUDA graphs");
+  app.add_option("--cuda-graph-max-prefill-tokens", e.cuda_graph_max_prefill_tokens,
+                 "Prefill steps of at most this many padded tokens replay CUDA graphs (0: eager)");
   return [a]() {
     server::ServerArgs args = a->engine;
     if (args.model_path.empty()) args.model_path = default_model_path();

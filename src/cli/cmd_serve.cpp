@@ -66,6 +66,9 @@ Runner add_serve(CLI::App& app) {
   app.add_flag("--trust-remote-code", a->trust_remote_code, "Accepted (no remote code is run)");
   app.add_flag("--disable-radix-cache", a->disable_radix_cache, "Turn the prefix cache off");
   app.add_flag("--disable-cuda-graph", a->disable_cuda_graph, "Do not capture CUDA graphs");
+  app.add_option("--cuda-graph-max-prefill-tokens", a->cuda_graph_max_prefill_tokens,
+                 "Prefill steps of at most this many padded tokens replay CUDA graphs (0: prefill "
+                 "always eager; default 256 on GPUs)");
   app.add_flag("--enable-deterministic-inference", a->enable_deterministic_inference,
                "Batch-invariant kernels for every batch shape (GPU; slower at large batches)");
   app.add_option("--load-format", a->load_format,

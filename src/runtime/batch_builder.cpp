@@ -65,7 +65,7 @@ std::vector<int32_t> FixedLayout::packed() const {
 
 FixedLayout fixed_layout(const std::vector<SequenceChunk>& chunks, int64_t Bb, int64_t q,
                          const std::vector<int64_t>& logit_pos, int64_t max_pages,
-                         int64_t page_size) {
+                         int64_t page_size, bool pad) {
   const int64_t B = static_cast<int64_t>(chunks.size()), T = Bb * q;
   TD_CHECK(B <= Bb, "fixed_layout: {} sequences in a batch of {}", B, Bb);
   FixedLayout l;
@@ -77,18 +77,19 @@ FixedLayout fixed_layout(const std::vector<SequenceChunk>& chunks, int64_t Bb, i
   l.table.assign(Bb * max_pages, 0);
   for (int64_t b = 0; b < B; ++b) {
     const SequenceChunk& ch = chunks[b];
-    TD_CHECK(static_cast<int64_t>(ch.tokens.size()) == q, "fixed_layout: {} tokens, expected {}",
-             ch.tokens.size(), q);
+    const int64_t n = static_cast<int64_t>(ch.tokens.size());
+    TD_CHECK(n == q || (pad && n >= 1 && n < q), "fixed_layout: {} tokens, expected {}", n, q);
     TD_CHECK(static_cast<int64_t>(ch.pages->size()) <= max_pages,
              "sequence holds more pages than the context allows");
     for (int64_t i = 0; i < q; ++i) {
-      const int64_t p = ch.start_pos + i;
-      l.ids[b * q + i] = ch.tokens[i];
+      const bool real = i < n;
+      const int64_t p = ch.start_pos + (real ? i : n - 1);
+      l.ids[b * q + i] = ch.tokens[real ? i : n - 1];
       l.pos[b * q + i] = static_cast<int32_t>(p);
-      l.slots[b * q + i] = slot_of(*ch.pages, p, page_size);
+      l.slots[b * q + i] = real ? slot_of(*ch.pages, p, page_size) : -1;
     }
     std::copy(ch.pages->begin(), ch.pages->end(), l.table.begin() + b * max_pages);
-    l.lens[b] = static_cast<int32_t>(ch.start_pos + q);
+    l.lens[b] = static_cast<int32_t>(ch.start_pos + n);
     if (!logit_pos.empty()) l.rows[b] = static_cast<int32_t>(b * q + logit_pos[b]);
   }
   return l;

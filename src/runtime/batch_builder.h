@@ -39,9 +39,12 @@ struct FixedLayout {
 };
 
 // logit_pos: per chunk, the index (0..q-1) of the token whose logits are wanted, or empty (every
-// token; rows stay 0).
+// token; rows stay 0). pad: a chunk may hold fewer than q tokens (a prompt in a graphed prefill
+// step); the rest of its q are copies of its last token at its last position that write their
+// KV nowhere (slot -1), so its real tokens neither see them nor change; its length is its real
+// one.
 FixedLayout fixed_layout(const std::vector<SequenceChunk>& chunks, int64_t Bb, int64_t q,
                          const std::vector<int64_t>& logit_pos, int64_t max_pages,
-                         int64_t page_size);
+                         int64_t page_size, bool pad = false);
 
 }  // namespace tandem

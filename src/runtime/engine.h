@@ -84,6 +84,8 @@ struct EngineMetrics {
   uint64_t cached_tokens_total = 0;
   uint64_t preemptions_total = 0;
   uint64_t forward_steps_total = 0;
+  // Prefill steps that replayed a graph of their padded shape (cuda_graph_max_prefill_tokens).
+  uint64_t graphed_prefill_steps = 0;
   // Speculative decoding (cumulative since start).
   uint64_t spec_verify_steps = 0;  // per request per round
   uint64_t spec_draft_tokens = 0;

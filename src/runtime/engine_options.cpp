@@ -40,6 +40,10 @@ void EngineOptions::validate(std::vector<std::string>* warnings) {
   if (num_pages < 0) throw InvalidArgument(fmt::format("num_pages must not be negative"));
   if (num_pages == 0) positive("--max-total-tokens", max_total_tokens);
   positive("workspace_mb", workspace_mb);
+  if (cuda_graph_max_prefill_tokens < -1)
+    throw InvalidArgument(fmt::format(
+        "--cuda-graph-max-prefill-tokens must be at least 0 (or -1: the default), got {}",
+        cuda_graph_max_prefill_tokens));
   if (context_length < 0)
     throw InvalidArgument(
         fmt::format("--context-length must not be negative, got {}", context_length));

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
+
 namespace tandem {
 
 // The deepest draft a round may run (S): its captured graphs and static buffers grow with S.
@@ -74,6 +76,19 @@ struct EngineOptions {
   int64_t context_length = 0;   // longest prompt + output; 0: the model's max_position_embeddings
   int64_t workspace_mb = 4096;  // activation arena of one step on GPUs
   bool disable_cuda_graph = false;  // run decode-shaped forwards eagerly on GPUs
+  // Prefill steps whose padded size (sequences rounded up to a batch bucket, times their longest
+  // chunk rounded up to a bucket of the same list: 1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192,
+  // 256, ...) is at most this many tokens run as captured graphs like decode steps (the padding
+  // writes no KV). 0: prefill is always eager; -1: kDefaultPrefillGraphTokens on GPUs, 0 on the
+  // CPU (where static_batches runs the same padded layout eagerly only when this is set).
+  int64_t cuda_graph_max_prefill_tokens = -1;
+  static constexpr int64_t kDefaultPrefillGraphTokens = 256;
+  int64_t prefill_graph_tokens(Device d) const {
+    if (disable_cuda_graph) return 0;
+    return cuda_graph_max_prefill_tokens >= 0 ? cuda_graph_max_prefill_tokens
+           : d.is_cpu()                       ? 0
+                                              : kDefaultPrefillGraphTokens;
+  }
   // --kv-cache-dtype fp8_e4m3: the KV pools hold the FP8 rows of docs/kv-cache.md (656 + 132
   // bytes a token and layer on GLM-5) instead of the compute dtype.
   bool kv_cache_fp8 = false;

@@ -32,8 +32,10 @@ class ModelRunner {
   // Before each step: the workspace starts empty, the backend takes the engine's kernel mode.
   void begin_step();
 
-  // Prefill chunks of any width: the target, then the draft over (h_i, x_{i+1}) pairs.
-  ForwardResult extend(const std::vector<SequenceChunk>& chunks);
+  // Prefill chunks of any width: the target, then the draft over (h_i, x_{i+1}) pairs. A target
+  // prefill of at most EngineOptions::cuda_graph_max_prefill_tokens padded tokens replays a graph.
+  // graphed (optional): set to whether the padded static batch ran.
+  ForwardResult extend(const std::vector<SequenceChunk>& chunks, bool* graphed = nullptr);
   ForwardResult extend_draft(const std::vector<SequenceChunk>& chunks, const Tensor& hidden);
 
   // A forward in which every sequence runs exactly q query tokens. logit_pos: for each sequence
@@ -86,12 +88,28 @@ class ModelRunner {
  private:
   struct StaticBatch;
   int64_t static_max_pages() const;
+  // Row maps of chunks padded to q tokens each: `last` each chunk's last real token (0..q-1),
+  // `packed` the padded row of each real token in build_forward_batch's order, `padded` for each
+  // padded row the packed row it takes its input from (padding repeats its chunk's last).
+  struct PaddedRows {
+    std::vector<int64_t> last;
+    std::vector<int32_t> packed, padded;
+  };
+  static PaddedRows padded_rows(const std::vector<SequenceChunk>& chunks, int64_t q);
+  // The tokens per sequence of a graphed prefill of `chunks` (a bucket), or 0: eager.
+  int64_t graphed_prefill_width(const std::vector<SequenceChunk>& chunks) const;
+  // forward_fixed on the static batch of its shape (graph replay on GPUs); pad: chunks may hold
+  // fewer than q tokens (fixed_layout).
+  ForwardResult run_static(Kind kind, const std::vector<SequenceChunk>& chunks, int64_t q,
+                           const std::vector<int64_t>& logit_pos, const Tensor& hidden,
+                           const Tensor& reuse, bool pad);
   ForwardBatch static_forward_batch(int64_t Bb, int64_t q, bool logit_rows, Tensor* inputs) const;
   std::unique_ptr<StaticBatch> make_draft_loop(int64_t Bb, int64_t K, int64_t S) const;
 
   std::shared_ptr<const Model> model_;
   int64_t page_size_, ctx_len_, S_;
   bool deterministic_;
+  int64_t prefill_graph_tokens_;  // EngineOptions::prefill_graph_tokens for this device
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Workspace> workspace_;  // reset at the start of every step
   std::unique_ptr<GraphRunner> graphs_;   // decode-shaped forwards, captured per shape

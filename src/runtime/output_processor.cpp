@@ -110,6 +110,11 @@ void OutputProcessor::count_step() {
   ++m_.forward_steps_total;
 }
 
+void OutputProcessor::count_graphed_prefill() {
+  std::lock_guard<std::mutex> g(mu_);
+  ++m_.graphed_prefill_steps;
+}
+
 void OutputProcessor::count_round(int64_t draft_steps, int64_t accepted) {
   std::lock_guard<std::mutex> g(mu_);
   m_.spec_verify_steps += 1;

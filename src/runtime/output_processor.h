@@ -30,6 +30,7 @@ class OutputProcessor {
 
   void count_request();
   void count_step();
+  void count_graphed_prefill();  // the step just counted was a prefill replayed as a graph
   // One sequence's verify round: S drafts, `accepted` of them accepted.
   void count_round(int64_t draft_steps, int64_t accepted);
   // A decode step of a speculating engine ran at this depth (0: plain).

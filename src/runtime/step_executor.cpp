@@ -40,8 +40,10 @@ std::pair<int64_t, double> StepExecutor::prefill(const std::vector<ScheduledChun
                       b.start,
                       {b.seq->tokens.begin() + b.start, b.seq->tokens.begin() + b.end},
                       false});
-  ForwardResult r = runner_.extend(chunks);
+  bool graphed = false;
+  ForwardResult r = runner_.extend(chunks, &graphed);
   out_.count_step();
+  if (graphed) out_.count_graphed_prefill();
   std::vector<Sequence*> done;
   std::vector<int64_t> done_rows, hidden_rows;
   int64_t row_end = 0;

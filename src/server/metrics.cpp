@@ -167,6 +167,9 @@ std::string render_prometheus(const EngineMetrics& e, const ServerMetrics& s,
             static_cast<double>(e.preemptions_total));
   w.counter("tandem:forward_steps_total", "Model forward passes of the target.",
             static_cast<double>(e.forward_steps_total));
+  w.counter("tandem:graphed_prefill_steps_total",
+            "Prefill steps that replayed the CUDA graph of their padded shape.",
+            static_cast<double>(e.graphed_prefill_steps));
   w.family("tandem:engine_loop_seconds_total",
            "Wall seconds of the engine thread by phase of its loop (they sum to its lifetime).",
            "counter");

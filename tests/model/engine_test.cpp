@@ -188,7 +188,9 @@ TEST_P(SpecLossless, GreedyOutputIdenticalToPlainDecoding) {
 }
 
 // The GPU path: decode-shaped forwards from padded static batches (captured as CUDA graphs on
-// GPUs) must give exactly the tokens of the dynamic path.
+// GPUs) must give exactly the tokens of the dynamic path; so must prefill steps run as padded
+// static batches (graphed prefill: 11 prompts of 40-100 tokens pad to 16 x 128 in the first
+// step, and later steps prefill one or a few at a time as requests finish).
 TEST(Spec, StaticPaddedBatchesChangeNothing) {
   auto model = load_model("models/tandem-austen");
   auto reqs = prompts(model->config(), 11, 40, 100, 24, 77);  // 11 pads to a bucket of 16
@@ -197,18 +199,60 @@ TEST(Spec, StaticPaddedBatchesChangeNothing) {
     Engine e(model, EngineOptions{});
     ref = run_all(e, reqs);
   }
-  for (int steps : {0, 3, 5}) {  // 0: plain decoding
+  // Speculating, the draft's prompt reads (a fixed depth: with each prefill) and catch-ups
+  // (adaptive depth: before a sequence's first round) take the padded static batches too; at a
+  // fixed depth the drafts, so the accepted counts, must not change either.
+  std::map<int, uint64_t> accepted;  // fixed depth S -> accepted drafts without prefill graphs
+  for (int64_t prefill_graph_tokens : {0, 4096})
+    for (int steps : {0, 3, 5})  // 0: plain decoding
+      for (bool adaptive : {true, false}) {
+        if (steps == 0 && !adaptive) continue;
+        EngineOptions o;
+        o.static_batches = true;
+        o.cuda_graph_max_prefill_tokens = prefill_graph_tokens;
+        o.max_running_requests = 8;  // the last three prefill as others finish
+        if (steps > 0) {
+          o.spec.algorithm = "EAGLE";
+          o.spec.num_steps = steps;
+          o.spec.num_draft_tokens = steps + 1;
+          o.spec.adaptive = adaptive;
+        }
+        Engine e(model, o);
+        const auto got = run_all(e, reqs);
+        for (size_t i = 0; i < reqs.size(); ++i)
+          EXPECT_EQ(got[i].tokens, ref[i].tokens)
+              << "S=" << steps << (adaptive ? " adaptive" : " fixed") << " prefill graphs "
+              << prefill_graph_tokens << " request " << i;
+        const EngineMetrics m = e.metrics();
+        if (prefill_graph_tokens > 0) EXPECT_GT(m.graphed_prefill_steps, 0u);
+        if (steps > 0 && !adaptive) {
+          if (prefill_graph_tokens == 0)
+            accepted[steps] = m.spec_accepted_tokens;
+          else
+            EXPECT_EQ(m.spec_accepted_tokens, accepted[steps]) << "S=" << steps;
+        }
+      }
+}
+
+// Which prefill steps replay graphs: the padded size (batch bucket x token bucket) against the
+// limit; prompt logprobs (every row's logits) stay eager.
+TEST(Spec, GraphedPrefillTakesSmallStepsOnly) {
+  auto model = load_model("models/tandem-austen");
+  auto reqs = prompts(model->config(), 3, 40, 60, 8, 5);
+  std::vector<Result> ref;
+  {
+    Engine e(model, EngineOptions{});
+    ref = run_all(e, reqs);
+  }
+  // 3 prompts of 40-60 tokens in one step: a batch of 4 x 64 tokens = 256.
+  for (int64_t limit : {255, 256}) {
     EngineOptions o;
     o.static_batches = true;
-    if (steps > 0) {
-      o.spec.algorithm = "EAGLE";
-      o.spec.num_steps = steps;
-      o.spec.num_draft_tokens = steps + 1;
-    }
+    o.cuda_graph_max_prefill_tokens = limit;
     Engine e(model, o);
     const auto got = run_all(e, reqs);
-    for (size_t i = 0; i < reqs.size(); ++i)
-      EXPECT_EQ(got[i].tokens, ref[i].tokens) << "S=" << steps << " request " << i;
+    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got[i].tokens, ref[i].tokens) << limit;
+    EXPECT_EQ(e.metrics().graphed_prefill_steps, limit >= 256 ? 1u : 0u) << limit;
   }
 }
 
