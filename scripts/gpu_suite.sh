@@ -112,16 +112,6 @@ if [ "${TIMELINE:-1}" = "1" ]; then
         step timeline_${N}det_v${VC}_b$B "${TIMELINE_TIMEOUT:-120}" env TANDEM_MLA_CHAIN_VALUE_COLS=$VC \
           "$CARRY/kernel_bench" --deterministic --timeline --profile-step $L $B --profile-ctx 8192
       done
-      # Its values kernel with two column parts a block sharing the probabilities' copies.
-      for VG in ${TIMELINE_VALUE_GROUPS-}; do
-        step timeline_${N}det_g${VG}_b$B "${TIMELINE_TIMEOUT:-120}" env TANDEM_MLA_CHAIN_VALUE_GROUPS=$VG \
-          "$CARRY/kernel_bench" --deterministic --timeline --profile-step $L $B --profile-ctx 8192
-      done
-      # Its scores kernel side by side (1) or with key blocks in turn (2, 4, 8, ...; the same bits).
-      for ST in ${TIMELINE_SCORE_TURNS-1}; do
-        step timeline_${N}det_s${ST}_b$B "${TIMELINE_TIMEOUT:-120}" env TANDEM_MLA_CHAIN_SCORE_TURNS=$ST \
-          "$CARRY/kernel_bench" --deterministic --timeline --profile-step $L $B --profile-ctx 8192
-      done
       step timeline_${N}default_b$B "${TIMELINE_TIMEOUT:-120}" "$CARRY/kernel_bench" --timeline \
         --profile-step $L $B --profile-ctx 8192
     done

@@ -145,26 +145,6 @@ TEST(CudaHeuristics, ChainValueColumnsNarrowWhileTheTokensLeaveSmsIdle) {
   EXPECT_EQ(heuristics::chain_value_cols_for(16, 32, 132), 16);
 }
 
-TEST(CudaHeuristics, ChainScoresTakeKeyBlocksInTurnOnceTheSmsAreFullTwice) {
-  EXPECT_EQ(heuristics::Switches{}.mla_chain_score_turns, 0);  // automatic
-  // 132 SMs, 32 key blocks a token (2,048 keys): side by side below 264 token blocks ...
-  EXPECT_EQ(heuristics::chain_score_turns_for(0, 1, 32, 132), 1);
-  EXPECT_EQ(heuristics::chain_score_turns_for(0, 8, 32, 132), 1);
-  // ... then the fewest turns (a power of two) whose blocks fit one per SM.
-  EXPECT_EQ(heuristics::chain_score_turns_for(0, 9, 32, 132), 4);    // 9 x 8 = 72 blocks
-  EXPECT_EQ(heuristics::chain_score_turns_for(0, 16, 32, 132), 4);   // 128
-  EXPECT_EQ(heuristics::chain_score_turns_for(0, 17, 32, 132), 8);   // 17 x 4 = 68
-  EXPECT_EQ(heuristics::chain_score_turns_for(0, 32, 32, 132), 8);   // 128
-  EXPECT_EQ(heuristics::chain_score_turns_for(0, 64, 32, 132), 16);  // 128
-  EXPECT_EQ(heuristics::chain_score_turns_for(0, 64, 5, 132), 4);    // 64 x 2 = 128
-  // Never more turns than a token has blocks, even where that leaves more blocks than SMs.
-  EXPECT_EQ(heuristics::chain_score_turns_for(0, 200, 2, 132), 2);
-  // Forced counts win, clamped to [1, 64].
-  EXPECT_EQ(heuristics::chain_score_turns_for(1, 32, 32, 132), 1);
-  EXPECT_EQ(heuristics::chain_score_turns_for(2, 1, 32, 132), 2);
-  EXPECT_EQ(heuristics::chain_score_turns_for(100, 1, 32, 132), 64);
-}
-
 TEST(CudaHeuristics, MoeRowGroupsFollowTheRowsPerExpert) {
   // Four 16-row groups per pass from 32 rows per expert on average (a 4,096-token GLM-5.2
   // prefill: 128), one below (decode: a handful); forced values win; the bits are the same

@@ -85,53 +85,73 @@ __device__ __forceinline__ int64_t chain_range(const MlaDecodeParams& p, int64_t
 }
 
 // ---- scores ---------------------------------------------------------------------------------
-// One warpgroup (thread wt of 128) copies key block b of token t into the swizzled tile `dst` as
-// the one-block kernel's copier does (8 threads a row, 16 rows a round), records each key's slot,
-// and sets bit `key` of bits[0..1] for each key present. cp.async only: the caller commits.
-__device__ __forceinline__ void chain_copy_keys(const MlaDecodeParams& p, const ChainScratch& cs,
-                                                int t, int b, int64_t pos, int64_t range,
-                                                unsigned char* dst_tile, unsigned int* bits,
-                                                int wt) {
+// grid (T, ceil(blocks / NB)), NB warpgroups: warpgroup w scores block NB y + w. All threads
+// copy Q; each warpgroup copies its block's rows as the one-block kernel's copier does (8
+// threads a row, 16 rows a round) and records each key's slot and presence.
+template <int NB>
+__global__ void __launch_bounds__(kWG* NB, 1) mla_chain_scores_kernel(MlaDecodeParams p) {
+  pdl_wait();
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* qs = align1024(smem_raw);                                       // Q, swizzled
+  unsigned char* ks = qs + kTileBytes;                                           // [NB] key blocks
+  unsigned int* bits_s = reinterpret_cast<unsigned int*>(ks + NB * kTileBytes);  // [NB][2]
+
+  const int t = blockIdx.x, tid = threadIdx.x, wg = tid / kWG, wt = tid % kWG;
+  const int lane = tid & 31, wq = (tid >> 5) & 3, g = lane >> 2, c = lane & 3;
   const int nbm = static_cast<int>(p.chain_blocks);
+  const int b = blockIdx.y * NB + wg;
+  const int64_t pos = p.meta.token_pos[t];
+  const int64_t range = chain_range(p, pos);
+  const ChainScratch cs = chain_scratch(p.chain, p.T * p.chain_blocks);
   const int64_t idx = static_cast<int64_t>(t) * nbm + b;
   const bf16* pool = static_cast<const bf16*>(p.pool);
-  const int kr = wt >> 3, kp = wt & 7;
-  const int32_t* topk_row = p.topk ? p.topk + t * p.topk_k : nullptr;
-  const int32_t* pages_row = p.meta.page_table + p.meta.token_seq[t] * p.meta.max_pages;
-  const int32_t page_size = p.meta.page_size;
-  unsigned char* dst = dst_tile + kr * 128 + ((kp ^ (kr & 7)) << 4);
-#pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    const int key = kr + 16 * r;
-    const int64_t it = static_cast<int64_t>(b) * CB + key;
-    const int32_t kq = it >= range ? -1 : topk_row ? topk_row[it] : static_cast<int32_t>(it);
-    const int32_t pg = kq >= 0 && kq <= pos ? pages_row[kq / page_size] : -1;
-    const bool ok = pg >= 0;
-    const int64_t sl = ok ? static_cast<int64_t>(pg) * page_size + kq % page_size : 0;
-    const bf16* src = pool + sl * CL + (ok ? kp * 8 : 0);
-    const int step = ok ? 64 : 0;
-#pragma unroll
-    for (int a = 0; a < kCAtoms; ++a)
-      cp_async16(dst + r * 16 * 128 + a * (CB * 128), src + a * step, ok);
-    if (kp == 0) {
-      cs.slot[idx * CB + key] = ok ? static_cast<int32_t>(sl) : -1;
-      if (ok) atomicOr(&bits[key >> 5], 1u << (key & 31));
+
+  if (tid < 2 * NB) bits_s[tid] = 0u;
+  __syncthreads();
+  {  // Q [64 heads, 576]
+    const bf16* src = static_cast<const bf16*>(p.q) + t * p.q_s0;
+    for (int i = tid; i < CH * kCPieces; i += kWG * NB) {
+      const int h = i / kCPieces, v = i % kCPieces;
+      cp_async16(qs + sw128_offset(CH, h, v), src + h * p.q_s1 + v * 8, true);
     }
   }
-}
+  if (b < nbm) {
+    const int kr = wt >> 3, kp = wt & 7;
+    const int32_t* topk_row = p.topk ? p.topk + t * p.topk_k : nullptr;
+    const int32_t* pages_row = p.meta.page_table + p.meta.token_seq[t] * p.meta.max_pages;
+    const int32_t page_size = p.meta.page_size;
+    unsigned char* dst = ks + wg * kTileBytes + kr * 128 + ((kp ^ (kr & 7)) << 4);
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int key = kr + 16 * r;
+      const int64_t it = static_cast<int64_t>(b) * CB + key;
+      const int32_t kq = it >= range ? -1 : topk_row ? topk_row[it] : static_cast<int32_t>(it);
+      const int32_t pg = kq >= 0 && kq <= pos ? pages_row[kq / page_size] : -1;
+      const bool ok = pg >= 0;
+      const int64_t sl = ok ? static_cast<int64_t>(pg) * page_size + kq % page_size : 0;
+      const bf16* src = pool + sl * CL + (ok ? kp * 8 : 0);
+      const int step = ok ? 64 : 0;
+#pragma unroll
+      for (int a = 0; a < kCAtoms; ++a)
+        cp_async16(dst + r * 16 * 128 + a * (CB * 128), src + a * step, ok);
+      if (kp == 0) {
+        cs.slot[idx * CB + key] = ok ? static_cast<int32_t>(sl) : -1;
+        if (ok) atomicOr(&bits_s[2 * wg + (key >> 5)], 1u << (key & 31));
+      }
+    }
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  fence_proxy_async_smem();
+  __syncthreads();
+  if (b >= nbm) return;
 
-// One warpgroup scores the landed key tile of block idx against Q: S_b (the one-block kernel's
-// 36 m64n64k16, masked by the key bits lo / hi, in log2 units), its row maxima and the key flag,
-// into the scratch.
-__device__ __forceinline__ void chain_score_block(const ChainScratch& cs, int64_t idx,
-                                                  const unsigned char* qs,
-                                                  const unsigned char* ktile, uint32_t lo,
-                                                  uint32_t hi, float scale2, int wt) {
-  const int lane = wt & 31, wq = wt >> 5, g = lane >> 2, c = lane & 3;
+  const uint32_t lo = bits_s[2 * wg], hi = bits_s[2 * wg + 1];
   if (wt == 0) cs.has_key[idx] = (lo | hi) != 0u;
+  const float scale2 = p.scale * 1.4426950408889634f;  // scores in log2 units
   float sacc[32];  // sacc[4 j + e]: key 8 j + 2c + (e & 1), head r0 (e < 2) or r1
   const uint64_t q_desc = wgmma_desc(qs, 16, 1024);
-  const uint64_t k_desc = wgmma_desc(ktile, 16, 1024);
+  const uint64_t k_desc = wgmma_desc(ks + wg * kTileBytes, 16, 1024);
   wgmma_kmajor64_product<CL / 16>(sacc, q_desc, k_desc);
   float mloc[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -158,93 +178,6 @@ __device__ __forceinline__ void chain_score_block(const ChainScratch& cs, int64_
     const int r0 = 16 * wq + g;
     cs.m[idx * CH + r0] = mloc[0];
     cs.m[idx * CH + r0 + 8] = mloc[1];
-  }
-}
-
-// Q [64 heads, 576] of token t into the swizzled tile qs, by `threads` threads. cp.async only.
-__device__ __forceinline__ void chain_copy_q(const MlaDecodeParams& p, int t, unsigned char* qs,
-                                             int tid, int threads) {
-  const bf16* src = static_cast<const bf16*>(p.q) + t * p.q_s0;
-  for (int i = tid; i < CH * kCPieces; i += threads) {
-    const int h = i / kCPieces, v = i % kCPieces;
-    cp_async16(qs + sw128_offset(CH, h, v), src + h * p.q_s1 + v * 8, true);
-  }
-}
-
-// grid (T, ceil(blocks / NB)), NB warpgroups side by side: warpgroup w scores block NB y + w.
-// All threads copy Q; each warpgroup copies its own block.
-template <int NB>
-__global__ void __launch_bounds__(kWG* NB, 1) mla_chain_scores_kernel(MlaDecodeParams p) {
-  pdl_wait();
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  unsigned char* qs = align1024(smem_raw);                                       // Q, swizzled
-  unsigned char* ks = qs + kTileBytes;                                           // [NB] key blocks
-  unsigned int* bits_s = reinterpret_cast<unsigned int*>(ks + NB * kTileBytes);  // [NB][2]
-
-  const int t = blockIdx.x, tid = threadIdx.x, wg = tid / kWG, wt = tid % kWG;
-  const int nbm = static_cast<int>(p.chain_blocks);
-  const int b = blockIdx.y * NB + wg;
-  const int64_t pos = p.meta.token_pos[t];
-  const int64_t range = chain_range(p, pos);
-  const ChainScratch cs = chain_scratch(p.chain, p.T * p.chain_blocks);
-
-  if (tid < 2 * NB) bits_s[tid] = 0u;
-  __syncthreads();
-  chain_copy_q(p, t, qs, tid, kWG * NB);
-  if (b < nbm) chain_copy_keys(p, cs, t, b, pos, range, ks + wg * kTileBytes, bits_s + 2 * wg, wt);
-  cp_async_commit();
-  cp_async_wait<0>();
-  fence_proxy_async_smem();
-  __syncthreads();
-  if (b >= nbm) return;
-  const float scale2 = p.scale * 1.4426950408889634f;  // scores in log2 units
-  chain_score_block(cs, static_cast<int64_t>(t) * nbm + b, qs, ks + wg * kTileBytes, bits_s[2 * wg],
-                    bits_s[2 * wg + 1], scale2, wt);
-}
-
-// grid (T, ceil(blocks / turns)), one warpgroup: blocks turns y .. turns y + turns - 1 in turn,
-// Q copied once and the key blocks through two tiles, block i + 1 copied while block i is
-// multiplied and its scores stored. Where many tokens fill the SMs several times over, this reads
-// Q once per `turns` blocks instead of once per one or two (at 32 tokens and 2,048 keys Q was a
-// third of what the side-by-side kernel copied) and keeps copies in flight during the products.
-// The products are the same instructions on the same tiles: the same bits.
-__global__ void __launch_bounds__(kWG, 1) mla_chain_scores_in_turn_kernel(MlaDecodeParams p) {
-  pdl_wait();
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  unsigned char* qs = align1024(smem_raw);                                      // Q, swizzled
-  unsigned char* ks = qs + kTileBytes;                                          // [2] key tiles
-  unsigned int* bits_s = reinterpret_cast<unsigned int*>(ks + 2 * kTileBytes);  // [3][2]
-
-  const int t = blockIdx.x, wt = threadIdx.x;
-  const int nbm = static_cast<int>(p.chain_blocks);
-  const int b0 = blockIdx.y * p.scores_turns;
-  const int n = min(p.scores_turns, nbm - b0);  // blocks of this block (>= 1: the grid's rounding)
-  const int64_t pos = p.meta.token_pos[t];
-  const int64_t range = chain_range(p, pos);
-  const ChainScratch cs = chain_scratch(p.chain, p.T * p.chain_blocks);
-  const float scale2 = p.scale * 1.4426950408889634f;  // scores in log2 units
-
-  // Key bits in three sets, block i's in set i % 3: set (i + 2) % 3 is cleared while block i is
-  // scored (everyone read it as block i - 1's after the barrier before), and first filled by
-  // block i + 2's copy, issued after the barrier that ends block i.
-  if (wt < 6) bits_s[wt] = 0u;
-  __syncthreads();
-  chain_copy_q(p, t, qs, wt, kWG);
-  chain_copy_keys(p, cs, t, b0, pos, range, ks, bits_s, wt);
-  cp_async_commit();
-  for (int i = 0; i < n; ++i) {
-    if (i + 1 < n)
-      chain_copy_keys(p, cs, t, b0 + i + 1, pos, range, ks + ((i + 1) & 1) * kTileBytes,
-                      bits_s + 2 * ((i + 1) % 3), wt);
-    cp_async_commit();   // (an empty group past the last block keeps the wait below uniform)
-    cp_async_wait<1>();  // block i's copies (and Q's) have landed, this thread's
-    fence_proxy_async_smem();
-    __syncthreads();  // everyone's; and their atomicOr of block i's key bits
-    const uint32_t lo = bits_s[2 * (i % 3)], hi = bits_s[2 * (i % 3) + 1];
-    if (wt < 2) bits_s[2 * ((i + 2) % 3) + wt] = 0u;
-    chain_score_block(cs, static_cast<int64_t>(t) * nbm + b0 + i, qs, ks + (i & 1) * kTileBytes, lo,
-                      hi, scale2, wt);
-    __syncthreads();  // block i's tile is read (the wgmmas waited on): block i + 2 may take it
   }
 }
 
@@ -292,28 +225,26 @@ __global__ void __launch_bounds__(kWG) mla_chain_probs_kernel(MlaDecodeParams p)
 }
 
 // ---- values ---------------------------------------------------------------------------------
-// grid (T, 512 / (W NC)), W warpgroups: warpgroup w takes value columns [NC part, NC part + NC),
-// part = W blockIdx.y + w, over the blocks in order, through a ring of kRing stages of (P_b, each
-// warpgroup's NC columns of V_b, c_b and sum_b). NC = 64 (eight column parts a token), 32 or 16
-// (16 or 32: a batch-1 token's values on more SMs; every part still reads all of each P_b, 8 KB,
-// mostly from L2). W = 2 shares each P_b copy between two parts. A column's arithmetic depends
-// neither on N nor on W (MlaDecodeChainGivesTheOneBlockBits runs every NC and W).
-template <int NC, int W>
-__global__ void __launch_bounds__(kWG* W) mla_chain_values_kernel(MlaDecodeParams p) {
-  constexpr int kVBytes = CB * NC * 2;              // one part's value rows: 64 keys x NC columns
+// grid (T, 512 / NC), one warpgroup: value columns [NC part, NC part + NC) over the blocks in
+// order, through a ring of kRing stages of (P_b, V_b's NC columns, c_b and sum_b). NC = 64 (eight
+// blocks a token), 32 or 16 (16 or 32 blocks: a batch-1 token's values on more SMs; every block
+// still reads all of each P_b, 8 KB, mostly from L2). A column's arithmetic does not depend on N
+// (MlaDecodeChainGivesTheOneBlockBits runs every NC).
+template <int NC>
+__global__ void __launch_bounds__(kWG) mla_chain_values_kernel(MlaDecodeParams p) {
+  constexpr int kVBytes = CB * NC * 2;              // one stage's value rows: 64 keys x NC columns
   constexpr int kRowPieces = NC / 8;                // 16-byte pieces of a key's NC columns
   constexpr int kPiecesPerThread = kRowPieces / 2;  // two threads a key
   pdl_wait();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* ps = align1024(smem_raw);                            // [kRing] P tiles
-  unsigned char* vs = ps + kRing * kPTile;                            // [kRing][W] value columns
-  float* css = reinterpret_cast<float*>(vs + kRing * W * kVBytes);    // [kRing][2][64]
+  unsigned char* vs = ps + kRing * kPTile;                            // [kRing] value columns
+  float* css = reinterpret_cast<float*>(vs + kRing * kVBytes);        // [kRing][2][64]
   int32_t* slots = reinterpret_cast<int32_t*>(css + kRing * 2 * CH);  // [blocks][64]
   int32_t* has = slots + p.chain_blocks * CB;                         // [blocks]
 
-  const int t = blockIdx.x, tid = threadIdx.x, wg = tid / kWG, wt = tid % kWG;
-  const int part = W * static_cast<int>(blockIdx.y) + wg;
-  const int lane = wt & 31, wq = wt >> 5, g = lane >> 2, c = lane & 3;
+  const int t = blockIdx.x, part = blockIdx.y, tid = threadIdx.x;
+  const int lane = tid & 31, wq = tid >> 5, g = lane >> 2, c = lane & 3;
   const int r0 = 16 * wq + g, r1 = r0 + 8;
   const int nbm = static_cast<int>(p.chain_blocks);
   const ChainScratch cs = chain_scratch(p.chain, p.T * p.chain_blocks);
@@ -323,23 +254,22 @@ __global__ void __launch_bounds__(kWG* W) mla_chain_values_kernel(MlaDecodeParam
   const bf16* pool = static_cast<const bf16*>(p.pool);
 
   // The token's slot table and key flags, in one round trip.
-  for (int i = tid; i < nb * CB / 4; i += kWG * W)
+  for (int i = tid; i < nb * CB / 4; i += kWG)
     cp_async16(slots + 4 * i, cs.slot + base * CB + 4 * i, true);
-  for (int i = tid; i < nb; i += kWG * W) has[i] = cs.has_key[base + i];
+  for (int i = tid; i < nb; i += kWG) has[i] = cs.has_key[base + i];
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
 
   // Block bi into stage bi % kRing (nothing for a block without a key: it is skipped).
-  const int kr = wt >> 1, kp0 = (wt & 1) * kPiecesPerThread;  // key kr, its pieces from kp0
-  unsigned char* my_vs = vs + wg * kVBytes;  // this warpgroup's columns of each stage
+  const int kr = tid >> 1, kp0 = (tid & 1) * kPiecesPerThread;  // key kr, its pieces from kp0
   const auto issue = [&](int bi) {
     if (bi < nb && has[bi]) {
       const int st = bi % kRing;
       const unsigned char* src_p = cs.p + (base + bi) * kPTile;
 #pragma unroll
-      for (int k = 0; k < 4 / W; ++k) {
-        const int piece = tid + kWG * W * k;
+      for (int k = 0; k < 4; ++k) {
+        const int piece = tid + kWG * k;
         cp_async16(ps + st * kPTile + piece * 16, src_p + piece * 16, true);
       }
       const int32_t sl = slots[bi * CB + kr];
@@ -348,7 +278,7 @@ __global__ void __launch_bounds__(kWG* W) mla_chain_values_kernel(MlaDecodeParam
 #pragma unroll
       for (int k = 0; k < kPiecesPerThread; ++k) {
         const int piece = kp0 + k;
-        cp_async16(my_vs + st * W * kVBytes + kr * (NC * 2) + (nmajor_piece<NC>(kr, piece) << 4),
+        cp_async16(vs + st * kVBytes + kr * (NC * 2) + (nmajor_piece<NC>(kr, piece) << 4),
                    src_v + (ok ? piece * 8 : 0), ok);
       }
       if (tid < 32)
@@ -378,7 +308,7 @@ __global__ void __launch_bounds__(kWG* W) mla_chain_values_kernel(MlaDecodeParam
         o[4 * j + 2] *= c1, o[4 * j + 3] *= c1;
       }
       const uint64_t p_desc = wgmma_desc(ps + st * kPTile, 16, 1024);
-      const uint64_t v_desc = wgmma_desc_nmajor<NC>(my_vs + st * W * kVBytes, kVBytes);
+      const uint64_t v_desc = wgmma_desc_nmajor<NC>(vs + st * kVBytes, kVBytes);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < CB / 16; ++kk)  // 16 key rows of V a k-step: NC * 2 * 16 bytes
@@ -409,19 +339,15 @@ __global__ void __launch_bounds__(kWG* W) mla_chain_values_kernel(MlaDecodeParam
 constexpr size_t scores_smem(int nb) {
   return 1024 + kTileBytes * (1 + nb) + 16 * nb;
 }
-constexpr size_t scores_in_turn_smem() {
-  return 1024 + kTileBytes * 3 + 6 * 4;
-}
-size_t values_smem(int nc, int w, int64_t blocks) {
-  return 1024 + kRing * (kPTile + w * CB * nc * 2 + 2 * CH * 4) +
+size_t values_smem(int nc, int64_t blocks) {
+  return 1024 + kRing * (kPTile + CB * nc * 2 + 2 * CH * 4) +
          static_cast<size_t>(blocks) * (CB + 1) * 4;
 }
-template <int NC, int W>
+template <int NC>
 void launch_values(const MlaDecodeParams& p, cudaStream_t s) {
-  const size_t smem = values_smem(NC, W, p.chain_blocks);
-  opt_in_smem<mla_chain_values_kernel<NC, W>>(smem);
-  launch(mla_chain_values_kernel<NC, W>, dim3(static_cast<unsigned>(p.T), CLC / (NC * W)), kWG * W,
-         smem, s, p);
+  const size_t smem = values_smem(NC, p.chain_blocks);
+  opt_in_smem<mla_chain_values_kernel<NC>>(smem);
+  launch(mla_chain_values_kernel<NC>, dim3(static_cast<unsigned>(p.T), CLC / NC), kWG, smem, s, p);
 }
 
 }  // namespace
@@ -429,11 +355,7 @@ void launch_values(const MlaDecodeParams& p, cudaStream_t s) {
 void mla_decode_chain(const MlaDecodeParams& p, cudaStream_t s) {
   const unsigned T = static_cast<unsigned>(p.T);
   const int64_t nbm = p.chain_blocks;
-  if (p.scores_turns > 1) {
-    opt_in_smem<mla_chain_scores_in_turn_kernel>(scores_in_turn_smem());
-    launch(mla_chain_scores_in_turn_kernel, dim3(T, cdiv(nbm, p.scores_turns)), kWG,
-           scores_in_turn_smem(), s, p);
-  } else if (p.scores_per_block == 2) {
+  if (p.scores_per_block == 2) {
     opt_in_smem<mla_chain_scores_kernel<2>>(scores_smem(2));
     launch(mla_chain_scores_kernel<2>, dim3(T, cdiv(nbm, 2)), 2 * kWG, scores_smem(2), s, p);
   } else {
@@ -442,13 +364,12 @@ void mla_decode_chain(const MlaDecodeParams& p, cudaStream_t s) {
            p);
   }
   launch(mla_chain_probs_kernel, dim3(T, static_cast<unsigned>(nbm)), kWG, 0, s, p);
-  const bool pair = p.chain_value_groups == 2;
   if (p.chain_value_cols == 16)
-    pair ? launch_values<16, 2>(p, s) : launch_values<16, 1>(p, s);
+    launch_values<16>(p, s);
   else if (p.chain_value_cols == 32)
-    pair ? launch_values<32, 2>(p, s) : launch_values<32, 1>(p, s);
+    launch_values<32>(p, s);
   else
-    pair ? launch_values<64, 2>(p, s) : launch_values<64, 1>(p, s);
+    launch_values<64>(p, s);
 }
 
 }  // namespace tandem::cuda::k

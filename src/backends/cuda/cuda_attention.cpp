@@ -69,9 +69,6 @@ void CudaBackend::mla_decode(const Tensor& q, const Tensor& pool, const Attentio
     p.chain = scratch(plan.scratch_bytes);
     p.chain_blocks = plan.chain_blocks;
     p.scores_per_block = plan.scores_per_block;
-    p.chain_value_groups = mla_chain_value_groups_;
-    p.scores_turns =
-        heuristics::chain_score_turns_for(mla_chain_score_turns_, T, plan.chain_blocks, num_sms_);
     p.chain_value_cols = heuristics::chain_value_cols_for(mla_chain_value_cols_, T, num_sms_);
   } else if (plan.num_splits > 1) {
     auto* s = static_cast<float*>(scratch(plan.scratch_bytes));

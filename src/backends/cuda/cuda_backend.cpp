@@ -35,8 +35,6 @@ CudaBackend::CudaBackend() : lt_(std::make_unique<LtGemm>()) {
   mla_wgmma_ = sw.mla_wgmma;
   mla_column_parts_ = sw.mla_column_parts;
   mla_chain_value_cols_ = sw.mla_chain_value_cols;
-  mla_chain_score_turns_ = sw.mla_chain_score_turns;
-  mla_chain_value_groups_ = sw.mla_chain_value_groups;
   mla_chain_mode_ = sw.mla_chain_mode;
   moe_row_groups_ = sw.moe_row_groups;
   quant_ring_ = sw.quant_ring;

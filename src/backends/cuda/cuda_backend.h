@@ -11,7 +11,6 @@
 
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <memory>
 #include <set>
 #include <utility>
@@ -94,12 +93,6 @@ class CudaBackend final : public Backend {
   void set_mla_chain_value_cols(int cols) {
     mla_chain_value_cols_ = heuristics::chain_value_cols(cols);
   }
-  // The chain's scores kernel's key blocks in turn per block (TANDEM_MLA_CHAIN_SCORE_TURNS; the
-  // same bits; 1: the side-by-side kernels; 0: by the token and block counts).
-  void set_mla_chain_score_turns(int turns) { mla_chain_score_turns_ = std::clamp(turns, 0, 64); }
-  // The chain's values kernel's warpgroups per block, 1 or 2 (TANDEM_MLA_CHAIN_VALUE_GROUPS; the
-  // same bits: two share each copy of the probabilities).
-  void set_mla_chain_value_groups(int groups) { mla_chain_value_groups_ = groups == 2 ? 2 : 1; }
   // The chain of kernels that gives the one-block wgmma kernel's bits for few tokens
   // (attention_chain.cu): -1 the plan's choice (deterministic mode, up to
   // heuristics::kMlaChainMaxTokens tokens), 0 never, 1 wherever it fits (in either mode).
@@ -255,12 +248,10 @@ class CudaBackend final : public Backend {
   int mla_wide_mode_ = -1;    // TANDEM_MLA_WIDE: -1 automatic, 0 off, 1 on
   bool mla_wgmma_ = true;     // TANDEM_MLA_WGMMA
   int mla_column_parts_ = 0;  // TANDEM_MLA_COLUMN_PARTS: 1 / 2 / 4 forced, else the plan's choice
-  int mla_chain_value_cols_ = 0;    // TANDEM_MLA_CHAIN_VALUE_COLS (0: by the number of tokens)
-  int mla_chain_score_turns_ = 0;   // TANDEM_MLA_CHAIN_SCORE_TURNS (0: by tokens and blocks)
-  int mla_chain_value_groups_ = 1;  // TANDEM_MLA_CHAIN_VALUE_GROUPS: 1 or 2
-  int mla_chain_mode_ = -1;         // TANDEM_MLA_CHAIN: -1 the plan's, 0 never, 1 wherever it fits
-  int moe_row_groups_ = 0;          // TANDEM_MOE_ROW_GROUPS: 0 automatic, 1 / 4 forced
-  int quant_ring_ = 0;              // TANDEM_QUANT_RING: 0 per format, 2 / 23 / 24 forced
+  int mla_chain_value_cols_ = 0;  // TANDEM_MLA_CHAIN_VALUE_COLS (0: by the number of tokens)
+  int mla_chain_mode_ = -1;       // TANDEM_MLA_CHAIN: -1 the plan's, 0 never, 1 wherever it fits
+  int moe_row_groups_ = 0;        // TANDEM_MOE_ROW_GROUPS: 0 automatic, 1 / 4 forced
+  int quant_ring_ = 0;            // TANDEM_QUANT_RING: 0 per format, 2 / 23 / 24 forced
 };
 
 // The backend registered for DeviceType::CUDA (null before init_cuda_backend succeeds).

@@ -38,10 +38,6 @@ Switches read_switches() {
     s.mla_column_parts = std::atoi(v);
   if (const char* v = std::getenv("TANDEM_MLA_CHAIN_VALUE_COLS"); v && *v)
     s.mla_chain_value_cols = chain_value_cols(std::atoi(v));
-  if (const char* v = std::getenv("TANDEM_MLA_CHAIN_VALUE_GROUPS"); v && *v)
-    s.mla_chain_value_groups = std::atoi(v) == 2 ? 2 : 1;
-  if (const char* v = std::getenv("TANDEM_MLA_CHAIN_SCORE_TURNS"); v && *v)
-    s.mla_chain_score_turns = std::clamp(std::atoi(v), 0, 64);
   if (const char* v = std::getenv("TANDEM_MOE_WGMMA"); v && *v)
     s.moe_wgmma_mode = std::atoi(v) != 0;
   if (const char* v = std::getenv("TANDEM_MOE_FP8_WGMMA"); v && *v)

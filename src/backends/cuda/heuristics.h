@@ -13,7 +13,6 @@
 // results file docs/results/gpu_suite_2026-12-01_c80ff6bcb66a.txt) and docs/cuda-backend.md.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -58,13 +57,7 @@ struct Switches {
   // The chain's values kernel: value columns per block, 64 (8 blocks a token), 32 or 16 (the same
   // bits; more blocks for a batch-1 token's sequential pass over its key blocks); 0: by the
   // number of tokens (chain_value_cols_for).
-  int mla_chain_value_cols = 0;  // TANDEM_MLA_CHAIN_VALUE_COLS: 64, 32 or 16 forced
-  // The chain's scores kernel: key blocks one block copies and scores in turn (the same bits); 1:
-  // one or two side by side, 2-64 forced, 0: by the token and block counts (chain_score_turns_for).
-  int mla_chain_score_turns = 0;  // TANDEM_MLA_CHAIN_SCORE_TURNS
-  // The chain's values kernel: warpgroups per block, each with its own value columns, sharing the
-  // copies of P_b (the same bits). 1 or 2.
-  int mla_chain_value_groups = 1;  // TANDEM_MLA_CHAIN_VALUE_GROUPS
+  int mla_chain_value_cols = 0;    // TANDEM_MLA_CHAIN_VALUE_COLS: 64, 32 or 16 forced
   bool mla_wgmma = true;           // TANDEM_MLA_WGMMA=0: the 64-head kernel on mma.sync
   int expert_streams = 4;          // TANDEM_EXPERT_STREAMS: 1-4 (moe_experts' host path)
   bool moe_grouped = true;         // TANDEM_MOE_GROUPED=0: per-expert GEMMs on that path
@@ -96,21 +89,6 @@ inline int chain_value_cols_for(int requested, int64_t tokens, int64_t num_sms) 
   for (int cols : {16, 32})
     if (tokens * (512 / cols) <= num_sms) return cols;
   return 64;
-}
-// The scores kernel's key blocks in turn per block, for `tokens` query tokens of `blocks` 64-key
-// blocks each: a forced count (clamped to [1, 64]), else 1 (the side-by-side kernels: each block
-// copies Q and scores one or two key blocks) while the tokens' blocks fill the SMs less than twice,
-// else the fewest turns, a power of two, whose blocks fit one per SM. The side-by-side kernel
-// copies Q (as large as a key block) once per two key blocks, with nothing in flight while it
-// multiplies; at 32 tokens x 32 blocks (2,048 keys) it took 47.9 us for 75 MB of keys on the
-// H100, where the chain's other kernels and default mode's whole mla_decode took 48.7 and 61.7.
-inline int chain_score_turns_for(int requested, int64_t tokens, int64_t blocks, int64_t num_sms) {
-  if (requested != 0) return std::clamp(requested, 1, 64);
-  if (tokens * blocks < 2 * num_sms) return 1;
-  int turns = 2;
-  while (turns < 64 && turns < blocks && tokens * ((blocks + turns - 1) / turns) > num_sms)
-    turns *= 2;
-  return turns;
 }
 
 // ---- linear / head_matmul ----------------------------------------------------------------------

@@ -263,10 +263,7 @@ struct MlaDecodeParams {
   void* chain = nullptr;
   int64_t chain_blocks = 0;
   int scores_per_block = 1;
-  int scores_turns = 1;  // > 1: key blocks one scores block copies and scores in turn
-  int chain_value_cols = 64;
-  int chain_value_groups = 1;  // its warpgroups per block (1 or 2), sharing each P_b copy  // value
-                               // columns per block of its values kernel: 64, 32 or 16
+  int chain_value_cols = 64;  // value columns per block of its values kernel: 64, 32 or 16
 };
 constexpr int kMlaHeadsPerBlock = 16;
 constexpr int kMlaKeysPerChunk = 64;
