@@ -61,13 +61,16 @@ void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled)
       ++chosen;
       differ += p.choose(b, lag, remaining) != d;
       if (std::find(batches.begin(), batches.end(), b) == batches.end()) batches.push_back(b);
-    } else if (kind == 'o') {
+    } else if (kind == 'o' || kind == 'p') {  // chosen, or pinned (calibration)
       int64_t d = 0, b = 0, tokens = 0;
       double s = 0, cu = 0;
       in >> d >> b >> s >> cu >> tokens;
       std::vector<int64_t> accepted;
       for (int64_t k; in >> k;) accepted.push_back(k);
-      p.observe(d, b, s, accepted, cu, tokens);
+      if (kind == 'p')
+        p.calibrate(d, b, s, accepted, cu, tokens);
+      else
+        p.observe(d, b, s, accepted, cu, tokens);
       pooled.add_step(d, b, s - cu, accepted);
       if (d >= 0 && d <= e.opt.max_depth) ++recorded[static_cast<size_t>(d)];
       step_s[{SpecDepthPolicy::batch_class(b), d}].push_back(s - cu);
@@ -78,6 +81,8 @@ void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled)
       in >> s >> n;
       p.observe_prompt_reads(s, n);
       if (s > 0) reads.emplace_back(n, s);  // (a fixed-depth engine does not time its reads)
+    } else if (kind == 's') {
+      p.settle();
     } else if (kind == '#') {
       ++changes;
     }

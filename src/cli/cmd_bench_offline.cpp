@@ -125,8 +125,12 @@ RunStats pass(Engine& e, const std::vector<std::vector<int32_t>>& prompts,
 // did not, and pay that shape's capture there (H100, session 33: requests of 24-96 tokens at
 // concurrency 64, 12 steps of 1.3-4.3 ms in a 58 ms pass, the row at 0.55x of plain decoding),
 // where a fixed depth's untimed pass went through all of its shapes. So it first runs one pass
-// per depth with the depth pinned (Engine::pin_depth; the policy is not shown those steps), over
-// the prompts that reach every batch bucket of the real pass: twice the concurrency.
+// per depth with the depth pinned (Engine::pin_depth), over the prompts that reach every batch
+// bucket of the real pass: twice the concurrency. The policy is shown those steps as calibration
+// (SpecDepthPolicy::calibrate) and settles on them when the pin is lifted, so that its classes
+// start where the measurements point instead of probing depths in a pass too short for it (the
+// same concurrency, 64: probes of depths 2-4 at batch 64 left the row at 0.89x of plain decoding
+// with graphed prefill, session 34).
 RunStats run(std::shared_ptr<const Model> model, const EngineOptions& eo,
              const std::vector<std::vector<int32_t>>& prompts, const std::vector<int64_t>& max_new,
              int64_t concurrency, bool warmup, const MakeConstraint& constraint) {

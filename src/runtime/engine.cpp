@@ -100,6 +100,7 @@ struct Engine::Impl {
 
   // Engine::pin_depth: every decode step's depth, not shown to the policy (-1: the policy's).
   std::atomic<int64_t> pinned_depth{-1};
+  bool calibrating = false;  // the last decode step was pinned (the loop thread's own)
 
   LoopClock clock;       // the engine thread's own
   StepTrace trace;       // one line per step when TANDEM_STEP_TRACE names a file
@@ -305,6 +306,7 @@ struct Engine::Impl {
     }
     int64_t lag = 0;      // positions the draft must read before this step can speculate
     bool forced = false;  // pin_depth or depth_override replaced the policy's depth
+    bool pinned = false;  // pin_depth did: a calibration step (SpecDepthPolicy::calibrate)
     if (depth && plan.kind == StepPlan::Kind::kDecode) {
       const int64_t B = static_cast<int64_t>(plan.decode.size());
       int64_t remaining = 0;  // tokens the batch may still generate
@@ -312,11 +314,17 @@ struct Engine::Impl {
         lag += s->draft_lag;
         remaining += std::max<int64_t>(s->req.max_new_tokens - s->generated, 0);
       }
-      // A pinned depth leaves the policy as it was: not asked, not shown (Engine::pin_depth).
-      if (const int64_t pinned = pinned_depth.load(); pinned >= 0) {
-        plan.draft_steps = std::min(pinned, geo.draft_steps);
-        forced = true;
+      // A pinned depth is not asked for; its steps calibrate the policy (Engine::pin_depth),
+      // which settles on what they measured when the pin is lifted.
+      if (const int64_t pin = pinned_depth.load(); pin >= 0) {
+        plan.draft_steps = std::min(pin, geo.draft_steps);
+        forced = pinned = calibrating = true;
       } else {
+        if (calibrating) {
+          calibrating = false;
+          depth->settle();
+          depth_trace->settle();
+        }
         const int64_t chosen = depth->choose(B, lag, remaining);
         depth_trace->choose(B, lag, remaining, chosen);
         plan.draft_steps = chosen;
@@ -370,12 +378,19 @@ struct Engine::Impl {
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       // A forced depth is not the policy's choice: its step would read as a probe the policy
-      // never started (bench-offline's graph warm-up passes pin every depth in turn).
-      if (!forced)
+      // never started. A pinned one is a measurement all the same (bench-offline's warm-up
+      // passes pin every depth in turn): calibration.
+      if (pinned)
+        depth->calibrate(plan.draft_steps, static_cast<int64_t>(plan.decode.size()), seconds,
+                         stats.accepted, stats.catch_up_seconds, stats.catch_up_tokens);
+      else if (!forced)
         depth->observe(plan.draft_steps, static_cast<int64_t>(plan.decode.size()), seconds,
                        stats.accepted, stats.catch_up_seconds, stats.catch_up_tokens);
       depth_trace->observe(plan.draft_steps, static_cast<int64_t>(plan.decode.size()), seconds,
-                           stats.catch_up_seconds, stats.catch_up_tokens, stats.accepted, forced);
+                           stats.catch_up_seconds, stats.catch_up_tokens, stats.accepted,
+                           pinned   ? SpecDepthTrace::Step::kPinned
+                           : forced ? SpecDepthTrace::Step::kForced
+                                    : SpecDepthTrace::Step::kChosen);
       out.count_depth(plan.draft_steps);
       for (const std::string& c : depth->take_changes()) {
         log_info("{}", c);

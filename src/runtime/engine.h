@@ -136,9 +136,11 @@ class Engine {
   void abort(uint64_t id);
   // Drops every prefix-cache entry not in use; false if requests are running.
   bool flush_cache();
-  // Benchmarking aid (bench-offline's graph warm-up): every decode step from now on runs `depth`
-  // drafts (clamped to the deepest the engine was built for), and the adaptive policy is not
-  // shown those steps; -1 gives the choice back to the policy. Only for a speculating engine.
+  // Calibration (bench-offline's warm-up passes): every decode step from now on runs `depth`
+  // drafts (clamped to the deepest the engine was built for), not asked of the adaptive policy
+  // but shown to it as measurements (SpecDepthPolicy::calibrate); -1 gives the choice back to the
+  // policy, which first settles each batch class on what they measured. Only for a speculating
+  // engine.
   void pin_depth(int64_t depth);
 
   EngineMetrics metrics() const;

@@ -383,6 +383,40 @@ void SpecDepthPolicy::overridden(int64_t batch) {
 void SpecDepthPolicy::observe(int64_t depth, int64_t batch, double seconds,
                               const std::vector<int64_t>& accepted, double catch_up_seconds,
                               int64_t catch_up_tokens) {
+  record(depth, batch, seconds, accepted, catch_up_seconds, catch_up_tokens, false);
+}
+
+void SpecDepthPolicy::calibrate(int64_t depth, int64_t batch, double seconds,
+                                const std::vector<int64_t>& accepted, double catch_up_seconds,
+                                int64_t catch_up_tokens) {
+  record(depth, batch, seconds, accepted, catch_up_seconds, catch_up_tokens, true);
+}
+
+void SpecDepthPolicy::settle() {
+  if (!o_.adaptive) return;
+  for (auto& [cls, c] : classes_) {
+    bool any = false;
+    for (const Timing& t : c.timing) any |= t.samples > 0;
+    if (!any) continue;
+    int64_t best = c.depth;
+    double best_rate = class_rate(c, c.depth, cls);
+    for (int64_t x = 0; x <= o_.max_depth; ++x) {
+      const double r = class_rate(c, x, cls);
+      if (r > best_rate) best = x, best_rate = r;
+    }
+    c.last_move = c.steps - o_.min_dwell;  // free to move again at once
+    if (best == c.depth) continue;
+    changes_.push_back(fmt::format(
+        "batch class {}: settles at speculative depth {} (was {}; estimated {:.0f} tokens/s from "
+        "pinned steps)",
+        cls, best, c.depth, best_rate));
+    c.depth = best;
+  }
+}
+
+void SpecDepthPolicy::record(int64_t depth, int64_t batch, double seconds,
+                             const std::vector<int64_t>& accepted, double catch_up_seconds,
+                             int64_t catch_up_tokens, bool pinned) {
   if (depth < 0 || depth > o_.max_depth) return;
   reads_.observe(catch_up_tokens, catch_up_seconds);
   for (int64_t k : accepted)
@@ -424,7 +458,7 @@ void SpecDepthPolicy::observe(int64_t depth, int64_t batch, double seconds,
   if (++t.seen <= o_.untimed_steps) return;  // one-off costs of a new shape
   t.updated = c.steps;
   const size_t window = static_cast<size_t>(o_.time_window);
-  if (c.probe_depth == depth) {
+  if (c.probe_depth == depth && !pinned) {
     // A probe measures afresh: its steps replace what may be stale ones.
     // Counted only when it ends: a depth half way through its first probe has no estimate.
     t.probe.push_back(seconds);

@@ -74,6 +74,18 @@ class SpecDepthPolicy {
   // The step just chosen for `batch` ran at another depth (the engine's depth_override) and is
   // not observed: a probe it belonged to starts over when the class next decides.
   void overridden(int64_t batch);
+  // A decode step at a depth the engine pinned (Engine::pin_depth: calibration passes, such as
+  // bench-offline's per-depth warm-up), not chosen here: a measurement like observe()'s (step
+  // time at that depth, acceptance, draft reads), but never part of a probe, and not one of the
+  // class's own steps. Then settle() once the pin is lifted.
+  void calibrate(int64_t depth, int64_t batch, double seconds, const std::vector<int64_t>& accepted,
+                 double catch_up_seconds = 0.0, int64_t catch_up_tokens = 0);
+  // Every class that has measured depths moves straight to its best estimate (logged), free to
+  // move again at once: what calibration measured decides where each class starts, instead of
+  // each re-measuring it in probes. A batch that drains through many classes in a few dozen steps
+  // cannot afford those (the shipped model at concurrency 64 with answers of 24-96 tokens, H100:
+  // probes of depths 2-4 at batch 64 in the timed pass, 0.89x of plain decoding).
+  void settle();
   // E(depth): expected committed tokens per sequence per step.
   double expected_tokens(int64_t depth) const;
   // Conditional acceptance estimate of draft position j (1-based).
@@ -157,6 +169,9 @@ class SpecDepthPolicy {
   bool worth_read(const ClassState& c, int64_t cls, int64_t depth, int64_t positions,
                   int64_t remaining_tokens, bool cheap_ok) const;
   void start_probe(ClassState& c, int64_t depth);
+  // observe() and calibrate(): pinned steps are never part of a probe.
+  void record(int64_t depth, int64_t batch, double seconds, const std::vector<int64_t>& accepted,
+              double catch_up_seconds, int64_t catch_up_tokens, bool pinned);
 
   SpecDepthOptions o_;
   std::vector<std::pair<int64_t, ClassState>> classes_;  // by class, in first-seen order

@@ -29,15 +29,20 @@ void SpecDepthTrace::choose(int64_t batch, int64_t lag_tokens, int64_t remaining
 
 void SpecDepthTrace::observe(int64_t depth, int64_t batch, double seconds, double catch_up_seconds,
                              int64_t catch_up_tokens, const std::vector<int64_t>& accepted,
-                             bool forced) {
+                             Step step) {
   if (!on()) return;
   // Microsecond-resolution times: the policy's decisions turn on differences of a few percent of
   // steps that take a few hundred microseconds.
-  std::fprintf(file_.get(), "%c %lld %lld %.9f %.9f %lld", forced ? 'f' : 'o',
-               static_cast<long long>(depth), static_cast<long long>(batch), seconds,
-               catch_up_seconds, static_cast<long long>(catch_up_tokens));
+  const char kind = step == Step::kPinned ? 'p' : step == Step::kForced ? 'f' : 'o';
+  std::fprintf(file_.get(), "%c %lld %lld %.9f %.9f %lld", kind, static_cast<long long>(depth),
+               static_cast<long long>(batch), seconds, catch_up_seconds,
+               static_cast<long long>(catch_up_tokens));
   for (int64_t k : accepted) std::fprintf(file_.get(), " %lld", static_cast<long long>(k));
   std::fputc('\n', file_.get());
+}
+
+void SpecDepthTrace::settle() {
+  if (on()) std::fputs("s\n", file_.get());
 }
 
 void SpecDepthTrace::prompt_reads(double seconds, int64_t positions) {

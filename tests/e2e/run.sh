@@ -265,13 +265,15 @@ fi
 
 # bench-offline --adaptive: before its untimed pass the adaptive engine runs one pass per depth
 # with the depth pinned (so that its timed pass meets no CUDA graph it has not captured), and
-# the policy is shown none of those steps: the trace marks them `f`, one or more at every depth.
+# the policy is shown those steps as calibration: the trace marks them `p`, one or more at every
+# depth, and settles (`s`) once before its first choice.
 if TANDEM_SPEC_DEPTH_TRACE="$work/adaptive.trace" timeout 300 "$bin" bench-offline --num-prompts 6 \
   --max-new-tokens 16 --concurrency 2 --speculative-num-steps 2 --adaptive \
   --random-range-ratio 0.25 >"$work/bench-adaptive.log" 2>&1 &&
   grep -qE "^2 +MTP adapt .*outputs identical" "$work/bench-adaptive.log" &&
-  [[ $(awk '$1 == "f" { print $2 }' "$work/adaptive.trace" | sort -u | tr -d '\n') == 012345 ]]; then
-  pass "bench-offline --adaptive warms every depth's graphs unseen by the policy"
+  [[ $(awk '$1 == "p" { print $2 }' "$work/adaptive.trace" | sort -u | tr -d '\n') == 012345 ]] &&
+  [[ $(grep -c '^s$' "$work/adaptive.trace") == 1 ]]; then
+  pass "bench-offline --adaptive warms every depth's graphs and calibrates the policy"
 else
   fail "bench-offline --adaptive warm-up: $(tail -3 "$work/bench-adaptive.log")"
 fi

@@ -375,10 +375,10 @@ TEST(Spec, ForcedFullAcceptanceAndFullRejection) {
 }
 
 // Engine::pin_depth (bench-offline's graph warm-up): while pinned every decode step runs that
-// depth, the output stays plain decoding's, and the policy is neither asked nor shown the steps
-// (the depth trace holds none of them as a choice or an observation, only as `f` lines); -1
-// hands the choice back. An engine that does not speculate refuses a depth.
-TEST(Spec, PinnedDepthRunsEveryStepAndIsHiddenFromThePolicy) {
+// depth, the output stays plain decoding's, and the policy is not asked; it is shown the steps
+// as calibration (`p` lines in the depth trace, never a choice), and settles once when -1 hands
+// the choice back (one `s` line). An engine that does not speculate refuses a depth.
+TEST(Spec, PinnedDepthRunsEveryStepAndCalibratesThePolicy) {
   auto model = load_model("models/tandem-austen");
   auto reqs = prompts(model->config(), 4, 20, 60, 24, 17);
   std::vector<Result> plain;
@@ -421,15 +421,23 @@ TEST(Spec, PinnedDepthRunsEveryStepAndIsHiddenFromThePolicy) {
     for (size_t i = 0; i < reqs.size(); ++i)
       EXPECT_EQ(got[i].tokens, plain[i].tokens) << "the policy's depths, request " << i;
   }
-  // The trace: pinned steps only as `f` lines; the policy's own steps each a `c` and an `o`.
+  // The trace: pinned steps only as `p` lines, then one `s` before the policy's own steps, each
+  // a `c` and an `o`.
   std::ifstream in(trace);
   std::map<char, int64_t> lines;
+  std::string order;  // the kinds in order, runs collapsed
   for (std::string l; std::getline(in, l);)
-    if (!l.empty()) ++lines[l[0]];
+    if (!l.empty()) {
+      ++lines[l[0]];
+      if (l[0] != '#' && (order.empty() || order.back() != l[0])) order += l[0];
+    }
   std::filesystem::remove(trace);
-  EXPECT_GT(lines['f'], 0);
+  EXPECT_GT(lines['p'], 0);
+  EXPECT_EQ(lines['f'], 0);
+  EXPECT_EQ(lines['s'], 1);
   EXPECT_GT(lines['o'], 0);
   EXPECT_EQ(lines['c'], lines['o']);
+  EXPECT_EQ(order.substr(0, 3), "eps") << order;  // no choice before the settle
 }
 
 // Adaptive depth forced through a schedule of every depth, plain steps (0) included: greedy and

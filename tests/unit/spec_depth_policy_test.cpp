@@ -463,9 +463,21 @@ struct DrainSim {
   // Requests differ in how predictable they are: each one's acceptance is `accept` scaled by a
   // factor drawn uniformly from [1 - accept_spread, 1 + accept_spread] (capped at 0.98).
   double accept_spread = 0;
+  // Answers of different lengths: each request's drawn once from [min_tokens, tokens] (the same
+  // draws every pass, as bench-offline's --random-range-ratio); 0: all `tokens`.
+  int64_t min_tokens = 0;
 
-  // One closed-loop pass; returns committed tokens per second.
-  double pass(SpecDepthPolicy& p, int64_t requests, int64_t tokens, int64_t concurrency) {
+  // One closed-loop pass; returns committed tokens per second. pin >= 0: every step at that
+  // depth, shown to the policy as calibration (Engine::pin_depth), not asked of it.
+  double pass(SpecDepthPolicy& p, int64_t requests, int64_t tokens, int64_t concurrency,
+              int64_t pin = -1) {
+    Rng lengths{123};
+    auto length = [&] {
+      if (min_tokens <= 0) return tokens;
+      return std::min(
+          tokens, min_tokens + static_cast<int64_t>(lengths.uniform() *
+                                                    static_cast<double>(tokens - min_tokens + 1)));
+    };
     struct Live {
       int64_t left, lag;
       double scale;  // this request's acceptance factor (accept_spread)
@@ -476,13 +488,13 @@ struct DrainSim {
     while (next < requests || !live.empty()) {
       while (next < requests && static_cast<int64_t>(live.size()) < concurrency)
         live.push_back(
-            {tokens, prompt_tokens,
+            {length(), prompt_tokens,
              accept_spread > 0 ? 1.0 + accept_spread * (2.0 * rng.uniform() - 1.0) : 1.0}),
             ++next, ++lagging;
       const int64_t batch = static_cast<int64_t>(live.size());
       int64_t lag = 0, remaining = 0;
       for (const Live& l : live) lag += l.lag, remaining += l.left;
-      const int64_t d = p.choose(batch, lag, remaining);
+      const int64_t d = pin >= 0 ? pin : p.choose(batch, lag, remaining);
       double t = cost(d, batch) * (1.0 + 0.05 * (2.0 * rng.uniform() - 1.0));
       double catch_up = 0;
       if (d > 0) {
@@ -507,7 +519,10 @@ struct DrainSim {
           std::remove_if(live.begin(), live.end(), [](const Live& l) { return l.left == 0; }),
           live.end());
       seconds += t;
-      p.observe(d, batch, t, accepted, catch_up, d > 0 ? lag : 0);
+      if (pin >= 0)
+        p.calibrate(d, batch, t, accepted, catch_up, d > 0 ? lag : 0);
+      else
+        p.observe(d, batch, t, accepted, catch_up, d > 0 ? lag : 0);
     }
     return committed / seconds;
   }
@@ -541,6 +556,57 @@ TEST(SpecDepthPolicy, ShortDrainingPassesLearnFromNeighbouringClasses) {
     const double adaptive = sim.pass(p, 64, 32, concurrency);
     EXPECT_GE(adaptive, 0.98 * best_fixed)
         << "concurrency " << concurrency << ": " << adaptive / best_fixed << " of depth " << best;
+  }
+}
+
+// The shipped model at concurrency 64 with answers of 24-96 tokens (H100, 6a4826e, graphed
+// prefill; the trace's median step times of the pinned rows, plain decoding's of the adaptive
+// one, and its acceptance): all 64 requests start together and the batch drains through every
+// class in about 100 steps, where plain decoding is best at every batch from 16 up. On the GPU
+// the adaptive row spent batch 64's steps of both passes measuring depths 3, 0, 2 and 4 (0.89x of
+// plain decoding). bench-offline first runs one pass per depth with the depth pinned (for the
+// CUDA graphs); shown to the policy as calibration, those passes measure every class the drain
+// reaches: after settle() batch 64 starts at plain decoding and probes nothing, where without them
+// its first steps are a probe of depth 3. (This simulation does not reproduce the GPU's loss:
+// here the uncalibrated policy leaves depth 3 within its first pass.)
+TEST(SpecDepthPolicy, CalibrationPassesSettleEveryClassTheyMeasured) {
+  auto make = [] {
+    DrainSim sim;
+    sim.at = {1, 8, 32, 64};
+    sim.step_ms = {{0.300, 0.450, 0.573, 0.682, 0.730, 0.786},
+                   {0.346, 0.516, 0.640, 0.734, 0.830, 0.929},
+                   {0.371, 0.620, 0.798, 0.900, 1.020, 1.133},
+                   {0.397, 0.652, 0.876, 1.012, 1.150, 1.297}};
+    sim.accept = {0.67, 0.69, 0.65, 0.69, 0.75};
+    sim.min_tokens = 24;
+    return sim;
+  };
+  for (bool calibrate : {false, true}) {
+    SpecDepthPolicy p(opts(5, 3));
+    DrainSim sim = make();
+    if (calibrate) {
+      for (int64_t d = 0; d <= 5; ++d) sim.pass(p, 128, 96, 64, d);  // bench-offline's warm-up
+      EXPECT_EQ(p.histogram(), std::vector<uint64_t>(6, 0)) << "pinned steps are not choices";
+      EXPECT_EQ(p.settled_depth(64), 3);  // calibration alone moves nothing
+      p.settle();
+      EXPECT_EQ(p.settled_depth(64), 0);
+      EXPECT_GT(p.settled_depth(1), 0);  // batch 1: depth 2 is 1.1x plain decoding here
+      const std::vector<std::string> log = p.take_changes();
+      EXPECT_TRUE(std::any_of(log.begin(), log.end(), [](const std::string& line) {
+        return line.find("batch class 64: settles at speculative depth 0") != std::string::npos;
+      }));
+    }
+    // The next 40 steps at batch 64 (plain decoding's costs): calibrated, none of them probes.
+    int64_t speculative = 0;
+    for (int i = 0; i < 40; ++i) {
+      const int64_t d = p.choose(64, 0, 4000);
+      speculative += d > 0;
+      p.observe(d, 64, sim.cost(d, 64), std::vector<int64_t>(d > 0 ? 64 : 0, 1));
+    }
+    if (calibrate)
+      EXPECT_EQ(speculative, 0);
+    else
+      EXPECT_GE(speculative, 5) << "the uncalibrated class probes its depths";
   }
 }
 

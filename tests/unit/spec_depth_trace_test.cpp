@@ -45,7 +45,9 @@ TEST(SpecDepthTrace, WritesOneLinePerCallAndAppendsAcrossEngines) {
     t.choose(32, 640, 3000, 2);
     t.observe(2, 32, 0.00123456789, 0.0005, 640, {2, 0, 1});
     t.observe(0, 32, 0.0004, 0.0, 0, {});
-    t.observe(1, 32, 0.0005, 0.0, 0, {1}, /*forced=*/true);
+    t.observe(1, 32, 0.0005, 0.0, 0, {1}, SpecDepthTrace::Step::kForced);
+    t.observe(3, 8, 0.0007, 0.0, 0, {3}, SpecDepthTrace::Step::kPinned);
+    t.settle();
     t.prompt_reads(0.002, 512);
     t.prompt_reads(0.002, 0);  // nothing read: no line
     t.change("batch class 32: speculative depth 3 -> 2");
@@ -53,15 +55,17 @@ TEST(SpecDepthTrace, WritesOneLinePerCallAndAppendsAcrossEngines) {
   { SpecDepthTrace second(4, 0, false); }
   ::unsetenv("TANDEM_SPEC_DEPTH_TRACE");
   const std::vector<std::string> l = lines_of(path);
-  ASSERT_EQ(l.size(), 8u);
+  ASSERT_EQ(l.size(), 10u);
   EXPECT_EQ(l[0], "e 5 3 1");
   EXPECT_EQ(l[1], "c 32 640 3000 2");
   EXPECT_EQ(l[2], "o 2 32 0.001234568 0.000500000 640 2 0 1");
   EXPECT_EQ(l[3], "o 0 32 0.000400000 0.000000000 0");
   EXPECT_EQ(l[4], "f 1 32 0.000500000 0.000000000 0 1");  // forced: the replay skips it
-  EXPECT_EQ(l[5], "r 0.002000000 512");
-  EXPECT_EQ(l[6], "# batch class 32: speculative depth 3 -> 2");
-  EXPECT_EQ(l[7], "e 4 0 0");
+  EXPECT_EQ(l[5], "p 3 8 0.000700000 0.000000000 0 3");   // pinned: the replay calibrates
+  EXPECT_EQ(l[6], "s");
+  EXPECT_EQ(l[7], "r 0.002000000 512");
+  EXPECT_EQ(l[8], "# batch class 32: speculative depth 3 -> 2");
+  EXPECT_EQ(l[9], "e 4 0 0");
   std::filesystem::remove(path);
 }
 
