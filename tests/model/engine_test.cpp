@@ -194,11 +194,7 @@ TEST_P(SpecLossless, GreedyOutputIdenticalToPlainDecoding) {
 TEST(Spec, StaticPaddedBatchesChangeNothing) {
   auto model = load_model("models/tandem-austen");
   auto reqs = prompts(model->config(), 11, 40, 100, 24, 77);  // 11 pads to a bucket of 16
-  std::vector<Result> ref;
-  {
-    Engine e(model, EngineOptions{});
-    ref = run_all(e, reqs);
-  }
+  const std::vector<Result> ref = run_plain(model, reqs);
   // Speculating, the draft's prompt reads (a fixed depth: with each prefill) and catch-ups
   // (adaptive depth: before a sequence's first round) take the padded static batches too; at a
   // fixed depth the drafts, so the accepted counts, must not change either.
@@ -239,11 +235,7 @@ TEST(Spec, StaticPaddedBatchesChangeNothing) {
 TEST(Spec, GraphedPrefillTakesSmallStepsOnly) {
   auto model = load_model("models/tandem-austen");
   auto reqs = prompts(model->config(), 3, 40, 60, 8, 5);
-  std::vector<Result> ref;
-  {
-    Engine e(model, EngineOptions{});
-    ref = run_all(e, reqs);
-  }
+  const std::vector<Result> ref = run_plain(model, reqs);
   // 3 prompts of 40-60 tokens in one step: a batch of 4 x 64 tokens = 256.
   for (int64_t limit : {255, 256}) {
     EngineOptions o;

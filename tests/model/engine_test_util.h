@@ -61,6 +61,14 @@ inline std::vector<Result> run_all(Engine& e, const std::vector<Request>& reqs) 
   return out;
 }
 
+// The requests' results on a fresh engine with default options (plain decoding): the reference
+// the speculative and padded paths are held to.
+inline std::vector<Result> run_plain(std::shared_ptr<const Model> model,
+                                     const std::vector<Request>& reqs) {
+  Engine e(std::move(model), EngineOptions{});
+  return run_all(e, reqs);
+}
+
 // Every draft token the engine proposes, per (request, position) in round order, seen through
 // the draft_override hook (which returns it unchanged).
 struct DraftLog {
