@@ -610,6 +610,28 @@ TEST(SpecDepthPolicy, CalibrationPassesSettleEveryClassTheyMeasured) {
   }
 }
 
+// A draining batch reaches a class settled on speculating with its sequences lagging (they
+// decoded plainly at a larger batch): the catch-up costs ~1.2 plain steps here, "cheap", and
+// before 78982aa was always paid. Before a step at the settled depth it must now be won back by
+// the tokens the batch may still generate (a probe still pays a cheap one, to keep learning).
+TEST(SpecDepthPolicy, ACheapCatchUpBeforeASettledDepthMustPayForItself) {
+  SpecDepthPolicy p(opts(5, 3));
+  const double ms[] = {0.35, 0.52, 0.64, 0.73, 0.83, 0.93};
+  for (int i = 0; i < 20; ++i)
+    for (int64_t d = 0; d <= 5; ++d) {
+      // Every draft accepted: depth d commits d + 1 tokens a sequence. Some steps catch up first
+      // (0.19 ms + 0.3 us a position), so that the read cost is fitted.
+      const int64_t read = d > 0 && i % 4 == 1 ? 100 * (1 + i % 3) : 0;
+      const double cu = read > 0 ? 0.19e-3 + 0.3e-6 * static_cast<double>(read) : 0.0;
+      p.calibrate(d, 8, 1e-3 * ms[d] + cu, std::vector<int64_t>(d > 0 ? 8 : 0, d), cu, read);
+    }
+  p.settle();
+  ASSERT_EQ(p.settled_depth(8), 5);
+  // 800 lagging positions: a 0.43 ms read, against ~0.017 ms saved per token at depth 5.
+  EXPECT_EQ(p.choose(8, 800, 16), 0) << "16 tokens left do not win the read back";
+  EXPECT_EQ(p.choose(8, 800, 1000), 5) << "1,000 do";
+}
+
 // The same slice at concurrency 64 with its 512-token prompts (simulated accept 3.5): one pass is
 // ~32 decode steps at batch 64, and every step that speculates after plain ones first makes the
 // draft read every unread position (all 64 prompts: ~6 plain steps of time). On the H200 a few
