@@ -129,12 +129,7 @@ ForwardResult ModelRunner::extend(const std::vector<SequenceChunk>& chunks, bool
   if (graphed) *graphed = q > 0;
   if (q > 0) {
     const PaddedRows m = padded_rows(chunks, q);
-    const ForwardResult r =
-        run_static(Kind::kTarget, chunks, q, m.last, Tensor(), Tensor(), /*pad=*/true);
-    ForwardResult out;  // (no caller of a prefill reads its top-k)
-    out.logits = r.logits.narrow(0, 0, static_cast<int64_t>(chunks.size()));  // [B, V]
-    out.hidden = ops::gather_rows(*workspace_, r.hidden, indices(m.packed));  // [sum n, D]
-    return out;
+    return unpad(run_static(Kind::kTarget, chunks, q, m.last, Tensor(), Tensor(), /*pad=*/true), m);
   }
   ForwardBatch fb = build_forward_batch(ForwardMode::kExtend, chunks, page_size_, device());
   ForwardResult r = model_->forward(*workspace_, fb, *cache_);
@@ -157,6 +152,17 @@ ModelRunner::PaddedRows ModelRunner::padded_rows(const std::vector<SequenceChunk
   return m;
 }
 
+// A padded static batch's result as the eager forward gives it: one logit row per chunk, hidden
+// states and top-k in the packed order.
+ForwardResult ModelRunner::unpad(const ForwardResult& r, const PaddedRows& m) {
+  ForwardResult out;
+  out.logits = r.logits.narrow(0, 0, static_cast<int64_t>(m.last.size()));  // [B, V]
+  const Tensor rows = indices(m.packed);
+  out.hidden = ops::gather_rows(*workspace_, r.hidden, rows);                    // [sum n, D]
+  if (r.topk.defined()) out.topk = ops::gather_rows(*workspace_, r.topk, rows);  // [sum n, K]
+  return out;
+}
+
 // The draft over prompts read with their prefill and over catch-ups: graphed like extend, its
 // hidden input spread to the padded rows (a padding row repeats its chunk's last) and its hidden
 // states and top-k gathered back to the packed order.
@@ -165,13 +171,7 @@ ForwardResult ModelRunner::extend_draft(const std::vector<SequenceChunk>& chunks
   if (const int64_t q = graphed_prefill_width(chunks); q > 0) {
     const PaddedRows m = padded_rows(chunks, q);
     const Tensor h = ops::gather_rows(*workspace_, hidden, indices(m.padded));  // [B * q, D]
-    const ForwardResult d = run_static(Kind::kDraft, chunks, q, m.last, h, Tensor(), /*pad=*/true);
-    ForwardResult out;
-    out.logits = d.logits.narrow(0, 0, static_cast<int64_t>(chunks.size()));  // [B, V']
-    const Tensor rows = indices(m.packed);
-    out.hidden = ops::gather_rows(*workspace_, d.hidden, rows);                    // [sum n, D]
-    if (d.topk.defined()) out.topk = ops::gather_rows(*workspace_, d.topk, rows);  // [sum n, K]
-    return out;
+    return unpad(run_static(Kind::kDraft, chunks, q, m.last, h, Tensor(), /*pad=*/true), m);
   }
   ForwardBatch fb = build_forward_batch(ForwardMode::kExtend, chunks, page_size_, device());
   return model_->forward_mtp(*workspace_, fb, hidden, *cache_, Tensor(), draft_head());

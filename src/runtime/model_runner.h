@@ -96,6 +96,7 @@ class ModelRunner {
     std::vector<int32_t> packed, padded;
   };
   static PaddedRows padded_rows(const std::vector<SequenceChunk>& chunks, int64_t q);
+  ForwardResult unpad(const ForwardResult& r, const PaddedRows& m);
   // The tokens per sequence of a graphed prefill of `chunks` (a bucket), or 0: eager.
   int64_t graphed_prefill_width(const std::vector<SequenceChunk>& chunks) const;
   // forward_fixed on the static batch of its shape (graph replay on GPUs); pad: chunks may hold
