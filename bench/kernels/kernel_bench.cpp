@@ -463,6 +463,10 @@ int main(int argc, char** argv) {
   using namespace tandem::bench;
   bool quick = false, linear_only = false, f32_only = false, quant_only = false, topk_only = false,
        layers_only = false, deterministic = false;
+  // --prefill-only: the layers' prefill rows alone (no decode rows, no earlier-path comparisons);
+  // --prefill-tokens 1024,4096: their token counts (default 1024, and 4096 without --quick).
+  bool prefill_only = false;
+  std::vector<int64_t> prefill_token_list;
   std::string profile_layer;  // --profile-step moe|dense BATCH: one eager step for ncu
   int64_t profile_batch = 1, profile_ctx = 1024;  // --profile-ctx N: the step's context
   std::string prefill_layer;  // --profile-prefill moe|dense T: one eager T-token prefill for ncu
@@ -476,6 +480,16 @@ int main(int argc, char** argv) {
     layers_only |= std::strcmp(argv[i], "--layers-only") == 0;
     deterministic |= std::strcmp(argv[i], "--deterministic") == 0;
     g_timeline |= std::strcmp(argv[i], "--timeline") == 0;
+    prefill_only |= std::strcmp(argv[i], "--prefill-only") == 0;
+    if (std::strcmp(argv[i], "--prefill-tokens") == 0 && i + 1 < argc) {
+      for (const char* p = argv[++i]; *p;) {
+        char* end = nullptr;
+        const long long v = std::strtoll(p, &end, 10);
+        if (end == p) break;
+        if (v > 0) prefill_token_list.push_back(v);
+        p = *end == ',' ? end + 1 : end;
+      }
+    }
     if (std::strcmp(argv[i], "--profile-step") == 0 && i + 2 < argc) {
       profile_layer = argv[i + 1];
       profile_batch = std::atoll(argv[i + 2]);
@@ -600,6 +614,7 @@ int main(int argc, char** argv) {
                 "eager us", "graph us", "weights MB", "KV MB", "GB/s", "%copy");
     for (Layer* L : {&moe, &dense}) {
       const bool is_moe = L == &moe;
+      if (prefill_only) break;
       for (int64_t ctx : ctxs)
         for (int64_t b : batches) {
           std::vector<std::vector<int32_t>> pages;
@@ -646,8 +661,9 @@ int main(int argc, char** argv) {
     // per head and attended key): the absorbed form does about 2.1x the attention
     // multiply-adds, so the rows stay comparable across forms and count no extra work.
     std::vector<PrefillRow> prows;
-    const std::vector<int64_t> ptoks =
-        quick ? std::vector<int64_t>{1024} : std::vector<int64_t>{1024, 4096};
+    const std::vector<int64_t> ptoks = !prefill_token_list.empty() ? prefill_token_list
+                                       : quick                     ? std::vector<int64_t>{1024}
+                                               : std::vector<int64_t>{1024, 4096};
     std::printf("\n%-6s %7s %10s %10s %9s %6s\n", "layer", "tokens", "ms", "tok/s", "TFLOP/s",
                 "%gemm");
     for (Layer* L : {&moe, &dense}) {
@@ -658,10 +674,11 @@ int main(int argc, char** argv) {
         // The median of 9 (of 3 the layers' rows moved by up to 4% from run to run: the sparse
         // attention kernel alone varies by 2-4% between prefills).
         const Timing t = time_layer(env, *L, fb, 9, false);
-        if (T == ptoks.back()) {
+        if (T == ptoks.back())
           print_breakdown(
               env, *L, fb,
               std::string(is_moe ? "moe" : "dense") + " prefill T=" + std::to_string(T));
+        if (T == ptoks.back() && !prefill_only) {
           env.extend_attention = ExtendAttention::kNaive;
           const Timing tn = time_layer(env, *L, fb, 2, false);
           print_breakdown(env, *L, fb,
@@ -731,9 +748,8 @@ int main(int argc, char** argv) {
     }
 
     // The short table.
-    std::printf(
-        "\nSUMMARY (GLM-5.2 layer, H200; ceilings: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s)\n",
-        copy_gbps, gemm_tf);
+    std::printf("\nSUMMARY (GLM-5.2 layer, %s; ceilings: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s)\n",
+                prop.name, copy_gbps, gemm_tf);
     std::printf("%-28s %10s %10s %8s\n", "decode step (graph)", "us", "GB/s", "%copy");
     for (const DecodeRow& r : rows)
       if (r.batch == 1 || r.batch == batches.back())
