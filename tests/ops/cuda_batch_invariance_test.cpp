@@ -488,45 +488,6 @@ TEST_F(CudaOps, MoeWgmmaRowsAreBatchInvariant) {
   be->set_moe_wgmma(-1);
 }
 
-// The grouped wgmma kernels' wide tile (256 weight rows a block, for tiles of at most 128 rows)
-// gives the narrow tile's bits: every tile narrow, wide up to 128 rows, and wide up to 48 rows
-// (both kinds in one launch), with column-tile counts that are odd (gate_up 5, down 5: the last
-// wide block's second half reads rows past the expert and stores nothing), and experts with
-// rows on both sides of 128 and past one 256-row tile.
-TEST_F(CudaOps, MoeWgmmaWideTilesGiveTheNarrowBits) {
-  const int64_t E = 6, k = 3, D = 640, I = 320, T = 300;
-  Pair logits = rand({T, E}, 3.0f, DType::F32);
-  ops::Routing r = ops::moe_route(cpu_ws_, logits.cpu, Tensor(), RouteParams{k, 1, 1, true, 2.5f});
-  std::vector<int> count(E, 0);
-  for (float e : to_float_vector(r.idx)) ++count[static_cast<int>(e)];
-  const auto has = [&](int lo, int hi) {
-    return std::any_of(count.begin(), count.end(), [&](int c) { return c >= lo && c <= hi; });
-  };
-  ASSERT_TRUE(has(1, 128) && has(129, 256) && has(257, 1 << 20))
-      << "the routing must give experts of each kind";
-  const Tensor idx = r.idx.to(Device::cuda()), w = r.weights.to(Device::cuda());
-  Pair x = rand({T, D});
-  Pair gu = rand({E, 2 * I, D}, 0.08f), dn = rand({E, D, I}, 0.08f);
-  cuda::cuda_backend()->set_moe_wgmma(1);
-  cuda::k::set_moe_wgmma_wide(0);
-  const Tensor narrow = ops::moe_experts(gpu_ws_, x.gpu, gu.gpu, dn.gpu, ops::Routing{idx, w});
-  for (int wide : {128, 48}) {
-    cuda::k::set_moe_wgmma_wide(wide);
-    const Tensor got = ops::moe_experts(gpu_ws_, x.gpu, gu.gpu, dn.gpu, ops::Routing{idx, w});
-    EXPECT_EQ(first_differing_row(got, narrow, T), -1)
-        << "wide tiles up to " << wide << " rows differ from narrow ones";
-    // A few tokens alone: every tile wide.
-    const Tensor few = ops::moe_experts(gpu_ws_, x.gpu.narrow(0, 0, 9), gu.gpu, dn.gpu,
-                                        ops::Routing{idx.narrow(0, 0, 9), w.narrow(0, 0, 9)});
-    EXPECT_EQ(first_differing_row(few, narrow.narrow(0, 0, 9).contiguous(), 9), -1)
-        << "9 tokens on wide tiles up to " << wide << " rows differ";
-  }
-  cuda::k::set_moe_wgmma_wide(128);
-  expect_close(narrow, ops::moe_experts(cpu_ws_, x.cpu, gu.cpu, dn.cpu, r), 1.5e-2, "moe_experts",
-               "wgmma wide and narrow, 300 tokens, odd column tiles");
-  cuda::cuda_backend()->set_moe_wgmma(-1);
-}
-
 // The tensor-core expert kernels with four 16-row groups per pass over the weights (prefill
 // sizes) give each row the bits of one-group passes, and so of decode: deterministic mode (the
 // device path at every size), experts with 0 to ~150 rows, every row of a 400-token step

@@ -44,7 +44,6 @@ CudaBackend::CudaBackend() : lt_(std::make_unique<LtGemm>()) {
   moe_fp8_wgmma_mode_ = sw.moe_fp8_wgmma_mode;
   fp8_linear_wgmma_mode_ = sw.fp8_linear_wgmma_mode;
   k::set_fp8_wgmma_shape(sw.fp8_wgmma_k_stage, sw.fp8_wgmma_small_box);
-  k::set_moe_wgmma_wide(sw.moe_wgmma_wide_rows);
   for (int*& c : split_counters_) {
     TD_CUDA_CHECK(cudaMalloc(&c, kSplitCounters * sizeof(int)));
     TD_CUDA_CHECK(cudaMemset(c, 0, kSplitCounters * sizeof(int)));

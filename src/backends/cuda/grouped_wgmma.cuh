@@ -61,22 +61,18 @@ __device__ __forceinline__ void produce(uint8_t* base, int stage_bytes, int stag
   }
 }
 
-// The copies every stage of both kernels holds, in this order from st: the two weight halves of
-// WC 64-row chunks each (rows w_row0, w_row0 + 64, .. then w_row1, w_row1 + 64, .. of w_map; WC
-// is 1, or 2 for moe_wgmma.cu's wide tile) and the tile's `chunks` 64-row token chunks (rows
+// The copies every stage of both kernels holds, in this order from st: the two 64-row weight
+// halves (rows w_row0 and w_row1 of w_map) and the tile's `chunks` 64-row token chunks (rows
 // orow0, orow0 + 64, .. of x_map), each a kChunkBytes box at column k0, completing on bar.
-template <int kChunkBytes, int WC = 1>
+template <int kChunkBytes>
 __device__ __forceinline__ void load_weights_and_tokens(uint8_t* st, const CUtensorMap* w_map,
                                                         const CUtensorMap* x_map, uint64_t* bar,
                                                         int k0, int w_row0, int w_row1, int chunks,
                                                         int orow0) {
-#pragma unroll
-  for (int c = 0; c < WC; ++c) {
-    tma_load_2d(st + c * kChunkBytes, w_map, bar, k0, w_row0 + 64 * c);
-    tma_load_2d(st + (WC + c) * kChunkBytes, w_map, bar, k0, w_row1 + 64 * c);
-  }
+  tma_load_2d(st, w_map, bar, k0, w_row0);
+  tma_load_2d(st + kChunkBytes, w_map, bar, k0, w_row1);
   for (int c = 0; c < chunks; ++c)
-    tma_load_2d(st + (2 * WC + c) * kChunkBytes, x_map, bar, k0, orow0 + 64 * c);
+    tma_load_2d(st + (2 + c) * kChunkBytes, x_map, bar, k0, orow0 + 64 * c);
 }
 
 // gate_up: the tile's 128 weight rows are 64 gate rows (half 0) and their 64 up rows (half 1).
@@ -116,33 +112,25 @@ __device__ __forceinline__ void gate_up_epilogue(const float (&acc)[N / 2], int 
   }
 }
 
-// down: the consumers stage their accumulators as fp32 [token][COLS columns] rows at `base`
-// (stage_down: one 64-column half at col_off), then store each of the `rows` tokens' columns
-// [n0, n0 + COLS) (before n_out, a multiple of 4) as TY: four columns a store (16 bytes of f32, 8
-// of bf16). COLS is 128 (two warpgroups of one half each) or 256 (the wide tile: two halves each).
-template <int COLS>
-constexpr int kStagedRow = COLS + 4;  // floats per staged row: banks staggered by 4 per token
-
-template <int N, int COLS>
-__device__ __forceinline__ void stage_down(const float (&acc)[N / 2], int col_off, uint8_t* base,
-                                           int t_lane, int m_lane) {
-  float* ys = reinterpret_cast<float*>(base);  // [N][kStagedRow<COLS>]
+// down: both halves stage their accumulators as fp32 [token][128 columns] rows at `base`, then
+// the consumers store each of the `rows` tokens' columns [n0, n0 + 128) (before n_out, a
+// multiple of 4) as TY: four columns a store (16 bytes of f32, 8 of bf16).
+template <int N, typename TY>
+__device__ __forceinline__ void down_epilogue(const float (&acc)[N / 2], int half, uint8_t* base,
+                                              int t_lane, int m_lane, int rows, int64_t orow0,
+                                              int64_t n0, int64_t n_out, TY* y, int64_t out_rs) {
+  constexpr int kYs = 128 + 4;  // floats per staged row: banks staggered by 4 per token
+  float* ys = reinterpret_cast<float*>(base);  // [N][kYs]
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) {
     const int t = 8 * (i / 4) + t_lane + i % 2, m = m_lane + 8 * ((i / 2) % 2);
-    ys[t * kStagedRow<COLS> + col_off + m] = acc[i];
+    ys[t * kYs + 64 * half + m] = acc[i];
   }
-}
-
-template <int COLS, typename TY>
-__device__ __forceinline__ void store_down(const uint8_t* base, int rows, int64_t orow0, int64_t n0,
-                                           int64_t n_out, TY* y, int64_t out_rs) {
-  const float* ys = reinterpret_cast<const float*>(base);
-  constexpr int kPerRow = COLS / 4;
-  for (int v = static_cast<int>(threadIdx.x) - 128; v < rows * kPerRow; v += 256) {
-    const int t = v / kPerRow, q = v % kPerRow;
+  consumers_sync();
+  for (int v = static_cast<int>(threadIdx.x) - 128; v < rows * 32; v += 256) {
+    const int t = v / 32, q = v % 32;
     if (n0 + 4 * q < n_out) {
-      const float4 o = *reinterpret_cast<const float4*>(ys + t * kStagedRow<COLS> + 4 * q);
+      const float4 o = *reinterpret_cast<const float4*>(ys + t * kYs + 4 * q);
       TY* at = y + (orow0 + t) * out_rs + n0 + 4 * q;
       if constexpr (sizeof(TY) == 4) {
         *reinterpret_cast<float4*>(at) = o;
@@ -156,16 +144,6 @@ __device__ __forceinline__ void store_down(const uint8_t* base, int rows, int64_
       }
     }
   }
-}
-
-// The usual tile: warpgroup `half` holds columns [n0 + 64 half, n0 + 64 half + 64).
-template <int N, typename TY>
-__device__ __forceinline__ void down_epilogue(const float (&acc)[N / 2], int half, uint8_t* base,
-                                              int t_lane, int m_lane, int rows, int64_t orow0,
-                                              int64_t n0, int64_t n_out, TY* y, int64_t out_rs) {
-  stage_down<N, 128>(acc, 64 * half, base, t_lane, m_lane);
-  consumers_sync();
-  store_down<128, TY>(base, rows, orow0, n0, n_out, y, out_rs);
 }
 
 }  // namespace tandem::cuda::k::grouped

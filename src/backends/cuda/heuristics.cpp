@@ -40,8 +40,6 @@ Switches read_switches() {
     s.mla_chain_value_cols = chain_value_cols(std::atoi(v));
   if (const char* v = std::getenv("TANDEM_MOE_WGMMA"); v && *v)
     s.moe_wgmma_mode = std::atoi(v) != 0;
-  if (const char* v = std::getenv("TANDEM_MOE_WGMMA_WIDE"); v && *v)
-    s.moe_wgmma_wide_rows = std::clamp(std::atoi(v), 0, 128);
   if (const char* v = std::getenv("TANDEM_MOE_FP8_WGMMA"); v && *v)
     s.moe_fp8_wgmma_mode = std::clamp(std::atoi(v), -1, 1);
   if (const char* v = std::getenv("TANDEM_FP8_LINEAR_WGMMA"); v && *v)

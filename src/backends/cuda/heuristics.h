@@ -57,14 +57,11 @@ struct Switches {
   // The chain's values kernel: value columns per block, 64 (8 blocks a token), 32 or 16 (the same
   // bits; more blocks for a batch-1 token's sequential pass over its key blocks); 0: by the
   // number of tokens (chain_value_cols_for).
-  int mla_chain_value_cols = 0;  // TANDEM_MLA_CHAIN_VALUE_COLS: 64, 32 or 16 forced
-  bool mla_wgmma = true;         // TANDEM_MLA_WGMMA=0: the 64-head kernel on mma.sync
-  int expert_streams = 4;        // TANDEM_EXPERT_STREAMS: 1-4 (moe_experts' host path)
-  bool moe_grouped = true;       // TANDEM_MOE_GROUPED=0: per-expert GEMMs on that path
-  int moe_wgmma_mode = -1;       // TANDEM_MOE_WGMMA: -1 automatic, 0 off, 1 on
-  // The grouped bf16 expert kernels' wide tile (moe_wgmma.cu): tiles of at most this many token
-  // rows multiply 256 weight rows a block instead of 128 (the same bits).
-  int moe_wgmma_wide_rows = 128;   // TANDEM_MOE_WGMMA_WIDE: 0 off, else the row limit (<= 128)
+  int mla_chain_value_cols = 0;    // TANDEM_MLA_CHAIN_VALUE_COLS: 64, 32 or 16 forced
+  bool mla_wgmma = true;           // TANDEM_MLA_WGMMA=0: the 64-head kernel on mma.sync
+  int expert_streams = 4;          // TANDEM_EXPERT_STREAMS: 1-4 (moe_experts' host path)
+  bool moe_grouped = true;         // TANDEM_MOE_GROUPED=0: per-expert GEMMs on that path
+  int moe_wgmma_mode = -1;         // TANDEM_MOE_WGMMA: -1 automatic, 0 off, 1 on
   int moe_fp8_wgmma_mode = -1;     // TANDEM_MOE_FP8_WGMMA: -1 automatic (default), 0 off, 1 on
   int fp8_linear_wgmma_mode = -1;  // TANDEM_FP8_LINEAR_WGMMA: -1 automatic (default), 0 off, 1 on
   // The grouped FP8 wgmma kernels' stage shape (the same bits whatever it is): four K blocks of

@@ -215,10 +215,6 @@ void moe_down_mma(const void* h, const void* down, const int32_t* counts, const 
 // f32. No host sync (graph-safe); batch-invariant. Scratch: tiles (2 * moe_wgmma_max_tiles
 // ints, 8-byte aligned), num_tiles (1 int). Needs I and D multiples of 8 (16-byte TMA strides).
 bool moe_wgmma_applies(int64_t I, int64_t D);
-// Tiles of at most max_rows rows (clamped to 0..128; 128 is set at start-up, Switches,
-// TANDEM_MOE_WGMMA_WIDE) take the wide block: 256 weight rows against the tile's tokens instead of
-// 128, so the tokens are read from L2 half as often. The same bits either way.
-void set_moe_wgmma_wide(int max_rows);
 int64_t moe_wgmma_max_tiles(int64_t pairs, int64_t E);
 void moe_experts_wgmma(const void* gate_up, const void* down, const int32_t* counts,
                        const int32_t* offsets, int64_t pairs, int64_t E, int64_t I, int64_t D,

@@ -56,9 +56,6 @@ constexpr int kWBytes = 2 * kChunkBytes;      // the weight halves of a stage
 constexpr int kRingBytes = 192 * 1024;        // stages of 24 to 48 KB: 8 to 4 of them
 constexpr int kMaxStages = 8;
 constexpr int kConsumerWarps = 8;
-// The wide tile: at most 128 tokens (two accumulators of N / 2 <= 64 registers, what one of 256
-// tokens takes) against 256 weight rows; a stage of 48 KB at 128 tokens, so 4 stages.
-constexpr int kWideMaxRows = 128;
 // The ring, 1024 bytes of alignment slack (swizzled tiles start on 1024-byte boundaries), and
 // the full / empty barriers.
 constexpr size_t kWSmem = kRingBytes + 1024 + 2 * kMaxStages * sizeof(uint64_t);
@@ -72,7 +69,6 @@ struct ExpertGemm {
   int64_t N;                 // output columns: I (gate_up) or D (down)
   int64_t K;                 // D (gate_up) or I (down)
   void* out;                 // h [rows, I] bf16 or y [rows, D] f32
-  int wide_rows;             // tiles of at most this many rows take the wide block (0: none)
 };
 
 // The ring of a tile: its stage size (by the tile's token chunks) and stage count.
@@ -159,88 +155,6 @@ __device__ __forceinline__ void consume_n(int N, const Ring& ring, uint64_t* ful
 #undef TD_MOE_WIDTH
 }
 
-// The wide tile (at most kWideMaxRows tokens): a consumer warpgroup's 128 weight rows are two
-// 64-row chunks, both multiplied by the same tokens each k-step, so the tile's token rows are
-// read once per 256 weight rows instead of once per 128. Every output element still takes the
-// same m64nNk16 sequence over K in order, so its bits are the narrow tile's.
-// gate_up: warpgroup 1 holds gate rows [n0, n0 + 128), warpgroup 2 the same up rows, and the
-// epilogue runs once per 64 columns; down: warpgroup `half` holds rows [n0 + 128 half, + 128).
-template <int N, bool GATE_UP>
-__device__ __forceinline__ void consume_wide(const Ring& ring, uint64_t* full, uint64_t* empty,
-                                             int nk, int half, int rows, int64_t orow0, int64_t n0,
-                                             const ExpertGemm& p) {
-  const int tid = threadIdx.x & 127, warp = tid / 32, lane = tid & 31;
-  float acc0[N / 2], acc1[N / 2];
-  int s = 0, prev = 0;
-  uint32_t phase = 0;
-  for (int kb = 0; kb < nk; ++kb) {
-    mbar_wait(&full[s], phase);
-    const uint8_t* st = ring.base + s * ring.stage_bytes;
-    const uint64_t w0 = wgmma_desc(st + 2 * half * kChunkBytes, 16, 1024);
-    const uint64_t w1 = wgmma_desc(st + (2 * half + 1) * kChunkBytes, 16, 1024);
-    const uint64_t tk = wgmma_desc(st + 2 * kWBytes, 16, 1024);
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kKStep / 16; ++ks) {
-      wgmma_ss_kk<N>(acc0, wgmma_desc_add(w0, 2 * ks), wgmma_desc_add(tk, 2 * ks),
-                     kb > 0 || ks > 0);
-      wgmma_ss_kk<N>(acc1, wgmma_desc_add(w1, 2 * ks), wgmma_desc_add(tk, 2 * ks),
-                     kb > 0 || ks > 0);
-    }
-    wgmma_commit();
-    wgmma_wait<1>();
-    if (kb > 0 && lane == 0) mbar_arrive(&empty[prev]);
-    prev = s;
-    if (++s == ring.stages) {
-      s = 0;
-      phase ^= 1;
-    }
-  }
-  wgmma_wait<0>();
-  wgmma_fence_operands(acc0);
-  wgmma_fence_operands(acc1);
-  grouped::consumers_sync();
-
-  const int t_lane = 2 * (lane % 4), m_lane = 16 * warp + lane / 4;
-  if constexpr (GATE_UP) {
-    // The second call's staging waits behind its first barrier for every thread's stores of the
-    // first (they read the h rows at 64 KB; its up rows land at 0).
-    grouped::gate_up_epilogue<N>(acc0, half, ring.base, tid, t_lane, m_lane, rows, orow0, n0, p.N,
-                                 static_cast<bf16*>(p.out), p.N);
-    grouped::gate_up_epilogue<N>(acc1, half, ring.base, tid, t_lane, m_lane, rows, orow0, n0 + 64,
-                                 p.N, static_cast<bf16*>(p.out), p.N);
-  } else {
-    grouped::stage_down<N, 256>(acc0, 128 * half, ring.base, t_lane, m_lane);
-    grouped::stage_down<N, 256>(acc1, 128 * half + 64, ring.base, t_lane, m_lane);
-    grouped::consumers_sync();
-    grouped::store_down<256, float>(ring.base, rows, orow0, n0, p.N, static_cast<float*>(p.out),
-                                    p.N);
-  }
-}
-
-template <bool GATE_UP>
-__device__ __forceinline__ void consume_wide_n(int N, const Ring& ring, uint64_t* full,
-                                               uint64_t* empty, int nk, int half, int rows,
-                                               int64_t orow0, int64_t n0, const ExpertGemm& p) {
-#define TD_MOE_WIDTH(n)                                                        \
-  case n:                                                                      \
-    consume_wide<n, GATE_UP>(ring, full, empty, nk, half, rows, orow0, n0, p); \
-    break
-  switch (N) {
-    TD_MOE_WIDTH(16);
-    TD_MOE_WIDTH(32);
-    TD_MOE_WIDTH(48);
-    TD_MOE_WIDTH(64);
-    TD_MOE_WIDTH(80);
-    TD_MOE_WIDTH(96);
-    TD_MOE_WIDTH(112);
-    TD_MOE_WIDTH(128);
-    default:
-      break;
-  }
-#undef TD_MOE_WIDTH
-}
-
 template <bool GATE_UP>
 __global__ void __launch_bounds__(kWThreads, 1)
     moe_wgmma_kernel(const __grid_constant__ CUtensorMap x_map,
@@ -253,25 +167,19 @@ __global__ void __launch_bounds__(kWThreads, 1)
   const int2 tl = p.tiles[tile];
   const int e = tl.x, row0 = tl.y;
   const int rows = min(kTileRows, p.counts[e] - row0);
-  // A wide tile's block covers column tiles nt and nt + 1; the odd one has nothing to do.
-  const bool wide = rows <= p.wide_rows;
-  if (wide && (nt & 1)) return;
   const int width = ((rows + 15) / 16) * 16;  // the wgmmas' N: token rows read, padding unstored
   const int chunks = (width + 63) / 64;
   const int64_t orow0 = p.offsets[e] + row0;  // first sorted activation / output row
-  // This tile's output columns and weight rows: gate_up takes 64 gate rows and their 64 up rows
-  // (wide: 128 of each), down 128 consecutive rows (wide: 256). Wide rows past the expert's N
-  // read the next expert's rows (or TMA's zeros past the tensor) and are never stored.
+  // This tile's output columns and weight rows: gate_up takes 64 gate rows and their 64 up rows.
   const int64_t n0 = GATE_UP ? int64_t{nt} * 64 : int64_t{nt} * kTileCols;
   const int64_t w_base = GATE_UP ? int64_t{e} * 2 * p.N : int64_t{e} * p.N;
   const int w_row0 = static_cast<int>(w_base + n0);
-  const int w_half = wide ? 2 * 64 : 64;  // down: the second warpgroup's first weight row
-  const int w_row1 = static_cast<int>(GATE_UP ? w_base + p.N + n0 : w_base + n0 + w_half);
+  const int w_row1 = static_cast<int>(GATE_UP ? w_base + p.N + n0 : w_base + n0 + 64);
   const int nk = static_cast<int>((p.K + kKStep - 1) / kKStep);
 
   Ring ring;
   ring.base = grouped::ring_base(smem_raw);
-  ring.stage_bytes = (wide ? 2 : 1) * kWBytes + chunks * kChunkBytes;
+  ring.stage_bytes = kWBytes + chunks * kChunkBytes;
   ring.stages = min(kMaxStages, kRingBytes / ring.stage_bytes);
   auto* full = reinterpret_cast<uint64_t*>(ring.base + kRingBytes);
   uint64_t* empty = full + kMaxStages;
@@ -279,29 +187,17 @@ __global__ void __launch_bounds__(kWThreads, 1)
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
-    if (threadIdx.x == 0) {
-      const auto bytes = static_cast<uint32_t>(ring.stage_bytes);
-      if (wide)
-        grouped::produce(ring.base, ring.stage_bytes, ring.stages, full, empty, nk, 1, bytes,
-                         [&](uint8_t* st, uint64_t* bar, int kb) {
-                           grouped::load_weights_and_tokens<kChunkBytes, 2>(
-                               st, &w_map, &x_map, bar, kb * kKStep, w_row0, w_row1, chunks,
-                               static_cast<int>(orow0));
-                         });
-      else
-        grouped::produce(ring.base, ring.stage_bytes, ring.stages, full, empty, nk, 1, bytes,
-                         [&](uint8_t* st, uint64_t* bar, int kb) {
-                           grouped::load_weights_and_tokens<kChunkBytes>(
-                               st, &w_map, &x_map, bar, kb * kKStep, w_row0, w_row1, chunks,
-                               static_cast<int>(orow0));
-                         });
-    }
+    if (threadIdx.x == 0)
+      grouped::produce(ring.base, ring.stage_bytes, ring.stages, full, empty, nk, 1,
+                       static_cast<uint32_t>(ring.stage_bytes),
+                       [&](uint8_t* st, uint64_t* bar, int kb) {
+                         grouped::load_weights_and_tokens<kChunkBytes>(
+                             st, &w_map, &x_map, bar, kb * kKStep, w_row0, w_row1, chunks,
+                             static_cast<int>(orow0));
+                       });
     return;
   }
-  if (wide)
-    consume_wide_n<GATE_UP>(width, ring, full, empty, nk, wg - 1, rows, orow0, n0, p);
-  else
-    consume_n<GATE_UP>(width, ring, full, empty, nk, wg - 1, rows, orow0, n0, p);
+  consume_n<GATE_UP>(width, ring, full, empty, nk, wg - 1, rows, orow0, n0, p);
 }
 
 // tiles: for each expert in order, (e, 0), (e, 256), ... below its count; *num_tiles the total.
@@ -329,14 +225,7 @@ void launch_gemm(const CUtensorMap& x, const CUtensorMap& w, const ExpertGemm& p
          kWSmem, s, x, w, p);
 }
 
-// Tiles of at most this many rows take the wide block (set_moe_wgmma_wide).
-int g_wide_rows = kWideMaxRows;
-
 }  // namespace
-
-void set_moe_wgmma_wide(int max_rows) {
-  g_wide_rows = std::clamp(max_rows, 0, kWideMaxRows);
-}
 
 bool moe_wgmma_applies(int64_t I, int64_t D) {
   return I % 8 == 0 && D % 8 == 0;  // 16-byte TMA row strides and paired column stores
@@ -357,16 +246,15 @@ void moe_experts_wgmma(const void* gate_up, const void* down, const int32_t* cou
   // Token maps: the sorted rows [pairs, K]; weight maps: every expert's rows stacked [E * N', K].
   const CUtensorMap x1 = tma_map_bf16_2d(x_sorted, pairs, D, D, 64);
   const CUtensorMap w1 = tma_map_bf16_2d(gate_up, E * 2 * I, D, D, 64);
-  launch_gemm<true>(x1, w1,
-                    ExpertGemm{counts, offsets, tl, num_tiles, static_cast<int>(cdiv(I, 64)), I, D,
-                               h, g_wide_rows},
-                    max_tiles, s);
+  launch_gemm<true>(
+      x1, w1, ExpertGemm{counts, offsets, tl, num_tiles, static_cast<int>(cdiv(I, 64)), I, D, h},
+      max_tiles, s);
   const CUtensorMap x2 = tma_map_bf16_2d(h, pairs, I, I, 64);
   const CUtensorMap w2 = tma_map_bf16_2d(down, E * D, I, I, 64);
-  launch_gemm<false>(x2, w2,
-                     ExpertGemm{counts, offsets, tl, num_tiles,
-                                static_cast<int>(cdiv(D, kTileCols)), D, I, y, g_wide_rows},
-                     max_tiles, s);
+  launch_gemm<false>(
+      x2, w2,
+      ExpertGemm{counts, offsets, tl, num_tiles, static_cast<int>(cdiv(D, kTileCols)), D, I, y},
+      max_tiles, s);
 }
 
 }  // namespace tandem::cuda::k
