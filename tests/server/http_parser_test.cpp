@@ -263,7 +263,9 @@ TEST(HttpParser, RandomInputNeverBreaksIt) {
       ASSERT_FALSE(p.error_message().empty());
       ASSERT_LE(p.error_message().size(), 300u);
     }
-    if (p.state() == State::kDone) ASSERT_LE(p.take().body.size(), 64u);
+    if (p.state() == State::kDone) {
+      ASSERT_LE(p.take().body.size(), 64u);
+    }
   }
 }
 
