@@ -44,7 +44,9 @@ TEST(SocketGroup, BroadcastAndAllGatherInRankOrder) {
       if (r == 0) b = Bytes(static_cast<size_t>(1000 * round + 3), static_cast<uint8_t>(round));
       g.broadcast(b);
       EXPECT_EQ(b.size(), static_cast<size_t>(1000 * round + 3));
-      if (!b.empty()) EXPECT_EQ(b.back(), round);
+      if (!b.empty()) {
+        EXPECT_EQ(b.back(), round);
+      }
       const auto all = g.all_gather(Bytes(static_cast<size_t>(r + 1), static_cast<uint8_t>(r)));
       ASSERT_EQ(all.size(), 4u);
       for (int k = 0; k < 4; ++k) EXPECT_EQ(all[static_cast<size_t>(k)], Bytes(k + 1, k));

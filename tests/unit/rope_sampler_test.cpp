@@ -18,8 +18,12 @@ TEST(Rope, DeepSeekYarnRampAndFactors) {
   ASSERT_EQ(r.inv_freq.size(), 32u);
   for (int i = 0; i < 32; ++i) {
     const double base = std::pow(10000.0, -2.0 * i / 64);
-    if (i <= 10) EXPECT_NEAR(r.inv_freq[i], base, base * 1e-5) << i;
-    if (i >= 23) EXPECT_NEAR(r.inv_freq[i], base / 40, base / 40 * 1e-5) << i;
+    if (i <= 10) {
+      EXPECT_NEAR(r.inv_freq[i], base, base * 1e-5) << i;
+    }
+    if (i >= 23) {
+      EXPECT_NEAR(r.inv_freq[i], base / 40, base / 40 * 1e-5) << i;
+    }
     if (i > 10 && i < 23) {
       const double ramp = (i - 10.0) / 13.0;
       EXPECT_NEAR(r.inv_freq[i], base / 40 * ramp + base * (1 - ramp), base * 1e-5) << i;

@@ -236,22 +236,22 @@ __device__ __forceinline__ void expert_passes(float* red, const WeightRows& w_ro
         __syncthreads();
       }
     }
-    return;
-  }
-  for (int m0 = 0; m0 < n; m0 += kPassRows) {
-    const int rows = min(kPassRows, n - m0), ntiles = (rows + 7) / 8;
-    const bf16* x_rows[2];
+  } else {
+    for (int m0 = 0; m0 < n; m0 += kPassRows) {
+      const int rows = min(kPassRows, n - m0), ntiles = (rows + 7) / 8;
+      const bf16* x_rows[2];
 #pragma unroll
-    for (int t = 0; t < 2; ++t) {
-      const int m = 8 * t + g;
-      x_rows[t] = m < rows ? row(off + m0 + m) : nullptr;
+      for (int t = 0; t < 2; ++t) {
+        const int m = 8 * t + g;
+        x_rows[t] = m < rows ? row(off + m0 + m) : nullptr;
+      }
+      Acc acc = {};
+      warp_pass(acc, a, m0 == 0, w_rows, x_rows, K, ntiles, warp);
+      stash(red, acc, warp, lane);
+      const int r = tid & 15, col = tid >> 4;  // 16 consecutive output rows per token row
+      if (col < rows) store(off + m0 + col, r, reduce(red, 0, r, col), reduce(red, 1, r, col));
+      __syncthreads();  // red is rewritten by the next pass
     }
-    Acc acc = {};
-    warp_pass(acc, a, m0 == 0, w_rows, x_rows, K, ntiles, warp);
-    stash(red, acc, warp, lane);
-    const int r = tid & 15, col = tid >> 4;  // 16 consecutive output rows per token row
-    if (col < rows) store(off + m0 + col, r, reduce(red, 0, r, col), reduce(red, 1, r, col));
-    __syncthreads();  // red is rewritten by the next pass
   }
 }
 
