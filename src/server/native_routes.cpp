@@ -38,8 +38,9 @@ HttpResponse generate(ServerState& st, const HttpRequest& req) {
   for (const std::string& t : gr.texts)
     inputs.push_back({st.tokenizer().encode(t, /*add_special_tokens=*/true)});
   for (const auto& ids : gr.input_ids) inputs.push_back({ids});
-  auto gen =
-      std::make_shared<Generation>(st, std::move(inputs), gr.params, Generation::Options{"input"});
+  Generation::Options opts;
+  opts.prompt_noun = "input";
+  auto gen = std::make_shared<Generation>(st, std::move(inputs), gr.params, std::move(opts));
   const std::string base = gr.rid.empty() ? st.new_id("") : gr.rid;
   const bool batch = gr.batch;
   auto id_of = [base, batch](size_t i) { return batch ? fmt::format("{}_{}", base, i) : base; };

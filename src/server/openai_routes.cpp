@@ -193,8 +193,8 @@ HttpResponse completions(ServerState& st, const HttpRequest& req) {
       echo.push_back(p.text ? *p.text : tok.decode(p.ids, cr.params.skip_special_tokens));
     inputs.push_back(std::move(in));
   }
-  auto gen =
-      std::make_shared<Generation>(st, std::move(inputs), cr.params, Generation::Options{"prompt"});
+  auto gen = std::make_shared<Generation>(st, std::move(inputs), cr.params,
+                                          Generation::Options{});  // errors name the "prompt"
   const ResponseMeta m = meta(st, "cmpl-");
 
   HttpResponse res;

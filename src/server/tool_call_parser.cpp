@@ -86,7 +86,7 @@ void ToolCallParser::arguments(std::string_view fragment) {
   // A call's first delta keeps arguments "" (its start); fragments go into deltas of their own.
   const size_t index = calls_ - 1;
   if (out_.calls.empty() || out_.calls.back().index != index || !out_.calls.back().id.empty())
-    out_.calls.push_back({index});
+    out_.calls.emplace_back().index = index;
   out_.calls.back().arguments += fragment;
 }
 

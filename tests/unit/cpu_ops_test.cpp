@@ -140,7 +140,7 @@ TEST_F(OpsTest, LinearAndHeadMatmul) {
             s += static_cast<double>(x.data<float>()[t * K + k]) * w.data<float>()[n * K + k];
           want.push_back(s);
         }
-      expect_close(ops::linear(ws, x, Weight{w}), want, 1e-6, "linear");
+      expect_close(ops::linear(ws, x, Weight::from_dense(w)), want, 1e-6, "linear");
     }
   }
   const int64_t T = 3, H = 4, K = 9, N = 5;
