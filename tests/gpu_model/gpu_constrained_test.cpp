@@ -66,7 +66,9 @@ std::vector<Out> run(std::shared_ptr<const Model> model, int64_t spec_steps, boo
     got.error = ro.error;
     out.push_back(got);
   }
-  if (spec_steps > 0) EXPECT_GT(e.metrics().spec_verify_steps, 0u);
+  if (spec_steps > 0) {
+    EXPECT_GT(e.metrics().spec_verify_steps, 0u);
+  }
   return out;
 }
 
@@ -85,7 +87,9 @@ TEST(GpuConstrained, MtpEqualsPlainAndEveryTokenIsAllowed) {
       const char* mode = sampled ? "sampled" : "greedy";
       // Sampled speculation draws other uniforms than plain sampling: same distribution, not the
       // same tokens (tests/model checks the distribution); greedy must be identical.
-      if (!sampled) EXPECT_EQ(spec[i].tokens, plain[i].tokens) << mode << " request " << i;
+      if (!sampled) {
+        EXPECT_EQ(spec[i].tokens, plain[i].tokens) << mode << " request " << i;
+      }
       EXPECT_EQ(spec[i].error, "") << mode << " request " << i;
       EXPECT_EQ(plain[i].error, "") << mode << " request " << i;
       if (!plain_c[i]) continue;

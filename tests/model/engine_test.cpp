@@ -220,7 +220,9 @@ TEST(Spec, StaticPaddedBatchesChangeNothing) {
               << "S=" << steps << (adaptive ? " adaptive" : " fixed") << " prefill graphs "
               << prefill_graph_tokens << " request " << i;
         const EngineMetrics m = e.metrics();
-        if (prefill_graph_tokens > 0) EXPECT_GT(m.graphed_prefill_steps, 0u);
+        if (prefill_graph_tokens > 0) {
+          EXPECT_GT(m.graphed_prefill_steps, 0u);
+        }
         if (steps > 0 && !adaptive) {
           if (prefill_graph_tokens == 0)
             accepted[steps] = m.spec_accepted_tokens;

@@ -152,7 +152,7 @@ TEST(RandomCheckpoint, AllFormatsLoadAndAgree) {
   std::vector<int32_t> prompt;
   for (int i = 0; i < 6; ++i) prompt.push_back(i * 17 % 256);
   std::map<std::string, std::vector<float>> out;
-  for (const std::string& fmt : {"bf16", "fp8", "mxfp4"})
+  for (const std::string fmt : {"bf16", "fp8", "mxfp4"})
     for (bool keep : {true, false}) {
       if (fmt == "bf16" && !keep) continue;
       LoadOptions lo;

@@ -195,7 +195,9 @@ TEST_P(ParallelEngine, ConstrainedGreedyMatchesUnsharded) {
     EXPECT_EQ(plain[i].tokens, want[i].tokens) << "tp " << tp << " ep " << ep << " request " << i;
     EXPECT_EQ(spec[i].tokens, want[i].tokens)
         << "tp " << tp << " ep " << ep << " request " << i << " with MTP";
-    if (i != 2) EXPECT_EQ(want[i].tokens.size(), 18u) << "the constraint ends each at 18 tokens";
+    if (i != 2) {
+      EXPECT_EQ(want[i].tokens.size(), 18u) << "the constraint ends each at 18 tokens";
+    }
   }
 }
 

@@ -131,7 +131,9 @@ TEST(GrammarConstraint, MaskCoversThePaddedVocabulary) {
   int allowed = 0;
   for (int64_t v = 0; v < V; ++v) {
     const bool on = (bits[v / 32] >> (v % 32)) & 1u;
-    if (v >= 258) EXPECT_FALSE(on) << v;
+    if (v >= 258) {
+      EXPECT_FALSE(on) << v;
+    }
     if (on) {
       ++allowed;
       const std::string b = byte_tokenizer().token_bytes(static_cast<int32_t>(v));

@@ -405,7 +405,9 @@ TEST(SpecDepthPolicy, FirstStepOfAShapeIsNotTimedAndStallsAreBounded) {
   for (double seconds : {5.0, 3.0, 0.010, 0.200, 0.009}) {
     ASSERT_EQ(p.choose(4), 1);
     p.observe(1, 4, seconds, {1, 1, 0, 1});
-    if (seconds >= 3.0) EXPECT_LT(p.step_seconds(1, 4), 0);
+    if (seconds >= 3.0) {
+      EXPECT_LT(p.step_seconds(1, 4), 0);
+    }
   }
   EXPECT_DOUBLE_EQ(p.step_seconds(1, 4), 0.010);
   p.observe(1, 4, 10.0, {1});  // after it, a stall moves the average by a bounded amount

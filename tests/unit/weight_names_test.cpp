@@ -38,10 +38,13 @@ TEST(WeightNames, Glm52LayoutAndMtp) {
     if (s.name() == "model.layers.3.self_attn.kv_b_proj.weight") {
       EXPECT_EQ(s.shape, (std::vector<int64_t>{28672, 512}));
     }
-    if (s.name() == "model.layers.78.eh_proj.weight")
+    if (s.name() == "model.layers.78.eh_proj.weight") {
       EXPECT_EQ(s.shape, (std::vector<int64_t>{6144, 12288}));
+    }
     // GLM ships no MTP embed/head; they are optional in the table.
-    if (s.slot == Slot::kMtpEmbed || s.slot == Slot::kMtpHead) EXPECT_TRUE(s.optional);
+    if (s.slot == Slot::kMtpEmbed || s.slot == Slot::kMtpHead) {
+      EXPECT_TRUE(s.optional);
+    }
   }
   // Without MTP nothing under layer 78 is asked for.
   for (const auto& s : weight_name_table(c, false)) EXPECT_NE(s.layer, 78);
@@ -57,10 +60,15 @@ TEST(WeightNames, ExcludeRulesResolveThroughTheTable) {
   int quantized = 0;
   for (const auto& s : weight_name_table(c, true)) {
     const bool q = expects_quantized(c, s);
-    if (s.layer == 78) EXPECT_FALSE(q) << s.name();
-    if (s.slot == Slot::kExpertGate && s.layer < 78) EXPECT_TRUE(q) << s.name();
-    if (s.slot == Slot::kQaProj || s.slot == Slot::kRouter || s.slot == Slot::kMlpGate)
+    if (s.layer == 78) {
       EXPECT_FALSE(q) << s.name();
+    }
+    if (s.slot == Slot::kExpertGate && s.layer < 78) {
+      EXPECT_TRUE(q) << s.name();
+    }
+    if (s.slot == Slot::kQaProj || s.slot == Slot::kRouter || s.slot == Slot::kMlpGate) {
+      EXPECT_FALSE(q) << s.name();
+    }
     quantized += q;
   }
   EXPECT_EQ(quantized, 75 * 256 * 3);
@@ -68,9 +76,12 @@ TEST(WeightNames, ExcludeRulesResolveThroughTheTable) {
   c.quant.method = "fp8";
   c.quant.exclude = {"model.embed_tokens", "lm_head", "model.layers.3.self_attn.indexers_proj"};
   for (const auto& s : weight_name_table(c, true)) {
-    if (s.slot == Slot::kMtpEhProj || s.slot == Slot::kIdxWeightsProj || s.slot == Slot::kRouter)
+    if (s.slot == Slot::kMtpEhProj || s.slot == Slot::kIdxWeightsProj || s.slot == Slot::kRouter) {
       EXPECT_FALSE(expects_quantized(c, s)) << s.name();
-    if (s.slot == Slot::kOProj) EXPECT_TRUE(expects_quantized(c, s)) << s.name();
+    }
+    if (s.slot == Slot::kOProj) {
+      EXPECT_TRUE(expects_quantized(c, s)) << s.name();
+    }
   }
 }
 
