@@ -1,6 +1,8 @@
 // Reads a TANDEM_SPEC_DEPTH_TRACE file (runtime/spec_depth_trace.h) and, for each engine in it,
 // prints what the engine measured and what the adaptive depth policy made of it:
-// - the measurements themselves: per batch class and depth, the steps and their median seconds;
+// - the measurements themselves: the batch fill of the decode steps (mean batch, the share at the
+//   largest, tokens a step, a slot and a sequence); per batch class and depth, the steps and
+//   their median seconds;
 //   the draft's reads outside a round (catch-ups and prompt reads) in order of arrival, first
 //   ones apart (the one-off costs of a process show there), and their median per position;
 // - a replay of the same calls through this build's policy: where its choices differ from the
@@ -50,6 +52,10 @@ void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled)
   std::vector<std::pair<int64_t, double>> reads;                      // (positions, seconds)
   std::vector<int64_t> batches;
   std::vector<uint64_t> recorded(static_cast<size_t>(e.opt.max_depth + 1), 0);
+  // Batch fill of the decode steps: a depth that staggers the requests' finishes runs more of
+  // its steps below the engine's largest batch, which no per-step estimate sees.
+  std::map<int64_t, int64_t> steps_at;  // batch -> decode steps
+  int64_t step_tokens = 0;              // sequences + accepted drafts over the decode steps
   int64_t chosen = 0, differ = 0, changes = 0;
   for (const std::string& line : e.lines) {
     std::istringstream in(line);
@@ -72,6 +78,9 @@ void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled)
       else
         p.observe(d, b, s, accepted, cu, tokens);
       pooled.add_step(d, b, s - cu, accepted);
+      ++steps_at[b];
+      step_tokens += b;
+      for (int64_t a : accepted) step_tokens += a;
       if (d >= 0 && d <= e.opt.max_depth) ++recorded[static_cast<size_t>(d)];
       step_s[{SpecDepthPolicy::batch_class(b), d}].push_back(s - cu);
       if (tokens > 0) reads.emplace_back(tokens, cu);
@@ -92,6 +101,18 @@ void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled)
     if (recorded[d]) hist += " " + std::to_string(d) + ":" + std::to_string(recorded[d]);
   std::printf("decode steps by depth:%s; settled-depth changes: %lld\n", hist.c_str(),
               static_cast<long long>(changes));
+  if (!steps_at.empty()) {
+    int64_t steps = 0, slots = 0;
+    for (const auto& [b, n] : steps_at) steps += n, slots += b * n;
+    const auto& [top, at_top] = *steps_at.rbegin();
+    std::printf(
+        "batch fill: mean batch %.2f of %lld (%.0f%% of the steps at %lld); %.2f tokens a step, "
+        "%.3f a slot of %lld, %.3f a sequence\n",
+        static_cast<double>(slots) / steps, static_cast<long long>(top), 100.0 * at_top / steps,
+        static_cast<long long>(top), static_cast<double>(step_tokens) / steps,
+        static_cast<double>(step_tokens) / (steps * top), static_cast<long long>(top),
+        static_cast<double>(step_tokens) / slots);
+  }
   std::printf("measured step seconds (catch-up excluded), median [steps]:\n");
   int64_t last_class = -1;
   for (const auto& [key, v] : step_s) {
