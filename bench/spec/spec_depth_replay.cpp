@@ -14,7 +14,7 @@
 // (spec_depth_bootstrap.h): its rate against the best fixed depth's.
 // So one GPU run's trace lets the policy be studied and changed on any machine.
 //
-// usage: spec_depth_replay TRACE_FILE
+// usage: spec_depth_replay [--batch-fill] TRACE_FILE
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -56,7 +56,7 @@ void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled)
   // its steps below the engine's largest batch, which no per-step estimate sees.
   std::map<int64_t, int64_t> steps_at;  // batch -> decode steps
   int64_t step_tokens = 0;              // sequences + accepted drafts over the decode steps
-  int64_t chosen = 0, differ = 0, changes = 0;
+  int64_t chosen = 0, differ = 0, changes = 0, finished = 0;
   for (const std::string& line : e.lines) {
     std::istringstream in(line);
     char kind = 0;
@@ -90,6 +90,11 @@ void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled)
       in >> s >> n;
       p.observe_prompt_reads(s, n);
       if (s > 0) reads.emplace_back(n, s);  // (a fixed-depth engine does not time its reads)
+    } else if (kind == 'x') {
+      int64_t tokens = 0;
+      in >> tokens;
+      p.observe_finish(tokens);
+      ++finished;
     } else if (kind == 's') {
       p.settle();
     } else if (kind == '#') {
@@ -156,6 +161,13 @@ void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled)
     }
     std::printf("\n");
   }
+  if (finished > 0)
+    std::printf(
+        "batch fill%s: %lld requests finished, %.2f empty slot-steps a request; factor "
+        "at depth 0 / 1 / max: %.3f / %.3f / %.3f\n",
+        e.opt.batch_fill ? "" : " (not weighed: --batch-fill)", static_cast<long long>(finished),
+        p.empty_slot_steps_per_request(), p.fill_factor(0), p.fill_factor(1),
+        p.fill_factor(e.opt.max_depth));
   const tandem::DraftReadCost& rc = p.read_cost();
   std::printf("read cost fit: %s fixed %.3f ms + %.3f us per position\n",
               rc.known() ? "" : "(unknown)", 1e3 * rc.fixed_seconds(),
@@ -168,13 +180,17 @@ void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled)
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s TANDEM_SPEC_DEPTH_TRACE_FILE\n", argv[0]);
+  // --batch-fill: replay the adaptive engines with SpecDepthOptions::batch_fill on (a trace does
+  // not record it; its `x` lines feed it either way).
+  const bool batch_fill = argc == 3 && std::string(argv[1]) == "--batch-fill";
+  if (argc != 2 && !batch_fill) {
+    std::fprintf(stderr, "usage: %s [--batch-fill] TANDEM_SPEC_DEPTH_TRACE_FILE\n", argv[0]);
     return 2;
   }
-  std::ifstream f(argv[1]);
+  const char* path = argv[argc - 1];
+  std::ifstream f(path);
   if (!f) {
-    std::fprintf(stderr, "%s: cannot read %s\n", argv[0], argv[1]);
+    std::fprintf(stderr, "%s: cannot read %s\n", argv[0], path);
     return 1;
   }
   std::vector<Engine> engines;
@@ -192,13 +208,14 @@ int main(int argc, char** argv) {
       e.opt.max_depth = max_depth;
       e.opt.initial_depth = initial;
       e.opt.adaptive = adaptive != 0;
+      e.opt.batch_fill = batch_fill && e.opt.adaptive;
       engines.push_back(std::move(e));
     } else if (!engines.empty()) {
       engines.back().lines.push_back(line);
     }
   }
   if (engines.empty()) {
-    std::fprintf(stderr, "%s: no engine in %s\n", argv[0], argv[1]);
+    std::fprintf(stderr, "%s: no engine in %s\n", argv[0], path);
     return 1;
   }
   tandem::bench::SpecDepthSamples pooled;

@@ -233,7 +233,7 @@ Runner add_bench_offline(CLI::App& app) {
     int64_t prompt_tokens = 64, max_new = 96, num_prompts = 16, max_steps = 0, repeat = 1;
     double simulate = 0;
     double range_ratio = 1.0;  // --random-range-ratio: 1 = fixed lengths
-    bool profile_phases = false, loop_phases = false, adaptive = false;
+    bool profile_phases = false, loop_phases = false, adaptive = false, batch_fill = false;
     bool no_plain = false, disable_cuda_graph = false, deterministic = false, no_warmup = false;
     bool weight_only_quant = false, mixed_chunk = false;
     int64_t prefill_graph_tokens = -1;  // EngineOptions::cuda_graph_max_prefill_tokens
@@ -267,6 +267,9 @@ Runner add_bench_offline(CLI::App& app) {
   app.add_flag("--adaptive", a->adaptive,
                "Also run adaptive depth (starting at the first --speculative-num-steps) and "
                "compare it with the best of plain and the fixed depths");
+  app.add_flag("--adaptive-batch-fill", a->batch_fill,
+               "The adaptive row weighs each depth by the batch slots requests leave empty "
+               "between them (SpecDepthOptions::batch_fill; off by default, being measured)");
   app.add_option("--speculative-max-steps", a->max_steps,
                  "Deepest adaptive round (default: max(5, the deepest fixed depth))");
   app.add_option("--speculative-token-map", a->token_map,
@@ -496,6 +499,7 @@ Runner add_bench_offline(CLI::App& app) {
     if (a->adaptive) {
       EngineOptions sp = spec_runs.front().opt;
       sp.spec.adaptive = true;
+      sp.spec.adaptive_batch_fill = a->batch_fill;
       sp.spec.max_steps = a->max_steps > 0
                               ? a->max_steps
                               : std::max<int64_t>(5, *std::max_element(fixed.begin(), fixed.end()));

@@ -56,6 +56,7 @@ SpecDepthOptions depth_options(const SpeculativeOptions& o) {
   d.max_depth = o.max_depth();
   d.initial_depth = o.num_steps;
   d.adaptive = o.adaptive;
+  d.batch_fill = o.adaptive_batch_fill;
   return d;
 }
 
@@ -398,6 +399,12 @@ struct Engine::Impl {
       }
       clock.lap(LoopPhase::kSchedule);
     }
+    if (depth)  // requests that ended in this step: the batch fill's tokens per request
+      for (const auto& s : sched.running())
+        if (s->finished) {
+          depth->observe_finish(s->generated);
+          depth_trace->finish(s->generated);
+        }
     out.send(sched);
     clock.lap(LoopPhase::kSend);
     trace.end(plan, sched.num_waiting(), static_cast<int64_t>(sched.running().size()));

@@ -31,6 +31,10 @@ struct SpeculativeOptions {
   // did not move the concurrency-1 cells (docs/benchmarks.md, "Adaptive depth").
   // --speculative-draft-reads-prompts turns it on.
   bool draft_reads_prompts = false;
+  // Adaptive depth only: weigh each depth by the batch slots requests leave empty between them
+  // (SpecDepthOptions::batch_fill). Off until measured on the GPU; bench-offline
+  // --adaptive-batch-fill turns it on.
+  bool adaptive_batch_fill = false;
   int64_t eagle_topk = 1;        // only 1 (chain drafts) is supported
   int64_t num_draft_tokens = 4;  // S + 1 tokens verified per round; 0: S + 1
   // The draft's vocabulary (--speculative-token-map, runtime/draft_vocab.h): it proposes only

@@ -172,7 +172,34 @@ double SpecDepthPolicy::catch_up_seconds(const ClassState& c) const {
 
 double SpecDepthPolicy::class_rate(const ClassState& c, int64_t depth, int64_t cls) const {
   const double t = class_seconds(c, depth);
-  return t > 0 ? static_cast<double>(cls) * expected_tokens(depth) / t : -1.0;
+  return t > 0 ? static_cast<double>(cls) * expected_tokens(depth) / (t * fill_factor(depth))
+               : -1.0;
+}
+
+void SpecDepthPolicy::note_batch(int64_t batch) {
+  const size_t window = static_cast<size_t>(std::max<int64_t>(o_.fill_window, 1));
+  if (recent_batches_.size() < window)
+    recent_batches_.push_back(batch);
+  else
+    recent_batches_[recent_next_] = batch;
+  recent_next_ = (recent_next_ + 1) % window;
+  const int64_t largest = *std::max_element(recent_batches_.begin(), recent_batches_.end());
+  empty_slot_steps_ += static_cast<double>(largest - batch);
+}
+
+void SpecDepthPolicy::observe_finish(int64_t tokens) {
+  ++finished_;
+  finished_tokens_ += static_cast<double>(std::max<int64_t>(tokens, 0));
+}
+
+double SpecDepthPolicy::empty_slot_steps_per_request() const {
+  return finished_ > 0 ? empty_slot_steps_ / static_cast<double>(finished_) : 0.0;
+}
+
+double SpecDepthPolicy::fill_factor(int64_t depth) const {
+  if (!o_.batch_fill || finished_ < o_.fill_min_finished || !(finished_tokens_ > 0)) return 1.0;
+  const double tokens_per_request = finished_tokens_ / static_cast<double>(finished_);
+  return 1.0 + empty_slot_steps_per_request() * expected_tokens(depth) / tokens_per_request;
 }
 
 double SpecDepthPolicy::step_seconds(int64_t depth, int64_t batch) const {
@@ -432,6 +459,7 @@ void SpecDepthPolicy::record(int64_t depth, int64_t batch, double seconds,
       accept_[i] += w * (hit - accept_[i]);
     }
   if (!o_.adaptive || batch <= 0 || !(seconds > 0)) return;
+  note_batch(batch);
   ClassState& c = state(batch);
   // A speculative step right after a plain one of the class first catches the draft up on what
   // those plain steps skipped: a price of having decoded plainly, paid once on the way back (and

@@ -52,6 +52,17 @@ struct SpecDepthOptions {
   // A speculative step whose catch-up would cost more than this many plain steps runs plain
   // instead, unless the tokens the batch may still generate would win the catch-up back.
   double max_catch_up_steps = 4.0;
+  // Batch fill (off until measured on the GPU; bench-offline --adaptive-batch-fill): weigh each
+  // depth's rate by the batch slots that requests leave empty between them. Every finished
+  // request leaves about the same number k of empty slot-steps behind it whatever the depth (its
+  // replacement's prefill, the stagger, a drain), and an empty slot costs a step's time, so a
+  // depth's cost per token is about 1 + k E(d) / L times its per-step estimate, L the tokens a
+  // request generates: k and L measured from the steps' batch sizes against the largest of the
+  // last fill_window steps and the finished requests (observe_finish). docs/benchmarks.md,
+  // "Where concurrency 8 goes".
+  bool batch_fill = false;
+  int64_t fill_window = 256;
+  int64_t fill_min_finished = 8;  // finished requests before k and L are trusted
 };
 
 class SpecDepthPolicy {
@@ -108,6 +119,13 @@ class SpecDepthPolicy {
   // charged to the next speculative step's class like the catch-up it replaced, so that depth
   // choices weigh it as before.
   void observe_prompt_reads(double seconds, int64_t positions);
+  // A request finished after generating `tokens` (batch fill: SpecDepthOptions::batch_fill).
+  void observe_finish(int64_t tokens);
+  // The batch-fill factor of a depth's cost per token, 1 + k E(depth) / L; 1 while off or before
+  // fill_min_finished requests have finished.
+  double fill_factor(int64_t depth) const;
+  // Empty slot-steps per finished request so far (k; 0 before any finished).
+  double empty_slot_steps_per_request() const;
 
   // The fitted cost of the draft's reads outside a round (catch-ups, prompt reads).
   const DraftReadCost& read_cost() const { return reads_; }
@@ -183,6 +201,14 @@ class SpecDepthPolicy {
   // Prompt reads and their positions not yet charged to a speculative step.
   int64_t pending_reads_ = 0, pending_positions_ = 0;
   std::vector<std::string> changes_;
+  // Batch fill: the latest fill_window decode steps' batch sizes (a ring), the empty slot-steps
+  // counted against their largest, and the finished requests with their tokens.
+  std::vector<int64_t> recent_batches_;
+  size_t recent_next_ = 0;
+  double empty_slot_steps_ = 0;
+  int64_t finished_ = 0;
+  double finished_tokens_ = 0;
+  void note_batch(int64_t batch);
 };
 
 }  // namespace tandem

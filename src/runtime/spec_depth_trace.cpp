@@ -50,6 +50,10 @@ void SpecDepthTrace::prompt_reads(double seconds, int64_t positions) {
   std::fprintf(file_.get(), "r %.9f %lld\n", seconds, static_cast<long long>(positions));
 }
 
+void SpecDepthTrace::finish(int64_t tokens) {
+  if (on()) std::fprintf(file_.get(), "x %lld\n", static_cast<long long>(tokens));
+}
+
 void SpecDepthTrace::change(const std::string& text) {
   if (on()) std::fprintf(file_.get(), "# %s\n", text.c_str());
 }

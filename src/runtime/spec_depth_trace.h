@@ -11,6 +11,7 @@
 //   p (as o)                                   a pinned step, shown as calibrate()
 //   s                                          settle(): the pin was lifted
 //   r <seconds> <positions>                                  observe_prompt_reads()
+//   x <tokens>                                               observe_finish(): a request ended
 //   # <text>                                                 a settled-depth change, as logged
 #pragma once
 
@@ -36,6 +37,7 @@ class SpecDepthTrace {
                Step step = Step::kChosen);
   void settle();
   void prompt_reads(double seconds, int64_t positions);
+  void finish(int64_t tokens);
   void change(const std::string& text);
   // Writes out what is buffered (the engine is idle).
   void flush() {

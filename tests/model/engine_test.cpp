@@ -416,14 +416,14 @@ TEST(Spec, PinnedDepthRunsEveryStepAndCalibratesThePolicy) {
       EXPECT_EQ(got[i].tokens, plain[i].tokens) << "the policy's depths, request " << i;
   }
   // The trace: pinned steps only as `p` lines, then one `s` before the policy's own steps, each
-  // a `c` and an `o`.
+  // a `c` and an `o`; an `x` for every finished request (the batch fill's), wherever it ended.
   std::ifstream in(trace);
   std::map<char, int64_t> lines;
   std::string order;  // the kinds in order, runs collapsed
   for (std::string l; std::getline(in, l);)
     if (!l.empty()) {
       ++lines[l[0]];
-      if (l[0] != '#' && (order.empty() || order.back() != l[0])) order += l[0];
+      if (l[0] != '#' && l[0] != 'x' && (order.empty() || order.back() != l[0])) order += l[0];
     }
   std::filesystem::remove(trace);
   EXPECT_GT(lines['p'], 0);
@@ -431,7 +431,8 @@ TEST(Spec, PinnedDepthRunsEveryStepAndCalibratesThePolicy) {
   EXPECT_EQ(lines['s'], 1);
   EXPECT_GT(lines['o'], 0);
   EXPECT_EQ(lines['c'], lines['o']);
-  EXPECT_EQ(order.substr(0, 3), "eps") << order;  // no choice before the settle
+  EXPECT_EQ(lines['x'], static_cast<int64_t>(4 * reqs.size()));  // three pinned runs and one free
+  EXPECT_EQ(order.substr(0, 3), "eps") << order;                 // no choice before the settle
 }
 
 // Adaptive depth forced through a schedule of every depth, plain steps (0) included: greedy and

@@ -50,12 +50,13 @@ TEST(SpecDepthTrace, WritesOneLinePerCallAndAppendsAcrossEngines) {
     t.settle();
     t.prompt_reads(0.002, 512);
     t.prompt_reads(0.002, 0);  // nothing read: no line
+    t.finish(96);
     t.change("batch class 32: speculative depth 3 -> 2");
   }
   { SpecDepthTrace second(4, 0, false); }
   ::unsetenv("TANDEM_SPEC_DEPTH_TRACE");
   const std::vector<std::string> l = lines_of(path);
-  ASSERT_EQ(l.size(), 10u);
+  ASSERT_EQ(l.size(), 11u);
   EXPECT_EQ(l[0], "e 5 3 1");
   EXPECT_EQ(l[1], "c 32 640 3000 2");
   EXPECT_EQ(l[2], "o 2 32 0.001234568 0.000500000 640 2 0 1");
@@ -64,8 +65,9 @@ TEST(SpecDepthTrace, WritesOneLinePerCallAndAppendsAcrossEngines) {
   EXPECT_EQ(l[5], "p 3 8 0.000700000 0.000000000 0 3");   // pinned: the replay calibrates
   EXPECT_EQ(l[6], "s");
   EXPECT_EQ(l[7], "r 0.002000000 512");
-  EXPECT_EQ(l[8], "# batch class 32: speculative depth 3 -> 2");
-  EXPECT_EQ(l[9], "e 4 0 0");
+  EXPECT_EQ(l[8], "x 96");
+  EXPECT_EQ(l[9], "# batch class 32: speculative depth 3 -> 2");
+  EXPECT_EQ(l[10], "e 4 0 0");
   std::filesystem::remove(path);
 }
 
