@@ -612,9 +612,8 @@ int main(int argc, char** argv) {
     std::vector<DecodeRow> rows;
     std::printf("%-6s %5s %6s %7s %10s %10s %10s %9s %8s %6s\n", "layer", "batch", "ctx", "experts",
                 "eager us", "graph us", "weights MB", "KV MB", "GB/s", "%copy");
-    for (Layer* L : {&moe, &dense}) {
+    for (Layer* L : prefill_only ? std::vector<Layer*>{} : std::vector<Layer*>{&moe, &dense}) {
       const bool is_moe = L == &moe;
-      if (prefill_only) break;
       for (int64_t ctx : ctxs)
         for (int64_t b : batches) {
           std::vector<std::vector<int32_t>> pages;
