@@ -14,7 +14,7 @@
 // (spec_depth_bootstrap.h): its rate against the best fixed depth's.
 // So one GPU run's trace lets the policy be studied and changed on any machine.
 //
-// usage: spec_depth_replay [--batch-fill] TRACE_FILE
+// usage: spec_depth_replay [--batch-fill] [--relax] TRACE_FILE
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -44,9 +44,10 @@ double median(std::vector<double> v) {
 }
 
 void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled) {
-  std::printf("== engine %d: max depth %lld, starts at %lld, %s\n", index,
+  std::printf("== engine %d: max depth %lld, starts at %lld, %s%s%s\n", index,
               static_cast<long long>(e.opt.max_depth), static_cast<long long>(e.opt.initial_depth),
-              e.opt.adaptive ? "adaptive" : "pinned");
+              e.opt.adaptive ? "adaptive" : "pinned", e.opt.batch_fill ? ", batch fill" : "",
+              e.opt.accept_relax ? ", acceptance relaxed" : "");
   SpecDepthPolicy p(e.opt);
   std::map<std::pair<int64_t, int64_t>, std::vector<double>> step_s;  // (class, depth) -> seconds
   std::vector<std::pair<int64_t, double>> reads;                      // (positions, seconds)
@@ -180,11 +181,22 @@ void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled)
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --batch-fill: replay the adaptive engines with SpecDepthOptions::batch_fill on (a trace does
-  // not record it; its `x` lines feed it either way).
-  const bool batch_fill = argc == 3 && std::string(argv[1]) == "--batch-fill";
-  if (argc != 2 && !batch_fill) {
-    std::fprintf(stderr, "usage: %s [--batch-fill] TANDEM_SPEC_DEPTH_TRACE_FILE\n", argv[0]);
+  // --batch-fill / --relax: replay the adaptive engines with SpecDepthOptions::batch_fill /
+  // accept_relax on, whatever the trace's engine lines recorded (older traces record neither).
+  bool batch_fill = false, relax = false;
+  int arg = 1;
+  for (; arg < argc - 1; ++arg) {
+    const std::string flag = argv[arg];
+    if (flag == "--batch-fill")
+      batch_fill = true;
+    else if (flag == "--relax")
+      relax = true;
+    else
+      break;
+  }
+  if (arg != argc - 1) {
+    std::fprintf(stderr, "usage: %s [--batch-fill] [--relax] TANDEM_SPEC_DEPTH_TRACE_FILE\n",
+                 argv[0]);
     return 2;
   }
   const char* path = argv[argc - 1];
@@ -199,16 +211,18 @@ int main(int argc, char** argv) {
     if (line[0] == 'e') {
       std::istringstream in(line.substr(1));
       long long max_depth = 0, initial = 0;
-      int adaptive = 0;
+      int adaptive = 0, fill = 0, relaxed = 0;
       if (!(in >> max_depth >> initial >> adaptive)) {
         std::fprintf(stderr, "%s: malformed engine line '%s'\n", argv[0], line.c_str());
         return 1;
       }
+      in >> fill >> relaxed;  // absent from older traces
       Engine e;
       e.opt.max_depth = max_depth;
       e.opt.initial_depth = initial;
       e.opt.adaptive = adaptive != 0;
-      e.opt.batch_fill = batch_fill && e.opt.adaptive;
+      e.opt.batch_fill = (batch_fill || fill != 0) && e.opt.adaptive;
+      e.opt.accept_relax = (relax || relaxed != 0) && e.opt.adaptive;
       engines.push_back(std::move(e));
     } else if (!engines.empty()) {
       engines.back().lines.push_back(line);

@@ -234,6 +234,7 @@ Runner add_bench_offline(CLI::App& app) {
     double simulate = 0;
     double range_ratio = 1.0;  // --random-range-ratio: 1 = fixed lengths
     bool profile_phases = false, loop_phases = false, adaptive = false, batch_fill = false;
+    std::string adaptive_variants;  // --adaptive-variants: comma-separated
     bool no_plain = false, disable_cuda_graph = false, deterministic = false, no_warmup = false;
     bool weight_only_quant = false, mixed_chunk = false;
     int64_t prefill_graph_tokens = -1;  // EngineOptions::cuda_graph_max_prefill_tokens
@@ -270,6 +271,11 @@ Runner add_bench_offline(CLI::App& app) {
   app.add_flag("--adaptive-batch-fill", a->batch_fill,
                "The adaptive row weighs each depth by the batch slots requests leave empty "
                "between them (SpecDepthOptions::batch_fill; off by default, being measured)");
+  app.add_option("--adaptive-variants", a->adaptive_variants,
+                 "Adaptive rows to run side by side (implies --adaptive), comma-separated: base "
+                 "(the defaults), or options joined by +: fill (batch fill), relax (acceptance "
+                 "relaxation during plain steps), e.g. base,fill,fill+relax; each compared with "
+                 "the best of plain and the fixed depths");
   app.add_option("--speculative-max-steps", a->max_steps,
                  "Deepest adaptive round (default: max(5, the deepest fixed depth))");
   app.add_option("--speculative-token-map", a->token_map,
@@ -346,6 +352,34 @@ Runner add_bench_offline(CLI::App& app) {
     std::vector<int64_t> fixed;  // the fixed depths to run
     for (int64_t s : parse_list(a->steps))
       if (s > 0) fixed.push_back(s);
+    // --adaptive-variants: each variant's (batch fill, acceptance relaxation) and row label.
+    struct Variant {
+      bool fill = false, relax = false;
+      std::string label;
+    };
+    std::vector<Variant> variants;
+    if (!a->adaptive_variants.empty()) {
+      a->adaptive = true;
+      std::stringstream list(a->adaptive_variants);
+      for (std::string item; std::getline(list, item, ',');) {
+        Variant v;
+        if (item != "base") {
+          std::stringstream parts(item);
+          for (std::string part; std::getline(parts, part, '+');) {
+            if (part == "fill")
+              v.fill = true;
+            else if (part == "relax")
+              v.relax = true;
+            else
+              fail("--adaptive-variants: '{}' in '{}' is not base, fill or relax", part, item);
+          }
+        }
+        v.label = std::string("MTP adapt") + (v.fill || v.relax ? "+" : "") + (v.fill ? "f" : "") +
+                  (v.relax ? "r" : "");
+        variants.push_back(v);
+      }
+      if (variants.empty()) fail("--adaptive-variants: no variant in '{}'", a->adaptive_variants);
+    }
     if (a->adaptive && fixed.empty()) fail("--adaptive needs a --speculative-num-steps above 0");
     const bool speculate = !fixed.empty();
     LoadOptions lo;
@@ -504,7 +538,16 @@ Runner add_bench_offline(CLI::App& app) {
                               ? a->max_steps
                               : std::max<int64_t>(5, *std::max_element(fixed.begin(), fixed.end()));
       sp.spec.simulate_accept_length = spec_runs.front().opt.spec.simulate_accept_length;
-      spec_runs.push_back({"MTP adapt", sp});
+      if (variants.empty()) {
+        spec_runs.push_back({"MTP adapt", sp});
+      } else {
+        // Every variant on the same drift: the repetitions interleave every row.
+        for (const Variant& v : variants) {
+          sp.spec.adaptive_batch_fill = v.fill;
+          sp.spec.adaptive_accept_relax = v.relax;
+          spec_runs.push_back({v.label, sp});
+        }
+      }
     }
     if (!a->token_map.empty() && !spec_runs.empty())
       std::printf("draft vocabulary: %zu of %lld tokens (%s)\n", draft_ids.size(),

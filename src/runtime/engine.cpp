@@ -57,6 +57,7 @@ SpecDepthOptions depth_options(const SpeculativeOptions& o) {
   d.initial_depth = o.num_steps;
   d.adaptive = o.adaptive;
   d.batch_fill = o.adaptive_batch_fill;
+  d.accept_relax = o.adaptive_accept_relax;
   return d;
 }
 
@@ -122,9 +123,7 @@ struct Engine::Impl {
                  : nullptr),
         exec(runner, out, spec.get()),
         depth(spec ? std::make_unique<SpecDepthPolicy>(depth_options(opt.spec)) : nullptr),
-        depth_trace(spec ? std::make_unique<SpecDepthTrace>(opt.spec.max_depth(),
-                                                            opt.spec.num_steps, opt.spec.adaptive)
-                         : nullptr) {
+        depth_trace(spec ? std::make_unique<SpecDepthTrace>(depth_options(opt.spec)) : nullptr) {
     out.publish(sched);
     exec.set_clock(&clock);
     thread = std::thread([this] {

@@ -35,6 +35,9 @@ struct SpeculativeOptions {
   // (SpecDepthOptions::batch_fill). Off until measured on the GPU; bench-offline
   // --adaptive-batch-fill turns it on.
   bool adaptive_batch_fill = false;
+  // Adaptive depth only: plain steps move the running acceptance toward its long-run mean
+  // (SpecDepthOptions::accept_relax). Off until measured; bench-offline --adaptive-variants.
+  bool adaptive_accept_relax = false;
   int64_t eagle_topk = 1;        // only 1 (chain drafts) is supported
   int64_t num_draft_tokens = 4;  // S + 1 tokens verified per round; 0: S + 1
   // The draft's vocabulary (--speculative-token-map, runtime/draft_vocab.h): it proposes only

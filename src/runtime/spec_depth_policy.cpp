@@ -24,6 +24,7 @@ SpecDepthPolicy::SpecDepthPolicy(SpecDepthOptions o) : o_(o), reads_(o.untimed_r
            o_.time_window);
   accept_.assign(static_cast<size_t>(o_.max_depth), o_.prior_accept);
   accept_n_.assign(static_cast<size_t>(o_.max_depth), 0);
+  accept_slow_.assign(static_cast<size_t>(o_.max_depth), o_.prior_accept);
   histogram_.assign(static_cast<size_t>(o_.max_depth + 1), 0);
 }
 
@@ -455,9 +456,17 @@ void SpecDepthPolicy::record(int64_t depth, int64_t batch, double seconds,
       const size_t i = static_cast<size_t>(j - 1);
       const double hit = j <= k ? 1.0 : 0.0;
       // A plain mean over the first 1 / accept_alpha observations, a running average after.
-      const double w = std::max(o_.accept_alpha, 1.0 / static_cast<double>(++accept_n_[i]));
+      const double n = static_cast<double>(++accept_n_[i]);
+      const double w = std::max(o_.accept_alpha, 1.0 / n);
       accept_[i] += w * (hit - accept_[i]);
+      accept_slow_[i] += std::max(o_.slow_alpha, 1.0 / n) * (hit - accept_slow_[i]);
     }
+  if (o_.accept_relax && depth == 0 && batch > 0) {
+    // batch sequence-steps without an observation, each a step toward the long-run mean.
+    const double keep = std::pow(1.0 - o_.accept_alpha, static_cast<double>(batch));
+    for (size_t i = 0; i < accept_.size(); ++i)
+      if (accept_n_[i] > 0) accept_[i] = accept_slow_[i] + keep * (accept_[i] - accept_slow_[i]);
+  }
   if (!o_.adaptive || batch <= 0 || !(seconds > 0)) return;
   note_batch(batch);
   ClassState& c = state(batch);

@@ -63,6 +63,15 @@ struct SpecDepthOptions {
   bool batch_fill = false;
   int64_t fill_window = 256;
   int64_t fill_min_finished = 8;  // finished requests before k and L are trusted
+  // Acceptance relaxation (off until measured on the GPU; bench-offline --adaptive-variants):
+  // plain steps observe no acceptance, so a class that went plain after a hard answer kept that
+  // answer's low estimate until a probe, and a probe's few rounds barely move it (the shipped
+  // model at concurrency 1, H100: 96% plain, 0.93x of depth 1). With it each sequence-step of
+  // plain decoding moves the running acceptance toward its long-run mean (weight slow_alpha, a
+  // plain mean before) by accept_alpha, as an observation would: the sequences whose acceptance
+  // the running value followed are gone after as many steps as it takes to learn a new one.
+  bool accept_relax = false;
+  double slow_alpha = 0.001;  // weight of one observation in the long-run acceptance
 };
 
 class SpecDepthPolicy {
@@ -195,6 +204,7 @@ class SpecDepthPolicy {
   std::vector<std::pair<int64_t, ClassState>> classes_;  // by class, in first-seen order
   std::vector<double> accept_;                           // [max_depth]: a_1 .. a_S
   std::vector<int64_t> accept_n_;                        // observations of each position
+  std::vector<double> accept_slow_;                      // [max_depth]: long-run a_1 .. a_S
   std::vector<uint64_t> histogram_;
   // What the draft's reads outside a round cost (catch-ups and prompts read with their prefill).
   DraftReadCost reads_;

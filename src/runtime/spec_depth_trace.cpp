@@ -6,7 +6,7 @@
 
 namespace tandem {
 
-SpecDepthTrace::SpecDepthTrace(int64_t max_depth, int64_t initial_depth, bool adaptive) {
+SpecDepthTrace::SpecDepthTrace(const SpecDepthOptions& o) {
   const char* path = std::getenv("TANDEM_SPEC_DEPTH_TRACE");
   if (!path || !*path) return;
   file_.reset(std::fopen(path, "a"));
@@ -15,8 +15,9 @@ SpecDepthTrace::SpecDepthTrace(int64_t max_depth, int64_t initial_depth, bool ad
               path);
     return;
   }
-  std::fprintf(file_.get(), "e %lld %lld %d\n", static_cast<long long>(max_depth),
-               static_cast<long long>(initial_depth), adaptive ? 1 : 0);
+  std::fprintf(file_.get(), "e %lld %lld %d %d %d\n", static_cast<long long>(o.max_depth),
+               static_cast<long long>(o.initial_depth), o.adaptive ? 1 : 0, o.batch_fill ? 1 : 0,
+               o.accept_relax ? 1 : 0);
 }
 
 void SpecDepthTrace::choose(int64_t batch, int64_t lag_tokens, int64_t remaining_tokens,

@@ -21,13 +21,16 @@
 #include <string>
 #include <vector>
 
+#include "runtime/spec_depth_policy.h"
+
 namespace tandem {
 
 class SpecDepthTrace {
  public:
   // Opens the file TANDEM_SPEC_DEPTH_TRACE names, or stays off. A file that cannot be opened is
   // reported once and the trace stays off (a diagnostic never stops serving).
-  SpecDepthTrace(int64_t max_depth, int64_t initial_depth, bool adaptive);
+  // The engine line records the options a replay needs: `e max initial adaptive fill relax`.
+  explicit SpecDepthTrace(const SpecDepthOptions& o);
 
   bool on() const { return file_ != nullptr; }
   void choose(int64_t batch, int64_t lag_tokens, int64_t remaining_tokens, int64_t depth);

@@ -24,11 +24,11 @@ std::vector<std::string> lines_of(const std::string& path) {
 
 TEST(SpecDepthTrace, OffUnlessTheVariableNamesAFile) {
   ::unsetenv("TANDEM_SPEC_DEPTH_TRACE");
-  SpecDepthTrace t(5, 3, true);
+  SpecDepthTrace t(SpecDepthOptions{});
   EXPECT_FALSE(t.on());
   t.choose(1, 2, 3, 4);  // a no-op, not a crash
   ::setenv("TANDEM_SPEC_DEPTH_TRACE", "/nonexistent-dir/trace.txt", 1);
-  SpecDepthTrace bad(5, 3, true);  // reported once, stays off
+  SpecDepthTrace bad(SpecDepthOptions{});  // reported once, stays off
   EXPECT_FALSE(bad.on());
   ::unsetenv("TANDEM_SPEC_DEPTH_TRACE");
 }
@@ -40,7 +40,11 @@ TEST(SpecDepthTrace, WritesOneLinePerCallAndAppendsAcrossEngines) {
   std::filesystem::remove(path);
   ::setenv("TANDEM_SPEC_DEPTH_TRACE", path.c_str(), 1);
   {
-    SpecDepthTrace t(5, 3, true);
+    SpecDepthOptions o;
+    o.max_depth = 5;
+    o.initial_depth = 3;
+    o.batch_fill = true;
+    SpecDepthTrace t(o);
     ASSERT_TRUE(t.on());
     t.choose(32, 640, 3000, 2);
     t.observe(2, 32, 0.00123456789, 0.0005, 640, {2, 0, 1});
@@ -53,11 +57,18 @@ TEST(SpecDepthTrace, WritesOneLinePerCallAndAppendsAcrossEngines) {
     t.finish(96);
     t.change("batch class 32: speculative depth 3 -> 2");
   }
-  { SpecDepthTrace second(4, 0, false); }
+  {
+    SpecDepthOptions o;
+    o.max_depth = 4;
+    o.initial_depth = 0;
+    o.adaptive = false;
+    o.accept_relax = true;
+    SpecDepthTrace second(o);
+  }
   ::unsetenv("TANDEM_SPEC_DEPTH_TRACE");
   const std::vector<std::string> l = lines_of(path);
   ASSERT_EQ(l.size(), 11u);
-  EXPECT_EQ(l[0], "e 5 3 1");
+  EXPECT_EQ(l[0], "e 5 3 1 1 0");
   EXPECT_EQ(l[1], "c 32 640 3000 2");
   EXPECT_EQ(l[2], "o 2 32 0.001234568 0.000500000 640 2 0 1");
   EXPECT_EQ(l[3], "o 0 32 0.000400000 0.000000000 0");
@@ -67,7 +78,7 @@ TEST(SpecDepthTrace, WritesOneLinePerCallAndAppendsAcrossEngines) {
   EXPECT_EQ(l[7], "r 0.002000000 512");
   EXPECT_EQ(l[8], "x 96");
   EXPECT_EQ(l[9], "# batch class 32: speculative depth 3 -> 2");
-  EXPECT_EQ(l[10], "e 4 0 0");
+  EXPECT_EQ(l[10], "e 4 0 0 0 1");
   std::filesystem::remove(path);
 }
 
