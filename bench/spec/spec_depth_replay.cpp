@@ -63,10 +63,11 @@ void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled)
     char kind = 0;
     in >> kind;
     if (kind == 'c') {
-      int64_t b = 0, lag = 0, remaining = 0, d = 0;
+      int64_t b = 0, lag = 0, remaining = 0, d = 0, max_remaining = -1;
       in >> b >> lag >> remaining >> d;
+      if (!(in >> max_remaining)) max_remaining = -1;  // absent from older traces
       ++chosen;
-      differ += p.choose(b, lag, remaining) != d;
+      differ += p.choose(b, lag, remaining, max_remaining) != d;
       if (std::find(batches.begin(), batches.end(), b) == batches.end()) batches.push_back(b);
     } else if (kind == 'o' || kind == 'p') {  // chosen, or pinned (calibration)
       int64_t d = 0, b = 0, tokens = 0;

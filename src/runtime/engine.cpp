@@ -309,10 +309,12 @@ struct Engine::Impl {
     bool pinned = false;  // pin_depth did: a calibration step (SpecDepthPolicy::calibrate)
     if (depth && plan.kind == StepPlan::Kind::kDecode) {
       const int64_t B = static_cast<int64_t>(plan.decode.size());
-      int64_t remaining = 0;  // tokens the batch may still generate
-      for (const Sequence* s : plan.decode) {
+      int64_t remaining = 0, max_remaining = 0;  // tokens the batch, and one sequence, may
+      for (const Sequence* s : plan.decode) {    // still generate
         lag += s->draft_lag;
-        remaining += std::max<int64_t>(s->req.max_new_tokens - s->generated, 0);
+        const int64_t left = std::max<int64_t>(s->req.max_new_tokens - s->generated, 0);
+        remaining += left;
+        max_remaining = std::max(max_remaining, left);
       }
       // A pinned depth is not asked for; its steps calibrate the policy (Engine::pin_depth),
       // which settles on what they measured when the pin is lifted.
@@ -325,8 +327,8 @@ struct Engine::Impl {
           depth->settle();
           depth_trace->settle();
         }
-        const int64_t chosen = depth->choose(B, lag, remaining);
-        depth_trace->choose(B, lag, remaining, chosen);
+        const int64_t chosen = depth->choose(B, lag, remaining, max_remaining);
+        depth_trace->choose(B, lag, remaining, chosen, max_remaining);
         plan.draft_steps = chosen;
         if (opt.spec.depth_override) {
           plan.draft_steps =

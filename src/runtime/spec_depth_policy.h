@@ -80,8 +80,12 @@ class SpecDepthPolicy {
 
   // The depth of the next decode step of `batch` sequences, whose draft lags lag_tokens positions
   // in all (what a speculative step would first have to catch up on) and which may generate
-  // remaining_tokens more in all (their max_new_tokens left).
-  int64_t choose(int64_t batch, int64_t lag_tokens = 0, int64_t remaining_tokens = 0);
+  // remaining_tokens more in all (their max_new_tokens left), max_remaining_tokens the most any
+  // one of them may (< 0: unknown). A round commits at most that many tokens a sequence, so
+  // drafts past max_remaining_tokens - 1 are never committed: outside probes the step runs at
+  // most that deep (the settled depth does not move).
+  int64_t choose(int64_t batch, int64_t lag_tokens = 0, int64_t remaining_tokens = 0,
+                 int64_t max_remaining_tokens = -1);
   // A finished decode step: its depth, batch size and wall seconds, for depth > 0 each sequence's
   // accepted draft count, and the part of the seconds the draft spent catching up (reading
   // prompts and plainly decoded positions it skipped). Catch-up is a cost of speculating at all,

@@ -21,11 +21,11 @@ SpecDepthTrace::SpecDepthTrace(const SpecDepthOptions& o) {
 }
 
 void SpecDepthTrace::choose(int64_t batch, int64_t lag_tokens, int64_t remaining_tokens,
-                            int64_t depth) {
+                            int64_t depth, int64_t max_remaining_tokens) {
   if (!on()) return;
-  std::fprintf(file_.get(), "c %lld %lld %lld %lld\n", static_cast<long long>(batch),
+  std::fprintf(file_.get(), "c %lld %lld %lld %lld %lld\n", static_cast<long long>(batch),
                static_cast<long long>(lag_tokens), static_cast<long long>(remaining_tokens),
-               static_cast<long long>(depth));
+               static_cast<long long>(depth), static_cast<long long>(max_remaining_tokens));
 }
 
 void SpecDepthTrace::observe(int64_t depth, int64_t batch, double seconds, double catch_up_seconds,

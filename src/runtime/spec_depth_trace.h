@@ -33,7 +33,8 @@ class SpecDepthTrace {
   explicit SpecDepthTrace(const SpecDepthOptions& o);
 
   bool on() const { return file_ != nullptr; }
-  void choose(int64_t batch, int64_t lag_tokens, int64_t remaining_tokens, int64_t depth);
+  void choose(int64_t batch, int64_t lag_tokens, int64_t remaining_tokens, int64_t depth,
+              int64_t max_remaining_tokens = -1);
   enum class Step { kChosen, kForced, kPinned };  // an `o`, `f` or `p` line
   void observe(int64_t depth, int64_t batch, double seconds, double catch_up_seconds,
                int64_t catch_up_tokens, const std::vector<int64_t>& accepted,

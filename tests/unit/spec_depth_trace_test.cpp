@@ -46,7 +46,7 @@ TEST(SpecDepthTrace, WritesOneLinePerCallAndAppendsAcrossEngines) {
     o.batch_fill = true;
     SpecDepthTrace t(o);
     ASSERT_TRUE(t.on());
-    t.choose(32, 640, 3000, 2);
+    t.choose(32, 640, 3000, 2, 96);
     t.observe(2, 32, 0.00123456789, 0.0005, 640, {2, 0, 1});
     t.observe(0, 32, 0.0004, 0.0, 0, {});
     t.observe(1, 32, 0.0005, 0.0, 0, {1}, SpecDepthTrace::Step::kForced);
@@ -69,7 +69,7 @@ TEST(SpecDepthTrace, WritesOneLinePerCallAndAppendsAcrossEngines) {
   const std::vector<std::string> l = lines_of(path);
   ASSERT_EQ(l.size(), 11u);
   EXPECT_EQ(l[0], "e 5 3 1 1 0");
-  EXPECT_EQ(l[1], "c 32 640 3000 2");
+  EXPECT_EQ(l[1], "c 32 640 3000 2 96");
   EXPECT_EQ(l[2], "o 2 32 0.001234568 0.000500000 640 2 0 1");
   EXPECT_EQ(l[3], "o 0 32 0.000400000 0.000000000 0");
   EXPECT_EQ(l[4], "f 1 32 0.000500000 0.000000000 0 1");  // forced: the replay skips it
