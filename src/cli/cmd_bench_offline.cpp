@@ -274,8 +274,10 @@ Runner add_bench_offline(CLI::App& app) {
   app.add_option("--adaptive-variants", a->adaptive_variants,
                  "Adaptive rows to run side by side (implies --adaptive), comma-separated: base "
                  "(the defaults), or options joined by +: fill (batch fill), relax (acceptance "
-                 "relaxation during plain steps), e.g. base,fill,fill+relax; each compared with "
-                 "the best of plain and the fixed depths");
+                 "relaxation during plain steps), pinN (every step at depth N: the adaptive "
+                 "engine's cost of depth N, to set beside the fixed S = N row), e.g. "
+                 "base,fill,fill+relax,pin1; each compared with the best of plain and the fixed "
+                 "depths");
   app.add_option("--speculative-max-steps", a->max_steps,
                  "Deepest adaptive round (default: max(5, the deepest fixed depth))");
   app.add_option("--speculative-token-map", a->token_map,
@@ -355,6 +357,7 @@ Runner add_bench_offline(CLI::App& app) {
     // --adaptive-variants: each variant's (batch fill, acceptance relaxation) and row label.
     struct Variant {
       bool fill = false, relax = false;
+      int64_t pin = -1;  // pinN: SpeculativeOptions::depth_override to N
       std::string label;
     };
     std::vector<Variant> variants;
@@ -366,16 +369,22 @@ Runner add_bench_offline(CLI::App& app) {
         if (item != "base") {
           std::stringstream parts(item);
           for (std::string part; std::getline(parts, part, '+');) {
-            if (part == "fill")
+            if (part == "fill") {
               v.fill = true;
-            else if (part == "relax")
+            } else if (part == "relax") {
               v.relax = true;
-            else
-              fail("--adaptive-variants: '{}' in '{}' is not base, fill or relax", part, item);
+            } else if (part.size() > 3 && part.compare(0, 3, "pin") == 0 &&
+                       part.find_first_not_of("0123456789", 3) == std::string::npos) {
+              v.pin = std::stoll(part.substr(3));
+            } else {
+              fail("--adaptive-variants: '{}' in '{}' is not base, fill, relax or pinN", part,
+                   item);
+            }
           }
         }
         v.label = std::string("MTP adapt") + (v.fill || v.relax ? "+" : "") + (v.fill ? "f" : "") +
                   (v.relax ? "r" : "");
+        if (v.pin >= 0) v.label = fmt::format("MTP pin{}", v.pin);
         variants.push_back(v);
       }
       if (variants.empty()) fail("--adaptive-variants: no variant in '{}'", a->adaptive_variants);
@@ -543,9 +552,17 @@ Runner add_bench_offline(CLI::App& app) {
       } else {
         // Every variant on the same drift: the repetitions interleave every row.
         for (const Variant& v : variants) {
-          sp.spec.adaptive_batch_fill = v.fill;
-          sp.spec.adaptive_accept_relax = v.relax;
-          spec_runs.push_back({v.label, sp});
+          EngineOptions vo = sp;
+          vo.spec.adaptive_batch_fill = v.fill;
+          vo.spec.adaptive_accept_relax = v.relax;
+          if (v.pin >= 0) {
+            if (v.pin > vo.spec.max_steps)
+              fail("--adaptive-variants: pin{} is deeper than the adaptive maximum {}", v.pin,
+                   vo.spec.max_steps);
+            const int64_t pin = v.pin;
+            vo.spec.depth_override = [pin](int64_t, int64_t) { return pin; };
+          }
+          spec_runs.push_back({v.label, vo});
         }
       }
     }
