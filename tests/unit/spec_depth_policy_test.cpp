@@ -674,6 +674,19 @@ TEST(SpecDepthPolicy, ProbesFromPlainDecodingWaitWhileTheCatchUpWouldCostMore) {
 // one-off costs (lazy loading of the eager draft forward's kernels), here 200 ms. Taken at face
 // value, that one read priced every later catch-up out of reach: the policy never speculated
 // again (depth 0 in every step of every cell of that run, 0.86-0.92x of depth 2 here).
+// A simulation of classes 1 and 8 with the step times of each depth (ms), per-position acceptance
+// and a draft that reads each request's prompt_tokens-token prompt at us_per_token a position.
+DrainSim classes_1_and_8(std::vector<double> ms_1, std::vector<double> ms_8,
+                         std::vector<double> accept, int64_t prompt_tokens, double us_per_token) {
+  DrainSim sim;
+  sim.at = {1, 8};
+  sim.step_ms = {std::move(ms_1), std::move(ms_8)};
+  sim.accept = std::move(accept);
+  sim.prompt_tokens = prompt_tokens;
+  sim.catch_up_us_per_token = us_per_token;
+  return sim;
+}
+
 DrainSim austen_h200(double us_per_token) {
   DrainSim sim;
   sim.at = {1, 8};
@@ -718,13 +731,8 @@ TEST(SpecDepthPolicy, AOneOffCostOfTheFirstCatchUpDoesNotStopSpeculating) {
 // Such a catch-up is the price of the plain steps before it, paid once on the way back.
 TEST(SpecDepthPolicy, TheCatchUpAfterPlainStepsIsNotACostOfTheDepth) {
   auto make = [] {
-    DrainSim sim;
-    sim.at = {1, 8};
-    sim.step_ms = {{0.29, 0.45, 0.56, 0.66, 0.73, 0.79}, {0.35, 0.6, 0.72, 0.85, 0.92, 1.0}};
-    sim.accept = {0.70, 0.66, 0.70, 0.69, 0.72};
-    sim.prompt_tokens = 64;
-    sim.catch_up_us_per_token = 20.0;
-    return sim;
+    return classes_1_and_8({0.29, 0.45, 0.56, 0.66, 0.73, 0.79}, {0.35, 0.6, 0.72, 0.85, 0.92, 1.0},
+                           {0.70, 0.66, 0.70, 0.69, 0.72}, 64, 20.0);
   };
   int64_t best = -1;
   const double best_rate = best_fixed_pass(make, 1, &best, 96);
@@ -758,13 +766,10 @@ TEST(SpecDepthPolicy, TheCatchUpAfterPlainStepsIsNotACostOfTheDepth) {
 // "What the step times do not see"). The test keeps the mechanism for the policy that will.
 TEST(SpecDepthPolicy, SlowerAveragesKeepSpeculatingThroughHardAnswers) {
   auto make = [] {
-    DrainSim sim;
-    sim.at = {1, 8};
-    sim.step_ms = {{0.29, 0.453, 0.575, 0.68, 0.75, 0.813}, {0.35, 0.52, 0.65, 0.73, 0.81, 0.9}};
-    sim.accept = {0.70, 0.66, 0.70, 0.69, 0.72};
+    DrainSim sim = classes_1_and_8({0.29, 0.453, 0.575, 0.68, 0.75, 0.813},
+                                   {0.35, 0.52, 0.65, 0.73, 0.81, 0.9},
+                                   {0.70, 0.66, 0.70, 0.69, 0.72}, 64, 20.0);
     sim.accept_spread = 0.1;
-    sim.prompt_tokens = 64;
-    sim.catch_up_us_per_token = 20.0;
     return sim;
   };
   int64_t best = -1;
@@ -847,13 +852,10 @@ TEST(SpecDepthPolicy, TheTailOfTheAnswersDraftsNoFurtherThanItCanCommit) {
 // (TheCatchUpAfterPlainStepsIsNotACostOfTheDepth fell from 0.968 to 0.945 of its best depth).
 TEST(SpecDepthPolicy, ShortAnswersGainFromTheTailCap) {
   auto make = [] {
-    DrainSim sim;
-    sim.at = {1, 8};
-    sim.step_ms = {{2.39, 4.06, 5.60, 7.04, 8.52, 9.82}, {2.9, 6.0, 8.0, 10.0, 12.0, 14.0}};
-    sim.accept = {0.91, 0.91, 0.91, 0.91, 0.91};
+    DrainSim sim =
+        classes_1_and_8({2.39, 4.06, 5.60, 7.04, 8.52, 9.82}, {2.9, 6.0, 8.0, 10.0, 12.0, 14.0},
+                        {0.91, 0.91, 0.91, 0.91, 0.91}, 512, 15.6);
     sim.accept_spread = 0.05;
-    sim.prompt_tokens = 512;
-    sim.catch_up_us_per_token = 15.6;
     return sim;
   };
   int64_t best = -1;
