@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
@@ -20,7 +22,34 @@ namespace tandem::cuda {
 using namespace check;
 using k::DT;
 
+namespace {
+// TANDEM_CUDA_SYNC: how a host thread waits for the GPU (cudaSetDeviceFlags). CUDA's default with
+// more cores than GPUs spins, which keeps the engine thread on its core while it waits; a thread
+// it wakes (a client's, the server's) may then wait for that core. A diagnostic: bench-offline's
+// rows at concurrency 32 read a 3 ms or a 9 ms TTFT from one engine instance to the next.
+void apply_sync_mode() {
+  const char* v = std::getenv("TANDEM_CUDA_SYNC");
+  if (!v || !*v) return;
+  const std::string mode = v;
+  unsigned flags = 0;
+  if (mode == "spin")
+    flags = cudaDeviceScheduleSpin;
+  else if (mode == "yield")
+    flags = cudaDeviceScheduleYield;
+  else if (mode == "block")
+    flags = cudaDeviceScheduleBlockingSync;
+  else
+    fail("TANDEM_CUDA_SYNC={}: expected spin, yield or block", mode);
+  TD_CUDA_CHECK(cudaSetDeviceFlags(flags));
+  log_info("TANDEM_CUDA_SYNC: host threads {} while they wait for the GPU", mode == "spin" ? "spin"
+                                                                            : mode == "yield"
+                                                                                ? "yield"
+                                                                                : "block");
+}
+}  // namespace
+
 CudaBackend::CudaBackend() : lt_(std::make_unique<LtGemm>()) {
+  apply_sync_mode();
   int dev = 0;
   TD_CUDA_CHECK(cudaGetDevice(&dev));
   TD_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, dev));
