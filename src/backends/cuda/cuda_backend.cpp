@@ -41,10 +41,7 @@ void apply_sync_mode() {
   else
     fail("TANDEM_CUDA_SYNC={}: expected spin, yield or block", mode);
   TD_CUDA_CHECK(cudaSetDeviceFlags(flags));
-  log_info("TANDEM_CUDA_SYNC: host threads {} while they wait for the GPU", mode == "spin" ? "spin"
-                                                                            : mode == "yield"
-                                                                                ? "yield"
-                                                                                : "block");
+  log_info("TANDEM_CUDA_SYNC={}: how host threads wait for the GPU", mode);
 }
 }  // namespace
 
