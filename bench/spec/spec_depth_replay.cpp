@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -187,10 +188,9 @@ int main(int argc, char** argv) {
   bool batch_fill = false, relax = false;
   int arg = 1;
   for (; arg < argc - 1; ++arg) {
-    const std::string flag = argv[arg];
-    if (flag == "--batch-fill")
+    if (std::strcmp(argv[arg], "--batch-fill") == 0)
       batch_fill = true;
-    else if (flag == "--relax")
+    else if (std::strcmp(argv[arg], "--relax") == 0)
       relax = true;
     else
       break;

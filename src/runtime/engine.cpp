@@ -431,6 +431,9 @@ void Engine::pin_depth(int64_t depth) {
 EngineMetrics Engine::metrics() const {
   return impl_->out.metrics();
 }
+uint64_t Engine::graph_builds() const {
+  return impl_->runner.graph_builds();
+}
 const EngineOptions& Engine::options() const {
   return impl_->opt;
 }

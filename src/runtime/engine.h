@@ -144,6 +144,9 @@ class Engine {
   void pin_depth(int64_t depth);
 
   EngineMetrics metrics() const;
+  // Forward steps that built a graph (a new shape's eager warm-up or capture) instead of
+  // replaying one, since start; 0 without graphs. Benchmarks check that a timed pass built none.
+  uint64_t graph_builds() const;
   const EngineOptions& options() const;
   const ModelConfig& model_config() const;
   int64_t context_length() const;

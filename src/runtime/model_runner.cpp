@@ -73,6 +73,7 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
                            model_->weights().embed.dtype(), model_->device());
   if (!model_->device().is_cpu() || opt.static_batches)
     graphs_ = make_graph_runner(*workspace_, opt.disable_cuda_graph || model_->device().is_cpu());
+  counts_builds_ = graphs_ && !opt.disable_cuda_graph && !model_->device().is_cpu();
   if (draft_steps > 0 && !opt.spec.token_map.empty())
     draft_vocab_ = std::make_unique<DraftVocab>(*model_, *workspace_, opt.spec.token_map);
 }
@@ -281,6 +282,7 @@ ForwardResult ModelRunner::run_static(Kind kind, const std::vector<SequenceChunk
     dst.copy_from(reuse.contiguous());
   }
   graphs_->run(key, [&](Workspace& w) {
+    if (counts_builds_) graph_builds_.fetch_add(1, std::memory_order_relaxed);
     sb.out =
         kind == Kind::kTarget
             ? model_->forward(w, sb.fb, *cache_)
@@ -321,6 +323,7 @@ std::vector<std::vector<int32_t>> ModelRunner::draft_loop(
     r0.copy_from(reuse);
   }
   graphs_->run(key, [&](Workspace& w) {
+    if (counts_builds_) graph_builds_.fetch_add(1, std::memory_order_relaxed);
     Tensor h = sb.hidden;  // [Bb, D]: the draft hidden state that produced d_1
     for (int64_t j = 1; j < S; ++j) {
       const ForwardResult d =

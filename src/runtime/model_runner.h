@@ -5,6 +5,8 @@
 // on the device that holds the logits.
 #pragma once
 
+#include <atomic>
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -51,6 +53,9 @@ class ModelRunner {
   std::vector<std::vector<int32_t>> draft_loop(const std::vector<std::vector<SequenceChunk>>& steps,
                                                const Tensor& hidden, const Tensor& reuse);
   bool captures() const { return graphs_ != nullptr; }
+  // Graph-runner calls that ran the forward instead of replaying it (a new shape's eager warm-up
+  // or capture) on a GPU with graphs on; 0 on the CPU. Read from any thread.
+  uint64_t graph_builds() const { return graph_builds_.load(std::memory_order_relaxed); }
 
   // Adaptive speculation: the target hidden state of every position the target computes
   // (prefill, decode, verify) is kept at its KV slot, so that the draft can read positions it
@@ -114,6 +119,8 @@ class ModelRunner {
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Workspace> workspace_;  // reset at the start of every step
   std::unique_ptr<GraphRunner> graphs_;   // decode-shaped forwards, captured per shape
+  bool counts_builds_ = false;            // graphs_ replays (a GPU with graphs on)
+  std::atomic<uint64_t> graph_builds_{0};
   std::map<int64_t, std::unique_ptr<StaticBatch>> statics_;
   Tensor stash_;  // [num_pages * page_size, D] in the activation dtype (adaptive speculation)
   std::unique_ptr<DraftVocab> draft_vocab_;  // --speculative-token-map, or null
