@@ -278,6 +278,25 @@ else
   fail "bench-offline --adaptive warm-up: $(tail -3 "$work/bench-adaptive.log")"
 fi
 
+# bench-offline --adaptive-variants: several adaptive rows side by side, each identical to plain
+# decoding; the trace's engine lines record batch fill and relaxation; pinN holds the depth; an
+# unknown variant is refused.
+if TANDEM_SPEC_DEPTH_TRACE="$work/variants.trace" timeout 300 "$bin" bench-offline --num-prompts 4 \
+  --max-new-tokens 12 --concurrency 2 --speculative-num-steps 2 \
+  --adaptive-variants base,fill+relax,pin1 >"$work/bench-variants.log" 2>&1 &&
+  grep -qE "^2 +MTP adapt .*outputs identical" "$work/bench-variants.log" &&
+  grep -qE "^2 +MTP adapt\+fr .*outputs identical" "$work/bench-variants.log" &&
+  grep -qE "^2 +MTP pin1 .*outputs identical" "$work/bench-variants.log" &&
+  grep -A1 -E "^2 +MTP pin1 " "$work/bench-variants.log" | grep -q "depths 1:100% " &&
+  grep -q "^e 5 2 1 1 1$" "$work/variants.trace" &&
+  ! "$bin" bench-offline --num-prompts 1 --max-new-tokens 4 --speculative-num-steps 1 \
+    --adaptive-variants base,turbo >"$work/bench-variants-bad.log" 2>&1 &&
+  grep -q "'turbo' in 'turbo' is not base, fill, relax or pinN" "$work/bench-variants-bad.log"; then
+  pass "bench-offline --adaptive-variants runs each variant beside the others"
+else
+  fail "bench-offline --adaptive-variants: $(tail -3 "$work/bench-variants.log")"
+fi
+
 # --- the main server --------------------------------------------------------------------------
 # main_suite LABEL FLAGS...: every route, client and failure check against one server. It runs
 # twice: on one rank, and split over ranks (tensor + expert parallelism, one process per rank).
