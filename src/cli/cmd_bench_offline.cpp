@@ -187,9 +187,10 @@ RunStats run(std::shared_ptr<const Model> model, const EngineOptions& eo,
   return st;
 }
 
-// A line under a row whose timed pass met shapes its warm-up had not: their eager runs and
-// captures are in its time. (Prefill batches depend on when the client's next requests arrive,
-// so two passes of one workload need not meet the same shapes.)
+// A line under a row whose timed pass built graphs: their eager runs and captures are in its
+// time. A shape is captured at its second use, so a bucket the warm-up met once is captured in
+// the timed pass; and prefill batches depend on when the client's next requests arrive, so two
+// passes of one workload need not meet the same shapes.
 void print_graph_builds(const RunStats& s) {
   if (s.graph_builds == 0) return;
   std::printf("%-11s timed pass: %llu forward steps built a CUDA graph (new shapes)\n", "",
