@@ -7,6 +7,7 @@
 #include <set>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/heuristics.h"
 #include "backends/cuda/kernels.h"
 #include "ops_test_util.h"
 
@@ -284,6 +285,38 @@ TEST_F(CudaOps, LinearSkinnyAndCublasLt) {
     expect_close(g, r, c.out == DType::F32 ? kF32Out : kBf16Out,
                  c.out == DType::F32 ? "linear f32 out" : "linear", what);
   }
+}
+
+// Default-mode cuBLASLt GEMMs run the algorithm the heuristic picked at the top of their row
+// bucket (heuristics::lt_row_bucket): at every row count of a sweep across bucket edges, a
+// bucket's top met before or after the counts that borrow its algorithm, the output matches the
+// CPU's (the default model's prefill projections, an f32 output and a strided input among them).
+TEST_F(CudaOps, LinearRowCountsRunTheirBucketsAlgorithm) {
+  struct Shape {
+    int64_t N, K;
+    DType out;
+    int64_t x_stride;  // 0: contiguous
+  };
+  const std::vector<Shape> shapes = {{304, 256, DType::BF16, 0},
+                                     {1536, 256, DType::BF16, 0},
+                                     {256, 768, DType::F32, 0},
+                                     {640, 512, DType::BF16, 576}};
+  // 1536 first (a top before its borrowers), then counts below it, then 3072 after 2049.
+  const std::vector<int64_t> rows = {1536, 5,   7,   9,    13,   25,   33,   49,  97,
+                                     193,  385, 769, 1025, 1100, 2049, 3072, 2500};
+  for (const Shape& sh : shapes)
+    for (int64_t M : rows) {
+      if (small_only() && M * sh.N * sh.K > (int64_t{64} << 20)) continue;
+      Pair x = sh.x_stride ? rand({M, sh.x_stride}).narrow(1, 0, sh.K) : rand({M, sh.K});
+      Pair w = rand({sh.N, sh.K}, 0.05f);
+      const std::string what = std::to_string(M) + "x" + std::to_string(sh.N) + "x" +
+                               std::to_string(sh.K) + " bucket " +
+                               std::to_string(cuda::heuristics::lt_row_bucket(M));
+      Tensor g = ops::linear(gpu_ws_, x.gpu, Weight{w.gpu, {}, WeightFormat::kDense}, sh.out);
+      Tensor r = ops::linear(cpu_ws_, x.cpu, Weight{w.cpu, {}, WeightFormat::kDense}, DType::F32);
+      expect_close(g, r, sh.out == DType::F32 ? kF32Out : kBf16Out,
+                   sh.out == DType::F32 ? "linear f32 out" : "linear", what);
+    }
 }
 
 // The exact three-way bf16 split of fp32 weights (the fp32 linears' prefill path): hi + mid + lo

@@ -118,6 +118,39 @@ TEST(CudaHeuristics, DeterministicLinearsTakeOnePathAtEveryRowCount) {
   EXPECT_FALSE(heuristics::linear_lt_path(1, false));
 }
 
+// Default-mode cuBLASLt GEMMs run their row bucket's algorithm: the bucket must hold the rows,
+// be a ladder value (2^k or 3 * 2^(k-1)), be the smallest such, stay under 1.5x the rows, and
+// map every count in it to itself, so the kernels one pass can pick are few.
+TEST(CudaHeuristics, LtRowBucketsAreTheSmallestLadderValueAtOrAboveTheRows) {
+  const auto on_ladder = [](int64_t v) {
+    while (v % 2 == 0) v /= 2;
+    return v == 1 || v == 3;
+  };
+  EXPECT_EQ(heuristics::lt_row_bucket(1), 1);
+  EXPECT_EQ(heuristics::lt_row_bucket(2), 2);
+  EXPECT_EQ(heuristics::lt_row_bucket(3), 3);
+  EXPECT_EQ(heuristics::lt_row_bucket(5), 6);
+  EXPECT_EQ(heuristics::lt_row_bucket(7), 8);
+  EXPECT_EQ(heuristics::lt_row_bucket(1136), 1536);
+  EXPECT_EQ(heuristics::lt_row_bucket(2048), 2048);
+  EXPECT_EQ(heuristics::lt_row_bucket(2049), 3072);
+  std::set<int64_t> buckets;
+  for (int64_t rows = 1; rows <= 20000; ++rows) {
+    const int64_t b = heuristics::lt_row_bucket(rows);
+    ASSERT_GE(b, rows);
+    ASSERT_TRUE(on_ladder(b)) << rows << " -> " << b;
+    for (int64_t v = rows; v < b; ++v) {
+      ASSERT_FALSE(on_ladder(v)) << rows << " skips " << v;
+    }
+    if (rows > 1) {
+      ASSERT_LT(static_cast<double>(b), 1.5 * static_cast<double>(rows)) << rows;
+    }
+    ASSERT_EQ(heuristics::lt_row_bucket(b), b);
+    buckets.insert(b);
+  }
+  EXPECT_EQ(buckets.size(), 29u);  // 1, 2, 3, 4, 6, ..., 16384, 24576: 15 + 14
+}
+
 TEST(CudaHeuristics, ForcedMlaColumnPartsAreOneTwoOrFour) {
   EXPECT_EQ(heuristics::mla_column_parts(2, 4), 2);
   EXPECT_EQ(heuristics::mla_column_parts(0, 4), 4);

@@ -111,6 +111,19 @@ constexpr int64_t kSkinnyMaxRows = 1;
 inline bool linear_lt_path(int64_t rows, bool deterministic) {
   return deterministic || rows > kSkinnyMaxRows;
 }
+// Default mode: the row count whose cuBLASLt heuristic pick a GEMM of `rows` rows runs (LtGemm),
+// the smallest of 1, 2, 3, 4, 6, 8, 12, 16, 24, ... (2^k and 3 * 2^(k-1)) not below it, so a
+// bucket's top is under 1.5x the rows it serves. A prefill meets a new row count at almost every
+// step; searched per count, each cost ~0.2 ms of host time and each new kernel it picked ~3 ms
+// at its first launch (H100, cuBLASLt 13, CUDA_MODULE_LOADING=EAGER as well): a 2,048-token step
+// of the default model took 35 ms instead of 1.5. With buckets a pass meets few kernels, the
+// warm-up meets them, and a row count's algorithm depends on the count alone.
+inline int64_t lt_row_bucket(int64_t rows) {
+  int64_t p = 1;
+  while (p < rows) p *= 2;
+  const int64_t three_quarters = p / 4 * 3;  // 3 * 2^(k-2): on the ladder from p = 4
+  return (p >= 4 && three_quarters >= rows) ? three_quarters : p;
+}
 // linear on fp32 weights (the router, the indexer's head weights; bf16 x, f32 out): the skinny
 // family (skinny_gemm: one reduction order at every M, so batch-invariant; the tiled kernel of
 // skinny_f32_tiles.cu), or at prefill sizes in default mode the weight split exactly into three

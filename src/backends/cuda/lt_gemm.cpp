@@ -1,12 +1,14 @@
 #include "backends/cuda/lt_gemm.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <initializer_list>
 #include <optional>
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
+#include "core/log.h"
 
 namespace tandem::cuda {
 
@@ -77,6 +79,7 @@ LtGemm::~LtGemm() {
 LtGemm::Plan& LtGemm::plan(const Key& key) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
+  const auto t0 = std::chrono::steady_clock::now();
   const auto [M, N, K, ldx, ldw, ldd, d_f32, al_x, al_w, al_d, batch, sx, sw, sd, in_f32, ptr_array,
               invariant] = key;
   const cudaDataType in_type = in_f32 ? CUDA_R_32F : CUDA_R_16BF;
@@ -102,14 +105,33 @@ LtGemm::Plan& LtGemm::plan(const Key& key) {
   }
   if (invariant) {
     invariant_candidates(p, key);
+  } else if (const int64_t top = heuristics::lt_row_bucket(M); top != M) {
+    // The row bucket's algorithm (heuristics::lt_row_bucket): the heuristic's pick at its top.
+    Key top_key = key;
+    std::get<0>(top_key) = top;
+    const Plan& tp = plan(top_key);
+    p.algo = tp.algo;
+    p.ok = tp.ok;
+    p.borrowed = tp.ok;
+    if (!tp.ok) exact_algorithm(p, key);
   } else {
-    const std::vector<cublasLtMatmulAlgo_t> found = heuristic(p, key, 1);
-    if (!found.empty()) {
-      p.algo = found[0];
-      p.ok = true;
-    }
+    exact_algorithm(p, key);
   }
+  // A new shape's host cost (the heuristic's search is most of it): TANDEM_LOG=debug shows
+  // whether a slow step met shapes no earlier step had.
+  log_debug(
+      "cuBLASLt plan M {} N {} K {} batch {}{}: {} us on the host", M, N, K, batch,
+      p.borrowed ? " (its bucket's algorithm)" : "",
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
+          .count());
   return plans_.emplace(key, std::move(p)).first->second;
+}
+
+void LtGemm::exact_algorithm(Plan& p, const Key& key) {
+  const std::vector<cublasLtMatmulAlgo_t> found = heuristic(p, key, 1);
+  p.borrowed = false;
+  p.ok = !found.empty();
+  if (p.ok) p.algo = found[0];
 }
 
 std::vector<cublasLtMatmulAlgo_t> LtGemm::heuristic(const Plan& p, const Key& key, int count) {
@@ -334,7 +356,13 @@ bool LtGemm::gemm_ptr_array(const void* const* x, int64_t ldx, const void* const
   std::get<10>(key) = batch;  // this count's own search
   Plan& q = plan(key);
   if (!q.ok) return false;
-  TD_LT_CHECK(run_with(q, q.a, q.b, q.c));
+  cublasStatus_t st_q = run_with(q, q.a, q.b, q.c);
+  if (st_q != CUBLAS_STATUS_SUCCESS && q.borrowed) {
+    exact_algorithm(q, key);
+    if (!q.ok) return false;
+    st_q = run_with(q, q.a, q.b, q.c);
+  }
+  TD_LT_CHECK(st_q);
   return true;
 }
 
@@ -375,8 +403,26 @@ bool LtGemm::run(const void* x, int64_t ldx, const void* w, int64_t ldw, void* d
   }
   if (invariant_ && !p.timed) time_candidates(p, key, x, w, d, s);
   const float alpha = 1.0f, beta = 0.0f;
-  TD_LT_CHECK(cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, d, p.c, d, p.c, &p.algo,
-                             workspace_[slot_], workspace_bytes_, s));
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto launch = [&] {
+    return cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, d, p.c, d, p.c, &p.algo,
+                          workspace_[slot_], workspace_bytes_, s);
+  };
+  cublasStatus_t st = launch();
+  if (st != CUBLAS_STATUS_SUCCESS && p.borrowed) {
+    // The bucket's algorithm refused this M: the heuristic's own pick for it from now on.
+    exact_algorithm(p, key);
+    if (!p.ok) return false;
+    st = launch();
+  }
+  TD_LT_CHECK(st);
+  if (!p.launched) {
+    p.launched = true;
+    log_debug(
+        "cuBLASLt first launch M {} N {} K {}: {} us on the host", M, N, K,
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
+            .count());
+  }
   return true;
 }
 

@@ -1,7 +1,8 @@
 // cuBLASLt bf16 GEMM in the engine's row-major convention: D[M, N] = X[M, K] . W[N, K]^T, fp32
-// accumulation, D bf16 or f32. Descriptors and the heuristic's algorithm are cached per shape,
-// stride and alignment, so a call after the first does no host-side search (and is capturable
-// into a CUDA graph: one preallocated workspace, no allocation).
+// accumulation, D bf16 or f32. Descriptors are cached per shape, stride and alignment, so a call
+// after the first does no host-side work (and is capturable into a CUDA graph: one preallocated
+// workspace, no allocation); the algorithm is the heuristic's pick at the top of M's row bucket
+// (heuristics::lt_row_bucket), searched once per bucket.
 #pragma once
 
 #include <cublasLt.h>
@@ -12,6 +13,8 @@
 #include <optional>
 #include <tuple>
 #include <vector>
+
+#include "backends/cuda/heuristics.h"
 
 namespace tandem::cuda {
 
@@ -77,12 +80,16 @@ class LtGemm {
     // timed).
     std::vector<cublasLtMatmulAlgo_t> candidates;
     bool timed = false;
+    bool launched = false;  // its first launch is logged (TANDEM_LOG=debug)
+    bool borrowed = false;  // algo is its row bucket's (lt_row_bucket), not this M's own pick
   };
   // M, N, K, ldx, ldw, ldd, d_f32, alignments of x, w, d, batch, strides, f32 x and w,
   // pointer-array batch mode, batch-invariant mode.
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, int, int, int,
                          int64_t, int64_t, int64_t, int64_t, bool, bool, bool>;
   Plan& plan(const Key& key);
+  // p's algorithm: the heuristic's first pick at p's own M (p.ok false when there is none).
+  void exact_algorithm(Plan& p, const Key& key);
   // The heuristic's algorithms for the key's shape, best first.
   std::vector<cublasLtMatmulAlgo_t> heuristic(const Plan& p, const Key& key, int count);
   // Batch-invariant mode: the anchor and the candidates for p (split-K forced off, the anchor's
