@@ -126,6 +126,15 @@ struct Engine::Impl {
         depth_trace(spec ? std::make_unique<SpecDepthTrace>(depth_options(opt.spec)) : nullptr) {
     out.publish(sched);
     exec.set_clock(&clock);
+    if (const int64_t tokens = opt.warm_up_tokens_for(model->device()); tokens > 0 && !group) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const int64_t forwards = runner.warm_up(tokens, opt.max_running_requests);
+      out.count_warm_up(forwards);
+      log_info(
+          "warm-up: {} forwards (prefill of up to {} tokens, up to {} sequences) in {:.0f} ms",
+          forwards, tokens, opt.max_running_requests,
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
     thread = std::thread([this] {
       name_this_thread("tandem-engine");
       device_interface(model->device().type).make_current(model->device());

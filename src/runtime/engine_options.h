@@ -82,6 +82,16 @@ struct EngineOptions {
   bool enable_prefix_cache = true;
   int64_t context_length = 0;   // longest prompt + output; 0: the model's max_position_embeddings
   int64_t workspace_mb = 4096;  // activation arena of one step on GPUs
+  // Before the first request: prefill forwards at every row bucket up to this many tokens, then
+  // of 2 .. max_running_requests one-token sequences (ModelRunner::warm_up), so that no request
+  // pays for a GEMM kernel's first launch. -1: max_prefill_tokens on GPUs, none on the CPU (no
+  // such cost there); 0: none. Not under tensor parallelism (the followers would have to run
+  // the same forwards).
+  int64_t warm_up_tokens = -1;
+  int64_t warm_up_tokens_for(Device d) const {
+    if (warm_up_tokens >= 0) return warm_up_tokens;
+    return d.is_cpu() ? 0 : max_prefill_tokens;
+  }
   bool disable_cuda_graph = false;  // run decode-shaped forwards eagerly on GPUs
   // Prefill steps whose padded size (sequences rounded up to a batch bucket, times their longest
   // chunk rounded up to a bucket of the same list: 1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192,

@@ -21,6 +21,11 @@
 
 namespace tandem {
 
+// The row counts a warm-up runs up to `limit`: the ladder 1, 2, 3, 4, 6, 8, 12, ... (2^k and
+// 3 * 2^(k-1)) below it, then `limit` itself, so that every count up to it shares its row bucket
+// (the top of its rung, the GEMM backends' unit of kernel choice) with one of them.
+std::vector<int64_t> warm_up_rows(int64_t limit);
+
 class ModelRunner {
  public:
   // The shapes a decode-shaped forward takes. kDraftLoop: all S - 1 draft steps of a round in
@@ -52,6 +57,14 @@ class ModelRunner {
   // produced d_1; reuse: [B, K] or undefined. Returns d_2 .. d_S as [S - 1][B].
   std::vector<std::vector<int32_t>> draft_loop(const std::vector<std::vector<SequenceChunk>>& steps,
                                                const Tensor& hidden, const Tensor& reuse);
+  // Before the first request (Engine, on GPUs): prefill forwards of throwaway tokens at every
+  // row count of warm_up_rows(max_tokens) (one sequence), then of 2 .. max_seqs one-token
+  // sequences, the draft's after the target's, written into KV pages no request holds yet. The
+  // GEMM backends choose kernels per row bucket (cuBLASLt: heuristics::lt_row_bucket) and each
+  // kernel's first launch cost ~3 ms on an H100, paid by whichever request first met it
+  // (a 2,048-token step of the default model took 35 ms instead of 1.5). Returns the forwards
+  // run.
+  int64_t warm_up(int64_t max_tokens, int64_t max_seqs);
   bool captures() const { return graphs_ != nullptr; }
   // Graph-runner calls that ran the forward instead of replaying it (a new shape's eager warm-up
   // or capture) on a GPU with graphs on; 0 on the CPU. Read from any thread.

@@ -115,6 +115,11 @@ void OutputProcessor::count_graphed_prefill() {
   ++m_.graphed_prefill_steps;
 }
 
+void OutputProcessor::count_warm_up(int64_t forwards) {
+  std::lock_guard<std::mutex> g(mu_);
+  m_.warm_up_forwards += static_cast<uint64_t>(forwards);
+}
+
 void OutputProcessor::count_round(int64_t draft_steps, int64_t accepted) {
   std::lock_guard<std::mutex> g(mu_);
   m_.spec_verify_steps += 1;

@@ -42,6 +42,7 @@ class OutputProcessor {
   void add_loop_seconds(const std::array<double, static_cast<size_t>(LoopPhase::kCount)>& seconds,
                         bool decode);
   void publish(const Scheduler& sched);  // queue and cache gauges, recent throughput
+  void count_warm_up(int64_t forwards);
   EngineMetrics metrics() const;
 
  private:

@@ -45,6 +45,54 @@ TEST(Engine, ContinuousBatchingMatchesThePlainGenerator) {
   EXPECT_EQ(m.kv_pages_used, m.kv_pages_cached);  // only the prefix cache holds pages now
 }
 
+// The start-up warm-up (EngineOptions::warm_up_tokens; on by default on GPUs only) runs
+// forwards of throwaway tokens into KV pages no request holds yet: afterwards plain and
+// speculative engines, fixed and adaptive depth, graphed prefill or not, still answer exactly as
+// the plain generator, and no request, prompt token or step of the warm-up is counted.
+TEST(Engine, WarmUpForwardsChangeNoAnswerAndCountNoRequest) {
+  auto model = load_model("models/tandem-austen");
+  auto reqs = prompts(model->config(), 7, 10, 70, 12, 17);
+  const std::vector<Result> ref = run_plain(model, reqs);
+  uint64_t prompt_tokens = 0;
+  for (const Request& r : reqs) prompt_tokens += r.prompt.size();
+  for (int steps : {0, 3})
+    for (bool adaptive : {false, true})
+      for (bool graphs : {false, true}) {
+        if (steps == 0 && adaptive) continue;
+        EngineOptions o;
+        o.max_running_requests = 6;
+        o.max_prefill_tokens = 40;
+        o.warm_up_tokens = 40;
+        o.static_batches = graphs;
+        o.cuda_graph_max_prefill_tokens = graphs ? 64 : 0;
+        if (steps > 0) {
+          o.spec.algorithm = "EAGLE";
+          o.spec.num_steps = steps;
+          o.spec.num_draft_tokens = steps + 1;
+          o.spec.adaptive = adaptive;
+        }
+        const std::string what = "S=" + std::to_string(steps) + (adaptive ? " adaptive" : "") +
+                                 (graphs ? " static batches" : "");
+        Engine e(model, o);
+        // The target's forward at each of 1, 2, 3, 4, 6, 8, 12, 16, 24, 32 and 40 tokens and at
+        // 2, 3, 4 and 6 one-token sequences; the draft's after each when speculating.
+        const uint64_t target_forwards = 11 + 4;
+        EXPECT_EQ(e.metrics().warm_up_forwards, target_forwards * (steps > 0 ? 2 : 1)) << what;
+        EXPECT_EQ(e.metrics().forward_steps_total, 0u) << what;
+        const auto got = run_all(e, reqs);
+        for (size_t i = 0; i < reqs.size(); ++i)
+          EXPECT_EQ(got[i].tokens, ref[i].tokens) << what << " request " << i;
+        // The totals of a finished request are added just after its last message is sent.
+        EngineMetrics m = e.metrics();
+        for (int i = 0; i < 500 && m.requests_finished < reqs.size(); ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          m = e.metrics();
+        }
+        EXPECT_EQ(m.requests_total, reqs.size()) << what;
+        EXPECT_EQ(m.prompt_tokens_total, prompt_tokens) << what;
+      }
+}
+
 // --enable-mixed-chunk: decoding sequences ride along in prefill steps as one-token chunks. The
 // output is still the plain generator's, and the engine runs fewer forward steps (a decode step
 // saved wherever prompts were being prefilled).

@@ -6,6 +6,7 @@
 #include "backends/cuda/expert_tiles.h"
 #include "backends/cuda/heuristics.h"
 #include "backends/cuda/kernels.h"
+#include "runtime/model_runner.h"
 
 #include <gtest/gtest.h>
 
@@ -149,6 +150,27 @@ TEST(CudaHeuristics, LtRowBucketsAreTheSmallestLadderValueAtOrAboveTheRows) {
     buckets.insert(b);
   }
   EXPECT_EQ(buckets.size(), 29u);  // 1, 2, 3, 4, 6, ..., 16384, 24576: 15 + 14
+}
+
+// The engine's start-up warm-up (ModelRunner::warm_up) runs the row counts of warm_up_rows:
+// between them they must meet every cuBLASLt row bucket a step of at most `limit` rows can run
+// in, and never more rows than the limit.
+TEST(CudaHeuristics, WarmUpRowsMeetEveryRowBucketUpToTheLimit) {
+  for (int64_t limit : {1, 2, 3, 5, 40, 64, 100, 2048, 3000, 8192}) {
+    const std::vector<int64_t> rows = warm_up_rows(limit);
+    ASSERT_FALSE(rows.empty());
+    EXPECT_EQ(rows.back(), limit);
+    std::set<int64_t> met;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      EXPECT_LE(rows[i], limit);
+      if (i > 0) EXPECT_LT(rows[i - 1], rows[i]) << "limit " << limit;
+      met.insert(heuristics::lt_row_bucket(rows[i]));
+    }
+    for (int64_t m = 1; m <= limit; ++m)
+      ASSERT_TRUE(met.count(heuristics::lt_row_bucket(m))) << "limit " << limit << " rows " << m;
+    EXPECT_EQ(met.size(), rows.size()) << "limit " << limit << ": a bucket met twice";
+  }
+  EXPECT_EQ(warm_up_rows(40), (std::vector<int64_t>{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 40}));
 }
 
 TEST(CudaHeuristics, ForcedMlaColumnPartsAreOneTwoOrFour) {
