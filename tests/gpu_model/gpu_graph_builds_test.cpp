@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backends/init.h"
@@ -27,7 +28,8 @@ TEST(GpuGraphs, GraphBuildsCountForwardsThatDidNotReplay) {
     o.page_size = 64;
     o.workspace_mb = 512;
     o.deterministic = true;
-    if (spec) {  // a fixed depth: the same steps in every pass
+    o.warm_up_tokens = 0;  // the warm-up's own forwards build graphs too (WarmUpChangesNoAnswer)
+    if (spec) {            // a fixed depth: the same steps in every pass
       o.spec.algorithm = "EAGLE";
       o.spec.num_steps = 3;
       o.spec.adaptive = false;
@@ -56,6 +58,47 @@ TEST(GpuGraphs, GraphBuildsCountForwardsThatDidNotReplay) {
   Engine e(model, eager);
   run_to_length(e, {r}, "eager");
   EXPECT_EQ(e.graph_builds(), 0u);
+}
+
+// The start-up warm-up (on by default on GPUs) runs forwards of throwaway tokens at every row
+// bucket, capturing graphs of its prefill shapes with its own inputs: requests that replay those
+// graphs afterwards, and the speculative rounds after them, answer exactly as an engine without
+// it (deterministic kernels: the same bits whatever the batch).
+TEST(GpuGraphs, WarmUpChangesNoAnswer) {
+  if (!init_backends()) GTEST_SKIP() << "no CUDA device";
+  std::shared_ptr<const Model> model = gpu_austen();
+  std::vector<Request> reqs;
+  for (int i = 0; i < 6; ++i) {
+    Request r;
+    for (int j = 0; j < 9 + 23 * i; ++j) r.prompt.push_back((31 + 17 * j + 5 * i) % 4000);
+    r.max_new_tokens = 16;
+    reqs.push_back(r);
+  }
+  for (bool spec : {false, true}) {
+    std::vector<std::vector<std::vector<int32_t>>> outputs;
+    for (bool warm : {false, true}) {
+      EngineOptions o;
+      o.page_size = 64;
+      o.workspace_mb = 512;
+      o.deterministic = true;
+      o.max_prefill_tokens = 256;
+      o.warm_up_tokens = warm ? -1 : 0;  // -1: max_prefill_tokens on a GPU
+      if (spec) {
+        o.spec.algorithm = "EAGLE";
+        o.spec.num_steps = 3;
+        o.spec.adaptive = false;
+      }
+      const std::string what = std::string(spec ? "S = 3" : "plain") + (warm ? " warmed" : "");
+      Engine e(model, o);
+      if (warm) {
+        EXPECT_GT(e.metrics().warm_up_forwards, 0u) << what;
+      } else {
+        EXPECT_EQ(e.metrics().warm_up_forwards, 0u) << what;
+      }
+      outputs.push_back(run_to_length(e, reqs, what));
+    }
+    EXPECT_EQ(outputs[1], outputs[0]) << (spec ? "S = 3" : "plain");
+  }
 }
 
 }  // namespace
