@@ -126,7 +126,8 @@ struct Engine::Impl {
         depth_trace(spec ? std::make_unique<SpecDepthTrace>(depth_options(opt.spec)) : nullptr) {
     out.publish(sched);
     exec.set_clock(&clock);
-    if (const int64_t tokens = opt.warm_up_tokens_for(model->device()); tokens > 0 && !group) {
+    // Under tensor parallelism every follower runs the same forwards (run_follower).
+    if (const int64_t tokens = opt.warm_up_tokens_for(model->device()); tokens > 0) {
       const auto t0 = std::chrono::steady_clock::now();
       const int64_t forwards = runner.warm_up(tokens, opt.max_running_requests);
       out.count_warm_up(forwards);

@@ -85,8 +85,7 @@ struct EngineOptions {
   // Before the first request: prefill forwards at every row bucket up to this many tokens, then
   // of 2 .. max_running_requests one-token sequences (ModelRunner::warm_up), so that no request
   // pays for a GEMM kernel's first launch. -1: max_prefill_tokens on GPUs, none on the CPU (no
-  // such cost there); 0: none. Not under tensor parallelism (the followers would have to run
-  // the same forwards).
+  // such cost there); 0: none. Under tensor parallelism every rank runs them (run_follower).
   int64_t warm_up_tokens = -1;
   int64_t warm_up_tokens_for(Device d) const {
     if (warm_up_tokens >= 0) return warm_up_tokens;

@@ -23,6 +23,10 @@ void run_follower(std::shared_ptr<const Model> model, EngineOptions opt, Process
     spec = std::make_unique<SpecWorker>(runner, out, opt.spec, opt.profile_spec_phases,
                                         opt.max_prefill_tokens);
   StepExecutor exec(runner, out, spec.get());
+  // Rank 0's engine runs the same warm-up forwards (same options, geometry and token ids), so
+  // their collectives pair up.
+  if (const int64_t tokens = opt.warm_up_tokens_for(model->device()); tokens > 0)
+    runner.warm_up(tokens, opt.max_running_requests);
   log_info("rank {} of {}: ready ({} KV pages)", group.rank(), group.world(), geo.num_pages);
   FollowerSequences seqs(std::move(constraints));
   for (;;) {

@@ -147,6 +147,24 @@ TEST_P(ParallelEngine, GreedyMatchesUnshardedWithAndWithoutMtp) {
   }
 }
 
+// The start-up warm-up (forced here: on the CPU it is off by default) runs on every rank: rank
+// 0's engine and each follower the same forwards, whose collectives must pair up, or the
+// engine would hang or answer wrongly. Greedy output, with and without MTP, stays the unsharded
+// engine's.
+TEST_P(ParallelEngine, WarmUpOnEveryRankChangesNoAnswer) {
+  const auto [tp, ep] = GetParam();
+  const auto reqs = prompts(4, 12, 5, false);
+  const std::vector<Result> want = run_single(options(0), reqs);
+  for (int steps : {0, 3}) {
+    EngineOptions o = options(steps);
+    o.warm_up_tokens = 40;
+    const std::vector<Result> got = run_parallel(tp, ep, o, reqs);
+    for (size_t i = 0; i < reqs.size(); ++i)
+      EXPECT_EQ(got[i].tokens, want[i].tokens)
+          << "tp " << tp << " ep " << ep << " S " << steps << " request " << i;
+  }
+}
+
 // Mixed prefill and decode steps reach the other ranks as ordinary chunks (a decoding
 // sequence's one-token chunk of its last token) and change nothing in the output.
 TEST_P(ParallelEngine, MixedChunksMatchUnsharded) {
