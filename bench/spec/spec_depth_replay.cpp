@@ -87,6 +87,10 @@ void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled)
       if (d >= 0 && d <= e.opt.max_depth) ++recorded[static_cast<size_t>(d)];
       step_s[{SpecDepthPolicy::batch_class(b), d}].push_back(s - cu);
       if (tokens > 0) reads.emplace_back(tokens, cu);
+    } else if (kind == 'g') {  // built a graph: its time is the build's, not shown
+      int64_t d = 0, b = 0;
+      in >> d >> b;
+      p.overridden(b);
     } else if (kind == 'r') {
       double s = 0;
       int64_t n = 0;

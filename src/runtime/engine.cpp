@@ -377,7 +377,10 @@ struct Engine::Impl {
     clock.lap(LoopPhase::kSchedule);
     decoded = plan.kind == StepPlan::Kind::kDecode;
     const auto t0 = std::chrono::steady_clock::now();
+    const uint64_t builds_before = runner.graph_builds();
     const SpecWorker::RoundStats stats = exec.run(plan);
+    // The step ran a new shape eagerly or captured it (GPU graphs): its time is the build's.
+    const bool built = runner.graph_builds() != builds_before;
     clock.lap(LoopPhase::kDevice);  // a plain decode step has charged its own phases
     if (spec) out.count_draft_reads(stats.prefill_draft_tokens, stats.catch_up_tokens);
     if (depth) {
@@ -392,17 +395,24 @@ struct Engine::Impl {
       // A forced depth is not the policy's choice: its step would read as a probe the policy
       // never started. A pinned one is a measurement all the same (bench-offline's warm-up
       // passes pin every depth in turn): calibration.
-      if (pinned)
-        depth->calibrate(plan.draft_steps, static_cast<int64_t>(plan.decode.size()), seconds,
-                         stats.accepted, stats.catch_up_seconds, stats.catch_up_tokens);
+      // A step that built a graph is no measurement of its depth either (a capture costs 1-4
+      // ms on the shipped model, several times a replayed step): not shown, and a probe it
+      // belonged to starts over, as for a forced depth.
+      const int64_t B = static_cast<int64_t>(plan.decode.size());
+      if (built && (pinned || !forced))
+        depth->overridden(B);
+      else if (pinned)
+        depth->calibrate(plan.draft_steps, B, seconds, stats.accepted, stats.catch_up_seconds,
+                         stats.catch_up_tokens);
       else if (!forced)
-        depth->observe(plan.draft_steps, static_cast<int64_t>(plan.decode.size()), seconds,
-                       stats.accepted, stats.catch_up_seconds, stats.catch_up_tokens);
-      depth_trace->observe(plan.draft_steps, static_cast<int64_t>(plan.decode.size()), seconds,
-                           stats.catch_up_seconds, stats.catch_up_tokens, stats.accepted,
-                           pinned   ? SpecDepthTrace::Step::kPinned
-                           : forced ? SpecDepthTrace::Step::kForced
-                                    : SpecDepthTrace::Step::kChosen);
+        depth->observe(plan.draft_steps, B, seconds, stats.accepted, stats.catch_up_seconds,
+                       stats.catch_up_tokens);
+      depth_trace->observe(plan.draft_steps, B, seconds, stats.catch_up_seconds,
+                           stats.catch_up_tokens, stats.accepted,
+                           built && (pinned || !forced) ? SpecDepthTrace::Step::kBuilt
+                           : pinned                     ? SpecDepthTrace::Step::kPinned
+                           : forced                     ? SpecDepthTrace::Step::kForced
+                                                        : SpecDepthTrace::Step::kChosen);
       out.count_depth(plan.draft_steps);
       for (const std::string& c : depth->take_changes()) {
         log_info("{}", c);

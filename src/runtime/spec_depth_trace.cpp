@@ -34,7 +34,10 @@ void SpecDepthTrace::observe(int64_t depth, int64_t batch, double seconds, doubl
   if (!on()) return;
   // Microsecond-resolution times: the policy's decisions turn on differences of a few percent of
   // steps that take a few hundred microseconds.
-  const char kind = step == Step::kPinned ? 'p' : step == Step::kForced ? 'f' : 'o';
+  const char kind = step == Step::kPinned   ? 'p'
+                    : step == Step::kForced ? 'f'
+                    : step == Step::kBuilt  ? 'g'
+                                            : 'o';
   std::fprintf(file_.get(), "%c %lld %lld %.9f %.9f %lld", kind, static_cast<long long>(depth),
                static_cast<long long>(batch), seconds, catch_up_seconds,
                static_cast<long long>(catch_up_tokens));

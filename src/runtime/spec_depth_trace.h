@@ -8,6 +8,8 @@
 //   c <batch> <lag_tokens> <remaining_tokens> <depth>        choose() and what it returned
 //   o <depth> <batch> <seconds> <catch_up_seconds> <catch_up_tokens> <accepted...>   observe()
 //   f (as o)                                   a step at a depth the override forced, not shown
+//   g (as o)                                   a chosen or pinned step that built a CUDA graph:
+//                                              not shown, overridden()
 //   p (as o)                                   a pinned step, shown as calibrate()
 //   s                                          settle(): the pin was lifted
 //   r <seconds> <positions>                                  observe_prompt_reads()
@@ -35,7 +37,7 @@ class SpecDepthTrace {
   bool on() const { return file_ != nullptr; }
   void choose(int64_t batch, int64_t lag_tokens, int64_t remaining_tokens, int64_t depth,
               int64_t max_remaining_tokens = -1);
-  enum class Step { kChosen, kForced, kPinned };  // an `o`, `f` or `p` line
+  enum class Step { kChosen, kForced, kPinned, kBuilt };  // an `o`, `f`, `p` or `g` line
   void observe(int64_t depth, int64_t batch, double seconds, double catch_up_seconds,
                int64_t catch_up_tokens, const std::vector<int64_t>& accepted,
                Step step = Step::kChosen);

@@ -5,6 +5,10 @@
 // to tell whether a timed pass paid for captures.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -99,6 +103,46 @@ TEST(GpuGraphs, WarmUpChangesNoAnswer) {
     }
     EXPECT_EQ(outputs[1], outputs[0]) << (spec ? "S = 3" : "plain");
   }
+}
+
+// An adaptive engine's steps that built a graph (a shape's eager first use, its capture) are not
+// shown to the depth policy as measurements of their depth: the trace writes them as `g` lines,
+// every chosen step is an `o` or a `g`, and there are no more `g` lines than graph builds.
+TEST(GpuGraphs, StepsThatBuiltAGraphAreNotMeasurements) {
+  if (!init_backends()) GTEST_SKIP() << "no CUDA device";
+  std::shared_ptr<const Model> model = gpu_austen();
+  const std::string trace = ::testing::TempDir() + "gpu_built_steps.trace";
+  std::filesystem::remove(trace);
+  ::setenv("TANDEM_SPEC_DEPTH_TRACE", trace.c_str(), 1);
+  std::vector<Request> reqs;
+  for (int i = 0; i < 5; ++i) {
+    Request r;
+    for (int j = 0; j < 12 + 19 * i; ++j) r.prompt.push_back((7 + 11 * j + 3 * i) % 4000);
+    r.max_new_tokens = 20 + 4 * i;
+    reqs.push_back(r);
+  }
+  uint64_t builds = 0;
+  {
+    EngineOptions o;
+    o.page_size = 64;
+    o.workspace_mb = 512;
+    o.spec.algorithm = "EAGLE";
+    o.spec.num_steps = 3;
+    o.spec.max_steps = 5;  // adaptive by default
+    Engine e(model, o);
+    ::unsetenv("TANDEM_SPEC_DEPTH_TRACE");  // read when the engine starts
+    for (int pass = 0; pass < 2; ++pass) run_to_length(e, reqs, "adaptive");
+    builds = e.graph_builds();
+  }
+  std::ifstream in(trace);
+  std::map<char, int64_t> lines;
+  for (std::string l; std::getline(in, l);)
+    if (!l.empty()) ++lines[l[0]];
+  std::filesystem::remove(trace);
+  EXPECT_GT(lines['g'], 0) << "the first decode steps of each shape build graphs";
+  EXPECT_GT(lines['o'], 0);
+  EXPECT_EQ(lines['c'], lines['o'] + lines['g']);
+  EXPECT_LE(static_cast<uint64_t>(lines['g']), builds);
 }
 
 }  // namespace
