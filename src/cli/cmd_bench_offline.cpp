@@ -251,6 +251,7 @@ Runner add_bench_offline(CLI::App& app) {
     bool no_plain = false, disable_cuda_graph = false, deterministic = false, no_warmup = false;
     bool weight_only_quant = false, mixed_chunk = false;
     int64_t prefill_graph_tokens = -1;  // EngineOptions::cuda_graph_max_prefill_tokens
+    int64_t warm_up_tokens = -1;        // EngineOptions::warm_up_tokens
     std::string device = "cpu", load_format = "auto", preset, quantization, loader_extra,
                 kv_cache_dtype = "auto";
     int64_t num_layers = 0, max_total_tokens = 1 << 16, workspace_mb = EngineOptions{}.workspace_mb;
@@ -316,6 +317,10 @@ Runner add_bench_offline(CLI::App& app) {
   app.add_option("--cuda-graph-max-prefill-tokens", a->prefill_graph_tokens,
                  "Prefill steps of at most this many padded tokens replay CUDA graphs (0: eager; "
                  "default 256 on GPUs)");
+  app.add_option("--warm-up-tokens", a->warm_up_tokens,
+                 "Each engine's start-up warm-up: prefill forwards at every GEMM row bucket up to "
+                 "this many tokens (0: none; default --max-prefill-tokens on GPUs, none on the "
+                 "CPU), as tandem serve");
   app.add_flag("--profile-spec-phases", a->profile_phases,
                "Print the mean ms per speculative round of each phase (draft, verify, accept, "
                "extend); synchronizes the device between phases, which costs some speed");
@@ -520,6 +525,7 @@ Runner add_bench_offline(CLI::App& app) {
     plain.page_size = a->device == "cuda" ? 64 : 16;
     plain.disable_cuda_graph = a->disable_cuda_graph;
     plain.cuda_graph_max_prefill_tokens = a->prefill_graph_tokens;
+    plain.warm_up_tokens = a->warm_up_tokens;
     plain.workspace_mb = a->workspace_mb;
     plain.deterministic = a->deterministic;
     plain.kv_cache_fp8 = kv_fp8;

@@ -69,6 +69,10 @@ Runner add_serve(CLI::App& app) {
   app.add_option("--cuda-graph-max-prefill-tokens", a->cuda_graph_max_prefill_tokens,
                  "Prefill steps of at most this many padded tokens replay CUDA graphs (0: prefill "
                  "always eager; default 256 on GPUs)");
+  app.add_option("--warm-up-tokens", a->warm_up_tokens,
+                 "Before the first request, prefill forwards at every GEMM row bucket up to this "
+                 "many tokens, so no request pays a kernel's first launch (0: none; default "
+                 "--max-prefill-tokens on GPUs, none on the CPU)");
   app.add_flag("--enable-deterministic-inference", a->enable_deterministic_inference,
                "Batch-invariant kernels for every batch shape (GPU; slower at large batches)");
   app.add_option("--load-format", a->load_format,

@@ -44,6 +44,9 @@ void EngineOptions::validate(std::vector<std::string>* warnings) {
     throw InvalidArgument(fmt::format(
         "--cuda-graph-max-prefill-tokens must be at least 0 (or -1: the default), got {}",
         cuda_graph_max_prefill_tokens));
+  if (warm_up_tokens < -1)
+    throw InvalidArgument(fmt::format(
+        "--warm-up-tokens must be at least 0 (or -1: the default), got {}", warm_up_tokens));
   if (context_length < 0)
     throw InvalidArgument(
         fmt::format("--context-length must not be negative, got {}", context_length));

@@ -38,6 +38,7 @@ Json ServerArgs::to_json() const {
   j["disable_radix_cache"] = disable_radix_cache;
   j["disable_cuda_graph"] = disable_cuda_graph;
   j["cuda_graph_max_prefill_tokens"] = cuda_graph_max_prefill_tokens;
+  j["warm_up_tokens"] = warm_up_tokens;
   j["enable_deterministic_inference"] = enable_deterministic_inference;
   j["load_format"] = load_format;
   j["enable_return_hidden_states"] = enable_return_hidden_states;
@@ -187,6 +188,7 @@ EngineOptions engine_options(const ServerArgs& a, bool cuda_available,
   o.context_length = a.context_length;
   o.disable_cuda_graph = a.disable_cuda_graph;
   o.cuda_graph_max_prefill_tokens = a.cuda_graph_max_prefill_tokens;
+  o.warm_up_tokens = a.warm_up_tokens;
   o.kv_cache_fp8 = parse_kv_cache_dtype(a.kv_cache_dtype);  // throws for an unknown dtype
   if (a.load_format != "auto" && a.load_format != "dummy")
     throw InvalidArgument(

@@ -36,6 +36,7 @@ struct ServerArgs {
   bool disable_radix_cache = false;
   bool disable_cuda_graph = false;
   int64_t cuda_graph_max_prefill_tokens = -1;  // EngineOptions' (-1: its default)
+  int64_t warm_up_tokens = -1;                 // EngineOptions' (-1: its default)
   // Batch-invariant kernels for every shape (SGLang's flag): identical output for a request
   // whatever else is batched with it, at some speed cost on GPUs.
   bool enable_deterministic_inference = false;

@@ -21,7 +21,11 @@ TEST(ServerArgs, MapsOntoEngineOptions) {
   a.context_length = 1024;
   a.disable_radix_cache = true;
   a.scheduler_delay_factor = 1.5;
+  a.warm_up_tokens = 300;
   const EngineOptions o = engine_options(a, false);
+  EXPECT_EQ(o.warm_up_tokens, 300);
+  EXPECT_EQ(o.warm_up_tokens_for(Device::cuda(0)), 300);
+  EXPECT_EQ(engine_options(ServerArgs{}, false).warm_up_tokens_for(Device::cpu()), 0);
   EXPECT_EQ(o.max_running_requests, 8);
   EXPECT_EQ(o.page_size, 4);
   EXPECT_EQ(o.chunked_prefill_size, 128);
@@ -89,6 +93,9 @@ TEST(ServerArgs, StartupErrors) {
   expect_invalid(a, "--speculative-max-steps");
   a.speculative_max_steps = 9;
   expect_invalid(a, "--speculative-max-steps");
+  a = ServerArgs{};
+  a.warm_up_tokens = -2;
+  expect_invalid(a, "--warm-up-tokens");
   a = ServerArgs{};
   a.tp_size = 0;
   expect_invalid(a, "--tp-size");
