@@ -11,6 +11,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/rng.h"
 #include "core/thread_name.h"
 #include "runtime/geometry.h"
 #include "runtime/model_runner.h"
@@ -104,6 +105,9 @@ struct Engine::Impl {
   std::atomic<int64_t> pinned_depth{-1};
   bool calibrating = false;  // the last decode step was pinned (the loop thread's own)
 
+  // warm_up_decode: every decode step runs this depth (-1: off), with no policy to ask.
+  int64_t warm_depth = -1;
+
   LoopClock clock;       // the engine thread's own
   StepTrace trace;       // one line per step when TANDEM_STEP_TRACE names a file
   bool decoded = false;  // this iteration of the loop ran a decode step
@@ -131,9 +135,12 @@ struct Engine::Impl {
       const auto t0 = std::chrono::steady_clock::now();
       const int64_t forwards = runner.warm_up(tokens, opt.max_running_requests);
       out.count_warm_up(forwards);
+      const int64_t steps = warm_up_decode();
       log_info(
-          "warm-up: {} forwards (prefill of up to {} tokens, up to {} sequences) in {:.0f} ms",
-          forwards, tokens, opt.max_running_requests,
+          "warm-up: {} forwards (prefill of up to {} tokens, up to {} sequences), {} steps of "
+          "throwaway requests (every decode batch bucket{}) in {:.0f} ms",
+          forwards, tokens, opt.max_running_requests, steps,
+          spec ? (opt.spec.adaptive ? " at every depth" : " at the depth") : "",
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     thread = std::thread([this] {
@@ -174,6 +181,74 @@ struct Engine::Impl {
   }
   bool fatal_seen = false;
   ReplicatedConstraints replicated;  // which constraints the followers hold (step_message.h)
+
+  // Before the loop thread starts: throwaway requests of a few tokens run through step() itself,
+  // a batch of them at every decode batch bucket and, when speculating, at every depth the
+  // engine may run (each pinned by warm_depth), so that every decode-shaped graph (decode,
+  // verify, the draft's loop and extend) is built and captured here and not in a request's
+  // step (a build costs 1-4 ms against a replay's few hundred microseconds on the shipped model).
+  // Without a policy or trace (they see none of it), then the prefix cache flushed and every
+  // count of these requests dropped. Under tensor parallelism the followers run these steps as
+  // any other. Returns the steps run.
+  int64_t warm_up_decode() {
+    std::unique_ptr<SpecDepthPolicy> policy = std::move(depth);
+    std::unique_ptr<SpecDepthTrace> policy_trace = std::move(depth_trace);
+    std::vector<int64_t> depths = {0};
+    if (spec) {
+      depths.clear();
+      for (int64_t d = opt.spec.adaptive ? 0 : geo.draft_steps; d <= geo.draft_steps; ++d)
+        depths.push_back(d);
+    }
+    const int64_t V = model->config().vocab_size;
+    // Prompt and answer lengths: at least three decode steps per batch at depth d, each
+    // committing at most d + 1 tokens (the first runs a shape eagerly, the second captures it,
+    // the third replays), within the context.
+    const int64_t prompt_len = std::min<int64_t>(4, geo.context_length / 4);
+    const auto answer_at = [&](int64_t d) {
+      return std::min<int64_t>(1 + 3 * (d + 1),
+                               geo.context_length - prompt_len - geo.draft_steps - 2);
+    };
+    Rng rng(0x6465636f);
+    int64_t steps = 0;
+    for (int64_t d : depths) {
+      const int64_t answer = answer_at(d);
+      if (prompt_len < 1 || answer < 1) break;
+      warm_depth = spec ? d : -1;
+      for (int64_t bucket : decode_batch_buckets(opt.max_running_requests)) {
+        const int64_t n = std::min(bucket, opt.max_running_requests);
+        for (int64_t i = 0; i < n; ++i) {
+          auto seq = std::make_unique<Sequence>();
+          for (int64_t t = 0; t < prompt_len; ++t)
+            seq->tokens.push_back(static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(V)));
+          seq->prompt_len = prompt_len;
+          seq->req.prompt = seq->tokens;
+          seq->req.max_new_tokens = answer;
+          seq->arrival = std::chrono::steady_clock::now();
+          seq->id = next_id++;
+          seq->stream = std::make_shared<StreamImpl>(seq->id);
+          sched.add(std::move(seq));
+        }
+        // Bounded: a batch ends within its answer's length in decode steps, prefill included.
+        for (int64_t k = 0;
+             k < 4 * answer + 64 && (sched.num_waiting() > 0 || !sched.running().empty()); ++k) {
+          bool sent = false;
+          trace.begin();
+          step(sent);
+          ++steps;
+        }
+        for (auto& s : sched.take_running()) out.finish(*s, FinishReason::kAbort, "warm-up");
+        for (auto& s : sched.take_waiting()) out.finish(*s, FinishReason::kAbort, "warm-up");
+      }
+    }
+    warm_depth = -1;
+    sched.flush_prefix_cache();
+    depth = std::move(policy);
+    depth_trace = std::move(policy_trace);
+    out.forget_warm_up_requests();
+    out.publish(sched);
+    clock.take();  // the warm-up's loop time is no one's
+    return steps;
+  }
 
   // ---------------------------------------------------------------- messages
 
@@ -348,6 +423,7 @@ struct Engine::Impl {
         }
       }
     }
+    if (warm_depth >= 0 && plan.kind == StepPlan::Kind::kDecode) plan.draft_steps = warm_depth;
     // With a fixed depth the draft reads every prompt as it is prefilled. With adaptive depth
     // and --speculative-draft-reads-prompts, where the policy speculates at the batch size they
     // will decode in (the running set) and reading the whole prompts pays for itself (judged as

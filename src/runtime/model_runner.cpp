@@ -38,6 +38,19 @@ int64_t bucket_for(int64_t b) {
   return (b + 63) / 64 * 64;
 }
 
+}  // namespace
+
+std::vector<int64_t> decode_batch_buckets(int64_t max_batch) {
+  std::vector<int64_t> out;
+  for (int64_t b = 1; b <= max_batch;) {
+    out.push_back(bucket_for(b));
+    b = out.back() + 1;
+  }
+  return out;
+}
+
+namespace {
+
 // flag: every token's logits (kTarget, kDraft*); reused top-k (kDraftLoop, whose q is S).
 int64_t shape_key(ModelRunner::Kind kind, int64_t bucket, int64_t q, bool flag) {
   return (static_cast<int64_t>(kind) << 48) | (bucket << 16) | (q << 1) | (flag ? 1 : 0);

@@ -26,6 +26,10 @@ namespace tandem {
 // (the top of its rung, the GEMM backends' unit of kernel choice) with one of them.
 std::vector<int64_t> warm_up_rows(int64_t limit);
 
+// The padded batch sizes decode-shaped forwards run at (and are captured at), up to the bucket
+// of max_batch: 1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, then multiples of 64.
+std::vector<int64_t> decode_batch_buckets(int64_t max_batch);
+
 class ModelRunner {
  public:
   // The shapes a decode-shaped forward takes. kDraftLoop: all S - 1 draft steps of a round in

@@ -120,6 +120,17 @@ void OutputProcessor::count_warm_up(int64_t forwards) {
   m_.warm_up_forwards += static_cast<uint64_t>(forwards);
 }
 
+void OutputProcessor::forget_warm_up_requests() {
+  std::lock_guard<std::mutex> g(mu_);
+  EngineMetrics fresh;
+  fresh.spec_accepted_per_position.assign(m_.spec_accepted_per_position.size(), 0);
+  fresh.spec_depth_steps.assign(m_.spec_depth_steps.size(), 0);
+  fresh.warm_up_forwards = m_.warm_up_forwards + m_.forward_steps_total;
+  m_ = std::move(fresh);
+  recent_tokens_.clear();
+  recent_sum_ = 0;
+}
+
 void OutputProcessor::count_round(int64_t draft_steps, int64_t accepted) {
   std::lock_guard<std::mutex> g(mu_);
   m_.spec_verify_steps += 1;

@@ -43,6 +43,10 @@ class OutputProcessor {
                         bool decode);
   void publish(const Scheduler& sched);  // queue and cache gauges, recent throughput
   void count_warm_up(int64_t forwards);
+  // The engine's warm-up requests ran through the ordinary loop: their counts (requests, tokens,
+  // steps, speculation, loop time) are dropped; their forward steps are added to
+  // warm_up_forwards.
+  void forget_warm_up_requests();
   EngineMetrics metrics() const;
 
  private:

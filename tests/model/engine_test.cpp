@@ -46,15 +46,20 @@ TEST(Engine, ContinuousBatchingMatchesThePlainGenerator) {
 }
 
 // The start-up warm-up (EngineOptions::warm_up_tokens; on by default on GPUs only) runs
-// forwards of throwaway tokens into KV pages no request holds yet: afterwards plain and
-// speculative engines, fixed and adaptive depth, graphed prefill or not, still answer exactly as
-// the plain generator, and no request, prompt token or step of the warm-up is counted.
+// forwards of throwaway tokens into KV pages no request holds yet, then throwaway requests at
+// every decode batch bucket (and every depth the engine may run) through the engine's own step:
+// afterwards plain and speculative engines, fixed and adaptive depth, graphed prefill or not,
+// still answer exactly as the plain generator; no request, token, step or depth of the warm-up
+// is counted, no page is held, and the depth policy saw none of it.
 TEST(Engine, WarmUpForwardsChangeNoAnswerAndCountNoRequest) {
   auto model = load_model("models/tandem-austen");
   auto reqs = prompts(model->config(), 7, 10, 70, 12, 17);
   const std::vector<Result> ref = run_plain(model, reqs);
   uint64_t prompt_tokens = 0;
   for (const Request& r : reqs) prompt_tokens += r.prompt.size();
+  const std::string trace = (std::filesystem::temp_directory_path() /
+                             ("warm_up_" + std::to_string(::getpid()) + ".trace"))
+                                .string();
   for (int steps : {0, 3})
     for (bool adaptive : {false, true})
       for (bool graphs : {false, true}) {
@@ -73,12 +78,30 @@ TEST(Engine, WarmUpForwardsChangeNoAnswerAndCountNoRequest) {
         }
         const std::string what = "S=" + std::to_string(steps) + (adaptive ? " adaptive" : "") +
                                  (graphs ? " static batches" : "");
+        std::filesystem::remove(trace);
+        ::setenv("TANDEM_SPEC_DEPTH_TRACE", trace.c_str(), 1);
         Engine e(model, o);
-        // The target's forward at each of 1, 2, 3, 4, 6, 8, 12, 16, 24, 32 and 40 tokens and at
-        // 2, 3, 4 and 6 one-token sequences; the draft's after each when speculating.
-        const uint64_t target_forwards = 11 + 4;
-        EXPECT_EQ(e.metrics().warm_up_forwards, target_forwards * (steps > 0 ? 2 : 1)) << what;
-        EXPECT_EQ(e.metrics().forward_steps_total, 0u) << what;
+        ::unsetenv("TANDEM_SPEC_DEPTH_TRACE");
+        // The prefill forwards alone: the target's at each of 1, 2, 3, 4, 6, 8, 12, 16, 24, 32
+        // and 40 tokens and at 2, 3, 4 and 6 one-token sequences, the draft's after each when
+        // speculating; then the steps of the throwaway requests.
+        const uint64_t prefill_forwards = (11 + 4) * (steps > 0 ? 2 : 1);
+        const EngineMetrics w = e.metrics();
+        EXPECT_GT(w.warm_up_forwards, prefill_forwards) << what;
+        EXPECT_EQ(w.forward_steps_total, 0u) << what;
+        EXPECT_EQ(w.requests_total, 0u) << what;
+        EXPECT_EQ(w.generation_tokens_total, 0u) << what;
+        EXPECT_EQ(w.spec_verify_steps, 0u) << what;
+        EXPECT_EQ(w.kv_pages_used, 0) << what << ": the prefix cache was flushed";
+        for (uint64_t n : w.spec_depth_steps) EXPECT_EQ(n, 0u) << what;
+        if (steps > 0) {  // the depth trace: only the engine's opening line so far
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));  // an idle step flushes
+          std::ifstream in(trace);
+          std::string first, more;
+          std::getline(in, first);
+          EXPECT_EQ(first.substr(0, 2), "e ") << what;
+          EXPECT_FALSE(std::getline(in, more)) << what << ": " << more;
+        }
         const auto got = run_all(e, reqs);
         for (size_t i = 0; i < reqs.size(); ++i)
           EXPECT_EQ(got[i].tokens, ref[i].tokens) << what << " request " << i;
@@ -91,6 +114,7 @@ TEST(Engine, WarmUpForwardsChangeNoAnswerAndCountNoRequest) {
         EXPECT_EQ(m.requests_total, reqs.size()) << what;
         EXPECT_EQ(m.prompt_tokens_total, prompt_tokens) << what;
       }
+  std::filesystem::remove(trace);
 }
 
 // --enable-mixed-chunk: decoding sequences ride along in prefill steps as one-token chunks. The
