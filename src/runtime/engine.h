@@ -86,7 +86,8 @@ struct EngineMetrics {
   uint64_t forward_steps_total = 0;
   // Prefill steps that replayed a graph of their padded shape (cuda_graph_max_prefill_tokens).
   uint64_t graphed_prefill_steps = 0;
-  // Forwards of the start-up warm-up (EngineOptions::warm_up_tokens), not in the counts above.
+  // Forwards (prefill part) and steps (decode part) of the start-up warm-up
+  // (EngineOptions::warm_up_tokens), in none of the other counts.
   uint64_t warm_up_forwards = 0;
   // Speculative decoding (cumulative since start).
   uint64_t spec_verify_steps = 0;  // per request per round

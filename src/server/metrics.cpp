@@ -171,7 +171,8 @@ std::string render_prometheus(const EngineMetrics& e, const ServerMetrics& s,
             "Prefill steps that replayed the CUDA graph of their padded shape.",
             static_cast<double>(e.graphed_prefill_steps));
   w.counter("tandem:warm_up_forwards_total",
-            "Forwards of the start-up warm-up over the GEMM row buckets (before any request).",
+            "Forwards and steps of the start-up warm-up (before any request: prefill at every GEMM "
+            "row bucket, decode at every batch bucket and depth).",
             static_cast<double>(e.warm_up_forwards));
   w.family("tandem:engine_loop_seconds_total",
            "Wall seconds of the engine thread by phase of its loop (they sum to its lifetime).",
