@@ -40,8 +40,9 @@ int64_t ModelRunner::warm_up(int64_t max_tokens, int64_t max_seqs) {
     const ForwardResult r = extend(chunks);
     argmax(r.logits);  // waits for the device
     ++forwards;
+    // The draft in the same step, as a prefill step reads its prompts: r.hidden lives in the
+    // step's workspace.
     if (S_ > 0) {
-      begin_step();
       argmax(extend_draft(chunks, r.hidden).logits);
       ++forwards;
     }
