@@ -51,6 +51,7 @@ TEST(SpecDepthTrace, WritesOneLinePerCallAndAppendsAcrossEngines) {
     t.observe(0, 32, 0.0004, 0.0, 0, {});
     t.observe(1, 32, 0.0005, 0.0, 0, {1}, SpecDepthTrace::Step::kForced);
     t.observe(3, 8, 0.0007, 0.0, 0, {3}, SpecDepthTrace::Step::kPinned);
+    t.observe(4, 8, 0.0031, 0.0, 0, {0}, SpecDepthTrace::Step::kBuilt);
     t.settle();
     t.prompt_reads(0.002, 512);
     t.prompt_reads(0.002, 0);  // nothing read: no line
@@ -67,18 +68,19 @@ TEST(SpecDepthTrace, WritesOneLinePerCallAndAppendsAcrossEngines) {
   }
   ::unsetenv("TANDEM_SPEC_DEPTH_TRACE");
   const std::vector<std::string> l = lines_of(path);
-  ASSERT_EQ(l.size(), 11u);
+  ASSERT_EQ(l.size(), 12u);
   EXPECT_EQ(l[0], "e 5 3 1 1 0");
   EXPECT_EQ(l[1], "c 32 640 3000 2 96");
   EXPECT_EQ(l[2], "o 2 32 0.001234568 0.000500000 640 2 0 1");
   EXPECT_EQ(l[3], "o 0 32 0.000400000 0.000000000 0");
   EXPECT_EQ(l[4], "f 1 32 0.000500000 0.000000000 0 1");  // forced: the replay skips it
   EXPECT_EQ(l[5], "p 3 8 0.000700000 0.000000000 0 3");   // pinned: the replay calibrates
-  EXPECT_EQ(l[6], "s");
-  EXPECT_EQ(l[7], "r 0.002000000 512");
-  EXPECT_EQ(l[8], "x 96");
-  EXPECT_EQ(l[9], "# batch class 32: speculative depth 3 -> 2");
-  EXPECT_EQ(l[10], "e 4 0 0 0 1");
+  EXPECT_EQ(l[6], "g 4 8 0.003100000 0.000000000 0 0");  // built a graph: overridden
+  EXPECT_EQ(l[7], "s");
+  EXPECT_EQ(l[8], "r 0.002000000 512");
+  EXPECT_EQ(l[9], "x 96");
+  EXPECT_EQ(l[10], "# batch class 32: speculative depth 3 -> 2");
+  EXPECT_EQ(l[11], "e 4 0 0 0 1");
   std::filesystem::remove(path);
 }
 
