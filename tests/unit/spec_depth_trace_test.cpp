@@ -75,7 +75,7 @@ TEST(SpecDepthTrace, WritesOneLinePerCallAndAppendsAcrossEngines) {
   EXPECT_EQ(l[3], "o 0 32 0.000400000 0.000000000 0");
   EXPECT_EQ(l[4], "f 1 32 0.000500000 0.000000000 0 1");  // forced: the replay skips it
   EXPECT_EQ(l[5], "p 3 8 0.000700000 0.000000000 0 3");   // pinned: the replay calibrates
-  EXPECT_EQ(l[6], "g 4 8 0.003100000 0.000000000 0 0");  // built a graph: overridden
+  EXPECT_EQ(l[6], "g 4 8 0.003100000 0.000000000 0 0");   // built a graph: overridden
   EXPECT_EQ(l[7], "s");
   EXPECT_EQ(l[8], "r 0.002000000 512");
   EXPECT_EQ(l[9], "x 96");
