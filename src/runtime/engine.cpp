@@ -217,15 +217,15 @@ struct Engine::Impl {
       for (int64_t bucket : decode_batch_buckets(opt.max_running_requests)) {
         const int64_t n = std::min(bucket, opt.max_running_requests);
         for (int64_t i = 0; i < n; ++i) {
-          auto seq = std::make_unique<Sequence>();
+          Request r;
           for (int64_t t = 0; t < prompt_len; ++t)
-            seq->tokens.push_back(static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(V)));
-          seq->prompt_len = prompt_len;
-          seq->req.prompt = seq->tokens;
-          seq->req.max_new_tokens = answer;
-          seq->arrival = std::chrono::steady_clock::now();
-          seq->id = next_id++;
-          seq->stream = std::make_shared<StreamImpl>(seq->id);
+            r.prompt.push_back(static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(V)));
+          r.max_new_tokens = answer;
+          std::unique_ptr<Sequence> seq = sequence_of(std::move(r));
+          {
+            std::lock_guard<std::mutex> g(mu);
+            number(*seq);
+          }
           sched.add(std::move(seq));
         }
         // Bounded: a batch ends within its answer's length in decode steps, prefill included.
@@ -252,6 +252,24 @@ struct Engine::Impl {
 
   // ---------------------------------------------------------------- messages
 
+  // A request's sequence before it has an id: its tokens are the prompt.
+  static std::unique_ptr<Sequence> sequence_of(Request r) {
+    auto s = std::make_unique<Sequence>();
+    s->tokens = r.prompt;
+    s->prompt_len = static_cast<int64_t>(r.prompt.size());
+    s->req = std::move(r);
+    s->arrival = std::chrono::steady_clock::now();
+    return s;
+  }
+  // Under mu: the next id, the sampling stream (seeded from the id unless the request seeds its
+  // own) and the output stream.
+  void number(Sequence& s) {
+    s.id = next_id++;
+    const uint64_t seed = s.req.sampling.seed;
+    s.rng = Rng(seed ^ (0x5851f42d4c957f2dull * s.id * (seed == 0)));
+    s.stream = std::make_shared<StreamImpl>(s.id);
+  }
+
   std::shared_ptr<RequestStream> submit(Request r) {
     const int64_t V = model->config().vocab_size;
     if (r.prompt.empty()) throw InvalidArgument("the prompt is empty");
@@ -267,11 +285,7 @@ struct Engine::Impl {
       throw InvalidArgument("top_p must be in (0, 1]");
     if (group && r.constraint && r.constraint->replica_spec().empty())
       throw InvalidArgument("this constraint cannot be copied to the other tensor-parallel ranks");
-    auto s = std::make_unique<Sequence>();
-    s->tokens = r.prompt;
-    s->prompt_len = P;
-    s->req = std::move(r);
-    s->arrival = std::chrono::steady_clock::now();
+    std::unique_ptr<Sequence> s = sequence_of(std::move(r));
     std::shared_ptr<RequestStream> stream;
     {
       std::lock_guard<std::mutex> g(mu);
@@ -280,10 +294,7 @@ struct Engine::Impl {
           static_cast<int64_t>(inbox.size()) + out.metrics().num_waiting >= opt.max_queued_requests)
         throw Overloaded(fmt::format("the server is at capacity: {} requests are already waiting",
                                      opt.max_queued_requests));
-      s->id = next_id++;
-      const uint64_t seed = s->req.sampling.seed;
-      s->rng = Rng(seed ^ (0x5851f42d4c957f2dull * s->id * (seed == 0)));
-      s->stream = std::make_shared<StreamImpl>(s->id);
+      number(*s);
       stream = s->stream;
       inbox.push_back(std::move(s));
     }
