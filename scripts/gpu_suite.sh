@@ -25,6 +25,8 @@ if [ "${1:-}" = "--stage" ]; then
   [ -f "$BUILD/tests/gpu_dist_tests" ] && cp "$BUILD/tests/gpu_dist_tests" "$CARRY/"
   # The adaptive-depth trace replay (host code; optional: older builds lack it).
   [ -f "$BUILD/bench/spec_depth_replay" ] && cp "$BUILD/bench/spec_depth_replay" "$CARRY/"
+  # A whole engine's kernels per step, both kernel modes (optional: needs CUPTI at build time).
+  [ -f "$BUILD/bench/engine_kernels" ] && cp "$BUILD/bench/engine_kernels" "$CARRY/"
   # The grammar engine's mask benchmark, on a real ~150K vocabulary (Qwen3's, the fixture).
   if [ -f "$BUILD/bench/grammar_bench" ] && [ -f "$ROOT/build/fixtures/tokenizer/qwen3/tokenizer.json" ]; then
     cp "$BUILD/bench/grammar_bench" "$CARRY/"
@@ -48,6 +50,7 @@ if [ "${1:-}" = "--stage" ]; then
   [ -f "$CARRY/grammar_bench" ] && strip --strip-unneeded "$CARRY/grammar_bench"
   [ -f "$CARRY/gpu_dist_tests" ] && strip --strip-unneeded "$CARRY/gpu_dist_tests"
   [ -f "$CARRY/spec_depth_replay" ] && strip --strip-unneeded "$CARRY/spec_depth_replay"
+  [ -f "$CARRY/engine_kernels" ] && strip --strip-unneeded "$CARRY/engine_kernels"
   tar -cf - -C "$(dirname "$CARRY")" "$(basename "$CARRY")" | xz -9e -T2 > "$CARRY.tar.xz"
   du -sh "$CARRY" "$CARRY.tar.xz"; ls "$CARRY" "$CARRY/lib"; cat "$CARRY/COMMIT"
   exit 0

@@ -41,4 +41,16 @@ double cub_sort_rows_us(const float* scores, int64_t rows, int64_t len, int laun
 // end, stream, grid, registers, name) with each stream's busy time (kernel_timeline.cpp).
 void print_kernel_timeline(const std::function<void()>& run, const std::string& title);
 
+// One kernel CUPTI saw: GPU clock start and end (ns), stream, grid, registers, short name.
+struct KernelRecord {
+  uint64_t start = 0, end = 0;
+  uint32_t stream = 0;
+  int64_t blocks = 0;
+  int threads = 0, regs = 0;
+  std::string name;
+};
+// Every kernel `run` launches (graph nodes included), in start order; false (and `run` still
+// run) where the build has no CUPTI or CUPTI refused, with the reason printed.
+bool record_kernels(const std::function<void()>& run, std::vector<KernelRecord>& out);
+
 }  // namespace tandem::bench

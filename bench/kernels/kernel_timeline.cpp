@@ -24,14 +24,6 @@ namespace tandem::bench {
 #ifdef TANDEM_WITH_CUPTI
 namespace {
 
-struct KernelRecord {
-  uint64_t start = 0, end = 0;
-  uint32_t stream = 0;
-  int64_t blocks = 0;
-  int threads = 0, regs = 0;
-  std::string name;
-};
-
 std::vector<KernelRecord>& records() {
   static std::vector<KernelRecord> r;
   return r;
@@ -92,23 +84,33 @@ bool cupti_ok(CUptiResult r, const char* what) {
 
 }  // namespace
 
-void print_kernel_timeline(const std::function<void()>& run, const std::string& title) {
+bool record_kernels(const std::function<void()>& run, std::vector<KernelRecord>& out) {
   records().clear();
+  out.clear();
   if (!cupti_ok(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed),
                 "cuptiActivityRegisterCallbacks") ||
-      !cupti_ok(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable"))
-    return;
+      !cupti_ok(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
+                "cuptiActivityEnable")) {
+    run();
+    return false;
+  }
   run();
   CK(cudaDeviceSynchronize());
   cuptiActivityFlushAll(1);
   cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-  std::vector<KernelRecord> r = records();
+  out.swap(records());
+  std::sort(out.begin(), out.end(),
+            [](const KernelRecord& a, const KernelRecord& b) { return a.start < b.start; });
+  return true;
+}
+
+void print_kernel_timeline(const std::function<void()>& run, const std::string& title) {
+  std::vector<KernelRecord> r;
+  if (!record_kernels(run, r)) return;
   if (r.empty()) {
     std::printf("timeline %s: no kernel records\n", title.c_str());
     return;
   }
-  std::sort(r.begin(), r.end(),
-            [](const KernelRecord& a, const KernelRecord& b) { return a.start < b.start; });
   const uint64_t t0 = r.front().start;
   uint64_t t_end = 0;
   std::map<uint32_t, double> busy;  // per stream: the sum of its kernels' durations
@@ -129,6 +131,13 @@ void print_kernel_timeline(const std::function<void()>& run, const std::string& 
 }
 
 #else
+
+bool record_kernels(const std::function<void()>& run, std::vector<KernelRecord>& out) {
+  out.clear();
+  run();
+  std::printf("kernel records: built without CUPTI\n");
+  return false;
+}
 
 void print_kernel_timeline(const std::function<void()>& run, const std::string& title) {
   run();

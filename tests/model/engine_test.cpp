@@ -315,10 +315,20 @@ TEST(Spec, GraphedPrefillTakesSmallStepsOnly) {
     EngineOptions o;
     o.static_batches = true;
     o.cuda_graph_max_prefill_tokens = limit;
-    Engine e(model, o);
-    const auto got = run_all(e, reqs);
-    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got[i].tokens, ref[i].tokens) << limit;
-    EXPECT_EQ(e.metrics().graphed_prefill_steps, limit >= 256 ? 1u : 0u) << limit;
+    // The engine thread may plan a step before the last prompts arrive, and then prefill the
+    // first alone (64 tokens, graphed under either limit): such a run is repeated, its answers
+    // still checked, until the three share one prefill step.
+    for (int attempt = 0;; ++attempt) {
+      Engine e(model, o);
+      const auto got = run_all(e, reqs);
+      for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got[i].tokens, ref[i].tokens) << limit;
+      const EngineMetrics m = e.metrics();
+      const uint64_t prefill_steps = m.forward_steps_total - m.decode_loop_steps;
+      if (prefill_steps != 1 && attempt < 20) continue;
+      ASSERT_EQ(prefill_steps, 1u) << "the prompts never shared a prefill step in 21 runs";
+      EXPECT_EQ(m.graphed_prefill_steps, limit >= 256 ? 1u : 0u) << limit;
+      break;
+    }
   }
 }
 
