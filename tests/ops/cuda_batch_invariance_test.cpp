@@ -488,6 +488,51 @@ TEST_F(CudaOps, MoeWgmmaRowsAreBatchInvariant) {
   be->set_moe_wgmma(-1);
 }
 
+// moe_prepare's fused work for the wgmma path (the tile list always, the gather into expert
+// order for few rows) gives the bits of the separate kernels: a sweep of token counts across the
+// gather's 64 KB bound (64 pairs of 512 columns), an odd expert count (the tile list's
+// alignment), x rows strided inside a wider tensor, and pairs routed to no local expert (-1:
+// expert parallelism), which the gather must skip.
+TEST_F(CudaOps, MoeFusedPrepareGivesTheSameBits) {
+  const int64_t k = 4, D = 512, I = 256, T = 300;
+  cuda::CudaBackend* b = cuda::cuda_backend();
+  b->set_moe_wgmma(1);
+  for (int64_t E : {8, 7})
+    for (int64_t stride : {D, D + 64}) {
+      Pair logits = rand({T, E}, 3.0f, DType::F32);
+      ops::Routing r =
+          ops::moe_route(cpu_ws_, logits.cpu, Tensor(), RouteParams{k, 1, 1, true, 2.5f});
+      if (E == 7) {  // every 5th pair to another rank's expert
+        int32_t* id = r.idx.data<int32_t>();
+        for (int64_t p = 0; p < T * k; p += 5) id[p] = -1;
+      }
+      const Tensor idx = r.idx.to(Device::cuda()), w = r.weights.to(Device::cuda());
+      Pair wide = rand({T, stride});
+      const Tensor x = wide.gpu.narrow(1, 0, D);  // [T, D] rows `stride` apart
+      Pair gu = rand({E, 2 * I, D}, 0.08f), dn = rand({E, D, I}, 0.08f);
+      for (int64_t n : {1, 2, 4, 15, 16, 17, 33, 64, 300}) {
+        const ops::Routing part{idx.narrow(0, 0, n), w.narrow(0, 0, n)};
+        b->set_moe_fused_prepare(false);
+        const Tensor sep = ops::moe_experts(gpu_ws_, x.narrow(0, 0, n), gu.gpu, dn.gpu, part);
+        b->set_moe_fused_prepare(true);
+        const Tensor fused = ops::moe_experts(gpu_ws_, x.narrow(0, 0, n), gu.gpu, dn.gpu, part);
+        EXPECT_EQ(first_differing_row(fused, sep, n), -1)
+            << "fused prepare: E=" << E << " x stride " << stride << " T=" << n
+            << " differs from the separate kernels";
+        if (n == 17 && E == 7 && stride == D + 64) {  // and both against the CPU
+          const ops::Routing cpu_part{r.idx.narrow(0, 0, n), r.weights.narrow(0, 0, n)};
+          expect_close(
+              fused,
+              ops::moe_experts(cpu_ws_, wide.cpu.narrow(1, 0, D).narrow(0, 0, n).contiguous(),
+                               gu.cpu, dn.cpu, cpu_part),
+              1.5e-2, "moe_experts", "fused prepare, 17 tokens, -1 pairs");
+        }
+      }
+    }
+  b->set_moe_fused_prepare(true);
+  b->set_moe_wgmma(-1);
+}
+
 // The tensor-core expert kernels with four 16-row groups per pass over the weights (prefill
 // sizes) give each row the bits of one-group passes, and so of decode: deterministic mode (the
 // device path at every size), experts with 0 to ~150 rows, every row of a 400-token step

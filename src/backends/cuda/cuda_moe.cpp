@@ -238,17 +238,33 @@ void CudaBackend::moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor
   void* xs = base + ints * 4 + h_bytes + y_bytes;
   void* g = base + ints * 4 + h_bytes + y_bytes + xs_bytes;
 
-  k::moe_prepare(idx.data<int32_t>(), P, E, counts, offsets, perm, inv, active, num_active,
-                 stream_);
+  // The wgmma path's tile list, and for few rows the gather into expert order, come from
+  // moe_prepare's own block (two launches fewer; the same lists and rows).
+  int32_t* num_tiles = num_active + 1;
+  int32_t* tiles = num_tiles + 1 + (E % 2 == 0 ? 1 : 0);  // int2 entries: 8-byte aligned
+  k::MoePrepareFused fused;
+  const bool fused_gather =
+      wgmma && !moe_unfused_prepare_ && k::moe_prepare_gathers(P, D, x.stride(0), x.raw(), xs);
+  if (wgmma && !moe_unfused_prepare_) {
+    fused.tile_rows = k::kMoeWgmmaTileRows;
+    fused.tiles = reinterpret_cast<int2*>(tiles);
+    fused.num_tiles = num_tiles;
+  }
+  if (fused_gather) {
+    fused.x = x.raw(), fused.xs = x.stride(0), fused.k = kk, fused.D = D;
+    fused.x_sorted = xs;
+  }
+  k::moe_prepare(idx.data<int32_t>(), P, E, counts, offsets, perm, inv, active, num_active, stream_,
+                 fused);
   TD_CUDA_LAUNCH_CHECK();
   if (wgmma) {
-    int32_t* num_tiles = num_active + 1;
-    int32_t* tiles = num_tiles + 1 + (E % 2 == 0 ? 1 : 0);  // int2 entries: 8-byte aligned
     // The routed rows in expert order (offsets[E] of them: under expert parallelism fewer than P).
-    k::moe_gather_x(x.raw(), x.stride(0), kk, perm, P, D, xs, stream_, offsets + E);
-    TD_CUDA_LAUNCH_CHECK();
+    if (!fused_gather) {
+      k::moe_gather_x(x.raw(), x.stride(0), kk, perm, P, D, xs, stream_, offsets + E);
+      TD_CUDA_LAUNCH_CHECK();
+    }
     k::moe_experts_wgmma(gate_up.raw(), down.raw(), counts, offsets, P, E, I, D, xs, tiles,
-                         num_tiles, h, y, stream_);
+                         num_tiles, h, y, stream_, fused.tile_rows > 0);
     TD_CUDA_LAUNCH_CHECK();
   } else if (!host_path) {
     const int64_t max_active = std::min(E, P);

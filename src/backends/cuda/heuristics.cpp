@@ -26,6 +26,7 @@ Switches read_switches() {
   s.side_stream = !off("TANDEM_SIDE_STREAM");
   s.last_block_reduce = !off("TANDEM_SKINNY_LAST_BLOCK_REDUCE");
   s.moe_grouped = !off("TANDEM_MOE_GROUPED");
+  s.moe_fused_prepare = !off("TANDEM_MOE_FUSED_PREPARE");
   if (const char* v = std::getenv("TANDEM_MOE_TENSOR_CORES"); v && *v)
     s.moe_tc_mode = std::atoi(v) != 0;
   if (const char* v = std::getenv("TANDEM_MLA_MIN_SPLIT")) s.mla_min_split = std::atoll(v);

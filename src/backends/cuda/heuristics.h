@@ -61,6 +61,7 @@ struct Switches {
   bool mla_wgmma = true;           // TANDEM_MLA_WGMMA=0: the 64-head kernel on mma.sync
   int expert_streams = 4;          // TANDEM_EXPERT_STREAMS: 1-4 (moe_experts' host path)
   bool moe_grouped = true;         // TANDEM_MOE_GROUPED=0: per-expert GEMMs on that path
+  bool moe_fused_prepare = true;   // TANDEM_MOE_FUSED_PREPARE=0: tile list and gather separately
   int moe_wgmma_mode = -1;         // TANDEM_MOE_WGMMA: -1 automatic, 0 off, 1 on
   int moe_fp8_wgmma_mode = -1;     // TANDEM_MOE_FP8_WGMMA: -1 automatic (default), 0 off, 1 on
   int fp8_linear_wgmma_mode = -1;  // TANDEM_FP8_LINEAR_WGMMA: -1 automatic (default), 0 off, 1 on

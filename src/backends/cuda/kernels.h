@@ -182,11 +182,29 @@ void moe_route(const float* logits, int64_t ls, const float* bias, int64_t T, in
                int64_t n_group, int64_t topk_group, bool normalize, float scaling,
                int64_t local_first, int64_t local_count, int32_t* idx, float* weights,
                cudaStream_t s);
+// Work moe_prepare can do in its own block for the grouped wgmma experts, instead of two more
+// launches (a decode step of a small model is launch-bound: deterministic mode runs these
+// kernels at every batch): the tile list of moe_experts_wgmma (tile_rows > 0: for each expert in
+// order (e, 0), (e, tile_rows), ... below its count, *num_tiles the total; the same list as
+// its own kernel) and, where moe_prepare_gathers allows, moe_gather_x's copy of the routed rows
+// into expert order (x_sorted non-null).
+struct MoePrepareFused {
+  int tile_rows = 0;
+  int2* tiles = nullptr;
+  int32_t* num_tiles = nullptr;
+  const void* x = nullptr;  // [T, xs] bf16
+  int64_t xs = 0, k = 1, D = 0;
+  void* x_sorted = nullptr;  // [pairs, D] bf16
+};
 // Groups the P = T*k (token, slot) pairs by expert, in pair order within an expert:
 // counts[E], offsets[E + 1], perm[sorted] = pair, inv[pair] = sorted (-1: expert id invalid),
 // active[a] = the a-th expert with rows (ascending), *num_active.
 void moe_prepare(const int32_t* idx, int64_t pairs, int64_t E, int32_t* counts, int32_t* offsets,
-                 int32_t* perm, int32_t* inv, int32_t* active, int32_t* num_active, cudaStream_t s);
+                 int32_t* perm, int32_t* inv, int32_t* active, int32_t* num_active, cudaStream_t s,
+                 const MoePrepareFused& fused = {});
+// Whether moe_prepare copies the rows itself: few bytes (pairs * D * 2 <= 64 KB), 16-byte
+// aligned rows.
+bool moe_prepare_gathers(int64_t pairs, int64_t D, int64_t xs, const void* x, const void* out);
 // h[sorted, i] = silu(x . gate_e[i]) * (x . up_e[i]) for every active expert's rows (bf16 out
 // [P, I]). x: [T, D] bf16 rows strided by xs; gate_up: [E, 2I, D] bf16. max_active bounds
 // *num_active (min(E, P)).
@@ -216,10 +234,13 @@ void moe_down_mma(const void* h, const void* down, const int32_t* counts, const 
 // ints, 8-byte aligned), num_tiles (1 int). Needs I and D multiples of 8 (16-byte TMA strides).
 bool moe_wgmma_applies(int64_t I, int64_t D);
 int64_t moe_wgmma_max_tiles(int64_t pairs, int64_t E);
+// tiles_listed: moe_prepare wrote the tile list (MoePrepareFused, tile_rows =
+// kMoeWgmmaTileRows); else its own one-block kernel does.
+constexpr int kMoeWgmmaTileRows = 256;
 void moe_experts_wgmma(const void* gate_up, const void* down, const int32_t* counts,
                        const int32_t* offsets, int64_t pairs, int64_t E, int64_t I, int64_t D,
                        const void* x_sorted, int32_t* tiles, int32_t* num_tiles, void* h, float* y,
-                       cudaStream_t s);
+                       cudaStream_t s, bool tiles_listed = false);
 // xs[sorted] = x[perm[sorted] / k] (bf16 rows) for sorted < pairs, and < *valid when valid is
 // given (the routed rows counted on the device: offsets[E]).
 void moe_gather_x(const void* x, int64_t xs, int64_t k, const int32_t* perm, int64_t pairs,

@@ -111,10 +111,15 @@ __global__ void moe_route_kernel(const float* logits, int64_t ls, const float* b
 // scanning every pair for its expert took 2.2 ms at a 4,096-token prefill (32,768 pairs).
 constexpr int kPrepThreads = 1024;
 constexpr int kPrepWarps = kPrepThreads / 32;
+// The most bytes of x rows moe_prepare copies into expert order itself (four 16-byte copies a
+// thread): above it a kernel of one block per row (moe_gather_x) is faster than one block's
+// loop, below it the extra launch costs more than the copy.
+constexpr int64_t kPrepGatherMaxBytes = int64_t{64} << 10;
 
 __global__ void __launch_bounds__(kPrepThreads)
     moe_prepare_kernel(const int32_t* idx, int P, int E, int32_t* counts, int32_t* offsets,
-                       int32_t* perm, int32_t* inv, int32_t* active, int32_t* num_active) {
+                       int32_t* perm, int32_t* inv, int32_t* active, int32_t* num_active,
+                       MoePrepareFused f) {
   pdl_wait();
   extern __shared__ int prep_sm[];
   int* cnt = prep_sm;                                           // [E]
@@ -150,6 +155,15 @@ __global__ void __launch_bounds__(kPrepThreads)
     offsets[E] = total_rows;
     *num_active = total_used;
   }
+  if (f.tile_rows > 0) {  // moe_tiles_kernel's list: (e, 0), (e, tile_rows), ... per expert
+    int tiles = 0;
+    for (int e = e0; e < e1; ++e) tiles += (cnt[e] + f.tile_rows - 1) / f.tile_rows;
+    int total_tiles = 0;
+    int t = block_exclusive_scan(tiles, red, &total_tiles);
+    for (int e = e0; e < e1; ++e)
+      for (int r = 0; r < cnt[e]; r += f.tile_rows) f.tiles[t++] = make_int2(e, r);
+    if (tid == 0) *f.num_tiles = total_tiles;
+  }
   __syncthreads();
   const unsigned lanes_below = (1u << lane) - 1u;
   for (int p0 = 0; p0 < P; p0 += kPrepThreads) {  // block-uniform
@@ -173,6 +187,17 @@ __global__ void __launch_bounds__(kPrepThreads)
       off[x] += n;
     }
     __syncthreads();
+  }
+  // moe_gather_x's copy, for few rows: x_sorted[r] = x[perm[r] / k] for the routed rows (the
+  // block's own perm writes are visible to it after the barrier above), 16 bytes a thread.
+  if (f.x_sorted != nullptr) {
+    const int64_t chunks = f.D / 8;  // D % 8 == 0 and 16-byte aligned rows (moe_prepare checks)
+    const auto* x = static_cast<const uint4*>(f.x);
+    auto* out = static_cast<uint4*>(f.x_sorted);
+    for (int64_t i = tid; i < total_rows * chunks; i += kPrepThreads) {
+      const int64_t r = i / chunks, c = i - r * chunks;
+      out[i] = x[static_cast<int64_t>(perm[r] / f.k) * (f.xs / 8) + c];
+    }
   }
 }
 
@@ -326,12 +351,20 @@ void moe_route(const float* logits, int64_t ls, const float* bias, int64_t T, in
 }
 
 void moe_prepare(const int32_t* idx, int64_t pairs, int64_t E, int32_t* counts, int32_t* offsets,
-                 int32_t* perm, int32_t* inv, int32_t* active, int32_t* num_active,
-                 cudaStream_t s) {
+                 int32_t* perm, int32_t* inv, int32_t* active, int32_t* num_active, cudaStream_t s,
+                 const MoePrepareFused& fused) {
+  MoePrepareFused f = fused;
+  if (f.x_sorted != nullptr && !moe_prepare_gathers(pairs, f.D, f.xs, f.x, f.x_sorted))
+    f.x_sorted = nullptr;  // the caller checks moe_prepare_gathers first; never a wrong copy
   const size_t smem = 2 * E * sizeof(int32_t) + kPrepWarps * E;
   opt_in_smem<moe_prepare_kernel>(smem);
   launch(moe_prepare_kernel, 1, kPrepThreads, smem, s, idx, static_cast<int>(pairs),
-         static_cast<int>(E), counts, offsets, perm, inv, active, num_active);
+         static_cast<int>(E), counts, offsets, perm, inv, active, num_active, f);
+}
+
+bool moe_prepare_gathers(int64_t pairs, int64_t D, int64_t xs, const void* x, const void* out) {
+  return pairs * D * 2 <= kPrepGatherMaxBytes && D % 8 == 0 && xs % 8 == 0 && aligned16(x) &&
+         aligned16(out);
 }
 
 void moe_gate_up(const void* x, int64_t xs, int64_t k, const void* gate_up, const int32_t* counts,

@@ -48,7 +48,7 @@ namespace tandem::cuda::k {
 namespace {
 
 constexpr int kWThreads = 384;                // warpgroup 0 loads, 1 and 2 multiply
-constexpr int kTileRows = 256;                // expert rows (tokens) per tile
+constexpr int kTileRows = kMoeWgmmaTileRows;  // expert rows (tokens) per tile
 constexpr int kTileCols = 128;                // weight rows per tile: two 64-row halves
 constexpr int kKStep = 64;                    // k per stage: one 128-byte swizzle atom of bf16
 constexpr int kChunkBytes = 64 * kKStep * 2;  // 8 KB: 64 rows x 128 bytes
@@ -238,11 +238,12 @@ int64_t moe_wgmma_max_tiles(int64_t pairs, int64_t E) {
 void moe_experts_wgmma(const void* gate_up, const void* down, const int32_t* counts,
                        const int32_t* offsets, int64_t pairs, int64_t E, int64_t I, int64_t D,
                        const void* x_sorted, int32_t* tiles, int32_t* num_tiles, void* h, float* y,
-                       cudaStream_t s) {
+                       cudaStream_t s, bool tiles_listed) {
   if (pairs == 0) return;
   const int64_t max_tiles = moe_wgmma_max_tiles(pairs, E);
   auto* tl = reinterpret_cast<int2*>(tiles);
-  launch(moe_tiles_kernel, 1, 1024, 0, s, counts, static_cast<int>(E), tl, num_tiles);
+  if (!tiles_listed)
+    launch(moe_tiles_kernel, 1, 1024, 0, s, counts, static_cast<int>(E), tl, num_tiles);
   // Token maps: the sorted rows [pairs, K]; weight maps: every expert's rows stacked [E * N', K].
   const CUtensorMap x1 = tma_map_bf16_2d(x_sorted, pairs, D, D, 64);
   const CUtensorMap w1 = tma_map_bf16_2d(gate_up, E * 2 * I, D, D, 64);
