@@ -162,6 +162,9 @@ class CudaBackend final : public Backend {
   // algorithms (default, true) or, with false, the tensor-core kernel of gemm_tc.cu and the
   // skinny kernel, the fallbacks (tests run both; kernel_bench compares them).
   void set_invariant_cublaslt(bool on) { invariant_cublaslt_ = on; }
+  // Deterministic mode: bf16 projections of at most this many weights take the tensor-core
+  // kernel at every row count (heuristics::det_linear_tc; TANDEM_DET_TC_MAX_WEIGHTS). 0: never.
+  void set_det_tc_max_weights(int64_t n) { det_tc_max_weights_ = n; }
 
   // The kernel-choice thresholds live in heuristics.h, with the measurements behind them.
   static constexpr int64_t kSkinnyMaxRows = heuristics::kSkinnyMaxRows;
@@ -212,6 +215,7 @@ class CudaBackend final : public Backend {
   int fp8_linear_wgmma_mode_ = -1;  // TANDEM_FP8_LINEAR_WGMMA: -1 automatic, 0 off, 1 on
   bool deterministic_ = false;
   bool invariant_cublaslt_ = true;
+  int64_t det_tc_max_weights_ = 0;
   std::unique_ptr<LtGemm> lt_;
   std::set<std::pair<int64_t, int64_t>> warned_fallback_;
   std::unique_ptr<LtFp8> lt8_;

@@ -95,6 +95,9 @@ void CudaBackend::linear(const Tensor& x, const Weight& w, Tensor& out) {
   // Deterministic mode with the fallbacks forced (tests): no cuBLASLt.
   const bool lt_ok = !deterministic_ || invariant_cublaslt_;
   if (w.w.dtype() == DType::BF16) {
+    if (deterministic_ && heuristics::det_linear_tc(N, K, det_tc_max_weights_) &&
+        tc(x.raw(), x.stride(0), 0, w.w, 0, out, out.stride(0), 0, M, N, K, 1))
+      return;
     if (lt_ok && heuristics::linear_lt_path(M, deterministic_) &&
         lt_->gemm(x.raw(), x.stride(0), w.w.raw(), K, out.raw(), out.stride(0),
                   out.dtype() == DType::F32, M, N, K, stream_))
@@ -135,6 +138,9 @@ void CudaBackend::head_matmul(const Tensor& x, const Tensor& w, Tensor& out) {
   // One strided-batched cuBLASLt GEMM (a batch per head); the skinny kernel (its fallback) has
   // its warps mostly idle on these short rows (K = 128 or 512).
   const bool lt_ok = !deterministic_ || invariant_cublaslt_;
+  if (deterministic_ && heuristics::det_linear_tc(N, K, det_tc_max_weights_) &&
+      tc(x.raw(), x.stride(0), x.stride(1), w, N * K, out, o_rs, o_bs, T, N, K, H))
+    return;
   if (lt_ok && lt_->gemm(x.raw(), x.stride(0), w.raw(), K, out.raw(), o_rs, false, T, N, K, stream_,
                          H, x.stride(1), N * K, o_bs))
     return;

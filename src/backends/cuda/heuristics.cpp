@@ -27,6 +27,8 @@ Switches read_switches() {
   s.last_block_reduce = !off("TANDEM_SKINNY_LAST_BLOCK_REDUCE");
   s.moe_grouped = !off("TANDEM_MOE_GROUPED");
   s.moe_fused_prepare = !off("TANDEM_MOE_FUSED_PREPARE");
+  if (const char* v = std::getenv("TANDEM_DET_TC_MAX_WEIGHTS"); v && *v)
+    s.det_tc_max_weights = std::max<int64_t>(0, std::atoll(v));
   if (const char* v = std::getenv("TANDEM_MOE_TENSOR_CORES"); v && *v)
     s.moe_tc_mode = std::atoi(v) != 0;
   if (const char* v = std::getenv("TANDEM_MLA_MIN_SPLIT")) s.mla_min_split = std::atoll(v);

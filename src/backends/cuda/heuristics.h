@@ -60,6 +60,7 @@ struct Switches {
   int mla_chain_value_cols = 0;    // TANDEM_MLA_CHAIN_VALUE_COLS: 64, 32 or 16 forced
   bool mla_wgmma = true;           // TANDEM_MLA_WGMMA=0: the 64-head kernel on mma.sync
   int expert_streams = 4;          // TANDEM_EXPERT_STREAMS: 1-4 (moe_experts' host path)
+  int64_t det_tc_max_weights = 0;  // TANDEM_DET_TC_MAX_WEIGHTS (det_linear_tc)
   bool moe_grouped = true;         // TANDEM_MOE_GROUPED=0: per-expert GEMMs on that path
   bool moe_fused_prepare = true;   // TANDEM_MOE_FUSED_PREPARE=0: tile list and gather separately
   int moe_wgmma_mode = -1;         // TANDEM_MOE_WGMMA: -1 automatic, 0 off, 1 on
@@ -111,6 +112,14 @@ constexpr int64_t kSkinnyMaxRows = 1;
 // a shape cuBLASLt has no invariant algorithm for, decided per shape (never per M).
 inline bool linear_lt_path(int64_t rows, bool deterministic) {
   return deterministic || rows > kSkinnyMaxRows;
+}
+// Deterministic mode: bf16 weights of at most `max_weights` elements (N * K per head) take the
+// tensor-core kernel of gemm_tc.cu at every row count instead of cuBLASLt's invariant algorithm.
+// Chosen by shape alone, so a row's bits stay the same at every M. For a small model's
+// projections (the default model: 256 x 768 and below) a step is launch-bound and the choice is
+// about which kernel starts and ends sooner, not bandwidth. 0: never (measuring).
+inline bool det_linear_tc(int64_t N, int64_t K, int64_t max_weights) {
+  return max_weights > 0 && N * K <= max_weights;
 }
 // Default mode: the row count whose cuBLASLt heuristic pick a GEMM of `rows` rows runs (LtGemm),
 // the smallest of 1, 2, 3, 4, 6, 8, 12, 16, 24, ... (2^k and 3 * 2^(k-1)) not below it, so a
