@@ -122,6 +122,15 @@ if [ "${TIMELINE:-1}" = "1" ]; then
     done
   done
 fi
+# The shipped model's whole decode steps kernel by kernel, both kernel modes (engine_kernels,
+# CUPTI): where deterministic mode's time goes on a launch-bound model (issue #20 item 3).
+if [ "${ENGINE_KERNELS:-1}" = "1" ] && [ -x "$CARRY/engine_kernels" ]; then
+  for S in ${ENGINE_KERNELS_STEPS:-0 3}; do
+    step engine_kernels_s$S "${ENGINE_KERNELS_TIMEOUT:-120}" "$CARRY/engine_kernels" \
+      --prompts tests/data/austen/heldout_prompts_64.json --num-prompts 64 --concurrency 1 \
+      --speculative-num-steps $S --top 30
+  done
+fi
 # Quantized weights (FP8 block, MXFP4): decode linears and a GLM-5.2 MoE layer against the copy
 # bandwidth, FP8 prefill against cuBLASLt's per-tensor FP8 (allocates ~34 GB, so its own step).
 [ "${QUANT_BENCH:-1}" = "1" ] && step quant_bench "${QUANT_BENCH_TIMEOUT:-200}" "$CARRY/kernel_bench" --quant-only --quick
@@ -399,6 +408,9 @@ ADAPT_STEPS=$(cd "$OUTDIR" && ls adapt_*.log 2>/dev/null | sed 's/\.log$//' | tr
   [ -f "$OUTDIR/quant_bench_kstage1.log" ] && { echo; echo "-- quant_bench, TANDEM_FP8_WGMMA_KSTAGE=1 TANDEM_FP8_WGMMA_SMALL_BOX=0 (the old stage shape)"; grep -v "^\[" "$OUTDIR/quant_bench_kstage1.log"; }
   [ -f "$OUTDIR/hf_baseline.log" ] && { echo; echo "-- hf_baseline (transformers, same GPU, same run)"; cat "$OUTDIR/hf_baseline.log"; }
   for n in spec_austen spec_austen_det spec_austen_det_s1 spec_austen_det_s2 spec_austen_det_s5 spec_austen_eager spec_glm52_det spec_glm52 spec_glm52_7 spec_glm52_fp8_det spec_glm52_fp8_grouped_det spec_glm52_mxfp4_grouped_det spec_glm52_fp8_4 spec_glm52_fp8_7 spec_glm52_mxfp4_4 spec_glm52_mxfp4_7 spec_austen_free spec_austen_json spec_austen_json_det mixed_chunk mixed_chunk_on $(cd "$OUTDIR" && ls ttft_*.log 2>/dev/null | sed 's/\.log$//' | tr '\n' ' ') grammar_bench; do [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | tail -14; }; done
+  for n in $(cd "$OUTDIR" && ls engine_kernels_*.log 2>/dev/null | sed 's/\.log$//' | tr '\n' ' '); do
+    echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | head -40
+  done
   for n in $(cd "$OUTDIR" && ls timeline_*.log 2>/dev/null | sed 's/\.log$//' | tr '\n' ' '); do
     [ -f "$OUTDIR/$n.log" ] && { echo; echo "-- $n"; grep -v "^\[" "$OUTDIR/$n.log" | head -80; }
   done
