@@ -117,6 +117,12 @@ TEST(CudaHeuristics, DeterministicLinearsTakeOnePathAtEveryRowCount) {
     EXPECT_EQ(heuristics::linear_f32_split_path(M, 32, false), M >= 512) << M;
   }
   EXPECT_FALSE(heuristics::linear_lt_path(1, false));
+  // TANDEM_DET_TC_MAX_WEIGHTS: the tensor-core kernel for shapes of at most that many weights,
+  // decided by the shape alone (no row count goes in); 0, the default, never.
+  EXPECT_FALSE(heuristics::det_linear_tc(256, 768, 0));
+  EXPECT_TRUE(heuristics::det_linear_tc(256, 768, 256 * 768));
+  EXPECT_FALSE(heuristics::det_linear_tc(256, 769, 256 * 768));
+  EXPECT_FALSE(heuristics::det_linear_tc(6144, 2048, 1100000));
 }
 
 // Default-mode cuBLASLt GEMMs run their row bucket's algorithm: the bucket must hold the rows,
