@@ -66,8 +66,9 @@ class ModelRunner {
   // sequences, the draft's after the target's, written into KV pages no request holds yet. The
   // GEMM backends choose kernels per row bucket (cuBLASLt: heuristics::lt_row_bucket) and each
   // kernel's first launch cost ~3 ms on an H100, paid by whichever request first met it
-  // (a 2,048-token step of the default model took 35 ms instead of 1.5). Returns the forwards
-  // run.
+  // (a 2,048-token step of the default model took 35 ms instead of 1.5). Then every graphed
+  // prefill shape (EngineOptions::cuda_graph_max_prefill_tokens) until its graphs replay.
+  // Returns the forwards run.
   int64_t warm_up(int64_t max_tokens, int64_t max_seqs);
   bool captures() const { return graphs_ != nullptr; }
   // Graph-runner calls that ran the forward instead of replaying it (a new shape's eager warm-up
