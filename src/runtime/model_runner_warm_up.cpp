@@ -69,7 +69,7 @@ int64_t ModelRunner::warm_up(int64_t max_tokens, int64_t max_seqs) {
   // graph's first use runs eagerly and its second captures it (1-4 ms a step on the shipped
   // model), so each shape runs until a call replays (at most three), or a timed pass meets its
   // capture (bench-offline, session 38: 1-6 built steps in timed passes after the decode part).
-  // Each sequence takes pages of its own, past what the loops above used.
+  // Each sequence writes its throwaway KV into pages of its own (no request holds any yet).
   if (graphs_ && prefill_graph_tokens_ > 0) {
     const int64_t num_pages = cache_->num_pages();
     for (int64_t q : decode_batch_buckets(std::min(prefill_graph_tokens_, limit))) {

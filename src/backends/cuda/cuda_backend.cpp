@@ -66,7 +66,7 @@ CudaBackend::CudaBackend() : lt_(std::make_unique<LtGemm>()) {
   quant_ring_ = sw.quant_ring;
   expert_streams_used_ = sw.expert_streams;
   moe_grouped_ = sw.moe_grouped;
-  moe_unfused_prepare_ = !sw.moe_fused_prepare;
+  moe_fused_prepare_ = sw.moe_fused_prepare;
   det_tc_max_weights_ = sw.det_tc_max_weights;
   moe_wgmma_mode_ = sw.moe_wgmma_mode;
   moe_fp8_wgmma_mode_ = sw.moe_fp8_wgmma_mode;

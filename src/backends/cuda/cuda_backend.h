@@ -132,7 +132,7 @@ class CudaBackend final : public Backend {
   void set_moe_wgmma(int mode) { moe_wgmma_mode_ = mode; }
   // Whether moe_prepare also lists the wgmma path's tiles and gathers its few rows (default on:
   // two launches fewer per MoE layer; off runs the separate kernels, for tests and timing).
-  void set_moe_fused_prepare(bool on) { moe_unfused_prepare_ = !on; }
+  void set_moe_fused_prepare(bool on) { moe_fused_prepare_ = on; }
   // The grouped FP8 wgmma expert GEMM (moe_wgmma_fp8.cu) for FP8 block experts and MXFP4 W4A4
   // experts (heuristics::moe_fp8_wgmma): 1 at every size where the shapes allow it, 0 never, -1
   // where the cuBLASLt-per-expert host path would run and, for FP8 block experts, at every size
@@ -207,10 +207,10 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   int num_sms_ = 132;
   bool mla_tensor_cores_ = true;
-  int moe_tc_mode_ = -1;     // TANDEM_MOE_TENSOR_CORES: -1 automatic, 0 off, 1 on
-  int moe_wgmma_mode_ = -1;  // TANDEM_MOE_WGMMA: -1 automatic, 0 off, 1 on
-  bool moe_unfused_prepare_ = false;
-  int moe_fp8_wgmma_mode_ = -1;  // TANDEM_MOE_FP8_WGMMA: -1 automatic, 0 off, 1 on
+  int moe_tc_mode_ = -1;           // TANDEM_MOE_TENSOR_CORES: -1 automatic, 0 off, 1 on
+  int moe_wgmma_mode_ = -1;        // TANDEM_MOE_WGMMA: -1 automatic, 0 off, 1 on
+  bool moe_fused_prepare_ = true;  // TANDEM_MOE_FUSED_PREPARE
+  int moe_fp8_wgmma_mode_ = -1;    // TANDEM_MOE_FP8_WGMMA: -1 automatic, 0 off, 1 on
   int64_t mxfp4_convert_bytes_ = int64_t{1} << 30;
   int fp8_linear_wgmma_mode_ = -1;  // TANDEM_FP8_LINEAR_WGMMA: -1 automatic, 0 off, 1 on
   bool deterministic_ = false;

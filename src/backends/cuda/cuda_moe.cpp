@@ -244,8 +244,8 @@ void CudaBackend::moe_chunk(const Tensor& x, const Tensor& gate_up, const Tensor
   int32_t* tiles = num_tiles + 1 + (E % 2 == 0 ? 1 : 0);  // int2 entries: 8-byte aligned
   k::MoePrepareFused fused;
   const bool fused_gather =
-      wgmma && !moe_unfused_prepare_ && k::moe_prepare_gathers(P, D, x.stride(0), x.raw(), xs);
-  if (wgmma && !moe_unfused_prepare_) {
+      wgmma && moe_fused_prepare_ && k::moe_prepare_gathers(P, D, x.stride(0), x.raw(), xs);
+  if (wgmma && moe_fused_prepare_) {
     fused.tile_rows = k::kMoeWgmmaTileRows;
     fused.tiles = reinterpret_cast<int2*>(tiles);
     fused.num_tiles = num_tiles;

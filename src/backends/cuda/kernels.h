@@ -186,8 +186,8 @@ void moe_route(const float* logits, int64_t ls, const float* bias, int64_t T, in
 // launches (a decode step of a small model is launch-bound: deterministic mode runs these
 // kernels at every batch): the tile list of moe_experts_wgmma (tile_rows > 0: for each expert in
 // order (e, 0), (e, tile_rows), ... below its count, *num_tiles the total; the same list as
-// its own kernel) and, where moe_prepare_gathers allows, moe_gather_x's copy of the routed rows
-// into expert order (x_sorted non-null).
+// its own kernel) and moe_gather_x's copy of the routed rows into expert order (x_sorted
+// non-null: only where moe_prepare_gathers says so, which the caller checks).
 struct MoePrepareFused {
   int tile_rows = 0;
   int2* tiles = nullptr;

@@ -353,13 +353,10 @@ void moe_route(const float* logits, int64_t ls, const float* bias, int64_t T, in
 void moe_prepare(const int32_t* idx, int64_t pairs, int64_t E, int32_t* counts, int32_t* offsets,
                  int32_t* perm, int32_t* inv, int32_t* active, int32_t* num_active, cudaStream_t s,
                  const MoePrepareFused& fused) {
-  MoePrepareFused f = fused;
-  if (f.x_sorted != nullptr && !moe_prepare_gathers(pairs, f.D, f.xs, f.x, f.x_sorted))
-    f.x_sorted = nullptr;  // the caller checks moe_prepare_gathers first; never a wrong copy
   const size_t smem = 2 * E * sizeof(int32_t) + kPrepWarps * E;
   opt_in_smem<moe_prepare_kernel>(smem);
   launch(moe_prepare_kernel, 1, kPrepThreads, smem, s, idx, static_cast<int>(pairs),
-         static_cast<int>(E), counts, offsets, perm, inv, active, num_active, f);
+         static_cast<int>(E), counts, offsets, perm, inv, active, num_active, fused);
 }
 
 bool moe_prepare_gathers(int64_t pairs, int64_t D, int64_t xs, const void* x, const void* out) {
