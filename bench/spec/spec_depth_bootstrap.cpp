@@ -93,8 +93,64 @@ double SpecDepthSamples::draw_seconds(int64_t cls, int64_t d, double u) const {
   return from == d ? s : s * mean_seconds(cls, d) / mean_seconds(cls, from);
 }
 
+namespace {
+
+// One pass of `steps` decode steps of a batch of cls sequences through policy p (pin >= 0: every
+// step at that depth instead, not asked): committed tokens per second. share[d] counts the steps
+// at each depth.
+double simulate(const SpecDepthSamples& s, int64_t cls, SpecDepthPolicy& p, int64_t steps, Rng& rng,
+                const AnswerModel& answers, int64_t pin, std::vector<double>& share) {
+  struct Live {
+    int64_t left, lag;
+  };
+  const bool answered = answers.tokens > 0;
+  std::vector<Live> live(static_cast<size_t>(cls), Live{answers.tokens, answers.prompt_positions});
+  double tokens = 0, seconds = 0;
+  std::vector<int64_t> accepted;
+  for (int64_t i = 0; i < steps; ++i) {
+    int64_t lag = 0, remaining = 0, max_remaining = 0;
+    for (const Live& l : live)
+      lag += l.lag, remaining += l.left, max_remaining = std::max(max_remaining, l.left);
+    const int64_t d = pin >= 0   ? pin
+                      : answered ? p.choose(cls, lag, remaining, max_remaining)
+                                 : p.choose(cls);
+    double t = s.draw_seconds(cls, d, rng.uniform());
+    double read = 0;
+    if (answered && d > 0 && lag > 0)
+      read =
+          answers.read_fixed_seconds + answers.read_seconds_per_position * static_cast<double>(lag);
+    accepted.clear();
+    for (int64_t b = 0; b < cls && d > 0; ++b) {
+      int64_t k = 0;
+      while (k < d && rng.uniform() < s.acceptance(k + 1)) ++k;
+      accepted.push_back(k);
+    }
+    for (size_t b = 0; b < live.size(); ++b) {
+      // Each sequence's own token (the bonus, or plain) and its accepted drafts; an answer commits
+      // no more than it has left.
+      const int64_t k = d > 0 ? accepted[b] : 0;
+      Live& l = live[b];
+      if (!answered) {
+        tokens += static_cast<double>(k + 1);
+        continue;
+      }
+      const int64_t got = std::min(l.left, k + 1);
+      tokens += static_cast<double>(got);
+      l.left -= got;
+      l.lag = d > 0 ? 0 : l.lag + 1;
+      if (l.left == 0) l = Live{answers.tokens, answers.prompt_positions};
+    }
+    seconds += t + read;
+    if (pin < 0) p.observe(d, cls, t + read, accepted, read, d > 0 && read > 0 ? lag : 0);
+    share[static_cast<size_t>(d)] += 1.0;
+  }
+  return tokens / seconds;
+}
+
+}  // namespace
+
 BootstrapResult bootstrap_class(const SpecDepthSamples& s, int64_t cls, SpecDepthOptions o,
-                                int64_t steps, int seeds) {
+                                int64_t steps, int seeds, const AnswerModel& answers) {
   BootstrapResult r;
   // The depths the class can run: 0 .. the deepest with a time, measured or interpolated.
   int64_t max_depth = -1;
@@ -103,8 +159,18 @@ BootstrapResult bootstrap_class(const SpecDepthSamples& s, int64_t cls, SpecDept
   o.max_depth = max_depth;
   o.initial_depth = std::min(o.initial_depth, max_depth);
   o.adaptive = true;
+  std::vector<double> unused(static_cast<size_t>(max_depth + 1), 0.0);
   for (int64_t d = 0; d <= max_depth; ++d) {
-    const double rate = static_cast<double>(cls) * s.expected_tokens(d) / s.mean_seconds(cls, d);
+    double rate = 0;
+    if (answers.tokens > 0) {  // the same draws as the policy's passes, pinned
+      SpecDepthPolicy pinned(o);
+      for (int seed = 1; seed <= seeds; ++seed) {
+        Rng rng(static_cast<uint64_t>(seed));
+        rate += simulate(s, cls, pinned, steps, rng, answers, d, unused) / seeds;
+      }
+    } else {
+      rate = static_cast<double>(cls) * s.expected_tokens(d) / s.mean_seconds(cls, d);
+    }
     if (rate > r.best_rate) r.best_rate = rate, r.best_depth = d;
   }
   r.depth_share.assign(static_cast<size_t>(max_depth + 1), 0.0);
@@ -113,24 +179,7 @@ BootstrapResult bootstrap_class(const SpecDepthSamples& s, int64_t cls, SpecDept
   for (int seed = 1; seed <= seeds; ++seed) {
     Rng rng(static_cast<uint64_t>(seed));
     SpecDepthPolicy p(o);
-    double tokens = 0, seconds = 0;
-    std::vector<int64_t> accepted;
-    for (int64_t i = 0; i < steps; ++i) {
-      const int64_t d = p.choose(cls);
-      const double t = s.draw_seconds(cls, d, rng.uniform());
-      accepted.clear();
-      for (int64_t b = 0; b < cls && d > 0; ++b) {
-        int64_t k = 0;
-        while (k < d && rng.uniform() < s.acceptance(k + 1)) ++k;
-        accepted.push_back(k);
-      }
-      tokens += static_cast<double>(cls);  // each sequence's own token (the bonus, or plain)
-      for (int64_t k : accepted) tokens += static_cast<double>(k);
-      seconds += t;
-      p.observe(d, cls, t, accepted);
-      r.depth_share[static_cast<size_t>(d)] += 1.0;
-    }
-    const double ratio = tokens / seconds / r.best_rate;
+    const double ratio = simulate(s, cls, p, steps, rng, answers, -1, r.depth_share) / r.best_rate;
     sum += ratio;
     r.worst_ratio = std::min(r.worst_ratio, ratio);
   }

@@ -6,7 +6,11 @@
 // is the hardware's own) and each sequence's accepted count from the measured acceptance. The
 // policy's tokens per second against the best fixed depth's expected rate say how a policy change
 // would have fared on that hardware, without it (spec_depth_replay prints it per class).
-// Not modelled: the draft's catch-ups and prompt reads (the policy is asked with no lag).
+// Optionally (AnswerModel) the draft's catch-ups too: each sequence answers `tokens` tokens to a
+// prompt of `prompt_positions` the draft has not read, every plain step adds a position to its
+// lag, and a speculative step first reads the batch's whole lag at the measured read cost; a
+// finished answer is replaced at once (its prefill is not modelled). Without it the policy is
+// asked with no lag and reads nothing.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +49,15 @@ class SpecDepthSamples {
   std::vector<int64_t> reached_, accepted_;                            // per draft position
 };
 
+// Answers and the draft's reads outside a round, as a trace measured them (spec_depth_replay:
+// the answers' lengths from their finishes, the prompts from the lag at an answer's first step,
+// the read cost from the policy's fit).
+struct AnswerModel {
+  int64_t tokens = 0;            // decode tokens of an answer (0: no answers, no catch-ups)
+  int64_t prompt_positions = 0;  // positions the draft lags on at an answer's first step
+  double read_fixed_seconds = 0, read_seconds_per_position = 0;
+};
+
 struct BootstrapResult {
   int64_t best_depth = -1;  // the best fixed depth by expected rate (-1: the class cannot run)
   double best_rate = 0;     // its tokens per second
@@ -53,8 +66,10 @@ struct BootstrapResult {
 };
 
 // `seeds` passes of `steps` decode steps of a batch of cls sequences, each through a fresh policy
-// with options o (depths above what the class can run are left out of o.max_depth).
+// with options o (depths above what the class can run are left out of o.max_depth). With answers
+// (tokens > 0) the best fixed depth is found the same way, each depth pinned on the same draws
+// (its catch-ups being one prompt an answer, as a fixed-depth engine's prompt reads are).
 BootstrapResult bootstrap_class(const SpecDepthSamples& s, int64_t cls, SpecDepthOptions o,
-                                int64_t steps, int seeds);
+                                int64_t steps, int seeds, const AnswerModel& answers = {});
 
 }  // namespace tandem::bench

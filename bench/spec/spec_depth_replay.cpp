@@ -14,10 +14,11 @@
 // (spec_depth_bootstrap.h): its rate against the best fixed depth's.
 // So one GPU run's trace lets the policy be studied and changed on any machine.
 //
-// usage: spec_depth_replay [--batch-fill] [--relax] TRACE_FILE
+// usage: spec_depth_replay [--batch-fill] [--relax] [--catch-up-alpha X] TRACE_FILE
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -44,7 +45,25 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled) {
+// What the trace's answers looked like to the draft (bootstrap's AnswerModel), gathered over the
+// adaptive engines: at batch 1, each answer's first decode step (its remaining tokens above the
+// step before's) gives the answer's tokens and the prompt positions the draft lags on; the adaptive
+// engines' read cost fits give the price of reading them.
+struct AnswerStats {
+  std::vector<double> tokens, prompt_positions, read_fixed, read_per_position;
+  tandem::bench::AnswerModel model() const {
+    tandem::bench::AnswerModel m;
+    if (tokens.empty() || read_fixed.empty()) return m;
+    m.tokens = static_cast<int64_t>(std::lround(median(tokens)));
+    m.prompt_positions = static_cast<int64_t>(std::lround(median(prompt_positions)));
+    m.read_fixed_seconds = median(read_fixed);
+    m.read_seconds_per_position = median(read_per_position);
+    return m;
+  }
+};
+
+void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled,
+            AnswerStats& answers) {
   std::printf("== engine %d: max depth %lld, starts at %lld, %s%s%s\n", index,
               static_cast<long long>(e.opt.max_depth), static_cast<long long>(e.opt.initial_depth),
               e.opt.adaptive ? "adaptive" : "pinned", e.opt.batch_fill ? ", batch fill" : "",
@@ -59,6 +78,7 @@ void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled)
   std::map<int64_t, int64_t> steps_at;  // batch -> decode steps
   int64_t step_tokens = 0;              // sequences + accepted drafts over the decode steps
   int64_t chosen = 0, differ = 0, changes = 0, finished = 0;
+  int64_t last_remaining = -1;  // of the latest batch-1 step: an answer starts where it rises
   for (const std::string& line : e.lines) {
     std::istringstream in(line);
     char kind = 0;
@@ -69,6 +89,11 @@ void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled)
       if (!(in >> max_remaining)) max_remaining = -1;  // absent from older traces
       ++chosen;
       differ += p.choose(b, lag, remaining, max_remaining) != d;
+      if (e.opt.adaptive && b == 1 && remaining > last_remaining) {  // (fixed depths read prompts)
+        answers.tokens.push_back(static_cast<double>(remaining));
+        answers.prompt_positions.push_back(static_cast<double>(lag));
+      }
+      last_remaining = b == 1 ? remaining : -1;
       if (std::find(batches.begin(), batches.end(), b) == batches.end()) batches.push_back(b);
     } else if (kind == 'o' || kind == 'p') {  // chosen, or pinned (calibration)
       int64_t d = 0, b = 0, tokens = 0;
@@ -176,6 +201,10 @@ void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled)
         p.empty_slot_steps_per_request(), p.fill_factor(0), p.fill_factor(1),
         p.fill_factor(e.opt.max_depth));
   const tandem::DraftReadCost& rc = p.read_cost();
+  if (rc.known()) {
+    answers.read_fixed.push_back(rc.fixed_seconds());
+    answers.read_per_position.push_back(rc.seconds_per_position());
+  }
   std::printf("read cost fit: %s fixed %.3f ms + %.3f us per position\n",
               rc.known() ? "" : "(unknown)", 1e3 * rc.fixed_seconds(),
               1e6 * rc.seconds_per_position());
@@ -190,17 +219,22 @@ int main(int argc, char** argv) {
   // --batch-fill / --relax: replay the adaptive engines with SpecDepthOptions::batch_fill /
   // accept_relax on, whatever the trace's engine lines recorded (older traces record neither).
   bool batch_fill = false, relax = false;
+  double catch_up_override = 0;  // --catch-up-alpha X: replay with this catch-up weight
   int arg = 1;
   for (; arg < argc - 1; ++arg) {
     if (std::strcmp(argv[arg], "--batch-fill") == 0)
       batch_fill = true;
+    else if (std::strcmp(argv[arg], "--catch-up-alpha") == 0 && arg + 2 < argc)
+      catch_up_override = std::atof(argv[++arg]);
     else if (std::strcmp(argv[arg], "--relax") == 0)
       relax = true;
     else
       break;
   }
   if (arg != argc - 1) {
-    std::fprintf(stderr, "usage: %s [--batch-fill] [--relax] TANDEM_SPEC_DEPTH_TRACE_FILE\n",
+    std::fprintf(stderr,
+                 "usage: %s [--batch-fill] [--relax] [--catch-up-alpha X] "
+                 "TANDEM_SPEC_DEPTH_TRACE_FILE\n",
                  argv[0]);
     return 2;
   }
@@ -221,13 +255,17 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "%s: malformed engine line '%s'\n", argv[0], line.c_str());
         return 1;
       }
-      in >> fill >> relaxed;  // absent from older traces
+      double catch_up_alpha = 0;
+      in >> fill >> relaxed >> catch_up_alpha;  // absent from older traces
       Engine e;
       e.opt.max_depth = max_depth;
       e.opt.initial_depth = initial;
       e.opt.adaptive = adaptive != 0;
       e.opt.batch_fill = (batch_fill || fill != 0) && e.opt.adaptive;
       e.opt.accept_relax = (relax || relaxed != 0) && e.opt.adaptive;
+      // The weight the engine ran with (older traces: the default), unless --catch-up-alpha.
+      if (catch_up_alpha > 0) e.opt.catch_up_alpha = catch_up_alpha;
+      if (catch_up_override > 0) e.opt.catch_up_alpha = catch_up_override;
       engines.push_back(std::move(e));
     } else if (!engines.empty()) {
       engines.back().lines.push_back(line);
@@ -238,33 +276,51 @@ int main(int argc, char** argv) {
     return 1;
   }
   tandem::bench::SpecDepthSamples pooled;
+  AnswerStats answer_stats;
   SpecDepthOptions sim;  // the adaptive engines' options (the last one's), else the defaults
   for (size_t i = 0; i < engines.size(); ++i) {
-    report(engines[i], static_cast<int>(i), pooled);
+    report(engines[i], static_cast<int>(i), pooled, answer_stats);
     if (engines[i].opt.adaptive) sim = engines[i].opt;
   }
   constexpr int64_t kSteps = 1500;
   constexpr int kSeeds = 20;
-  std::printf(
-      "== closed-loop simulation of this build's policy (max depth %lld, starts at %lld) on the "
-      "trace's step times and acceptance, all engines pooled, no catch-ups: %d seeds of %lld "
-      "steps per class\n",
-      static_cast<long long>(sim.max_depth), static_cast<long long>(sim.initial_depth), kSeeds,
-      static_cast<long long>(kSteps));
-  for (int64_t cls : pooled.classes()) {
-    const tandem::bench::BootstrapResult r =
-        tandem::bench::bootstrap_class(pooled, cls, sim, kSteps, kSeeds);
-    if (r.best_depth < 0) continue;
-    std::string share;
-    for (size_t d = 0; d < r.depth_share.size(); ++d)
-      if (r.depth_share[d] >= 0.005)
-        share += " " + std::to_string(d) + ":" +
-                 std::to_string(static_cast<int>(std::lround(100 * r.depth_share[d]))) + "%";
-    std::printf(
-        "  class %4lld: best fixed depth %lld (%.0f tok/s); policy %.3f mean, %.3f worst of it; "
-        "depths%s\n",
-        static_cast<long long>(cls), static_cast<long long>(r.best_depth), r.best_rate,
-        r.mean_ratio, r.worst_ratio, share.c_str());
+  // Twice where the trace has answers at batch 1: without the draft's reads, and with them
+  // (each answer's prompt unread, plain steps adding to the lag, catch-ups at the fitted cost).
+  const tandem::bench::AnswerModel answers = answer_stats.model();
+  for (const bool with_reads : {false, true}) {
+    if (with_reads && answers.tokens <= 0) {
+      std::printf(
+          "(no simulation with catch-ups: the trace has no batch-1 answers or no read cost)\n");
+      break;
+    }
+    if (with_reads)
+      std::printf(
+          "== the same with catch-ups: answers of %lld tokens to prompts of %lld positions the "
+          "draft has not read, reads at %.3f ms + %.2f us per position\n",
+          static_cast<long long>(answers.tokens), static_cast<long long>(answers.prompt_positions),
+          1e3 * answers.read_fixed_seconds, 1e6 * answers.read_seconds_per_position);
+    else
+      std::printf(
+          "== closed-loop simulation of this build's policy (max depth %lld, starts at %lld) on "
+          "the trace's step times and acceptance, all engines pooled, no catch-ups: %d seeds of "
+          "%lld steps per class\n",
+          static_cast<long long>(sim.max_depth), static_cast<long long>(sim.initial_depth), kSeeds,
+          static_cast<long long>(kSteps));
+    for (int64_t cls : pooled.classes()) {
+      const tandem::bench::BootstrapResult r = tandem::bench::bootstrap_class(
+          pooled, cls, sim, kSteps, kSeeds, with_reads ? answers : tandem::bench::AnswerModel{});
+      if (r.best_depth < 0) continue;
+      std::string share;
+      for (size_t d = 0; d < r.depth_share.size(); ++d)
+        if (r.depth_share[d] >= 0.005)
+          share += " " + std::to_string(d) + ":" +
+                   std::to_string(static_cast<int>(std::lround(100 * r.depth_share[d]))) + "%";
+      std::printf(
+          "  class %4lld: best fixed depth %lld (%.0f tok/s); policy %.3f mean, %.3f worst of "
+          "it; depths%s\n",
+          static_cast<long long>(cls), static_cast<long long>(r.best_depth), r.best_rate,
+          r.mean_ratio, r.worst_ratio, share.c_str());
+    }
   }
   return 0;
 }

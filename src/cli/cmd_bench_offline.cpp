@@ -289,7 +289,8 @@ Runner add_bench_offline(CLI::App& app) {
                  "Adaptive rows to run side by side (implies --adaptive), comma-separated: base "
                  "(the defaults), or options joined by +: fill (batch fill), relax (acceptance "
                  "relaxation during plain steps), pinN (every step at depth N: the adaptive "
-                 "engine's cost of depth N, to set beside the fixed S = N row), e.g. "
+                 "engine's cost of depth N, to set beside the fixed S = N row), cuX (weight X of "
+                 "a speculative step in the catch-up average), e.g. "
                  "base,fill,fill+relax,pin1; each compared with the best of plain and the fixed "
                  "depths");
   app.add_option("--speculative-max-steps", a->max_steps,
@@ -375,7 +376,8 @@ Runner add_bench_offline(CLI::App& app) {
     // --adaptive-variants: each variant's (batch fill, acceptance relaxation) and row label.
     struct Variant {
       bool fill = false, relax = false;
-      int64_t pin = -1;  // pinN: SpeculativeOptions::depth_override to N
+      int64_t pin = -1;        // pinN: SpeculativeOptions::depth_override to N
+      double catch_up = -1.0;  // cuX: SpeculativeOptions::adaptive_catch_up_alpha X
       std::string label;
     };
     std::vector<Variant> variants;
@@ -394,14 +396,23 @@ Runner add_bench_offline(CLI::App& app) {
             } else if (part.size() > 3 && part.compare(0, 3, "pin") == 0 &&
                        part.find_first_not_of("0123456789", 3) == std::string::npos) {
               v.pin = std::stoll(part.substr(3));
+            } else if (part.size() > 2 && part.compare(0, 2, "cu") == 0) {
+              try {
+                size_t used = 0;
+                v.catch_up = std::stod(part.substr(2), &used);
+                if (used != part.size() - 2 || !(v.catch_up > 0 && v.catch_up <= 1)) throw 0;
+              } catch (...) {
+                fail("--adaptive-variants: '{}' in '{}': cuX needs a weight in (0, 1]", part, item);
+              }
             } else {
-              fail("--adaptive-variants: '{}' in '{}' is not base, fill, relax or pinN", part,
+              fail("--adaptive-variants: '{}' in '{}' is not base, fill, relax, pinN or cuX", part,
                    item);
             }
           }
         }
         v.label = std::string("MTP adapt") + (v.fill || v.relax ? "+" : "") + (v.fill ? "f" : "") +
                   (v.relax ? "r" : "");
+        if (v.catch_up > 0) v.label += fmt::format(" cu{:g}", v.catch_up);
         if (v.pin >= 0) v.label = fmt::format("MTP pin{}", v.pin);
         variants.push_back(v);
       }
@@ -574,6 +585,7 @@ Runner add_bench_offline(CLI::App& app) {
           EngineOptions vo = sp;
           vo.spec.adaptive_batch_fill = v.fill;
           vo.spec.adaptive_accept_relax = v.relax;
+          vo.spec.adaptive_catch_up_alpha = v.catch_up;
           if (v.pin >= 0) {
             if (v.pin > vo.spec.max_steps)
               fail("--adaptive-variants: pin{} is deeper than the adaptive maximum {}", v.pin,

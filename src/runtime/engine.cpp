@@ -59,6 +59,7 @@ SpecDepthOptions depth_options(const SpeculativeOptions& o) {
   d.adaptive = o.adaptive;
   d.batch_fill = o.adaptive_batch_fill;
   d.accept_relax = o.adaptive_accept_relax;
+  if (o.adaptive_catch_up_alpha > 0) d.catch_up_alpha = o.adaptive_catch_up_alpha;
   return d;
 }
 

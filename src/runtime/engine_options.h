@@ -38,6 +38,10 @@ struct SpeculativeOptions {
   // Adaptive depth only: plain steps move the running acceptance toward its long-run mean
   // (SpecDepthOptions::accept_relax). Off until measured; bench-offline --adaptive-variants.
   bool adaptive_accept_relax = false;
+  // Adaptive depth only: weight of one speculative step in the catch-up average
+  // (SpecDepthOptions::catch_up_alpha); < 0: the policy's default. bench-offline
+  // --adaptive-variants cuX sets it, to compare weights side by side.
+  double adaptive_catch_up_alpha = -1.0;
   int64_t eagle_topk = 1;        // only 1 (chain drafts) is supported
   int64_t num_draft_tokens = 4;  // S + 1 tokens verified per round; 0: S + 1
   // The draft's vocabulary (--speculative-token-map, runtime/draft_vocab.h): it proposes only

@@ -15,9 +15,9 @@ SpecDepthTrace::SpecDepthTrace(const SpecDepthOptions& o) {
               path);
     return;
   }
-  std::fprintf(file_.get(), "e %lld %lld %d %d %d\n", static_cast<long long>(o.max_depth),
+  std::fprintf(file_.get(), "e %lld %lld %d %d %d %g\n", static_cast<long long>(o.max_depth),
                static_cast<long long>(o.initial_depth), o.adaptive ? 1 : 0, o.batch_fill ? 1 : 0,
-               o.accept_relax ? 1 : 0);
+               o.accept_relax ? 1 : 0, o.catch_up_alpha);
 }
 
 void SpecDepthTrace::choose(int64_t batch, int64_t lag_tokens, int64_t remaining_tokens,

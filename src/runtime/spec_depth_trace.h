@@ -4,7 +4,8 @@
 // TANDEM_SPEC_DEPTH_TRACE names a file; lines are appended, so the engines of one bench-offline
 // run (one per row and pass) share a file, each opening with its `e` line.
 //
-//   e <max_depth> <initial_depth> <adaptive 0|1>             an engine starts
+//   e <max_depth> <initial_depth> <adaptive 0|1> [<batch_fill> <accept_relax> <catch_up_alpha>]
+//                                                            an engine starts
 //   c <batch> <lag_tokens> <remaining_tokens> <depth>        choose() and what it returned
 //   o <depth> <batch> <seconds> <catch_up_seconds> <catch_up_tokens> <accepted...>   observe()
 //   f (as o)                                   a step at a depth the override forced, not shown
@@ -31,7 +32,8 @@ class SpecDepthTrace {
  public:
   // Opens the file TANDEM_SPEC_DEPTH_TRACE names, or stays off. A file that cannot be opened is
   // reported once and the trace stays off (a diagnostic never stops serving).
-  // The engine line records the options a replay needs: `e max initial adaptive fill relax`.
+  // The engine line records the options a replay needs: `e max initial adaptive fill relax
+  // catch_up_alpha`.
   explicit SpecDepthTrace(const SpecDepthOptions& o);
 
   bool on() const { return file_ != nullptr; }

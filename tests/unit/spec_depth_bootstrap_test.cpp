@@ -69,5 +69,44 @@ TEST(SpecDepthBootstrap, ThePolicyFindsAClearlyBestDepth) {
   }
 }
 
+// With answers the draft's reads count: each answer's prompt (and every position decoded plainly)
+// is read before the next speculative step, at the fitted cost. A cheap read leaves depth 2 the
+// best, a little below its rate without reads; a dear one makes plain decoding best, and the
+// policy, asked with the lag and what the answers have left, must find that too.
+TEST(SpecDepthBootstrap, AnswersMakeTheDraftReadItsPrompts) {
+  SpecDepthSamples s;
+  Rng rng(5);
+  for (int i = 0; i < 100; ++i)
+    for (int64_t d : {0, 1, 2}) {
+      const double t = 1e-3 *
+                       (d == 0   ? 0.29
+                        : d == 1 ? 0.45
+                                 : 0.56) *
+                       (0.97 + 0.06 * rng.uniform());
+      std::vector<int64_t> acc;
+      if (d > 0) {
+        int64_t k = 0;
+        while (k < d && rng.uniform() < 0.7) ++k;
+        acc.push_back(k);
+      }
+      s.add_step(d, 1, t, acc);
+    }
+  SpecDepthOptions o;
+  o.max_depth = 2;
+  o.initial_depth = 2;
+  const BootstrapResult free_reads = bootstrap_class(s, 1, o, 1500, 4);
+  ASSERT_EQ(free_reads.best_depth, 2);
+  AnswerModel cheap{96, 64, 0.1e-3, 1e-6};
+  const BootstrapResult c = bootstrap_class(s, 1, o, 1500, 4, cheap);
+  EXPECT_EQ(c.best_depth, 2);
+  EXPECT_LT(c.best_rate, free_reads.best_rate);
+  EXPECT_GT(c.best_rate, 0.9 * free_reads.best_rate);
+  AnswerModel dear{96, 64, 5e-3, 20e-6};
+  const BootstrapResult d = bootstrap_class(s, 1, o, 1500, 4, dear);
+  ASSERT_EQ(d.best_depth, 0);
+  EXPECT_GE(d.mean_ratio, 0.95);
+  EXPECT_GE(d.depth_share[0], 0.8);
+}
+
 }  // namespace
 }  // namespace tandem::bench

@@ -44,6 +44,7 @@ TEST(SpecDepthTrace, WritesOneLinePerCallAndAppendsAcrossEngines) {
     o.max_depth = 5;
     o.initial_depth = 3;
     o.batch_fill = true;
+    o.catch_up_alpha = 0.02;
     SpecDepthTrace t(o);
     ASSERT_TRUE(t.on());
     t.choose(32, 640, 3000, 2, 96);
@@ -69,7 +70,7 @@ TEST(SpecDepthTrace, WritesOneLinePerCallAndAppendsAcrossEngines) {
   ::unsetenv("TANDEM_SPEC_DEPTH_TRACE");
   const std::vector<std::string> l = lines_of(path);
   ASSERT_EQ(l.size(), 12u);
-  EXPECT_EQ(l[0], "e 5 3 1 1 0");
+  EXPECT_EQ(l[0], "e 5 3 1 1 0 0.02");
   EXPECT_EQ(l[1], "c 32 640 3000 2 96");
   EXPECT_EQ(l[2], "o 2 32 0.001234568 0.000500000 640 2 0 1");
   EXPECT_EQ(l[3], "o 0 32 0.000400000 0.000000000 0");
@@ -80,7 +81,7 @@ TEST(SpecDepthTrace, WritesOneLinePerCallAndAppendsAcrossEngines) {
   EXPECT_EQ(l[8], "r 0.002000000 512");
   EXPECT_EQ(l[9], "x 96");
   EXPECT_EQ(l[10], "# batch class 32: speculative depth 3 -> 2");
-  EXPECT_EQ(l[11], "e 4 0 0 0 1");
+  EXPECT_EQ(l[11], "e 4 0 0 0 1 0.01");  // the default catch-up weight
   std::filesystem::remove(path);
 }
 
