@@ -279,19 +279,21 @@ else
 fi
 
 # bench-offline --adaptive-variants: several adaptive rows side by side, each identical to plain
-# decoding; the trace's engine lines record batch fill and relaxation; pinN holds the depth; an
-# unknown variant is refused.
+# decoding; the trace's engine lines record batch fill, relaxation and the catch-up weight (cuX);
+# pinN holds the depth; an unknown variant is refused.
 if TANDEM_SPEC_DEPTH_TRACE="$work/variants.trace" timeout 300 "$bin" bench-offline --num-prompts 4 \
   --max-new-tokens 12 --concurrency 2 --speculative-num-steps 2 \
-  --adaptive-variants base,fill+relax,pin1 >"$work/bench-variants.log" 2>&1 &&
+  --adaptive-variants base,fill+relax,pin1,cu0.05 >"$work/bench-variants.log" 2>&1 &&
   grep -qE "^2 +MTP adapt .*outputs identical" "$work/bench-variants.log" &&
   grep -qE "^2 +MTP adapt\+fr .*outputs identical" "$work/bench-variants.log" &&
   grep -qE "^2 +MTP pin1 .*outputs identical" "$work/bench-variants.log" &&
+  grep -qE "^2 +MTP adapt cu0.05 .*outputs identical" "$work/bench-variants.log" &&
   grep -A1 -E "^2 +MTP pin1 " "$work/bench-variants.log" | grep -q "depths 1:100% " &&
-  grep -q "^e 5 2 1 1 1$" "$work/variants.trace" &&
+  grep -q "^e 5 2 1 1 1 0.01$" "$work/variants.trace" &&
+  grep -q "^e 5 2 1 0 0 0.05$" "$work/variants.trace" &&
   ! "$bin" bench-offline --num-prompts 1 --max-new-tokens 4 --speculative-num-steps 1 \
     --adaptive-variants base,turbo >"$work/bench-variants-bad.log" 2>&1 &&
-  grep -q "'turbo' in 'turbo' is not base, fill, relax or pinN" "$work/bench-variants-bad.log"; then
+  grep -q "'turbo' in 'turbo' is not base, fill, relax, pinN or cuX" "$work/bench-variants-bad.log"; then
   pass "bench-offline --adaptive-variants runs each variant beside the others"
 else
   fail "bench-offline --adaptive-variants: $(tail -3 "$work/bench-variants.log")"
