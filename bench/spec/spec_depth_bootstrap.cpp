@@ -96,15 +96,26 @@ double SpecDepthSamples::draw_seconds(int64_t cls, int64_t d, double u) const {
 namespace {
 
 // One pass of `steps` decode steps of a batch of cls sequences through policy p (pin >= 0: every
-// step at that depth instead, not asked): committed tokens per second. share[d] counts the steps
-// at each depth.
+// step at that depth instead, not asked; shown to p as calibration where `calibrate`): committed
+// tokens per second. share[d] counts the steps at each depth.
 double simulate(const SpecDepthSamples& s, int64_t cls, SpecDepthPolicy& p, int64_t steps, Rng& rng,
-                const AnswerModel& answers, int64_t pin, std::vector<double>& share) {
+                const AnswerModel& answers, int64_t pin, std::vector<double>& share,
+                bool calibrate = false) {
   struct Live {
     int64_t left, lag;
+    double scale;  // the answer's acceptance factor
   };
   const bool answered = answers.tokens > 0;
-  std::vector<Live> live(static_cast<size_t>(cls), Live{answers.tokens, answers.prompt_positions});
+  auto fresh = [&] {
+    const std::vector<double>& f = answers.accept_scales;
+    const double scale =
+        f.empty() ? 1.0
+                  : f[std::min(f.size() - 1,
+                               static_cast<size_t>(rng.uniform() * static_cast<double>(f.size())))];
+    return Live{answers.tokens, answers.prompt_positions, scale};
+  };
+  std::vector<Live> live;
+  for (int64_t b = 0; b < cls; ++b) live.push_back(fresh());
   double tokens = 0, seconds = 0;
   std::vector<int64_t> accepted;
   for (int64_t i = 0; i < steps; ++i) {
@@ -121,8 +132,12 @@ double simulate(const SpecDepthSamples& s, int64_t cls, SpecDepthPolicy& p, int6
           answers.read_fixed_seconds + answers.read_seconds_per_position * static_cast<double>(lag);
     accepted.clear();
     for (int64_t b = 0; b < cls && d > 0; ++b) {
+      const double scale = answered ? live[static_cast<size_t>(b)].scale : 1.0;
+      auto accept = [&](int64_t j) {
+        return scale == 1.0 ? s.acceptance(j) : std::min(0.98, scale * s.acceptance(j));
+      };
       int64_t k = 0;
-      while (k < d && rng.uniform() < s.acceptance(k + 1)) ++k;
+      while (k < d && rng.uniform() < accept(k + 1)) ++k;
       accepted.push_back(k);
     }
     for (size_t b = 0; b < live.size(); ++b) {
@@ -138,10 +153,13 @@ double simulate(const SpecDepthSamples& s, int64_t cls, SpecDepthPolicy& p, int6
       tokens += static_cast<double>(got);
       l.left -= got;
       l.lag = d > 0 ? 0 : l.lag + 1;
-      if (l.left == 0) l = Live{answers.tokens, answers.prompt_positions};
+      if (l.left == 0) l = fresh();
     }
     seconds += t + read;
-    if (pin < 0) p.observe(d, cls, t + read, accepted, read, d > 0 && read > 0 ? lag : 0);
+    if (pin < 0)
+      p.observe(d, cls, t + read, accepted, read, d > 0 && read > 0 ? lag : 0);
+    else if (calibrate)
+      p.calibrate(d, cls, t + read, accepted, read, d > 0 && read > 0 ? lag : 0);
     share[static_cast<size_t>(d)] += 1.0;
   }
   return tokens / seconds;
@@ -179,6 +197,14 @@ BootstrapResult bootstrap_class(const SpecDepthSamples& s, int64_t cls, SpecDept
   for (int seed = 1; seed <= seeds; ++seed) {
     Rng rng(static_cast<uint64_t>(seed));
     SpecDepthPolicy p(o);
+    if (answers.tokens > 0) {
+      // As an engine starts (bench-offline's warm-up, Engine::pin_depth): each depth pinned for
+      // a while, then the policy settles on what that measured.
+      std::vector<double> warm(static_cast<size_t>(max_depth + 1), 0.0);
+      for (int64_t d = 0; d <= max_depth; ++d)
+        simulate(s, cls, p, answers.calibration_steps, rng, answers, d, warm, true);
+      p.settle();
+    }
     const double ratio = simulate(s, cls, p, steps, rng, answers, -1, r.depth_share) / r.best_rate;
     sum += ratio;
     r.worst_ratio = std::min(r.worst_ratio, ratio);

@@ -56,6 +56,13 @@ struct AnswerModel {
   int64_t tokens = 0;            // decode tokens of an answer (0: no answers, no catch-ups)
   int64_t prompt_positions = 0;  // positions the draft lags on at an answer's first step
   double read_fixed_seconds = 0, read_seconds_per_position = 0;
+  // Answers differ in how predictable they are: each answer's acceptance is the measured one
+  // times a factor drawn from these (the trace's answers' first-position acceptance over the
+  // mean); empty: every answer alike.
+  std::vector<double> accept_scales;
+  // Steps of each depth pinned (calibration, as bench-offline's warm-up) before the policy's
+  // simulated steps.
+  int64_t calibration_steps = 200;
 };
 
 struct BootstrapResult {
@@ -68,7 +75,8 @@ struct BootstrapResult {
 // `seeds` passes of `steps` decode steps of a batch of cls sequences, each through a fresh policy
 // with options o (depths above what the class can run are left out of o.max_depth). With answers
 // (tokens > 0) the best fixed depth is found the same way, each depth pinned on the same draws
-// (its catch-ups being one prompt an answer, as a fixed-depth engine's prompt reads are).
+// (its catch-ups being one prompt an answer, as a fixed-depth engine's prompt reads are), and the
+// policy first calibrates on every depth pinned in turn, as an engine does at start.
 BootstrapResult bootstrap_class(const SpecDepthSamples& s, int64_t cls, SpecDepthOptions o,
                                 int64_t steps, int seeds, const AnswerModel& answers = {});
 

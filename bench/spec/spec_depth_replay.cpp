@@ -14,7 +14,8 @@
 // (spec_depth_bootstrap.h): its rate against the best fixed depth's.
 // So one GPU run's trace lets the policy be studied and changed on any machine.
 //
-// usage: spec_depth_replay [--batch-fill] [--relax] [--catch-up-alpha X] TRACE_FILE
+// usage: spec_depth_replay [--batch-fill] [--relax] [--set NAME=VALUE ...] TRACE_FILE
+// (--set: a numeric SpecDepthOptions field, e.g. margin=0.05, for every adaptive engine)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -51,6 +52,9 @@ double median(std::vector<double> v) {
 // engines' read cost fits give the price of reading them.
 struct AnswerStats {
   std::vector<double> tokens, prompt_positions, read_fixed, read_per_position;
+  // Each answer's first-position acceptance (rounds that accepted d_1 over rounds) at batch 1 in
+  // the fixed-depth engines, where every round of an answer drafts.
+  std::vector<double> first_accept;
   tandem::bench::AnswerModel model() const {
     tandem::bench::AnswerModel m;
     if (tokens.empty() || read_fixed.empty()) return m;
@@ -58,6 +62,10 @@ struct AnswerStats {
     m.prompt_positions = static_cast<int64_t>(std::lround(median(prompt_positions)));
     m.read_fixed_seconds = median(read_fixed);
     m.read_seconds_per_position = median(read_per_position);
+    double mean = 0;
+    for (double a : first_accept) mean += a / static_cast<double>(first_accept.size());
+    if (first_accept.size() >= 8 && mean > 0)
+      for (double a : first_accept) m.accept_scales.push_back(a / mean);
     return m;
   }
 };
@@ -79,6 +87,7 @@ void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled,
   int64_t step_tokens = 0;              // sequences + accepted drafts over the decode steps
   int64_t chosen = 0, differ = 0, changes = 0, finished = 0;
   int64_t last_remaining = -1;  // of the latest batch-1 step: an answer starts where it rises
+  int64_t answer_rounds = 0, answer_hits = 0;  // of the answer in progress (fixed depths, batch 1)
   for (const std::string& line : e.lines) {
     std::istringstream in(line);
     char kind = 0;
@@ -101,6 +110,12 @@ void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled,
       in >> d >> b >> s >> cu >> tokens;
       std::vector<int64_t> accepted;
       for (int64_t k; in >> k;) accepted.push_back(k);
+      if (b != 1) {
+        answer_rounds = -1;  // the answer in progress did not run alone: not counted
+      } else if (!e.opt.adaptive && d > 0 && accepted.size() == 1 && answer_rounds >= 0) {
+        ++answer_rounds;
+        answer_hits += accepted[0] > 0;
+      }
       if (kind == 'p')
         p.calibrate(d, b, s, accepted, cu, tokens);
       else
@@ -127,6 +142,10 @@ void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled,
       in >> tokens;
       p.observe_finish(tokens);
       ++finished;
+      if (answer_rounds >= 8)
+        answers.first_accept.push_back(static_cast<double>(answer_hits) /
+                                       static_cast<double>(answer_rounds));
+      answer_rounds = answer_hits = 0;
     } else if (kind == 's') {
       p.settle();
     } else if (kind == '#') {
@@ -215,25 +234,67 @@ void report(const Engine& e, int index, tandem::bench::SpecDepthSamples& pooled,
 
 }  // namespace
 
+// --set NAME=VALUE: one of the policy's numeric options, for every adaptive engine of the replay
+// and the simulations (what-ifs on a recorded trace). False for an unknown name or a bad value.
+bool set_option(SpecDepthOptions& o, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  if (eq == std::string::npos) return false;
+  const std::string name = assignment.substr(0, eq);
+  char* end = nullptr;
+  const double v = std::strtod(assignment.c_str() + eq + 1, &end);
+  if (end == assignment.c_str() + eq + 1 || *end != '\0' || !(v >= 0)) return false;
+  const auto n = static_cast<int64_t>(v);
+  if (name == "margin")
+    o.margin = v;
+  else if (name == "jump_margin")
+    o.jump_margin = v;
+  else if (name == "explore_every")
+    o.explore_every = n;
+  else if (name == "probe_steps")
+    o.probe_steps = n;
+  else if (name == "min_dwell")
+    o.min_dwell = n;
+  else if (name == "time_window")
+    o.time_window = n;
+  else if (name == "accept_alpha")
+    o.accept_alpha = v;
+  else if (name == "catch_up_alpha")
+    o.catch_up_alpha = v;
+  else if (name == "max_catch_up_steps")
+    o.max_catch_up_steps = v;
+  else if (name == "slow_alpha")
+    o.slow_alpha = v;
+  else
+    return false;
+  return true;
+}
+
 int main(int argc, char** argv) {
   // --batch-fill / --relax: replay the adaptive engines with SpecDepthOptions::batch_fill /
   // accept_relax on, whatever the trace's engine lines recorded (older traces record neither).
   bool batch_fill = false, relax = false;
-  double catch_up_override = 0;  // --catch-up-alpha X: replay with this catch-up weight
+  std::vector<std::string> sets;  // --set NAME=VALUE, in order
   int arg = 1;
   for (; arg < argc - 1; ++arg) {
-    if (std::strcmp(argv[arg], "--batch-fill") == 0)
+    if (std::strcmp(argv[arg], "--batch-fill") == 0) {
       batch_fill = true;
-    else if (std::strcmp(argv[arg], "--catch-up-alpha") == 0 && arg + 2 < argc)
-      catch_up_override = std::atof(argv[++arg]);
-    else if (std::strcmp(argv[arg], "--relax") == 0)
+    } else if (std::strcmp(argv[arg], "--set") == 0 && arg + 2 < argc) {
+      sets.emplace_back(argv[++arg]);
+      SpecDepthOptions probe;
+      if (!set_option(probe, sets.back())) {
+        std::fprintf(stderr, "%s: --set %s: not NAME=VALUE of a numeric policy option\n", argv[0],
+                     sets.back().c_str());
+        return 2;
+      }
+    } else if (std::strcmp(argv[arg], "--relax") == 0) {
       relax = true;
-    else
+    } else {
       break;
+    }
   }
   if (arg != argc - 1) {
     std::fprintf(stderr,
-                 "usage: %s [--batch-fill] [--relax] [--catch-up-alpha X] "
+                 "usage: %s [--batch-fill] [--relax] [--set NAME=VALUE ...] "
                  "TANDEM_SPEC_DEPTH_TRACE_FILE\n",
                  argv[0]);
     return 2;
@@ -263,9 +324,10 @@ int main(int argc, char** argv) {
       e.opt.adaptive = adaptive != 0;
       e.opt.batch_fill = (batch_fill || fill != 0) && e.opt.adaptive;
       e.opt.accept_relax = (relax || relaxed != 0) && e.opt.adaptive;
-      // The weight the engine ran with (older traces: the default), unless --catch-up-alpha.
+      // The weight the engine ran with (older traces: the default), unless --set says otherwise.
       if (catch_up_alpha > 0) e.opt.catch_up_alpha = catch_up_alpha;
-      if (catch_up_override > 0) e.opt.catch_up_alpha = catch_up_override;
+      if (e.opt.adaptive)
+        for (const std::string& s : sets) set_option(e.opt, s);
       engines.push_back(std::move(e));
     } else if (!engines.empty()) {
       engines.back().lines.push_back(line);
@@ -296,9 +358,11 @@ int main(int argc, char** argv) {
     if (with_reads)
       std::printf(
           "== the same with catch-ups: answers of %lld tokens to prompts of %lld positions the "
-          "draft has not read, reads at %.3f ms + %.2f us per position\n",
+          "draft has not read, reads at %.3f ms + %.2f us per position; each answer's "
+          "acceptance scaled as one of %zu measured answers'\n",
           static_cast<long long>(answers.tokens), static_cast<long long>(answers.prompt_positions),
-          1e3 * answers.read_fixed_seconds, 1e6 * answers.read_seconds_per_position);
+          1e3 * answers.read_fixed_seconds, 1e6 * answers.read_seconds_per_position,
+          answers.accept_scales.size());
     else
       std::printf(
           "== closed-loop simulation of this build's policy (max depth %lld, starts at %lld) on "
