@@ -45,7 +45,7 @@ struct SpecDepthOptions {
   int64_t untimed_reads = 1;     // the process's first draft reads outside a round (lazy kernel
                                  // loading of the eager draft forward) are not counted
   int64_t min_dwell = 16;        // steps of a class between two moves of its settled depth
-  int64_t time_window = 15;      // a step time estimate is the median of this many latest steps
+  int64_t time_window = 63;      // a step time estimate is the median of this many latest steps
   double accept_alpha = 0.01;    // weight of one new acceptance observation
   // Weight of one speculative step in the catch-up average. Its memory must span several
   // answers: at concurrency 1 one prompt is read per answer (~45 rounds on the shipped model),
@@ -76,7 +76,7 @@ struct SpecDepthOptions {
   // plain decoding moves the running acceptance toward its long-run mean (weight slow_alpha, a
   // plain mean before) by accept_alpha, as an observation would: the sequences whose acceptance
   // the running value followed are gone after as many steps as it takes to learn a new one.
-  bool accept_relax = false;
+  bool accept_relax = true;
   double slow_alpha = 0.001;  // weight of one observation in the long-run acceptance
 };
 

@@ -70,7 +70,7 @@ TEST(SpecDepthTrace, WritesOneLinePerCallAndAppendsAcrossEngines) {
   ::unsetenv("TANDEM_SPEC_DEPTH_TRACE");
   const std::vector<std::string> l = lines_of(path);
   ASSERT_EQ(l.size(), 12u);
-  EXPECT_EQ(l[0], "e 5 3 1 1 0 0.02");
+  EXPECT_EQ(l[0], "e 5 3 1 1 1 0.02");  // relaxation is the default
   EXPECT_EQ(l[1], "c 32 640 3000 2 96");
   EXPECT_EQ(l[2], "o 2 32 0.001234568 0.000500000 640 2 0 1");
   EXPECT_EQ(l[3], "o 0 32 0.000400000 0.000000000 0");
