@@ -287,8 +287,9 @@ Runner add_bench_offline(CLI::App& app) {
                "between them (SpecDepthOptions::batch_fill; off by default, being measured)");
   app.add_option("--adaptive-variants", a->adaptive_variants,
                  "Adaptive rows to run side by side (implies --adaptive), comma-separated: base "
-                 "(the defaults), or options joined by +: fill (batch fill), relax (acceptance "
-                 "relaxation during plain steps), pinN (every step at depth N: the adaptive "
+                 "(the defaults), or options joined by +: fill (batch fill), relax / norelax "
+                 "(acceptance relaxation during plain steps on / off; on by default), pinN (every "
+                 "step at depth N: the adaptive "
                  "engine's cost of depth N, to set beside the fixed S = N row), cuX (weight X of "
                  "a speculative step in the catch-up average), e.g. "
                  "base,fill,fill+relax,pin1; each compared with the best of plain and the fixed "
@@ -375,7 +376,8 @@ Runner add_bench_offline(CLI::App& app) {
       if (s > 0) fixed.push_back(s);
     // --adaptive-variants: each variant's (batch fill, acceptance relaxation) and row label.
     struct Variant {
-      bool fill = false, relax = false;
+      bool fill = false, relax = SpeculativeOptions{}.adaptive_accept_relax;
+      bool named = false;      // relax or norelax was named (the label says so)
       int64_t pin = -1;        // pinN: SpeculativeOptions::depth_override to N
       double catch_up = -1.0;  // cuX: SpeculativeOptions::adaptive_catch_up_alpha X
       std::string label;
@@ -391,8 +393,9 @@ Runner add_bench_offline(CLI::App& app) {
           for (std::string part; std::getline(parts, part, '+');) {
             if (part == "fill") {
               v.fill = true;
-            } else if (part == "relax") {
-              v.relax = true;
+            } else if (part == "relax" || part == "norelax") {
+              v.relax = part == "relax";
+              v.named = true;
             } else if (part.size() > 3 && part.compare(0, 3, "pin") == 0 &&
                        part.find_first_not_of("0123456789", 3) == std::string::npos) {
               v.pin = std::stoll(part.substr(3));
@@ -405,13 +408,16 @@ Runner add_bench_offline(CLI::App& app) {
                 fail("--adaptive-variants: '{}' in '{}': cuX needs a weight in (0, 1]", part, item);
               }
             } else {
-              fail("--adaptive-variants: '{}' in '{}' is not base, fill, relax, pinN or cuX", part,
-                   item);
+              fail(
+                  "--adaptive-variants: '{}' in '{}' is not base, fill, relax, norelax, pinN or "
+                  "cuX",
+                  part, item);
             }
           }
         }
-        v.label = std::string("MTP adapt") + (v.fill || v.relax ? "+" : "") + (v.fill ? "f" : "") +
-                  (v.relax ? "r" : "");
+        const bool r = v.named && v.relax, n = v.named && !v.relax;
+        v.label = std::string("MTP adapt") + (v.fill || r || n ? "+" : "") + (v.fill ? "f" : "") +
+                  (r ? "r" : "") + (n ? "n" : "");
         if (v.catch_up > 0) v.label += fmt::format(" cu{:g}", v.catch_up);
         if (v.pin >= 0) v.label = fmt::format("MTP pin{}", v.pin);
         variants.push_back(v);

@@ -36,8 +36,9 @@ struct SpeculativeOptions {
   // --adaptive-batch-fill turns it on.
   bool adaptive_batch_fill = false;
   // Adaptive depth only: plain steps move the running acceptance toward its long-run mean
-  // (SpecDepthOptions::accept_relax). Off until measured; bench-offline --adaptive-variants.
-  bool adaptive_accept_relax = false;
+  // (SpecDepthOptions::accept_relax). On since session 39; bench-offline --adaptive-variants
+  // norelax turns it off for comparison.
+  bool adaptive_accept_relax = true;
   // Adaptive depth only: weight of one speculative step in the catch-up average
   // (SpecDepthOptions::catch_up_alpha); < 0: the policy's default. bench-offline
   // --adaptive-variants cuX sets it, to compare weights side by side.

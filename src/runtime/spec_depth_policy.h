@@ -33,20 +33,23 @@
 namespace tandem {
 
 struct SpecDepthOptions {
-  int64_t max_depth = 3;         // deepest round (the engine's graphs and KV budget allow it)
-  int64_t initial_depth = 3;     // where every batch-size class starts
-  bool adaptive = true;          // false: always initial_depth
-  double margin = 0.03;          // a move needs an estimated rate this much above the current one
-  double jump_margin = 0.15;     // a move of more than one depth: a measured rate this much above
-  int64_t explore_every = 128;   // steps of a class between probes of its stalest depth
-  int64_t probe_steps = 5;       // steps of one probe (its estimate: their median)
-  int64_t untimed_steps = 2;     // a class's first steps at a depth (graph captures, algorithm
-                                 // choice) are not timed
-  int64_t untimed_reads = 1;     // the process's first draft reads outside a round (lazy kernel
-                                 // loading of the eager draft forward) are not counted
-  int64_t min_dwell = 16;        // steps of a class between two moves of its settled depth
-  int64_t time_window = 63;      // a step time estimate is the median of this many latest steps
-  double accept_alpha = 0.01;    // weight of one new acceptance observation
+  int64_t max_depth = 3;        // deepest round (the engine's graphs and KV budget allow it)
+  int64_t initial_depth = 3;    // where every batch-size class starts
+  bool adaptive = true;         // false: always initial_depth
+  double margin = 0.03;         // a move needs an estimated rate this much above the current one
+  double jump_margin = 0.15;    // a move of more than one depth: a measured rate this much above
+  int64_t explore_every = 128;  // steps of a class between probes of its stalest depth
+  int64_t probe_steps = 5;      // steps of one probe (its estimate: their median)
+  int64_t untimed_steps = 2;    // a class's first steps at a depth (graph captures, algorithm
+                                // choice) are not timed
+  int64_t untimed_reads = 1;    // the process's first draft reads outside a round (lazy kernel
+                                // loading of the eager draft forward) are not counted
+  int64_t min_dwell = 16;       // steps of a class between two moves of its settled depth
+  // A step time estimate is the median of this many latest steps (was 15: a slow spell of the
+  // machine, ~20 steps at up to 3x on the H100, moved one depth's median and sent the class
+  // plain; docs/runtime.md).
+  int64_t time_window = 63;
+  double accept_alpha = 0.01;  // weight of one new acceptance observation
   // Weight of one speculative step in the catch-up average. Its memory must span several
   // answers: at concurrency 1 one prompt is read per answer (~45 rounds on the shipped model),
   // and at 0.05 the average swung 0.25-2.5x of its mean, so a move decided right after a read
@@ -54,7 +57,7 @@ struct SpecDepthOptions {
   // 71% of the steps plain, 0.934x of S = 2; spec_depth_replay's simulation with catch-ups on
   // the H200's costs at 20 us a position: 0.956 of depth 2 at 0.05, 0.997 at 0.01).
   double catch_up_alpha = 0.01;
-  double prior_accept = 0.6;     // conditional acceptance assumed before any is seen
+  double prior_accept = 0.6;  // conditional acceptance assumed before any is seen
   // A speculative step whose catch-up would cost more than this many plain steps runs plain
   // instead, unless the tokens the batch may still generate would win the catch-up back.
   double max_catch_up_steps = 4.0;
@@ -69,14 +72,14 @@ struct SpecDepthOptions {
   bool batch_fill = false;
   int64_t fill_window = 256;
   int64_t fill_min_finished = 8;  // finished requests before k and L are trusted
-  // Acceptance relaxation (off until measured on the GPU; bench-offline --adaptive-variants):
+  // Acceptance relaxation (on since session 39; docs/runtime.md):
   // plain steps observe no acceptance, so a class that went plain after a hard answer kept that
   // answer's low estimate until a probe, and a probe's few rounds barely move it (the shipped
   // model at concurrency 1, H100: 96% plain, 0.93x of depth 1). With it each sequence-step of
   // plain decoding moves the running acceptance toward its long-run mean (weight slow_alpha, a
   // plain mean before) by accept_alpha, as an observation would: the sequences whose acceptance
   // the running value followed are gone after as many steps as it takes to learn a new one.
-  bool accept_relax = true;
+  bool accept_relax = true;   // on since session 39 (docs/runtime.md, "Acceptance relaxation")
   double slow_alpha = 0.001;  // weight of one observation in the long-run acceptance
 };
 
