@@ -156,10 +156,11 @@ double simulate(const SpecDepthSamples& s, int64_t cls, SpecDepthPolicy& p, int6
       if (l.left == 0) l = fresh();
     }
     seconds += t + read;
+    const int64_t read_tokens = read > 0 ? lag : 0;
     if (pin < 0)
-      p.observe(d, cls, t + read, accepted, read, d > 0 && read > 0 ? lag : 0);
+      p.observe(d, cls, t + read, accepted, read, read_tokens);
     else if (calibrate)
-      p.calibrate(d, cls, t + read, accepted, read, d > 0 && read > 0 ? lag : 0);
+      p.calibrate(d, cls, t + read, accepted, read, read_tokens);
     share[static_cast<size_t>(d)] += 1.0;
   }
   return tokens / seconds;

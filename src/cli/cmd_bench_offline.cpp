@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -288,10 +289,10 @@ Runner add_bench_offline(CLI::App& app) {
   app.add_option("--adaptive-variants", a->adaptive_variants,
                  "Adaptive rows to run side by side (implies --adaptive), comma-separated: base "
                  "(the defaults), or options joined by +: fill (batch fill), relax / norelax "
-                 "(acceptance relaxation during plain steps on / off; on by default), pinN (every "
-                 "step at depth N: the adaptive "
-                 "engine's cost of depth N, to set beside the fixed S = N row), cuX (weight X of "
-                 "a speculative step in the catch-up average), e.g. "
+                 "(acceptance relaxation during plain steps on / off; on by default), pinN "
+                 "(every step at depth N: the adaptive engine's cost of depth N, to set beside "
+                 "the fixed S = N row), cuX (weight X of a speculative step in the catch-up "
+                 "average), e.g. "
                  "base,fill,fill+relax,pin1; each compared with the best of plain and the fixed "
                  "depths");
   app.add_option("--speculative-max-steps", a->max_steps,
@@ -376,10 +377,10 @@ Runner add_bench_offline(CLI::App& app) {
       if (s > 0) fixed.push_back(s);
     // --adaptive-variants: each variant's (batch fill, acceptance relaxation) and row label.
     struct Variant {
-      bool fill = false, relax = SpeculativeOptions{}.adaptive_accept_relax;
-      bool named = false;      // relax or norelax was named (the label says so)
-      int64_t pin = -1;        // pinN: SpeculativeOptions::depth_override to N
-      double catch_up = -1.0;  // cuX: SpeculativeOptions::adaptive_catch_up_alpha X
+      bool fill = false;
+      std::optional<bool> relax;  // relax / norelax; unnamed: the default
+      int64_t pin = -1;           // pinN: SpeculativeOptions::depth_override to N
+      double catch_up = -1.0;     // cuX: SpeculativeOptions::adaptive_catch_up_alpha X
       std::string label;
     };
     std::vector<Variant> variants;
@@ -395,7 +396,6 @@ Runner add_bench_offline(CLI::App& app) {
               v.fill = true;
             } else if (part == "relax" || part == "norelax") {
               v.relax = part == "relax";
-              v.named = true;
             } else if (part.size() > 3 && part.compare(0, 3, "pin") == 0 &&
                        part.find_first_not_of("0123456789", 3) == std::string::npos) {
               v.pin = std::stoll(part.substr(3));
@@ -415,7 +415,7 @@ Runner add_bench_offline(CLI::App& app) {
             }
           }
         }
-        const bool r = v.named && v.relax, n = v.named && !v.relax;
+        const bool r = v.relax == true, n = v.relax == false;
         v.label = std::string("MTP adapt") + (v.fill || r || n ? "+" : "") + (v.fill ? "f" : "") +
                   (r ? "r" : "") + (n ? "n" : "");
         if (v.catch_up > 0) v.label += fmt::format(" cu{:g}", v.catch_up);
@@ -590,7 +590,7 @@ Runner add_bench_offline(CLI::App& app) {
         for (const Variant& v : variants) {
           EngineOptions vo = sp;
           vo.spec.adaptive_batch_fill = v.fill;
-          vo.spec.adaptive_accept_relax = v.relax;
+          vo.spec.adaptive_accept_relax = v.relax.value_or(sp.spec.adaptive_accept_relax);
           vo.spec.adaptive_catch_up_alpha = v.catch_up;
           if (v.pin >= 0) {
             if (v.pin > vo.spec.max_steps)

@@ -50,12 +50,12 @@ struct SpecDepthOptions {
   // plain; docs/runtime.md).
   int64_t time_window = 63;
   double accept_alpha = 0.01;  // weight of one new acceptance observation
-  // Weight of one speculative step in the catch-up average. Its memory must span several
-  // answers: at concurrency 1 one prompt is read per answer (~45 rounds on the shipped model),
-  // and at 0.05 the average swung 0.25-2.5x of its mean, so a move decided right after a read
-  // saw every depth ~10% dearer and went plain until the next probe (H100, 96-token answers:
-  // 71% of the steps plain, 0.934x of S = 2; spec_depth_replay's simulation with catch-ups on
-  // the H200's costs at 20 us a position: 0.956 of depth 2 at 0.05, 0.997 at 0.01).
+  // Weight of one speculative step in the catch-up average (was 0.05). Its memory should span
+  // several answers: at concurrency 1 one prompt is read per answer (~45 rounds on the shipped
+  // model), and at 0.05 the average swings 0.25-2.5x of its mean, so where reads are dear a move
+  // decided right after one sees every depth dearer (spec_depth_replay's simulation on the
+  // H200's costs, reads at 20 us a position: 0.956 of depth 2 at 0.05, 0.997 at 0.01). On the
+  // H100, where reads are cheap, the two weights measured alike (docs/runtime.md).
   double catch_up_alpha = 0.01;
   double prior_accept = 0.6;  // conditional acceptance assumed before any is seen
   // A speculative step whose catch-up would cost more than this many plain steps runs plain
